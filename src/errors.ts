@@ -1,0 +1,123 @@
+/**
+ * @module errors
+ * Every failure that crosses the public API is an `OpenworkError` with a stable `code`.
+ * Subclasses say who is at fault; the `code` says exactly what happened.
+ */
+
+/** Answers to commands that the current state of a session refuses (seed 000 §2). */
+export type CommandErrorCode =
+  | 'busy'
+  | 'turn_not_active'
+  | 'permission_not_pending'
+  | 'session_active'
+  | 'reload_required'
+  | 'actor_stopped'
+  | 'session_not_found'
+  | 'snapshot_required'
+  | 'sub_agent_mode_fixed'
+  | 'core_closed';
+
+/** Input the caller should fix before retrying. */
+export type InputErrorCode = 'empty_input' | 'input_too_large' | 'invalid_request' | 'agent_delivery_failed';
+
+/** Failure codes of a Turn outcome (seed 000 §3) plus the startup and storage codes. */
+export type TurnFailureCode =
+  | 'model_error'
+  | 'model_protocol_error'
+  | 'persistence_error'
+  | 'chat_state_error'
+  | 'compaction_error'
+  | 'permission_denied'
+  | 'doom_loop'
+  | 'max_model_calls'
+  | 'actor_stopped'
+  | 'user_project_context_error'
+  | 'project_instruction_error'
+  | 'skill_catalog_task_error';
+
+export type ErrorCode = CommandErrorCode | InputErrorCode | TurnFailureCode | 'context_overflow' | 'migration_error';
+
+export interface OpenworkErrorOptions {
+  cause?: unknown;
+  details?: Record<string, unknown>;
+}
+
+/** Base class of every error the library throws. */
+export class OpenworkError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, options: OpenworkErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.details = options.details ?? {};
+  }
+}
+
+/** The session's state refuses the command; nothing was changed. */
+export class CommandError extends OpenworkError {
+  declare readonly code: CommandErrorCode;
+  constructor(code: CommandErrorCode, message: string, options?: OpenworkErrorOptions) {
+    super(code, message, options);
+  }
+}
+
+/** `busy`: a turn is already active; `activeTurnId` names it. New turns are never queued. */
+export class BusyError extends CommandError {
+  readonly activeTurnId: string;
+  constructor(activeTurnId: string) {
+    super('busy', `session is busy with turn ${activeTurnId}`, { details: { activeTurnId } });
+    this.activeTurnId = activeTurnId;
+  }
+}
+
+/** The input itself is wrong (empty, too large, malformed). */
+export class InputError extends OpenworkError {
+  declare readonly code: InputErrorCode;
+  constructor(code: InputErrorCode, message: string, options?: OpenworkErrorOptions) {
+    super(code, message, options);
+  }
+}
+
+/** A database write or read failed. `sqlState` is set when Postgres reported one. */
+export class StorageError extends OpenworkError {
+  readonly sqlState: string | undefined;
+  constructor(message: string, options: OpenworkErrorOptions & { sqlState?: string } = {}) {
+    super('persistence_error', message, options);
+    this.sqlState = options.sqlState;
+  }
+}
+
+/** The model provider failed (`model_error`), broke the stream protocol, or refused the context. */
+export class ModelError extends OpenworkError {
+  /** True once a text, reasoning or tool-call event had arrived (seed 000 §6). */
+  readonly semanticOutput: boolean;
+  /** Whether a retry of the same request may succeed (429, 5xx, reset before output). */
+  readonly retryable: boolean;
+  constructor(
+    code: 'model_error' | 'model_protocol_error' | 'context_overflow',
+    message: string,
+    options: OpenworkErrorOptions & { semanticOutput?: boolean; retryable?: boolean } = {},
+  ) {
+    super(code, message, options);
+    this.semanticOutput = options.semanticOutput ?? false;
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** Turns an unknown thrown value into a message without losing it. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (typeof error === 'string') return error;
+  try {
+    return JSON.stringify(error);
+  } catch {
+    return String(error);
+  }
+}
+
+/** Narrows an unknown value to an OpenworkError. */
+export function isOpenworkError(error: unknown): error is OpenworkError {
+  return error instanceof OpenworkError;
+}

@@ -1,0 +1,510 @@
+/**
+ * @module machines/tool-call
+ * One tool call's lifecycle (seed 000 §5): validating → authorizing → waiting_permission →
+ * executing → recording. Invoked serially by the Turn machine's `tools` state; it always ends with
+ * a result (written, or at least decided) and says whether the call terminates the turn.
+ */
+import { assign, enqueueActions, fromCallback, fromPromise, sendParent, sendTo, setup, type ActorRefFrom } from 'xstate';
+import type { PermissionDecision } from '../protocol/input.js';
+import type { TurnPlanSnapshot } from '../protocol/plan.js';
+import type { PermissionCard } from '../protocol/updates.js';
+import type { ToolResult } from '../services/tools/define.js';
+import type {
+  ApprovalRecord,
+  AuthorizationOutput,
+  Grants,
+  ToolCallEvent,
+  ToolCallInput,
+  ToolCallOutput,
+  ToolCallTerminal,
+  ValidatedCall,
+} from './types.js';
+
+export const USER_DENIED_TEXT = 'The user denied this tool call.';
+export const CANCELLED_BEFORE_RUN_TEXT = 'tool call was cancelled before it ran';
+export const ACTOR_STOPPED_TEXT = 'the runtime stopped while this tool call was pending; its outcome is unknown';
+export const NON_INTERACTIVE_REFUSAL_TEXT =
+  'This call needs the user\'s approval, but a sub-agent cannot ask for authorization, so it was refused. ' +
+  'Continue with what the current permission mode allows, or report the limitation to the parent agent.';
+
+export interface RecordInput {
+  sessionId: string;
+  turnId: string;
+  toolCallId: string;
+  providerCallId: string;
+  toolName: string;
+  result: ToolResult;
+  approval: ApprovalRecord;
+  resolvedName: string | null;
+}
+
+export interface ExecuteInput {
+  sessionId: string;
+  turnId: string;
+  toolCallId: string;
+  providerCallId: string;
+  toolName: string;
+  args: unknown;
+  permissionMode: ToolCallInput['permissionMode'];
+  approval: ApprovalRecord;
+}
+
+export interface PlanCommitInput {
+  sessionId: string;
+  turnId: string;
+  toolCallId: string;
+  providerCallId: string;
+  args: unknown;
+}
+
+export type PlanCommitOutput = { ok: true; result: ToolResult; plan: TurnPlanSnapshot } | { ok: false; result: ToolResult };
+
+interface ToolCallContext extends ToolCallInput {
+  args: unknown;
+  resolvedName: string | null;
+  card: PermissionCard | null;
+  approval: ApprovalRecord;
+  result: ToolResult | null;
+  terminal: ToolCallTerminal | null;
+  stopRequest: 'cancel' | 'stop' | null;
+  recorded: boolean;
+  plan: TurnPlanSnapshot | null;
+}
+
+function notProvided(name: string): never {
+  throw new Error(`tool-call actor "${name}" was not provided`);
+}
+
+function failed(code: NonNullable<ToolResult['error']>['code'], message: string): ToolResult {
+  return { status: 'failed', text: message, error: { code, message, retryable: false } };
+}
+
+function hasGrant(grants: Grants, card: PermissionCard): boolean {
+  return grants[card.environmentId]?.includes(card.grantKey) ?? false;
+}
+
+const toolCallSetup = setup({
+  types: {
+    context: {} as ToolCallContext,
+    input: {} as ToolCallInput,
+    output: {} as ToolCallOutput,
+    events: {} as ToolCallEvent,
+  },
+  actors: {
+    validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async () => notProvided('validateToolCall')),
+    authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async () => notProvided('authorizeToolCall')),
+    executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
+    commitPlanUpdate: fromPromise<PlanCommitOutput, PlanCommitInput>(async () => notProvided('commitPlanUpdate')),
+    recordToolResult: fromPromise<void, RecordInput>(async () => notProvided('recordToolResult')),
+  },
+  guards: {
+    isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
+    isDoomLoop: (_, output: ValidatedCall) => output.kind === 'doom_loop',
+    isControl: (_, output: ValidatedCall) => output.kind === 'control',
+    isExecute: (_, output: AuthorizationOutput) => output.kind === 'execute',
+    isRuleDeny: (_, output: AuthorizationOutput) => output.kind === 'deny',
+    isGranted: ({ context }, output: AuthorizationOutput) =>
+      output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
+    isNonInteractive: ({ context }) => context.nonInteractive,
+    planCommitted: (_, output: PlanCommitOutput) => output.ok,
+    stopRequested: ({ context }) => context.stopRequest !== null,
+  },
+  actions: {
+    recordStopBeforeRun: assign(({ context, event }) => {
+      const stop = event.type === 'toolcall.stop' || context.stopRequest === 'stop';
+      return stop
+        ? {
+            stopRequest: 'stop' as const,
+            result: { status: 'outcome_unknown' as const, text: ACTOR_STOPPED_TEXT, error: { code: 'outcome_unknown' as const, message: ACTOR_STOPPED_TEXT, retryable: false } },
+            terminal: { code: 'actor_stopped' as const, message: 'the session actor stopped' },
+          }
+        : {
+            stopRequest: 'cancel' as const,
+            result: { status: 'cancelled' as const, text: CANCELLED_BEFORE_RUN_TEXT, error: { code: 'cancelled' as const, message: CANCELLED_BEFORE_RUN_TEXT, retryable: false } },
+            terminal: { code: 'cancelled' as const, message: 'the turn was cancelled' },
+          };
+    }),
+    announceResolved: sendParent(({ context, event }) => ({
+      type: 'toolcall.permission_resolved' as const,
+      toolCallId: context.toolCallId,
+      decision: (event as Extract<ToolCallEvent, { type: 'toolcall.decide' }>).decision as PermissionDecision,
+    })),
+    abortExecution: sendTo('execute', { type: 'toolcall.cancel' }),
+    announceStatus: sendParent(({ context }, status: 'authorizing' | 'waiting_permission' | 'executing' | 'recording') => ({
+      type: 'toolcall.status' as const,
+      toolCallId: context.toolCallId,
+      status,
+    })),
+    announceGrant: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'toolcall.decide') return;
+      if (event.decision !== 'allow_for_turn' && event.decision !== 'allow_for_session') return;
+      enqueue.sendParent({
+        type: 'toolcall.grant',
+        scope: event.decision === 'allow_for_turn' ? 'turn' : 'session',
+        environmentId: context.card!.environmentId,
+        grantKey: context.card!.grantKey,
+      });
+    }),
+    announceFinished: enqueueActions(({ context, enqueue }) => {
+      if (!context.recorded || !context.result) return;
+      const result = context.result;
+      if (context.plan) {
+        // Reference §6.4: plan_updated (full snapshot) after the commit, then tool_call_finished.
+        enqueue.sendParent({
+          type: 'toolcall.update',
+          update: { type: 'plan_updated', explanation: context.plan.explanation, plan: context.plan.steps, updatedAt: context.plan.updatedAt },
+        });
+      }
+      enqueue.sendParent({
+        type: 'toolcall.update',
+        update: {
+          type: 'tool_call_finished',
+          toolCallId: context.toolCallId,
+          providerCallId: context.call.callId,
+          toolName: context.call.name,
+          status: result.status,
+          text: result.text,
+          ...(result.error ? { error: result.error } : {}),
+        },
+        live: { toolCallId: context.toolCallId, status: 'finished', result: { status: result.status, text: result.text } },
+      });
+    }),
+  },
+});
+
+export const toolCallMachine = toolCallSetup.createMachine({
+  id: 'toolCall',
+  context: ({ input }) => ({
+    ...input,
+    args: undefined,
+    resolvedName: null,
+    card: null,
+    approval: { decision: 'none', source: 'sandbox', card: null, requestedAt: null, decidedAt: null },
+    result: null,
+    terminal: null,
+    stopRequest: null,
+    recorded: false,
+    plan: null,
+  }),
+  initial: 'validating',
+  on: {
+    'toolcall.cancel': { actions: assign({ stopRequest: ({ context }) => context.stopRequest ?? 'cancel' }) },
+    'toolcall.stop': { actions: assign({ stopRequest: () => 'stop' as const }) },
+  },
+  states: {
+    validating: {
+      entry: sendParent(({ context }) => ({
+        type: 'toolcall.update',
+        update: {
+          type: 'tool_call_started',
+          toolCallId: context.toolCallId,
+          providerCallId: context.call.callId,
+          toolName: context.call.name,
+          arguments: context.call.arguments,
+          status: 'validating',
+        },
+        live: { toolCallId: context.toolCallId, status: 'validating' },
+      })),
+      invoke: {
+        id: 'validate',
+        src: 'validateToolCall',
+        input: ({ context }) => context,
+        onDone: [
+          {
+            guard: { type: 'isInvalid', params: ({ event }) => event.output },
+            target: 'recording',
+            actions: assign(({ event }) => {
+              const out = event.output as Extract<ValidatedCall, { kind: 'invalid' }>;
+              return { result: out.result, doom: out.doom, resolvedName: out.resolvedName };
+            }),
+          },
+          {
+            guard: { type: 'isDoomLoop', params: ({ event }) => event.output },
+            target: 'recording',
+            actions: assign(({ event, context }) => {
+              const out = event.output as Extract<ValidatedCall, { kind: 'doom_loop' }>;
+              return {
+                result: out.result,
+                doom: out.doom,
+                resolvedName: context.call.name,
+                terminal: { code: 'doom_loop' as const, message: out.result.text },
+                approval: { ...context.approval, source: 'system' },
+              };
+            }),
+          },
+          {
+            guard: 'stopRequested',
+            target: 'recording',
+            actions: 'recordStopBeforeRun',
+          },
+          {
+            guard: { type: 'isControl', params: ({ event }) => event.output },
+            target: 'control',
+            actions: assign(({ event, context }) => ({
+              args: (event.output as Extract<ValidatedCall, { kind: 'control' }>).args,
+              doom: event.output.doom,
+              resolvedName: context.call.name,
+              approval: { ...context.approval, decision: 'none' as const, source: 'control_tool' },
+            })),
+          },
+          {
+            target: 'authorizing',
+            actions: assign(({ event, context }) => ({
+              args: (event.output as Extract<ValidatedCall, { kind: 'registered' }>).args,
+              doom: event.output.doom,
+              resolvedName: context.call.name,
+            })),
+          },
+        ],
+        onError: {
+          target: 'recording',
+          actions: assign({ result: ({ event }) => failed('execution_failed', `tool call validation failed: ${String((event.error as Error)?.message ?? event.error)}`) }),
+        },
+      },
+    },
+    authorizing: {
+      entry: { type: 'announceStatus', params: 'authorizing' as const },
+      on: {
+        'toolcall.cancel': { target: 'recording', actions: 'recordStopBeforeRun' },
+        'toolcall.stop': { target: 'recording', actions: 'recordStopBeforeRun' },
+      },
+      invoke: {
+        id: 'authorize',
+        src: 'authorizeToolCall',
+        input: ({ context }) => ({ ...context, args: context.args }),
+        onDone: [
+          {
+            guard: { type: 'isExecute', params: ({ event }) => event.output },
+            target: 'executing',
+            actions: assign({ approval: ({ context }) => ({ ...context.approval, decision: 'none' as const, source: 'sandbox' }) }),
+          },
+          {
+            guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
+            target: 'recording',
+            actions: assign(({ event, context }) => {
+              const out = event.output as Extract<AuthorizationOutput, { kind: 'deny' }>;
+              return {
+                result: { status: 'denied' as const, text: out.text, error: { code: 'permission_denied' as const, message: out.text, retryable: false } },
+                approval: { ...context.approval, source: out.source },
+              };
+            }),
+          },
+          {
+            guard: { type: 'isGranted', params: ({ event }) => event.output },
+            target: 'executing',
+            actions: assign(({ event, context }) => {
+              const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+              return { card: out.card, approval: { ...context.approval, decision: 'grant' as const, source: 'user', card: out.card } };
+            }),
+          },
+          {
+            guard: 'isNonInteractive',
+            target: 'recording',
+            actions: assign(({ event, context }) => {
+              const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+              return {
+                card: out.card,
+                result: {
+                  status: 'denied' as const,
+                  text: NON_INTERACTIVE_REFUSAL_TEXT,
+                  error: { code: 'permission_denied' as const, message: NON_INTERACTIVE_REFUSAL_TEXT, retryable: false },
+                },
+                approval: { ...context.approval, source: 'non_interactive', card: out.card },
+              };
+            }),
+          },
+          {
+            target: 'waiting_permission',
+            actions: assign(({ event, context }) => {
+              const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+              return { card: out.card, approval: { ...context.approval, card: out.card, requestedAt: out.at } };
+            }),
+          },
+        ],
+        onError: {
+          target: 'recording',
+          actions: assign({ result: ({ event }) => failed('execution_failed', `authorization failed: ${String((event.error as Error)?.message ?? event.error)}`) }),
+        },
+      },
+    },
+    waiting_permission: {
+      entry: [
+        { type: 'announceStatus', params: 'waiting_permission' as const },
+        sendParent(({ context }) => ({ type: 'toolcall.permission_requested', toolCallId: context.toolCallId, card: context.card! })),
+      ],
+      on: {
+        'toolcall.decide': [
+          {
+            guard: ({ event }) => event.decision === 'deny',
+            target: 'recording',
+            actions: [
+              assign(({ event, context }) => ({
+                result: { status: 'denied' as const, text: USER_DENIED_TEXT, error: { code: 'permission_denied' as const, message: USER_DENIED_TEXT, retryable: false } },
+                terminal: { code: 'permission_denied' as const, message: 'the user denied a tool call' },
+                approval: { ...context.approval, decision: 'deny' as const, source: 'user', decidedAt: event.at },
+              })),
+              'announceResolved',
+            ],
+          },
+          {
+            target: 'executing',
+            actions: [
+              assign(({ event, context }) => ({
+                approval: { ...context.approval, decision: event.decision, source: 'user', decidedAt: event.at },
+              })),
+              'announceGrant',
+              'announceResolved',
+            ],
+          },
+        ],
+        'toolcall.cancel': {
+          target: 'recording',
+          actions: [
+            assign(({ context }) => ({
+              stopRequest: 'cancel' as const,
+              result: { status: 'cancelled' as const, text: CANCELLED_BEFORE_RUN_TEXT, error: { code: 'cancelled' as const, message: CANCELLED_BEFORE_RUN_TEXT, retryable: false } },
+              terminal: { code: 'cancelled' as const, message: 'the turn was cancelled' },
+              approval: { ...context.approval, decision: 'none' as const, source: 'user' },
+            })),
+            sendParent(({ context }) => ({ type: 'toolcall.permission_resolved', toolCallId: context.toolCallId, decision: 'cancelled' })),
+          ],
+        },
+        'toolcall.stop': {
+          target: 'recording',
+          actions: [
+            assign(() => ({
+              stopRequest: 'stop' as const,
+              result: { status: 'outcome_unknown' as const, text: ACTOR_STOPPED_TEXT, error: { code: 'outcome_unknown' as const, message: ACTOR_STOPPED_TEXT, retryable: false } },
+              terminal: { code: 'actor_stopped' as const, message: 'the session actor stopped while a permission was pending' },
+            })),
+            sendParent(({ context }) => ({ type: 'toolcall.permission_resolved', toolCallId: context.toolCallId, decision: 'actor_stopped' })),
+          ],
+        },
+      },
+    },
+    executing: {
+      entry: { type: 'announceStatus', params: 'executing' as const },
+      invoke: {
+        id: 'execute',
+        src: 'executeTool',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          toolCallId: context.toolCallId,
+          providerCallId: context.call.callId,
+          toolName: context.call.name,
+          args: context.args,
+          permissionMode: context.permissionMode,
+          approval: context.approval,
+        }),
+        onError: {
+          target: 'recording',
+          actions: assign({ result: ({ event }) => failed('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
+        },
+      },
+      on: {
+        'tool.progress': {
+          actions: sendParent(({ context, event }) => ({
+            type: 'toolcall.update',
+            update: { type: 'tool_call_progress', toolCallId: context.toolCallId, progress: event.progress },
+          })),
+        },
+        'tool.finished': {
+          target: 'recording',
+          actions: assign(({ context, event }) => ({
+            result: event.result,
+            terminal:
+              context.stopRequest === 'stop'
+                ? { code: 'actor_stopped' as const, message: 'the session actor stopped while a tool was running' }
+                : context.stopRequest === 'cancel' || event.result.status === 'cancelled'
+                  ? { code: 'cancelled' as const, message: 'the turn was cancelled' }
+                  : null,
+          })),
+        },
+        // The tool gets its abort and reports how it ended; a process tree must be killed, not orphaned.
+        'toolcall.cancel': {
+          actions: [assign({ stopRequest: ({ context }) => context.stopRequest ?? 'cancel' }), 'abortExecution'],
+        },
+        'toolcall.stop': { actions: [assign({ stopRequest: () => 'stop' as const }), 'abortExecution'] },
+      },
+    },
+    control: {
+      invoke: {
+        id: 'commitPlan',
+        src: 'commitPlanUpdate',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          toolCallId: context.toolCallId,
+          providerCallId: context.call.callId,
+          args: context.args,
+        }),
+        onDone: [
+          {
+            guard: { type: 'planCommitted', params: ({ event }) => event.output },
+            target: 'done',
+            actions: assign(({ event }) => {
+              const out = event.output as Extract<PlanCommitOutput, { ok: true }>;
+              return { result: out.result, plan: out.plan, recorded: true };
+            }),
+          },
+          { target: 'recording', actions: assign({ result: ({ event }) => event.output.result }) },
+        ],
+        onError: {
+          target: 'done',
+          actions: assign(({ event }) => ({
+            result: failed('execution_failed', 'the plan could not be saved'),
+            terminal: { code: 'persistence_error' as const, message: String((event.error as Error)?.message ?? event.error) },
+          })),
+        },
+      },
+    },
+    recording: {
+      entry: { type: 'announceStatus', params: 'recording' as const },
+      invoke: {
+        id: 'record',
+        src: 'recordToolResult',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          toolCallId: context.toolCallId,
+          providerCallId: context.call.callId,
+          toolName: context.call.name,
+          result: context.result!,
+          approval: context.approval,
+          resolvedName: context.resolvedName,
+        }),
+        onDone: { target: 'done', actions: assign({ recorded: true }) },
+        onError: {
+          target: 'done',
+          actions: assign(({ event }) => {
+            const error = event.error as { code?: string; message?: string };
+            return {
+              recorded: false,
+              terminal: {
+                code: error?.code === 'chat_state_error' ? ('chat_state_error' as const) : ('persistence_error' as const),
+                message: String(error?.message ?? event.error),
+              },
+            };
+          }),
+        },
+      },
+    },
+    done: {
+      type: 'final',
+      entry: 'announceFinished',
+    },
+  },
+  output: ({ context }) => ({
+    toolCallId: context.toolCallId,
+    providerCallId: context.call.callId,
+    toolName: context.call.name,
+    result: context.result ?? failed('execution_failed', 'the tool call ended without a result'),
+    recorded: context.recorded,
+    terminal: context.terminal,
+    doom: context.doom,
+    plan: context.plan,
+  }),
+});
+
+export type ToolCallActorRef = ActorRefFrom<typeof toolCallMachine>;

@@ -1,0 +1,744 @@
+/**
+ * @module machines/turn
+ * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
+ *
+ *   starting → running_model ⇄ compacting
+ *              running_model → tools.running_tools ⇄ tools.waiting_permission → running_model
+ *   → ending → completed | failed | cancelled
+ *
+ * Every effect (the model call, each storage write, each tool run) is an invoked actor with an
+ * error path. Cancel stops whatever is invoked; storage writes already in flight finish first, so
+ * that no committed fact is left half-known.
+ */
+import { assign, enqueueActions, fromEventObservable, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import type { NewMessage, ToolCallBlock } from '../protocol/content.js';
+import type { TurnPlanSnapshot } from '../protocol/plan.js';
+import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
+import type { AgentMessage } from '../services/agents/mailbox.js';
+import type { TokenUsage } from '../storage/storage.js';
+import { toolCallMachine } from './tool-call.js';
+import type {
+  AssembledCall,
+  DoomState,
+  Grants,
+  LiveToolCall,
+  ModelDraft,
+  PendingApproval,
+  ToolBatch,
+  ToolCallOutput,
+  TurnEvent,
+  TurnInput,
+  TurnOutput,
+} from './types.js';
+
+export const REMAINING_CALL_TEXT = 'tool was not executed because the turn already terminated';
+
+const ZERO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
+
+export interface TurnContext extends TurnInput {
+  phase: Phase | null;
+  turnGrants: Grants;
+  pendingApprovals: PendingApproval[];
+  modelCallIndex: number;
+  submissionCount: number;
+  toolCallCount: number;
+  usage: TokenUsage;
+  prepared: AssembledCall | null;
+  draft: ModelDraft;
+  batch: ToolBatch | null;
+  batchIndex: number;
+  liveToolCalls: LiveToolCall[];
+  doom: DoomState;
+  plan: TurnPlanSnapshot | null;
+  outcome: TurnOutcome | null;
+  stopRequest: 'cancel' | 'stop' | null;
+  compactionTrigger: 'threshold' | 'overflow' | null;
+  /** One overflow resubmission per logical model call (seed 000 §4). */
+  overflowResubmitted: boolean;
+  endRecorded: boolean;
+}
+
+export interface BeginTurnInput {
+  sessionId: string;
+  turnId: string;
+  clientRequestId: string;
+  messages: NewMessage[];
+}
+
+export interface DrainInput {
+  sessionId: string;
+  turnId: string;
+  mailbox: AgentMessage[];
+  pendingInput: NewMessage[];
+}
+
+export interface DrainOutput {
+  mailboxIds: string[];
+  inputIds: string[];
+}
+
+export interface AssembleActorInput {
+  sessionId: string;
+  turnId: string;
+  systemContext: TurnInput['systemContext'];
+  modelCallIndex: number;
+  compactAtTokens: number;
+}
+
+export interface CallModelInput {
+  sessionId: string;
+  turnId: string;
+  modelCallIndex: number;
+  spanId: string;
+  prepared: AssembledCall;
+}
+
+export interface PersistAssistantInput {
+  sessionId: string;
+  turnId: string;
+  modelCallIndex: number;
+  spanId: string;
+  draft: ModelDraft;
+}
+
+export interface CompactInput {
+  sessionId: string;
+  turnId: string;
+  trigger: 'threshold' | 'overflow';
+  modelCallIndex: number;
+  plan: TurnPlanSnapshot | null;
+}
+
+export interface CancelledCallsInput {
+  sessionId: string;
+  turnId: string;
+  calls: Array<{ toolCallId: string; call: ToolCallBlock }>;
+  parentSpanId: string | null;
+}
+
+export interface FinishInput {
+  sessionId: string;
+  turnId: string;
+  outcome: TurnOutcome;
+  planUnfinishedStepCount: number | null;
+}
+
+/** A failure as the model actor reports it (a `ModelError` or anything thrown). */
+interface ModelFailure {
+  code?: string;
+  message?: string;
+  semanticOutput?: boolean;
+}
+
+function notProvided(name: string): never {
+  throw new Error(`turn actor "${name}" was not provided`);
+}
+
+function emptyDraft(): ModelDraft {
+  return { text: '', reasoning: '', toolCalls: [], opaque: [], completion: null, semantic: false };
+}
+
+function failedOutcome(code: string, message: string): TurnOutcome {
+  return { status: 'failed', code, message };
+}
+
+function errorText(error: unknown): string {
+  if (error && typeof error === 'object' && 'message' in error) return String((error as { message: unknown }).message);
+  return String(error);
+}
+
+function storageFailure(error: unknown): TurnOutcome {
+  const code = (error as { code?: string } | null)?.code === 'chat_state_error' ? 'chat_state_error' : 'persistence_error';
+  return failedOutcome(code, errorText(error));
+}
+
+function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
+  };
+}
+
+function stopOutcome(stop: 'cancel' | 'stop' | null): TurnOutcome {
+  return stop === 'stop' ? failedOutcome('actor_stopped', 'the session actor stopped during the turn') : { status: 'cancelled' };
+}
+
+/** Deterministic, session-unique id of the n-th tool call of a turn, used by commands and updates. */
+export function toolCallIdFor(turnId: string, n: number): string {
+  return `${turnId}.tc${n}`;
+}
+
+const turnSetup = setup({
+  types: {
+    context: {} as TurnContext,
+    input: {} as TurnInput,
+    output: {} as TurnOutput,
+    events: {} as TurnEvent,
+  },
+  actors: {
+    beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
+    drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
+    assembleRequest: fromPromise<AssembledCall, AssembleActorInput>(async () => notProvided('assembleRequest')),
+    recordModelCallStart: fromPromise<void, { turnId: string; modelCallIndex: number }>(async () => notProvided('recordModelCallStart')),
+    callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
+    persistAssistantMessage: fromPromise<{ messageId: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
+    compactConversation: fromPromise<void, CompactInput>(async () => notProvided('compactConversation')),
+    toolCall: toolCallMachine,
+    recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async () => notProvided('recordCancelledCalls')),
+    finishTurn: fromPromise<boolean, FinishInput>(async () => notProvided('finishTurn')),
+  },
+  guards: {
+    stopRequested: ({ context }) => context.stopRequest !== null,
+    maxModelCallsReached: ({ context }) => context.modelCallIndex >= context.limits.maxModelCalls,
+    batchDone: ({ context }) => context.batch === null || context.batchIndex >= context.batch.calls.length,
+    outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
+    outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
+  },
+  actions: {
+    /** Emits `phase_changed` only when the phase really changes: the chart is the source of phases. */
+    enterPhase: enqueueActions(({ context, enqueue }, phase: Phase) => {
+      if (context.phase === phase) return;
+      enqueue.assign({ phase });
+      enqueue.sendParent({ type: 'turn.update', update: { type: 'phase_changed', phase } });
+    }),
+    emit: sendParent((_, update: SessionUpdate) => ({ type: 'turn.update' as const, update })),
+    requestStop: assign({
+      stopRequest: ({ context, event }) => (event.type === 'turn.stop' ? 'stop' : (context.stopRequest ?? 'cancel')),
+    }),
+    outcomeFromStop: assign({ outcome: ({ context, event }) => stopOutcome(event.type === 'turn.stop' ? 'stop' : context.stopRequest) }),
+    announceFinished: sendParent(({ context }) => ({
+      type: 'turn.update' as const,
+      update: { type: 'turn_finished' as const, outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome') },
+    })),
+    discardDraft: enqueueActions(({ context, enqueue }) => {
+      if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
+        enqueue.sendParent({ type: 'turn.update', update: { type: 'draft_cleared', reason: 'discarded' } });
+      }
+      enqueue.assign({ draft: emptyDraft() });
+    }),
+  },
+});
+
+export const turnMachine = turnSetup.createMachine({
+  id: 'turn',
+  context: ({ input }) => ({
+    ...input,
+    phase: null,
+    turnGrants: {},
+    pendingApprovals: [],
+    modelCallIndex: 0,
+    submissionCount: 0,
+    toolCallCount: 0,
+    usage: ZERO_USAGE,
+    prepared: null,
+    draft: emptyDraft(),
+    batch: null,
+    batchIndex: 0,
+    liveToolCalls: [],
+    doom: { signature: null, count: 0 },
+    plan: null,
+    outcome: null,
+    stopRequest: null,
+    compactionTrigger: null,
+    overflowResubmitted: false,
+    endRecorded: false,
+  }),
+  initial: 'starting',
+  on: {
+    'turn.cancel': { actions: 'requestStop' },
+    'turn.stop': { actions: 'requestStop' },
+    'turn.steer': { actions: assign({ pendingInput: ({ context, event }) => [...context.pendingInput, event.message] }) },
+    'turn.mailbox': { actions: assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }) },
+    'turn.set_mode': { actions: assign({ permissionMode: ({ event }) => event.mode }) },
+  },
+  states: {
+    starting: {
+      entry: { type: 'enterPhase', params: 'starting' },
+      invoke: {
+        id: 'beginTurn',
+        src: 'beginTurn',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          clientRequestId: context.clientRequestId,
+          messages: context.messages,
+        }),
+        onDone: 'running_model',
+        onError: { target: 'ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
+      },
+    },
+    running_model: {
+      entry: { type: 'enterPhase', params: 'running_model' },
+      initial: 'checking',
+      states: {
+        checking: {
+          always: [
+            { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+            {
+              guard: 'maxModelCallsReached',
+              target: '#turn.ending',
+              actions: assign({
+                outcome: ({ context }) => failedOutcome('max_model_calls', `the turn reached max_model_calls (${context.limits.maxModelCalls})`),
+              }),
+            },
+            {
+              target: 'draining',
+              actions: assign({ modelCallIndex: ({ context }) => context.modelCallIndex + 1, overflowResubmitted: false }),
+            },
+          ],
+        },
+        draining: {
+          invoke: {
+            id: 'drainInbox',
+            src: 'drainInbox',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              mailbox: context.mailbox,
+              pendingInput: context.pendingInput,
+            }),
+            onDone: [
+              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+              {
+                target: 'assembling',
+                actions: assign(({ context, event }) => ({
+                  mailbox: context.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
+                  pendingInput: context.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
+                })),
+              },
+            ],
+            onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
+          },
+        },
+        assembling: {
+          on: { 'turn.cancel': { target: '#turn.ending', actions: 'outcomeFromStop' }, 'turn.stop': { target: '#turn.ending', actions: 'outcomeFromStop' } },
+          invoke: {
+            id: 'assembleRequest',
+            src: 'assembleRequest',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              systemContext: context.systemContext,
+              modelCallIndex: context.modelCallIndex,
+              compactAtTokens: context.compactAtTokens,
+            }),
+            onDone: [
+              {
+                guard: ({ event, context }) => event.output.overThreshold && context.compactionTrigger === null,
+                target: '#turn.compacting',
+                actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: 'threshold' }),
+              },
+              { target: 'recording_call', actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: null }) },
+            ],
+            onError: {
+              target: '#turn.ending',
+              actions: assign({
+                outcome: ({ event }) => {
+                  const code = (event.error as { code?: string })?.code;
+                  const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error', 'chat_state_error'];
+                  return failedOutcome(code && known.includes(code) ? code : 'model_protocol_error', errorText(event.error));
+                },
+              }),
+            },
+          },
+        },
+        recording_call: {
+          invoke: {
+            id: 'recordModelCallStart',
+            src: 'recordModelCallStart',
+            input: ({ context }) => ({ turnId: context.turnId, modelCallIndex: context.modelCallIndex }),
+            onDone: [
+              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+              {
+                target: 'streaming',
+                actions: assign({ submissionCount: ({ context }) => context.submissionCount + 1, draft: emptyDraft() }),
+              },
+            ],
+            onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
+          },
+        },
+        streaming: {
+          invoke: {
+            id: 'callModel',
+            src: 'callModel',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              modelCallIndex: context.modelCallIndex,
+              spanId: `${context.turnId}.model${context.submissionCount}`,
+              prepared: context.prepared!,
+            }),
+            onDone: [
+              { guard: ({ context }) => context.draft.completion !== null, target: 'persisting' },
+              {
+                target: '#turn.ending',
+                actions: [
+                  'discardDraft',
+                  assign({ outcome: () => failedOutcome('model_protocol_error', 'the model stream ended without a completed response') }),
+                ],
+              },
+            ],
+            onError: [
+              {
+                guard: ({ context, event }) =>
+                  (event.error as ModelFailure)?.code === 'context_overflow' &&
+                  !(event.error as ModelFailure).semanticOutput &&
+                  !context.draft.semantic &&
+                  !context.overflowResubmitted,
+                target: '#turn.compacting',
+                actions: ['discardDraft', assign({ compactionTrigger: 'overflow', overflowResubmitted: true })],
+              },
+              {
+                target: '#turn.ending',
+                actions: [
+                  'discardDraft',
+                  assign({
+                    outcome: ({ event }) => {
+                      const failure = event.error as ModelFailure;
+                      const code = failure?.code === 'model_protocol_error' ? 'model_protocol_error' : 'model_error';
+                      return failedOutcome(code, errorText(event.error));
+                    },
+                  }),
+                ],
+              },
+            ],
+          },
+          on: {
+            'model.text_delta': {
+              actions: [
+                assign({ draft: ({ context, event }) => ({ ...context.draft, text: context.draft.text + event.delta, semantic: true }) }),
+                sendParent(({ event }) => ({ type: 'turn.update', update: { type: 'text_delta', delta: event.delta } })),
+              ],
+            },
+            'model.reasoning_delta': {
+              actions: [
+                assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
+                sendParent(({ event }) => ({ type: 'turn.update', update: { type: 'reasoning_delta', delta: event.delta } })),
+              ],
+            },
+            'model.tool_call': {
+              actions: assign({
+                draft: ({ context, event }) => ({
+                  ...context.draft,
+                  semantic: true,
+                  toolCalls: [...context.draft.toolCalls, { type: 'tool_call', callId: event.callId, name: event.name, arguments: event.arguments }],
+                }),
+              }),
+            },
+            'model.provider_opaque': {
+              actions: assign({
+                draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
+              }),
+            },
+            'model.completed': {
+              actions: assign({
+                draft: ({ context, event }) => ({
+                  ...context.draft,
+                  completion: {
+                    usage: event.usage,
+                    ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
+                    ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+                  },
+                }),
+              }),
+            },
+            // Leaving this state stops the model actor, which aborts the provider request.
+            'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+            'turn.stop': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+          },
+        },
+        persisting: {
+          invoke: {
+            id: 'persistAssistantMessage',
+            src: 'persistAssistantMessage',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              modelCallIndex: context.modelCallIndex,
+              spanId: `${context.turnId}.model${context.submissionCount}`,
+              draft: context.draft,
+            }),
+            onDone: [
+              {
+                guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.pendingInput.length === 0 || context.stopRequest !== null),
+                target: '#turn.ending',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context }) => ({
+                    usage: addUsage(context.usage, context.draft.completion!.usage),
+                    outcome: context.stopRequest === null ? { status: 'completed' as const, finalText: context.draft.text } : stopOutcome(context.stopRequest),
+                    draft: emptyDraft(),
+                  })),
+                ],
+              },
+              {
+                // A final answer while steering input waits: the turn takes the input in one more round.
+                guard: ({ context }) => context.draft.toolCalls.length === 0,
+                target: 'checking',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context }) => ({ usage: addUsage(context.usage, context.draft.completion!.usage), draft: emptyDraft() })),
+                ],
+              },
+              {
+                target: '#turn.tools',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context, event }) => {
+                    const calls = context.draft.toolCalls;
+                    const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
+                    return {
+                      usage: addUsage(context.usage, context.draft.completion!.usage),
+                      batch: { assistantMessageId: event.output.messageId, calls, toolCallIds },
+                      batchIndex: 0,
+                      toolCallCount: context.toolCallCount + calls.length,
+                      liveToolCalls: calls.map((call, i) => ({
+                        toolCallId: toolCallIds[i]!,
+                        providerCallId: call.callId,
+                        toolName: call.name,
+                        arguments: call.arguments,
+                        status: 'pending' as const,
+                      })),
+                      draft: emptyDraft(),
+                    };
+                  }),
+                ],
+              },
+            ],
+            onError: { target: '#turn.ending', actions: ['discardDraft', assign({ outcome: ({ event }) => storageFailure(event.error) })] },
+          },
+        },
+      },
+    },
+    compacting: {
+      entry: { type: 'enterPhase', params: 'compacting' },
+      on: { 'turn.cancel': { target: 'ending', actions: 'outcomeFromStop' }, 'turn.stop': { target: 'ending', actions: 'outcomeFromStop' } },
+      invoke: {
+        id: 'compactConversation',
+        src: 'compactConversation',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          trigger: context.compactionTrigger ?? 'threshold',
+          modelCallIndex: context.modelCallIndex,
+          plan: context.plan,
+        }),
+        onDone: { target: 'running_model.assembling' },
+        onError: {
+          target: 'ending',
+          actions: assign({ outcome: ({ event }) => failedOutcome('compaction_error', errorText(event.error)) }),
+        },
+      },
+    },
+    tools: {
+      id: 'tools',
+      initial: 'next',
+      states: {
+        next: {
+          always: [
+            { guard: 'batchDone', target: '#turn.running_model' },
+            { guard: 'stopRequested', target: 'cancelling_remaining', actions: 'outcomeFromStop' },
+            { target: 'call' },
+          ],
+        },
+        call: {
+          initial: 'running_tools',
+          invoke: {
+            id: 'toolCall',
+            src: 'toolCall',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
+              call: context.batch!.calls[context.batchIndex]!,
+              permissionMode: context.permissionMode,
+              nonInteractive: context.nonInteractive,
+              turnGrants: context.turnGrants,
+              sessionGrants: context.sessionGrants,
+              doom: context.doom,
+              doomLoopThreshold: context.limits.doomLoopThreshold,
+              parentSpanId: `${context.turnId}.model${context.submissionCount}`,
+            }),
+            onDone: [
+              {
+                guard: ({ event }) => event.output.terminal !== null,
+                target: 'cancelling_remaining',
+                actions: assign(({ context, event }) => applyToolOutput(context, event.output, true)),
+              },
+              { target: 'next', actions: assign(({ context, event }) => applyToolOutput(context, event.output, false)) },
+            ],
+            onError: {
+              target: 'cancelling_remaining',
+              actions: assign(({ context, event }) => ({
+                batchIndex: context.batchIndex + 1,
+                pendingApprovals: [],
+                outcome: failedOutcome('persistence_error', `tool call actor failed: ${errorText(event.error)}`),
+              })),
+            },
+          },
+          on: {
+            'toolcall.update': {
+              actions: [
+                sendParent(({ event }) => ({ type: 'turn.update', update: event.update })),
+                assign({ liveToolCalls: ({ context, event }) => (event.live ? patchLive(context.liveToolCalls, event.live) : context.liveToolCalls) }),
+              ],
+            },
+            'toolcall.status': {
+              actions: assign({ liveToolCalls: ({ context, event }) => patchLive(context.liveToolCalls, { toolCallId: event.toolCallId, status: event.status }) }),
+            },
+            'toolcall.permission_requested': {
+              target: '.waiting_permission',
+              actions: [
+                assign({ pendingApprovals: ({ event }) => [{ toolCallId: event.toolCallId, card: event.card }] }),
+                sendParent(({ event }) => ({ type: 'turn.update', update: { type: 'permission_requested', toolCallId: event.toolCallId, card: event.card } })),
+              ],
+            },
+            'toolcall.permission_resolved': {
+              target: '.running_tools',
+              actions: [
+                assign({ pendingApprovals: [] }),
+                sendParent(({ event }) => ({
+                  type: 'turn.update',
+                  update: {
+                    type: 'permission_resolved',
+                    toolCallId: event.toolCallId,
+                    decision: event.decision === 'actor_stopped' ? 'cancelled' : event.decision,
+                  },
+                })),
+              ],
+            },
+            'toolcall.grant': {
+              actions: [
+                assign(({ context, event }) =>
+                  event.scope === 'turn'
+                    ? { turnGrants: addGrant(context.turnGrants, event.environmentId, event.grantKey) }
+                    : { sessionGrants: addGrant(context.sessionGrants, event.environmentId, event.grantKey) },
+                ),
+                sendParent(({ event }) => ({ type: 'turn.grant', scope: event.scope, environmentId: event.environmentId, grantKey: event.grantKey })),
+              ],
+            },
+            'turn.decide': { actions: sendTo('toolCall', ({ event }) => ({ type: 'toolcall.decide', decision: event.decision, at: event.at })) },
+            'turn.cancel': { actions: ['requestStop', sendTo('toolCall', { type: 'toolcall.cancel' })] },
+            'turn.stop': { actions: ['requestStop', sendTo('toolCall', { type: 'toolcall.stop' })] },
+          },
+          states: {
+            running_tools: { entry: { type: 'enterPhase', params: 'running_tools' } },
+            waiting_permission: { entry: { type: 'enterPhase', params: 'waiting_permission' } },
+          },
+        },
+        cancelling_remaining: {
+          invoke: {
+            id: 'recordCancelledCalls',
+            src: 'recordCancelledCalls',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              calls: (context.batch?.calls ?? [])
+                .map((call, i) => ({ toolCallId: context.batch!.toolCallIds[i]!, call }))
+                .slice(context.batchIndex),
+              parentSpanId: `${context.turnId}.model${context.submissionCount}`,
+            }),
+            onDone: {
+              target: '#turn.ending',
+              actions: [
+                enqueueActions(({ context, enqueue }) => {
+                  for (const [i, call] of (context.batch?.calls ?? []).entries()) {
+                    if (i < context.batchIndex) continue;
+                    enqueue.sendParent({
+                      type: 'turn.update',
+                      update: {
+                        type: 'tool_call_finished',
+                        toolCallId: context.batch!.toolCallIds[i]!,
+                        providerCallId: call.callId,
+                        toolName: call.name,
+                        status: 'cancelled',
+                        text: REMAINING_CALL_TEXT,
+                        error: { code: 'cancelled', message: REMAINING_CALL_TEXT, retryable: false },
+                      },
+                    });
+                  }
+                }),
+                assign(({ context }) => ({
+                  liveToolCalls: context.liveToolCalls.map((c, i) =>
+                    i >= context.batchIndex ? { ...c, status: 'finished' as const, result: { status: 'cancelled' as const, text: REMAINING_CALL_TEXT } } : c,
+                  ),
+                })),
+              ],
+            },
+            onError: {
+              target: '#turn.ending',
+              actions: assign({
+                outcome: ({ context, event }) => (context.outcome?.status === 'failed' ? context.outcome : storageFailure(event.error)),
+              }),
+            },
+          },
+        },
+      },
+    },
+    ending: {
+      invoke: {
+        id: 'finishTurn',
+        src: 'finishTurn',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
+          planUnfinishedStepCount: context.plan ? context.plan.steps.filter((s) => s.status !== 'completed').length : null,
+        }),
+        onDone: [
+          { guard: 'outcomeCompleted', target: 'completed', actions: assign({ endRecorded: ({ event }) => event.output }) },
+          { guard: 'outcomeCancelled', target: 'cancelled', actions: assign({ endRecorded: ({ event }) => event.output }) },
+          { target: 'failed', actions: assign({ endRecorded: ({ event }) => event.output }) },
+        ],
+        onError: [
+          { guard: 'outcomeCompleted', target: 'completed' },
+          { guard: 'outcomeCancelled', target: 'cancelled' },
+          { target: 'failed' },
+        ],
+      },
+    },
+    completed: { type: 'final', entry: [{ type: 'enterPhase', params: 'completed' }, 'announceFinished'] },
+    failed: { type: 'final', entry: [{ type: 'enterPhase', params: 'failed' }, 'announceFinished'] },
+    cancelled: { type: 'final', entry: [{ type: 'enterPhase', params: 'cancelled' }, 'announceFinished'] },
+  },
+  output: ({ context }) => ({
+    turnId: context.turnId,
+    outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
+    plan: context.plan,
+    usage: context.usage,
+    mailbox: context.mailbox,
+    pendingInput: context.pendingInput,
+    endRecorded: context.endRecorded,
+  }),
+});
+
+function patchLive(list: LiveToolCall[], patch: Partial<LiveToolCall> & { toolCallId: string }): LiveToolCall[] {
+  return list.map((c) => (c.toolCallId === patch.toolCallId ? { ...c, ...patch } : c));
+}
+
+function addGrant(grants: Grants, environmentId: string, grantKey: string): Grants {
+  const existing = grants[environmentId] ?? [];
+  return existing.includes(grantKey) ? grants : { ...grants, [environmentId]: [...existing, grantKey] };
+}
+
+function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal: boolean): Partial<TurnContext> {
+  const patch: Partial<TurnContext> = {
+    batchIndex: context.batchIndex + 1,
+    doom: output.doom,
+    pendingApprovals: [],
+  };
+  if (output.plan) patch.plan = output.plan;
+  if (terminal && output.terminal) {
+    const t = output.terminal;
+    patch.outcome =
+      t.code === 'cancelled'
+        ? { status: 'cancelled' }
+        : failedOutcome(t.code, t.code === 'doom_loop' ? output.result.text : t.message);
+  }
+  return patch;
+}
+
+export type TurnActorRef = ActorRefFrom<typeof turnMachine>;
+export type TurnSnapshot = SnapshotFrom<typeof turnMachine>;

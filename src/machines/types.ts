@@ -1,0 +1,160 @@
+/**
+ * @module machines/types
+ * Data shapes shared by the Session, Turn and tool-call machines. Everything here is plain,
+ * serialisable data: handles (storage, model, tools, clock) never enter machine context.
+ */
+import type { NewMessage, StoredMessage, ToolCallBlock } from '../protocol/content.js';
+import type { PermissionDecision, PermissionMode } from '../protocol/input.js';
+import type { TurnPlanSnapshot } from '../protocol/plan.js';
+import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
+import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
+import type { AgentMessage } from '../services/agents/mailbox.js';
+import type { PreparedModelCall } from '../services/context/assemble.js';
+import type { SystemPart } from '../services/model/port.js';
+import type { ToolResult } from '../services/tools/define.js';
+import type { TokenUsage } from '../storage/storage.js';
+
+export type Grants = Record<string, string[]>;
+
+export interface DoomState {
+  signature: string | null;
+  count: number;
+}
+
+export interface TurnLimits {
+  maxModelCalls: number;
+  doomLoopThreshold: number;
+}
+
+export type TerminalCode = 'permission_denied' | 'doom_loop' | 'persistence_error' | 'chat_state_error' | 'cancelled' | 'actor_stopped';
+
+export interface ToolCallTerminal {
+  code: TerminalCode;
+  message: string;
+}
+
+export interface ToolCallInput {
+  sessionId: string;
+  turnId: string;
+  toolCallId: string;
+  call: ToolCallBlock;
+  permissionMode: PermissionMode;
+  nonInteractive: boolean;
+  turnGrants: Grants;
+  sessionGrants: Grants;
+  doom: DoomState;
+  doomLoopThreshold: number;
+  parentSpanId: string | null;
+}
+
+export interface ToolCallOutput {
+  toolCallId: string;
+  providerCallId: string;
+  toolName: string;
+  result: ToolResult;
+  recorded: boolean;
+  terminal: ToolCallTerminal | null;
+  doom: DoomState;
+  plan: TurnPlanSnapshot | null;
+}
+
+/** What the `validateToolCall` actor concludes before authorisation (seed 000 §5 steps 2-6). */
+export type ValidatedCall =
+  | { kind: 'invalid'; result: ToolResult; doom: DoomState; resolvedName: string | null }
+  | { kind: 'doom_loop'; result: ToolResult; doom: DoomState }
+  | { kind: 'control'; args: unknown; doom: DoomState }
+  | { kind: 'registered'; args: unknown; doom: DoomState };
+
+export type AuthorizationOutput =
+  | { kind: 'execute' }
+  | { kind: 'deny'; text: string; source: string }
+  | { kind: 'card'; card: PermissionCard; at: number };
+
+export interface ApprovalRecord {
+  decision: PermissionDecision | 'grant' | 'none';
+  source: string;
+  card: PermissionCard | null;
+  requestedAt: number | null;
+  decidedAt: number | null;
+}
+
+export interface ModelDraft {
+  text: string;
+  reasoning: string;
+  toolCalls: ToolCallBlock[];
+  opaque: Array<{ provider: string; data: unknown }>;
+  completion: { usage: TokenUsage; responseId?: string; finishReason?: string } | null;
+  semantic: boolean;
+}
+
+export interface ToolBatch {
+  assistantMessageId: string;
+  calls: ToolCallBlock[];
+  toolCallIds: string[];
+}
+
+export interface TurnInput {
+  sessionId: string;
+  turnId: string;
+  clientRequestId: string;
+  /** Skill instruction snapshots, then the user's visible message. */
+  messages: NewMessage[];
+  systemContext: SystemPart[];
+  limits: TurnLimits;
+  permissionMode: PermissionMode;
+  nonInteractive: boolean;
+  sessionGrants: Grants;
+  tokenBaseline: TokenUsage;
+  mailbox: AgentMessage[];
+  pendingInput: NewMessage[];
+  /** The model request's size limit; automatic compaction starts at this estimate (0 = never). */
+  compactAtTokens: number;
+}
+
+export interface TurnOutput {
+  turnId: string;
+  outcome: TurnOutcome;
+  plan: TurnPlanSnapshot | null;
+  usage: TokenUsage;
+  /** Agent messages that arrived after the last drain: they wait for the next user turn. */
+  mailbox: AgentMessage[];
+  /** Steering input the turn could not take any more: carried into the next turn. */
+  pendingInput: NewMessage[];
+  endRecorded: boolean;
+}
+
+export type TurnEvent =
+  | { type: 'turn.cancel' }
+  | { type: 'turn.stop' }
+  | { type: 'turn.steer'; message: NewMessage }
+  | { type: 'turn.mailbox'; message: AgentMessage }
+  | { type: 'turn.set_mode'; mode: PermissionMode }
+  | { type: 'turn.decide'; toolCallId: string; decision: PermissionDecision; at: number }
+  | { type: 'model.text_delta'; delta: string }
+  | { type: 'model.reasoning_delta'; delta: string }
+  | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
+  | { type: 'model.provider_opaque'; provider: string; data: unknown }
+  | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
+  | { type: 'toolcall.update'; update: SessionUpdate; live?: Partial<LiveToolCall> & { toolCallId: string } }
+  | { type: 'toolcall.status'; toolCallId: string; status: LiveToolCall['status'] }
+  | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
+  | { type: 'toolcall.permission_resolved'; toolCallId: string; decision: PermissionDecision | 'cancelled' | 'actor_stopped' }
+  | { type: 'toolcall.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
+
+export type ToolCallEvent =
+  | { type: 'toolcall.decide'; decision: PermissionDecision; at: number }
+  | { type: 'toolcall.cancel' }
+  | { type: 'toolcall.stop' }
+  | { type: 'tool.progress'; progress: ToolProgress }
+  | { type: 'tool.finished'; result: ToolResult };
+
+export type SessionParentEvent =
+  | { type: 'turn.update'; update: SessionUpdate }
+  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
+
+export interface AssembledCall extends PreparedModelCall {
+  /** Whether the estimate reached the automatic compaction line. */
+  overThreshold: boolean;
+}
+
+export type { PendingApproval, LiveToolCall, StoredMessage };

@@ -1,0 +1,24 @@
+/**
+ * @module protocol/input
+ * What a host hands to `startTurn` and `steerTurn`.
+ */
+import { z } from 'zod';
+
+export const textInputSchema = z.object({ type: z.literal('text'), text: z.string() });
+/** An explicitly selected skill (reference §7.4); its body is materialised when the turn is accepted. */
+export const skillInputSchema = z.object({ type: z.literal('skill'), name: z.string(), path: z.string() });
+export const userInputSchema = z.discriminatedUnion('type', [textInputSchema, skillInputSchema]);
+export type UserInput = z.infer<typeof userInputSchema>;
+
+export const startTurnParamsSchema = z.object({
+  clientRequestId: z.string().trim().min(1),
+  input: z.array(userInputSchema),
+  disabledSkillNames: z.array(z.string()).optional(),
+});
+export type StartTurnParams = z.infer<typeof startTurnParamsSchema>;
+
+export const permissionDecisionSchema = z.enum(['allow_once', 'deny', 'allow_for_turn', 'allow_for_session']);
+export type PermissionDecision = z.infer<typeof permissionDecisionSchema>;
+
+export const permissionModeSchema = z.enum(['auto', 'accept_edits']);
+export type PermissionMode = z.infer<typeof permissionModeSchema>;

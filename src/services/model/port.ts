@@ -1,0 +1,71 @@
+/**
+ * @module services/model/port
+ * The provider-neutral model port: a request in, a stream of events out.
+ */
+import type { MessageKind, ModelToolStatus, ProviderOpaqueBlock, ReasoningBlock, TextBlock, ToolCallBlock } from '../../protocol/content.js';
+import type { TokenUsage } from '../../storage/storage.js';
+
+export interface SystemPart {
+  key: string;
+  content: string;
+}
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: Record<string, unknown>;
+}
+
+export type ModelMessage =
+  | { role: 'user'; kind: MessageKind | 'synthetic'; content: TextBlock[] }
+  | { role: 'assistant'; content: Array<TextBlock | ReasoningBlock | ProviderOpaqueBlock | ToolCallBlock> }
+  | { role: 'tool'; callId: string; toolName: string; status: ModelToolStatus; text: string; synthetic?: boolean };
+
+/** What the runtime asks of a model; adapters encode it for their provider and read no other source. */
+export interface ModelRequest {
+  system: SystemPart[];
+  messages: ModelMessage[];
+  tools: ToolDefinition[];
+  maxOutputTokens?: number;
+  reasoningEffort?: string;
+}
+
+export type FinishReason = 'stop' | 'tool_use' | 'length' | 'content_filter' | 'refusal' | 'incomplete' | 'unknown';
+
+export type ModelStreamEvent =
+  | { type: 'text_delta'; delta: string }
+  | { type: 'reasoning_delta'; delta: string }
+  /** A complete tool call; adapters emit it only once its arguments are complete. */
+  | { type: 'tool_call'; callId: string; name: string; arguments: string }
+  | { type: 'provider_opaque'; provider: string; data: unknown }
+  | { type: 'completed'; usage: TokenUsage; responseId?: string; finishReason?: FinishReason; actualModel?: string }
+  /** A transport retry happened before any output; visible in the trace as attempts. */
+  | { type: 'retry'; attempt: number; reason: string };
+
+export interface ModelCallOptions {
+  signal: AbortSignal;
+}
+
+export interface RateLimitSnapshot {
+  limitId: string | null;
+  primary?: { usedPercent?: number; windowMinutes?: number; resetsAt?: string } | null;
+  secondary?: { usedPercent?: number; windowMinutes?: number; resetsAt?: string } | null;
+  credits?: Record<string, unknown> | null;
+  plan?: string | null;
+}
+
+export interface ModelPort {
+  /** `<provider>/<model>` as stored in `turns.model_id`. */
+  readonly id: string;
+  readonly providerId: string;
+  readonly model: string;
+  readonly contextWindow?: number;
+  readonly maxOutputTokens?: number;
+  /** Streams one response. Throws `ModelError` on failure; an abort ends it with the signal's reason. */
+  stream(request: ModelRequest, options: ModelCallOptions): AsyncIterable<ModelStreamEvent>;
+  /** The latest rate-limit headers seen, if the provider sends them. */
+  rateLimits?(): RateLimitSnapshot | null;
+}
+
+export type { ReasoningBlock, ProviderOpaqueBlock, ToolCallBlock };

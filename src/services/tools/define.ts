@@ -1,0 +1,104 @@
+/**
+ * @module services/tools/define
+ * `defineTool`: a tool is a zod schema for its arguments, a model-visible description, and an
+ * `execute` function. The JSON Schema the model sees is derived from the zod schema.
+ */
+import { z } from 'zod';
+import type { ContentBlock, ToolError, ToolResultStatus } from '../../protocol/content.js';
+import type { PermissionMode } from '../../protocol/input.js';
+import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
+import type { ToolDefinition } from '../model/port.js';
+
+export interface ToolContext {
+  sessionId: string;
+  turnId: string;
+  toolCallId: string;
+  providerCallId: string;
+  workingDirectory: string;
+  permissionMode: PermissionMode;
+  /** Aborted when the turn is cancelled or the runtime stops; tools must stop promptly. */
+  signal: AbortSignal;
+  /** Streams progress to the host as `tool_call_progress` (never stored, never seen by the model). */
+  progress(progress: ToolProgress): void;
+  /** Extra grants that the approval of this one call carries (escalated paths, for instance). */
+  approval: { decision: 'none' | 'allow_once' | 'allow_for_turn' | 'allow_for_session' | 'grant'; card?: PermissionCard };
+}
+
+export interface ToolResult {
+  status: ToolResultStatus;
+  text: string;
+  error?: ToolError;
+  artifacts?: Array<Record<string, unknown>>;
+  sandboxDenied?: boolean;
+}
+
+export type ToolExecuteResult = string | ToolResult;
+
+/** The authorisation of one call (seed 000 §5): run it, refuse it by rule, or ask the host. */
+export type Authorization =
+  | { kind: 'execute' }
+  | { kind: 'deny'; text: string; source: 'builtin' | 'non_interactive' | 'sandbox_unavailable' | 'policy' }
+  | { kind: 'card'; card: Omit<PermissionCard, 'decisions'> };
+
+export interface AuthorizeContext {
+  sessionId: string;
+  turnId: string;
+  workingDirectory: string;
+  permissionMode: PermissionMode;
+  nonInteractive: boolean;
+}
+
+export interface Tool<Schema extends z.ZodType = z.ZodType> {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters: Schema;
+  /** Decides whether this call may run without asking; absent means "execute". */
+  authorize?(args: z.output<Schema>, ctx: AuthorizeContext): Authorization | Promise<Authorization>;
+  execute(args: z.output<Schema>, ctx: ToolContext): Promise<ToolExecuteResult> | ToolExecuteResult;
+}
+
+export type AnyTool = Tool<z.ZodType>;
+
+/**
+ * Defines a tool.
+ *
+ * @example
+ * const echo = defineTool({
+ *   name: 'echo',
+ *   description: 'Repeats its input.',
+ *   parameters: z.object({ text: z.string() }),
+ *   execute: ({ text }) => text,
+ * });
+ */
+export function defineTool<Schema extends z.ZodType>(tool: Tool<Schema>): Tool<Schema> {
+  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(tool.name)) {
+    throw new TypeError(`tool name ${JSON.stringify(tool.name)} must match ^[a-zA-Z0-9_-]{1,64}$`);
+  }
+  return tool;
+}
+
+/** The JSON Schema of a tool's arguments, as sent to the model. */
+export function toolDefinition(tool: Pick<AnyTool, 'name' | 'description' | 'parameters'>): ToolDefinition {
+  const schema = z.toJSONSchema(tool.parameters, { target: 'draft-7', io: 'input' }) as Record<string, unknown>;
+  delete schema.$schema;
+  return { name: tool.name, description: tool.description, parameters: schema };
+}
+
+export function normalizeToolResult(result: ToolExecuteResult): ToolResult {
+  return typeof result === 'string' ? { status: 'succeeded', text: result } : result;
+}
+
+/** The single content block of a tool message. */
+export function toolResultContent(callId: string, result: ToolResult): ContentBlock[] {
+  return [
+    {
+      type: 'tool_result',
+      callId,
+      status: result.status,
+      text: result.text,
+      ...(result.error ? { error: result.error } : {}),
+      ...(result.artifacts ? { artifacts: result.artifacts } : {}),
+      ...(result.sandboxDenied !== undefined ? { sandboxDenied: result.sandboxDenied } : {}),
+    },
+  ];
+}

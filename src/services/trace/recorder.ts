@@ -1,0 +1,140 @@
+/**
+ * @module services/trace/recorder
+ * The bounded trace queue (reference §11.1): capacity 1,024, batches of at most 64, one writer.
+ * Nothing here ever throws into the agent loop; losses are counted, not raised.
+ */
+import type { TraceSignal } from './signals.js';
+import type { SessionStorage } from '../../storage/storage.js';
+
+export interface TraceStats {
+  /** Signals refused because the queue was full, or because the recorder itself failed. */
+  droppedSignals: number;
+  /** Signals whose batch or payload write failed. */
+  writeFailures: number;
+  written: number;
+  queued: number;
+}
+
+export interface FlushResult extends TraceStats {
+  flushed: boolean;
+}
+
+export interface TraceRecorder {
+  /** Enqueues without waiting; never throws. */
+  record(signal: TraceSignal): void;
+  /** Waits (at most `timeoutMs`) until everything queued so far is written or dropped. */
+  flush(timeoutMs?: number): Promise<FlushResult>;
+  stats(): TraceStats;
+  close(): Promise<void>;
+}
+
+export interface QueueTraceRecorderOptions {
+  capacity?: number;
+  batchSize?: number;
+}
+
+export class QueueTraceRecorder implements TraceRecorder {
+  private readonly queue: TraceSignal[] = [];
+  private readonly capacity: number;
+  private readonly batchSize: number;
+  private writing: Promise<void> | null = null;
+  private closed = false;
+  private readonly counters = { droppedSignals: 0, writeFailures: 0, written: 0 };
+
+  constructor(
+    private readonly storage: Pick<SessionStorage, 'writeTraceSignals'>,
+    options: QueueTraceRecorderOptions = {},
+  ) {
+    this.capacity = options.capacity ?? 1024;
+    this.batchSize = Math.min(options.batchSize ?? 64, 64);
+  }
+
+  record(signal: TraceSignal): void {
+    if (this.closed || this.queue.length >= this.capacity) {
+      this.counters.droppedSignals += 1;
+      return;
+    }
+    this.queue.push(signal);
+    this.writing ??= this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    // Let the loop that queued the signal go on first: the writer never delays the caller.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, this.batchSize);
+        try {
+          const report = await this.storage.writeTraceSignals(batch);
+          this.counters.written += report.written;
+          this.counters.writeFailures += report.failed;
+        } catch {
+          this.counters.writeFailures += batch.length;
+        }
+      }
+    } finally {
+      this.writing = null;
+    }
+  }
+
+  async flush(timeoutMs = 2000): Promise<FlushResult> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+      timer.unref?.();
+    });
+    const done = (async () => {
+      while (this.writing) await this.writing;
+      return true as const;
+    })();
+    const flushed = await Promise.race([done, timeout]);
+    clearTimeout(timer);
+    return { flushed, ...this.stats() };
+  }
+
+  stats(): TraceStats {
+    return { ...this.counters, queued: this.queue.length };
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+  }
+}
+
+/** Wraps any recorder so that a recorder that throws only counts as dropped signals. */
+export function guardRecorder(inner: TraceRecorder): TraceRecorder {
+  let dropped = 0;
+  return {
+    record(signal) {
+      try {
+        inner.record(signal);
+      } catch {
+        dropped += 1;
+      }
+    },
+    async flush(timeoutMs) {
+      try {
+        const result = await inner.flush(timeoutMs);
+        return { ...result, droppedSignals: result.droppedSignals + dropped };
+      } catch {
+        return { flushed: false, droppedSignals: dropped, writeFailures: 0, written: 0, queued: 0 };
+      }
+    },
+    stats() {
+      try {
+        const s = inner.stats();
+        return { ...s, droppedSignals: s.droppedSignals + dropped };
+      } catch {
+        return { droppedSignals: dropped, writeFailures: 0, written: 0, queued: 0 };
+      }
+    },
+    async close() {
+      try {
+        await inner.close();
+      } catch {
+        // A failing recorder must not block shutdown.
+      }
+    },
+  };
+}

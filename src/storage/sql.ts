@@ -1,0 +1,47 @@
+/**
+ * @module storage/sql
+ * The small SQL surface shared by the `pg` and PGlite adapters, so that one implementation of
+ * `SessionStorage` runs the same statements on both.
+ */
+
+export type Row = Record<string, unknown>;
+
+export interface SqlExecutor {
+  query<R extends Row = Row>(text: string, params?: readonly unknown[]): Promise<{ rows: R[]; rowCount: number }>;
+}
+
+export interface SqlDatabase extends SqlExecutor {
+  readonly kind: 'postgres' | 'pglite';
+  /** Runs `fn` inside BEGIN/COMMIT on one connection; any throw rolls back. */
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /** Runs `fn` with every statement on one connection (session-level advisory locks need it). */
+  withConnection<T>(fn: (conn: SqlExecutor & { transaction: SqlDatabase['transaction'] }) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Postgres returns BIGINT as text through `pg`; every count we read fits in a JS number. */
+export function num(value: unknown): number {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'bigint') return Number(value);
+  if (typeof value === 'string') return Number(value);
+  throw new TypeError(`expected a number, got ${typeof value}`);
+}
+
+export function numOrNull(value: unknown): number | null {
+  return value === null || value === undefined ? null : num(value);
+}
+
+/** Times cross the API as ISO-8601 UTC (DECISIONS §4). */
+export function iso(value: unknown): string {
+  if (value instanceof Date) return value.toISOString();
+  if (typeof value === 'string') return new Date(value).toISOString();
+  throw new TypeError(`expected a timestamp, got ${typeof value}`);
+}
+
+export function isoOrNull(value: unknown): string | null {
+  return value === null || value === undefined ? null : iso(value);
+}
+
+export function strOrNull(value: unknown): string | null {
+  return value === null || value === undefined ? null : String(value);
+}

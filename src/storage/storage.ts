@@ -1,0 +1,182 @@
+/**
+ * @module storage/storage
+ * The `SessionStorage` port: every durable fact the runtime writes or reads goes through it, in the
+ * write order of reference §9.3. The machines' invoked actors call it; nothing else does.
+ */
+import type { NewMessage, StoredMessage } from '../protocol/content.js';
+import type { PermissionMode } from '../protocol/input.js';
+import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
+import type { MigrationReport } from './migrate.js';
+import type { TraceSignal } from '../services/trace/signals.js';
+
+export interface SessionRecord {
+  id: string;
+  title: string | null;
+  workingDirectory: string;
+  defaultModelId: string | null;
+  status: 'active' | 'archived';
+  createdAt: string;
+  updatedAt: string;
+  lastTurnAt: string | null;
+  parentSessionId: string | null;
+  taskName: string | null;
+  agentRole: string | null;
+  spawnSpanId: string | null;
+  sandboxMode: PermissionMode;
+  reasoningEffort: string | null;
+  toolResultPrunedThroughSequence: number | null;
+}
+
+export interface NewSession {
+  id: string;
+  workingDirectory: string;
+  title?: string | null;
+  defaultModelId?: string | null;
+  sandboxMode?: PermissionMode;
+  reasoningEffort?: string | null;
+  parentSessionId?: string | null;
+  taskName?: string | null;
+  agentRole?: string | null;
+  spawnSpanId?: string | null;
+}
+
+export type TurnStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
+
+export interface TurnRecord {
+  id: string;
+  sessionId: string;
+  clientRequestId: string;
+  sequence: number;
+  modelId: string | null;
+  resolvedProviderId: string;
+  resolvedModelName: string;
+  appVersion: string;
+  status: TurnStatus;
+  modelCallCount: number;
+  modelSubmissionCount: number;
+  toolCallCount: number;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  cachedInputTokens: number | null;
+  reasoningTokens: number | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  startedAt: string;
+  endedAt: string | null;
+  planUnfinishedStepCount: number | null;
+}
+
+export interface TokenUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  reasoningTokens: number;
+}
+
+export interface BeginTurn {
+  turnId: string;
+  sessionId: string;
+  clientRequestId: string;
+  modelId: string;
+  resolvedProviderId: string;
+  resolvedModelName: string;
+  appVersion: string;
+  /** Skill instruction snapshots first, then the user's visible message. */
+  messages: NewMessage[];
+}
+
+export interface FinishTurn {
+  status: Exclude<TurnStatus, 'running' | 'interrupted'>;
+  errorCode?: string | null;
+  errorMessage?: string | null;
+  planUnfinishedStepCount: number | null;
+}
+
+export interface TraceSpanRecord {
+  id: string;
+  traceId: string;
+  sessionId: string;
+  turnId: string | null;
+  parentSpanId: string | null;
+  kind: 'model_call' | 'tool_call' | 'compaction';
+  name: string;
+  status: string;
+  providerCallId: string | null;
+  requestedToolName: string | null;
+  resolvedToolName: string | null;
+  attemptCount: number | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  responseMessageId: string | null;
+  permissionWaitMs: number | null;
+  startedAt: string;
+  endedAt: string | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  attributes: Record<string, unknown>;
+}
+
+export interface LoadedSession {
+  session: SessionRecord;
+  /** The committed conversation in sequence order. */
+  messages: StoredMessage[];
+  /** client_request_id → turn id of every accepted turn (StartTurn idempotency). */
+  acceptedRequests: Array<{ clientRequestId: string; turnId: string }>;
+  plans: TurnPlanRecord[];
+  tokenTotals: TokenUsage;
+  lastTurn: TurnRecord | null;
+}
+
+export interface CorrectionReport {
+  turns: number;
+  spans: number;
+}
+
+export interface TraceWriteReport {
+  written: number;
+  failed: number;
+}
+
+/** The storage port. Implementations: `pgliteStorage` and `postgresStorage` (same SQL). */
+export interface SessionStorage {
+  readonly kind: 'postgres' | 'pglite';
+  migrate(): Promise<MigrationReport>;
+  /** Startup correction (seed 000 §10): one transaction, `process_restart`. */
+  markRunningInterrupted(): Promise<CorrectionReport>;
+
+  createSession(input: NewSession): Promise<SessionRecord>;
+  getSession(sessionId: string): Promise<SessionRecord | null>;
+  listSessions(options?: { limit?: number; includeChildren?: boolean }): Promise<SessionRecord[]>;
+  deleteSession(sessionId: string): Promise<boolean>;
+  setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void>;
+  loadSession(sessionId: string): Promise<LoadedSession | null>;
+
+  /** Turn row + its user messages + sessions.last_turn_at, in one transaction (reference §9.3). */
+  beginTurn(input: BeginTurn): Promise<StoredMessage[]>;
+  /** Before the provider call: model_call_count = GREATEST(...), model_submission_count + 1. */
+  recordModelCallStart(turnId: string, modelCallIndex: number): Promise<void>;
+  /** Assistant message + token totals + tool_call_count, in one transaction. */
+  commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage>;
+  /** One tool result, in its own transaction. */
+  commitToolResult(turnId: string, message: NewMessage): Promise<StoredMessage>;
+  /** The plan row and its success tool result, in one transaction (reference §6.6). */
+  commitPlanUpdate(
+    turnId: string,
+    plan: { explanation: string | null; steps: PlanStep[]; updatedAt: string },
+    message: NewMessage,
+  ): Promise<StoredMessage>;
+  /** Contextual messages (mailbox, steering, world state) with `ON CONFLICT (id) DO NOTHING`. */
+  appendTurnMessages(turnId: string, messages: NewMessage[]): Promise<StoredMessage[]>;
+  /** End of turn; returns false when the turn was no longer running. */
+  finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean>;
+
+  writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport>;
+
+  getTurn(turnId: string): Promise<TurnRecord | null>;
+  listTurns(sessionId: string): Promise<TurnRecord[]>;
+  listMessages(sessionId: string, options?: { afterSequence?: number; limit?: number }): Promise<StoredMessage[]>;
+  listTraceSpans(filter: { turnId?: string; sessionId?: string }): Promise<TraceSpanRecord[]>;
+  loadSessionTurnPlans(sessionId: string): Promise<TurnPlanRecord[]>;
+
+  close(): Promise<void>;
+}
