@@ -29,11 +29,11 @@ function executor(db: Pick<PGlite, 'query'>): SqlExecutor {
         if (!/\$\d/.test(text) && text.includes(';')) {
           const results = await (db as PGlite).exec(text);
           const last = results[results.length - 1];
-          return { rows: (last?.rows ?? []) as R[], rowCount: last?.affectedRows ?? 0 };
+          return { rows: (last?.rows ?? []) as R[], rowCount: Math.max(last?.affectedRows ?? 0, last?.rows.length ?? 0) };
         }
       }
       const result = await db.query<R>(text, params as unknown[] | undefined);
-      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+      return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
     },
   };
 }

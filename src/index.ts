@@ -1,0 +1,36 @@
+/**
+ * @module openwork-core
+ * Durable, inspectable agent sessions. See README.md.
+ */
+export { createCore, DEFAULT_LIMITS, DEFAULT_SYSTEM_PROMPT } from './core.js';
+export type { Core, CoreOptions, CreateSessionOptions } from './core.js';
+export { SessionHandle } from './session-handle.js';
+export type { StartTurnResult } from './session-handle.js';
+
+export { pgliteStorage } from './storage/pglite.js';
+export type { PgliteStorageOptions } from './storage/pglite.js';
+export { postgresStorage } from './storage/postgres.js';
+export type { PostgresStorageOptions } from './storage/postgres.js';
+export type { SessionStorage, SessionRecord, TurnRecord, TraceSpanRecord, TokenUsage } from './storage/storage.js';
+
+export { OpenworkError, CommandError, BusyError, InputError, StorageError, ModelError, isOpenworkError } from './errors.js';
+export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } from './errors.js';
+
+export { defineTool, toolDefinition } from './services/tools/define.js';
+export type { Tool, AnyTool, ToolContext, ToolResult, Authorization, AuthorizeContext } from './services/tools/define.js';
+export type { Authorizer } from './services/runtime.js';
+export type { ModelPort, ModelRequest, ModelMessage, ModelStreamEvent, ToolDefinition, RateLimitSnapshot } from './services/model/port.js';
+export type { AgentMessage, AgentMessageKind } from './services/agents/mailbox.js';
+export { agentMessageId } from './services/agents/mailbox.js';
+export { INTERRUPTED_RESULT_TEXT } from './services/context/assemble.js';
+export { REMAINING_CALL_TEXT } from './machines/turn.js';
+
+export { sessionMachine } from './machines/session.js';
+export { turnMachine } from './machines/turn.js';
+export { toolCallMachine } from './machines/tool-call.js';
+
+export type { UserInput, PermissionDecision, PermissionMode, StartTurnParams } from './protocol/input.js';
+export type { SessionUpdate, SessionUpdateEnvelope, TurnOutcome, Phase, PermissionCard, ToolProgress } from './protocol/updates.js';
+export type { SessionSnapshot, SessionStatus, SessionRuntimeSnapshot, LiveToolCall, PendingApproval } from './protocol/snapshot.js';
+export type { PlanStep, TurnPlanSnapshot } from './protocol/plan.js';
+export type { ContentBlock, StoredMessage, ToolResultStatus } from './protocol/content.js';

@@ -1,0 +1,429 @@
+/**
+ * @module machines/session
+ * The Session machine: one root actor per loaded session (seed 000 SessionActor, seed 004
+ * SessionState). It answers every command (seed 000 §2), owns the ActiveTurn as an invoked Turn
+ * actor, and is the only place where update sequence numbers are assigned.
+ *
+ * Commands carry a `commandId`; the answer is emitted as a `session.reply` event, so that a host
+ * call gets exactly the answer the chart decided.
+ */
+import { assign, emit, enqueueActions, sendTo, setup, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import type { NewMessage } from '../protocol/content.js';
+import type { PermissionDecision, PermissionMode } from '../protocol/input.js';
+import type { TurnPlanSnapshot } from '../protocol/plan.js';
+import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
+import type { AgentMessage } from '../services/agents/mailbox.js';
+import type { SystemPart } from '../services/model/port.js';
+import type { TokenUsage } from '../storage/storage.js';
+import { turnMachine } from './turn.js';
+import type { Grants, TurnLimits, TurnOutput } from './types.js';
+
+export type CommandErrorReply = { ok: false; code: string; message: string; activeTurnId?: string };
+export type CommandReply = { ok: true; turnId?: string } | CommandErrorReply;
+
+export type SessionEvent =
+  | {
+      type: 'session.start_turn';
+      commandId: string;
+      turnId: string;
+      clientRequestId: string;
+      messages: NewMessage[];
+    }
+  | { type: 'session.cancel_turn'; commandId: string; turnId: string }
+  | { type: 'session.resolve_permission'; commandId: string; turnId: string; toolCallId: string; decision: PermissionDecision; at: number }
+  | { type: 'session.steer_turn'; commandId: string; turnId: string; message: NewMessage }
+  | { type: 'session.deliver_agent_message'; commandId: string; message: AgentMessage }
+  | { type: 'session.set_permission_mode'; commandId: string; mode: PermissionMode }
+  | { type: 'session.begin_maintenance'; commandId: string; kind: 'compact' | 'rewind' }
+  | { type: 'session.end_maintenance'; reloadRequired: boolean }
+  | { type: 'session.shutdown'; commandId: string }
+  | { type: 'turn.update'; update: SessionUpdate }
+  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
+
+export type SessionEmitted =
+  | { type: 'session.reply'; commandId: string; reply: CommandReply }
+  | { type: 'session.update'; sequence: number; turnId: string; update: SessionUpdate };
+
+export interface LastTerminal {
+  turnId: string;
+  clientRequestId: string;
+  outcome: TurnOutcome;
+  plan: TurnPlanSnapshot | null;
+}
+
+export interface SessionInput {
+  sessionId: string;
+  permissionMode: PermissionMode;
+  nonInteractive: boolean;
+  systemContext: SystemPart[];
+  limits: TurnLimits;
+  compactAtTokens: number;
+  tokenTotals: TokenUsage;
+  acceptedRequests: Record<string, string>;
+  lastTerminal: LastTerminal | null;
+  reloadRequired: boolean;
+}
+
+export interface SessionContext extends SessionInput {
+  sessionGrants: Grants;
+  sequence: number;
+  activeTurn: {
+    turnId: string;
+    clientRequestId: string;
+    messages: NewMessage[];
+    mailbox: AgentMessage[];
+    pendingInput: NewMessage[];
+  } | null;
+  pendingApproval: { turnId: string; toolCallId: string; card: PermissionCard } | null;
+  mailbox: AgentMessage[];
+  pendingInput: NewMessage[];
+  shuttingDown: boolean;
+  systemError: string | null;
+}
+
+function reply(commandId: string, value: CommandReply) {
+  return emit({ type: 'session.reply' as const, commandId, reply: value });
+}
+
+function refuse(code: string, message: string, extra: { activeTurnId?: string } = {}): CommandErrorReply {
+  return { ok: false, code, message, ...extra };
+}
+
+function addGrant(grants: Grants, environmentId: string, grantKey: string): Grants {
+  const existing = grants[environmentId] ?? [];
+  return existing.includes(grantKey) ? grants : { ...grants, [environmentId]: [...existing, grantKey] };
+}
+
+function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
+  };
+}
+
+const sessionSetup = setup({
+  types: {
+    context: {} as SessionContext,
+    input: {} as SessionInput,
+    events: {} as SessionEvent,
+    emitted: {} as SessionEmitted,
+  },
+  actors: { turn: turnMachine },
+  guards: {
+    reloadRequired: ({ context }) => context.reloadRequired,
+    alreadyAccepted: ({ context, event }) =>
+      event.type === 'session.start_turn' && context.acceptedRequests[event.clientRequestId] !== undefined,
+    isActiveTurn: ({ context, event }) => 'turnId' in event && context.activeTurn?.turnId === event.turnId,
+    approvalPending: ({ context, event }) =>
+      event.type === 'session.resolve_permission' &&
+      context.pendingApproval?.turnId === event.turnId &&
+      context.pendingApproval.toolCallId === event.toolCallId,
+  },
+  actions: {
+    /** The only place where sequence numbers are assigned (seed 000 §7). */
+    publish: enqueueActions(({ context, enqueue }, params: { turnId: string; update: SessionUpdate }) => {
+      const sequence = context.sequence + 1;
+      enqueue.assign({ sequence });
+      enqueue.emit({ type: 'session.update', sequence, turnId: params.turnId, update: params.update });
+    }),
+    replyDuplicate: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'session.start_turn') return;
+      enqueue.emit({
+        type: 'session.reply',
+        commandId: event.commandId,
+        reply: { ok: true, turnId: context.acceptedRequests[event.clientRequestId]! },
+      });
+    }),
+    replyReloadRequired: enqueueActions(({ event, enqueue }) => {
+      if (!('commandId' in event)) return;
+      enqueue.emit({
+        type: 'session.reply',
+        commandId: event.commandId,
+        reply: refuse('reload_required', 'a compaction was committed but could not be installed; reload the session'),
+      });
+    }),
+    settleTurn: assign(({ context, event }) => {
+      const output = (event as unknown as { output: TurnOutput }).output;
+      return {
+        lastTerminal: {
+          turnId: context.activeTurn!.turnId,
+          clientRequestId: context.activeTurn!.clientRequestId,
+          outcome: output.outcome,
+          plan: output.plan,
+        },
+        tokenTotals: addUsage(context.tokenTotals, output.usage),
+        mailbox: [...output.mailbox, ...context.mailbox],
+        pendingInput: [...output.pendingInput, ...context.pendingInput],
+        activeTurn: null,
+        pendingApproval: null,
+        systemError: output.endRecorded ? null : `the end of turn ${output.turnId} could not be recorded`,
+      };
+    }),
+    turnCrashed: assign(({ context, event }) => {
+      const error = (event as unknown as { error: unknown }).error;
+      const message = error instanceof Error ? error.message : String(error);
+      return {
+        lastTerminal: {
+          turnId: context.activeTurn!.turnId,
+          clientRequestId: context.activeTurn!.clientRequestId,
+          outcome: { status: 'failed' as const, code: 'actor_stopped', message: `the turn actor failed: ${message}` },
+          plan: null,
+        },
+        mailbox: [...context.activeTurn!.mailbox, ...context.mailbox],
+        activeTurn: null,
+        pendingApproval: null,
+        systemError: `the turn actor failed: ${message}`,
+      };
+    }),
+    replyOk: enqueueActions(({ event, enqueue }) => {
+      if (!('commandId' in event)) return;
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: { ok: true } });
+    }),
+  },
+});
+
+export const sessionMachine = sessionSetup.createMachine({
+  id: 'session',
+  context: ({ input }) => ({
+    ...input,
+    sessionGrants: {},
+    sequence: 0,
+    activeTurn: null,
+    pendingApproval: null,
+    mailbox: [],
+    pendingInput: [],
+    shuttingDown: false,
+    systemError: null,
+  }),
+  initial: 'idle',
+  on: {
+    'session.set_permission_mode': {
+      actions: [
+        assign({ permissionMode: ({ event }) => event.mode }),
+        // The mode applies from the next tool call, in the running turn too (reference §4.2).
+        enqueueActions(({ self, event, enqueue }) => {
+          const turn = self.getSnapshot().children.turn;
+          if (turn) enqueue.sendTo(turn, { type: 'turn.set_mode', mode: event.mode });
+        }),
+        'replyOk',
+      ],
+    },
+  },
+  states: {
+    idle: {
+      on: {
+        'session.start_turn': [
+          { guard: 'reloadRequired', actions: 'replyReloadRequired' },
+          { guard: 'alreadyAccepted', actions: 'replyDuplicate' },
+          {
+            target: 'active',
+            actions: [
+              assign(({ context, event }) => ({
+                activeTurn: {
+                  turnId: event.turnId,
+                  clientRequestId: event.clientRequestId,
+                  messages: event.messages,
+                  mailbox: context.mailbox,
+                  pendingInput: context.pendingInput,
+                },
+                mailbox: [],
+                pendingInput: [],
+                acceptedRequests: { ...context.acceptedRequests, [event.clientRequestId]: event.turnId },
+                systemError: null,
+              })),
+              {
+                type: 'publish',
+                params: ({ event }) => ({ turnId: event.turnId, update: { type: 'turn_started', clientRequestId: event.clientRequestId } }),
+              },
+              enqueueActions(({ event, enqueue }) => {
+                enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: { ok: true, turnId: event.turnId } });
+              }),
+            ],
+          },
+        ],
+        'session.cancel_turn': { actions: enqueueActions(({ event, enqueue }) => enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) })) },
+        'session.resolve_permission': {
+          actions: enqueueActions(({ event, enqueue }) =>
+            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
+          ),
+        },
+        'session.steer_turn': {
+          actions: enqueueActions(({ event, enqueue }) =>
+            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
+          ),
+        },
+        'session.deliver_agent_message': {
+          actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
+        },
+        'session.begin_maintenance': [
+          { guard: 'reloadRequired', actions: 'replyReloadRequired' },
+          { target: 'maintenance', actions: 'replyOk' },
+        ],
+        'session.shutdown': { target: 'stopped', actions: 'replyOk' },
+      },
+    },
+    maintenance: {
+      on: {
+        'session.start_turn': {
+          actions: enqueueActions(({ event, enqueue }) =>
+            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', 'a compaction or rewind is running') }),
+          ),
+        },
+        'session.begin_maintenance': {
+          actions: enqueueActions(({ event, enqueue }) =>
+            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', 'a compaction or rewind is running') }),
+          ),
+        },
+        'session.deliver_agent_message': {
+          actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
+        },
+        'session.cancel_turn': { actions: enqueueActions(({ event, enqueue }) => enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) })) },
+        'session.resolve_permission': {
+          actions: enqueueActions(({ event, enqueue }) =>
+            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
+          ),
+        },
+        'session.steer_turn': {
+          actions: enqueueActions(({ event, enqueue }) =>
+            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
+          ),
+        },
+        'session.end_maintenance': {
+          target: 'idle',
+          actions: assign({ reloadRequired: ({ context, event }) => context.reloadRequired || event.reloadRequired }),
+        },
+        'session.shutdown': {
+          actions: [assign({ shuttingDown: true }), 'replyOk'],
+        },
+      },
+    },
+    active: {
+      invoke: {
+        id: 'turn',
+        src: 'turn',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.activeTurn!.turnId,
+          clientRequestId: context.activeTurn!.clientRequestId,
+          messages: context.activeTurn!.messages,
+          systemContext: context.systemContext,
+          limits: context.limits,
+          permissionMode: context.permissionMode,
+          nonInteractive: context.nonInteractive,
+          sessionGrants: context.sessionGrants,
+          tokenBaseline: context.tokenTotals,
+          mailbox: context.activeTurn!.mailbox,
+          pendingInput: context.activeTurn!.pendingInput,
+          compactAtTokens: context.compactAtTokens,
+        }),
+        onDone: [
+          { guard: ({ context }) => context.shuttingDown, target: 'stopped', actions: 'settleTurn' },
+          { target: 'idle', actions: 'settleTurn' },
+        ],
+        onError: [
+          { guard: ({ context }) => context.shuttingDown, target: 'stopped', actions: 'turnCrashed' },
+          { target: 'idle', actions: 'turnCrashed' },
+        ],
+      },
+      on: {
+        'session.start_turn': [
+          { guard: 'reloadRequired', actions: 'replyReloadRequired' },
+          { guard: 'alreadyAccepted', actions: 'replyDuplicate' },
+          {
+            actions: enqueueActions(({ context, event, enqueue }) =>
+              enqueue.emit({
+                type: 'session.reply',
+                commandId: event.commandId,
+                reply: refuse('busy', `session is busy with turn ${context.activeTurn!.turnId}`, { activeTurnId: context.activeTurn!.turnId }),
+              }),
+            ),
+          },
+        ],
+        'session.cancel_turn': [
+          {
+            guard: 'isActiveTurn',
+            actions: [assign({ pendingApproval: null }), sendTo('turn', { type: 'turn.cancel' }), 'replyOk'],
+          },
+          { actions: enqueueActions(({ event, enqueue }) => enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) })) },
+        ],
+        'session.resolve_permission': [
+          {
+            guard: 'approvalPending',
+            actions: [
+              assign(({ context, event }) => ({
+                // A session-scoped grant is the session's, whichever turn asked (seed 004 §5).
+                sessionGrants:
+                  event.decision === 'allow_for_session'
+                    ? addGrant(context.sessionGrants, context.pendingApproval!.card.environmentId, context.pendingApproval!.card.grantKey)
+                    : context.sessionGrants,
+                pendingApproval: null,
+              })),
+              sendTo('turn', ({ event }) => ({ type: 'turn.decide', toolCallId: event.toolCallId, decision: event.decision, at: event.at })),
+              'replyOk',
+            ],
+          },
+          {
+            guard: 'isActiveTurn',
+            actions: enqueueActions(({ event, enqueue }) =>
+              enqueue.emit({
+                type: 'session.reply',
+                commandId: event.commandId,
+                reply: refuse('permission_not_pending', `no permission is pending for tool call ${event.toolCallId}`),
+              }),
+            ),
+          },
+          {
+            actions: enqueueActions(({ event, enqueue }) =>
+              enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
+            ),
+          },
+        ],
+        'session.steer_turn': [
+          { guard: 'isActiveTurn', actions: [sendTo('turn', ({ event }) => ({ type: 'turn.steer', message: event.message })), 'replyOk'] },
+          {
+            actions: enqueueActions(({ event, enqueue }) =>
+              enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
+            ),
+          },
+        ],
+        'session.deliver_agent_message': {
+          actions: [sendTo('turn', ({ event }) => ({ type: 'turn.mailbox', message: event.message })), 'replyOk'],
+        },
+        'session.begin_maintenance': {
+          actions: enqueueActions(({ event, enqueue }) =>
+            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', 'a turn is active') }),
+          ),
+        },
+        'session.shutdown': {
+          actions: [assign({ shuttingDown: true, pendingApproval: null }), sendTo('turn', { type: 'turn.stop' }), 'replyOk'],
+        },
+        'turn.update': {
+          actions: [
+            assign(({ context, event }) => {
+              const update = event.update;
+              if (update.type === 'permission_requested') {
+                return { pendingApproval: { turnId: context.activeTurn!.turnId, toolCallId: update.toolCallId, card: update.card } };
+              }
+              if (update.type === 'permission_resolved' && context.pendingApproval?.toolCallId === update.toolCallId) {
+                return { pendingApproval: null };
+              }
+              return {};
+            }),
+            { type: 'publish', params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, update: event.update }) },
+          ],
+        },
+        'turn.grant': {
+          guard: ({ event }) => event.scope === 'session',
+          actions: assign({ sessionGrants: ({ context, event }) => addGrant(context.sessionGrants, event.environmentId, event.grantKey) }),
+        },
+      },
+    },
+    stopped: { type: 'final' },
+  },
+});
+
+export type SessionActorRef = ActorRefFrom<typeof sessionMachine>;
+export type SessionMachineSnapshot = SnapshotFrom<typeof sessionMachine>;
+export type { TurnOutput };

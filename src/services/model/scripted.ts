@@ -1,0 +1,207 @@
+/**
+ * @module services/model/scripted
+ * `scriptedModel`: an in-process `ModelPort` that plays scripted steps, records every request, and
+ * fails loudly on a call it has no step for (and, through `assertDone`, on a step never used).
+ * For unit tests and the offline demo; exported from `openwork-core/testing`.
+ */
+import { ModelError } from '../../errors.js';
+import type { TokenUsage } from '../../storage/storage.js';
+import { estimateTokens } from '../context/estimate.js';
+import type { FinishReason, ModelCallOptions, ModelPort, ModelRequest, ModelStreamEvent } from './port.js';
+
+export interface ScriptedToolCall {
+  name: string;
+  /** An object is sent as JSON; a string is sent as is (to script malformed arguments). */
+  arguments?: unknown;
+  callId?: string;
+}
+
+export type ScriptedStep =
+  | {
+      text?: string;
+      reasoning?: string;
+      toolCalls?: ScriptedToolCall[];
+      usage?: Partial<TokenUsage>;
+      finishReason?: FinishReason;
+      /** Characters per text delta; defaults to 16. */
+      chunk?: number;
+      /** Milliseconds between stream events; defaults to the model's `delayMs`. */
+      delayMs?: number;
+    }
+  | { events: ModelStreamEvent[]; delayMs?: number }
+  | { error: Error; afterEvents?: ModelStreamEvent[] }
+  /** Emits `before`, then waits until the call is aborted. */
+  | { hang: true; before?: ModelStreamEvent[] }
+  /** Waits for `gate` (or an abort) before playing `step`. */
+  | { gate: Promise<unknown>; step: ScriptedStep }
+  | ((request: ModelRequest, index: number) => ScriptedStep | Promise<ScriptedStep>);
+
+export interface ScriptedModelOptions {
+  provider?: string;
+  model?: string;
+  contextWindow?: number;
+  maxOutputTokens?: number;
+  delayMs?: number;
+}
+
+export class ScriptError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ScriptError';
+  }
+}
+
+export interface ScriptedModel extends ModelPort {
+  /** Every request received, in order (deep copies). */
+  readonly requests: ModelRequest[];
+  /** Calls that had no scripted step. */
+  readonly unexpected: ModelRequest[];
+  /** Steps not yet played. */
+  readonly remaining: number;
+  /** Adds steps at the end of the script. */
+  push(...steps: ScriptedStep[]): void;
+  /** Throws if any step was never used or any call had no step. */
+  assertDone(): void;
+}
+
+function abortable(signal: AbortSignal, ms: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function waitForAbort(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
+
+let callCounter = 0;
+
+function eventsOf(step: Extract<ScriptedStep, { text?: string }>, request: ModelRequest): ModelStreamEvent[] {
+  const events: ModelStreamEvent[] = [];
+  if (step.reasoning) events.push({ type: 'reasoning_delta', delta: step.reasoning });
+  const text = step.text ?? '';
+  const chunk = Math.max(1, step.chunk ?? 16);
+  for (let i = 0; i < text.length; i += chunk) events.push({ type: 'text_delta', delta: text.slice(i, i + chunk) });
+  for (const call of step.toolCalls ?? []) {
+    callCounter += 1;
+    events.push({
+      type: 'tool_call',
+      callId: call.callId ?? `call_${callCounter}`,
+      name: call.name,
+      arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}),
+    });
+  }
+  const usage: TokenUsage = {
+    inputTokens: estimateTokens(request.messages) + estimateTokens(request.system),
+    outputTokens: estimateTokens(text) + estimateTokens(step.toolCalls ?? []),
+    cachedInputTokens: 0,
+    reasoningTokens: step.reasoning ? estimateTokens(step.reasoning) : 0,
+    ...step.usage,
+  };
+  events.push({
+    type: 'completed',
+    usage,
+    responseId: `resp_${callCounter}_${events.length}`,
+    finishReason: step.finishReason ?? ((step.toolCalls?.length ?? 0) > 0 ? 'tool_use' : 'stop'),
+  });
+  return events;
+}
+
+/**
+ * A model that plays a script.
+ *
+ * @example
+ * const model = scriptedModel([
+ *   { toolCalls: [{ name: 'echo', arguments: { text: 'hi' } }] },
+ *   { text: 'done' },
+ * ]);
+ */
+export function scriptedModel(
+  script: ScriptedStep[] | ((request: ModelRequest, index: number) => ScriptedStep | Promise<ScriptedStep>),
+  options: ScriptedModelOptions = {},
+): ScriptedModel {
+  const steps: ScriptedStep[] = Array.isArray(script) ? [...script] : [];
+  const generator = Array.isArray(script) ? undefined : script;
+  const requests: ModelRequest[] = [];
+  const unexpected: ModelRequest[] = [];
+  const provider = options.provider ?? 'scripted';
+  const model = options.model ?? 'scripted-model';
+  let index = 0;
+
+  async function* play(step: ScriptedStep, request: ModelRequest, signal: AbortSignal, callIndex: number): AsyncGenerator<ModelStreamEvent> {
+    if (typeof step === 'function') {
+      yield* play(await step(request, callIndex), request, signal, callIndex);
+      return;
+    }
+    if ('gate' in step) {
+      await Promise.race([step.gate, waitForAbort(signal)]);
+      yield* play(step.step, request, signal, callIndex);
+      return;
+    }
+    if ('hang' in step) {
+      for (const event of step.before ?? []) yield event;
+      await waitForAbort(signal);
+      return;
+    }
+    if ('error' in step) {
+      for (const event of step.afterEvents ?? []) yield event;
+      throw step.error;
+    }
+    const events = 'events' in step ? step.events : eventsOf(step, request);
+    const delay = step.delayMs ?? options.delayMs ?? 0;
+    for (const event of events) {
+      if (delay > 0) await abortable(signal, delay);
+      if (signal.aborted) throw signal.reason;
+      yield event;
+    }
+  }
+
+  return {
+    id: `${provider}/${model}`,
+    providerId: provider,
+    model,
+    ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
+    ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
+    requests,
+    unexpected,
+    get remaining() {
+      return steps.length - Math.min(index, steps.length);
+    },
+    push(...more) {
+      steps.push(...more);
+    },
+    assertDone() {
+      if (unexpected.length > 0) throw new ScriptError(`the model was called ${unexpected.length} time(s) more than scripted`);
+      if (!generator && index < steps.length) throw new ScriptError(`${steps.length - index} scripted step(s) were never used`);
+    },
+    stream(request: ModelRequest, { signal }: ModelCallOptions): AsyncIterable<ModelStreamEvent> {
+      requests.push(structuredClone(request));
+      const callIndex = index;
+      index += 1;
+      const step = generator ? (req: ModelRequest) => generator(req, callIndex) : steps[callIndex];
+      if (step === undefined) {
+        unexpected.push(structuredClone(request));
+        const error = new ModelError('model_error', `scripted model: no step for call ${callIndex + 1}`);
+        return (async function* () {
+          throw error;
+        })();
+      }
+      return play(step, request, signal, callIndex);
+    },
+  };
+}

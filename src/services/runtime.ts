@@ -1,0 +1,45 @@
+/**
+ * @module services/runtime
+ * The handles every invoked actor works through, kept apart from machine data (style habit 4):
+ * one `RuntimeServices` per core, one `SessionServices` per loaded session.
+ */
+import type { SessionStorage } from '../storage/storage.js';
+import type { Clock, IdGenerator } from './clock.js';
+import type { ChatState } from './context/chat-state.js';
+import type { ModelPort } from './model/port.js';
+import type { Authorization, AnyTool, AuthorizeContext } from './tools/define.js';
+import type { Toolset } from './tools/registry.js';
+import type { TraceRecorder } from './trace/recorder.js';
+
+/** Decides, per call, whether a registered tool runs, is refused by rule, or needs a card. */
+export interface Authorizer {
+  authorize(tool: AnyTool, args: unknown, ctx: AuthorizeContext): Promise<Authorization> | Authorization;
+}
+
+/** Uses each tool's own `authorize`, or runs it. The real permission policy replaces this. */
+export const toolAuthorizer: Authorizer = {
+  authorize(tool, args, ctx) {
+    return tool.authorize ? tool.authorize(args, ctx) : { kind: 'execute' };
+  },
+};
+
+export interface SessionServices {
+  sessionId: string;
+  workingDirectory: string;
+  chat: ChatState;
+  toolset: Toolset;
+  model: ModelPort;
+  authorizer: Authorizer;
+  nonInteractive: boolean;
+}
+
+export interface RuntimeServices {
+  storage: SessionStorage;
+  trace: TraceRecorder;
+  clock: Clock;
+  ids: IdGenerator;
+  appVersion: string;
+  /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
+  toolCancelGraceMs: number;
+  session(sessionId: string): SessionServices;
+}

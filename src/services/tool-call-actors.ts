@@ -1,0 +1,288 @@
+/**
+ * @module services/tool-call-actors
+ * The effects of the tool-call machine: validation (with the tool span start), authorisation,
+ * execution, the plan commit and the result write. Provided to `toolCallMachine` by the core.
+ */
+import { fromCallback, fromPromise } from 'xstate';
+import type { ZodError } from 'zod';
+import { errorMessage } from '../errors.js';
+import type { NewMessage } from '../protocol/content.js';
+import type { PermissionCard } from '../protocol/updates.js';
+import type { ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call.js';
+import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
+import { canonicalJson } from '../storage/sql-storage.js';
+import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
+import type { RuntimeServices } from './runtime.js';
+import { normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
+import type { SpanData } from './trace/signals.js';
+
+export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
+
+export function toolNotFoundText(name: string): string {
+  return `tool '${name}' not found`;
+}
+
+export function doomLoopText(name: string): string {
+  return `doom loop detected for tool '${name}'`;
+}
+
+function invalid(message: string): ToolResult {
+  const text = `invalid tool input: ${message}`;
+  return { status: 'failed', text, error: { code: 'invalid_arguments', message: text, retryable: false } };
+}
+
+function zodText(error: ZodError): string {
+  return error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`).join('; ');
+}
+
+export function toolSpanId(toolCallId: string): string {
+  return `span.${toolCallId}`;
+}
+
+function toolSpan(services: RuntimeServices, input: { sessionId: string; turnId: string; toolCallId: string; providerCallId: string; toolName: string; parentSpanId: string | null; startedAt: string }): SpanData {
+  return {
+    id: toolSpanId(input.toolCallId),
+    traceId: input.turnId,
+    sessionId: input.sessionId,
+    turnId: input.turnId,
+    parentSpanId: input.parentSpanId,
+    kind: 'tool_call',
+    name: 'tool.call',
+    status: 'running',
+    startedAt: input.startedAt,
+    providerCallId: input.providerCallId,
+    requestedToolName: input.toolName,
+    attributes: { schemaVersion: 1 },
+  };
+}
+
+function endToolSpan(services: RuntimeServices, openSpans: Map<string, SpanData>, toolCallId: string, patch: Partial<SpanData>): void {
+  const started = openSpans.get(toolCallId);
+  openSpans.delete(toolCallId);
+  if (!started) return;
+  const endedAt = new Date(Math.max(services.clock.now(), Date.parse(started.startedAt))).toISOString();
+  services.trace.record({
+    type: 'span_ended',
+    span: { ...started, ...patch, endedAt, attributes: { ...started.attributes, ...(patch.attributes ?? {}) } },
+  });
+}
+
+function spanStatus(result: ToolResult): SpanData['status'] {
+  return result.status;
+}
+
+export function createToolCallActors(services: RuntimeServices) {
+  /** Remembered per tool call between the span's start and end, so the end carries the same fields. */
+  const openSpans = new Map<string, SpanData>();
+  return {
+    validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async ({ input }) => {
+      const { call } = input;
+      const span = toolSpan(services, {
+        sessionId: input.sessionId,
+        turnId: input.turnId,
+        toolCallId: input.toolCallId,
+        providerCallId: call.callId,
+        toolName: call.name,
+        parentSpanId: input.parentSpanId,
+        startedAt: new Date(services.clock.now()).toISOString(),
+      });
+      openSpans.set(input.toolCallId, span);
+      services.trace.record({ type: 'span_started', span });
+
+      let args: unknown;
+      try {
+        args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+      } catch (error) {
+        return { kind: 'invalid', result: invalid(errorMessage(error)), doom: input.doom, resolvedName: null };
+      }
+      const session = services.session(input.sessionId);
+      const resolved = session.toolset.resolve(call.name);
+      if (!resolved) {
+        const text = toolNotFoundText(call.name);
+        return {
+          kind: 'invalid',
+          result: { status: 'failed', text, error: { code: 'tool_not_found', message: text, retryable: false } },
+          doom: input.doom,
+          resolvedName: null,
+        };
+      }
+      if (resolved.kind === 'registered') {
+        const parsed = resolved.tool.parameters.safeParse(args);
+        if (!parsed.success) return { kind: 'invalid', result: invalid(zodText(parsed.error)), doom: input.doom, resolvedName: call.name };
+        args = parsed.data;
+      }
+      // Doom loop (seed 000 §4): the same name with the same normalised arguments, consecutively.
+      const signature = `${call.name}\u0000${canonicalJson(args)}`;
+      const count = input.doom.signature === signature ? input.doom.count + 1 : 1;
+      const doom = { signature, count };
+      if (count >= input.doomLoopThreshold) {
+        const text = doomLoopText(call.name);
+        return { kind: 'doom_loop', result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } }, doom };
+      }
+      return resolved.kind === 'control' ? { kind: 'control', args, doom } : { kind: 'registered', args, doom };
+    }),
+
+    authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async ({ input }) => {
+      const session = services.session(input.sessionId);
+      const resolved = session.toolset.resolve(input.call.name);
+      if (resolved?.kind !== 'registered') return { kind: 'execute' };
+      const decision = await session.authorizer.authorize(resolved.tool, input.args, {
+        sessionId: input.sessionId,
+        turnId: input.turnId,
+        workingDirectory: session.workingDirectory,
+        permissionMode: input.permissionMode,
+        nonInteractive: input.nonInteractive,
+      });
+      switch (decision.kind) {
+        case 'execute':
+          return { kind: 'execute' };
+        case 'deny':
+          return { kind: 'deny', text: decision.text, source: decision.source };
+        case 'card':
+          return { kind: 'card', card: { ...decision.card, decisions: DEFAULT_CARD_DECISIONS }, at: services.clock.now() };
+        default: {
+          const never: never = decision;
+          throw new Error(`unknown authorization ${JSON.stringify(never)}`);
+        }
+      }
+    }),
+
+    executeTool: fromCallback<ToolCallEvent, ExecuteInput>(({ input, sendBack, receive }) => {
+      const session = services.session(input.sessionId);
+      const resolved = session.toolset.resolve(input.toolName);
+      const controller = new AbortController();
+      let settled = false;
+      let graceTimer: NodeJS.Timeout | undefined;
+      const finish = (result: ToolResult) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(graceTimer);
+        sendBack({ type: 'tool.finished', result });
+      };
+      receive((event) => {
+        if (event.type !== 'toolcall.cancel' || controller.signal.aborted) return;
+        controller.abort(new Error('the turn was cancelled'));
+        graceTimer = setTimeout(() => {
+          const text = 'the tool did not confirm that it stopped after cancellation; its outcome is unknown';
+          finish({ status: 'outcome_unknown', text, error: { code: 'outcome_unknown', message: text, retryable: false } });
+        }, services.toolCancelGraceMs);
+      });
+      if (resolved?.kind !== 'registered') {
+        queueMicrotask(() => finish({ status: 'failed', text: toolNotFoundText(input.toolName), error: { code: 'tool_not_found', message: toolNotFoundText(input.toolName), retryable: false } }));
+        return () => controller.abort();
+      }
+      const started = services.clock.now();
+      const approvalDecision = input.approval.decision === 'deny' ? 'none' : input.approval.decision;
+      Promise.resolve()
+        .then(() =>
+          resolved.tool.execute(input.args, {
+            sessionId: input.sessionId,
+            turnId: input.turnId,
+            toolCallId: input.toolCallId,
+            providerCallId: input.providerCallId,
+            workingDirectory: session.workingDirectory,
+            permissionMode: input.permissionMode,
+            signal: controller.signal,
+            progress: (progress) => {
+              if (!settled) sendBack({ type: 'tool.progress', progress });
+            },
+            approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
+          }),
+        )
+        .then(
+          (result) => finish(normalizeToolResult(result)),
+          (error: unknown) => {
+            if (controller.signal.aborted) {
+              const text = `tool call cancelled after ${services.clock.now() - started} ms`;
+              finish({ status: 'cancelled', text, error: { code: 'cancelled', message: text, retryable: false } });
+              return;
+            }
+            const text = errorMessage(error);
+            finish({ status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } });
+          },
+        );
+      return () => {
+        clearTimeout(graceTimer);
+        if (!settled) controller.abort(new Error('the tool call actor stopped'));
+      };
+    }),
+
+    commitPlanUpdate: fromPromise<PlanCommitOutput, PlanCommitInput>(async ({ input }) => {
+      const checked = validatePlanArgs(input.args);
+      if (!checked.ok) {
+        return { ok: false, result: { status: 'failed', text: checked.message, error: { code: 'invalid_arguments', message: checked.message, retryable: false } } };
+      }
+      const result: ToolResult = { status: 'succeeded', text: PLAN_UPDATED_TEXT };
+      const updatedAt = new Date(services.clock.now()).toISOString();
+      const message: NewMessage = {
+        id: services.ids.next('msg'),
+        role: 'tool',
+        kind: 'normal',
+        content: toolResultContent(input.providerCallId, result),
+        providerCallId: input.providerCallId,
+        toolName: 'update_plan',
+      };
+      try {
+        const stored = await services.storage.commitPlanUpdate(input.turnId, { explanation: checked.explanation, steps: checked.steps, updatedAt }, message);
+        services.session(input.sessionId).chat.append([stored]);
+      } catch (error) {
+        endToolSpan(services, openSpans, input.toolCallId, {
+          status: 'failed',
+          resolvedToolName: 'update_plan',
+          errorCode: 'persistence_error',
+          errorMessage: errorMessage(error),
+          attributes: { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', resultPersisted: false },
+        });
+        throw error;
+      }
+      endToolSpan(services, openSpans, input.toolCallId, {
+        status: 'succeeded',
+        resolvedToolName: 'update_plan',
+        attributes: { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', resultPersisted: true },
+      });
+      return { ok: true, result, plan: { explanation: checked.explanation, steps: checked.steps, updatedAt } };
+    }),
+
+    recordToolResult: fromPromise<void, RecordInput>(async ({ input }) => {
+      const message: NewMessage = {
+        id: services.ids.next('msg'),
+        role: 'tool',
+        kind: 'normal',
+        content: toolResultContent(input.providerCallId, input.result),
+        providerCallId: input.providerCallId,
+        toolName: input.toolName,
+      };
+      const approval = input.approval;
+      const attributes: Record<string, unknown> = {
+        permissionDecision:
+          input.result.status === 'denied' ? 'deny' : input.result.status === 'cancelled' && approval.decision === 'none' ? 'cancelled' : 'allow',
+        permissionDecisionSource: approval.source,
+        sandboxDenied: input.result.sandboxDenied ?? false,
+      };
+      const permissionWaitMs =
+        approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;
+      try {
+        const stored = await services.storage.commitToolResult(input.turnId, message);
+        services.session(input.sessionId).chat.append([stored]);
+      } catch (error) {
+        endToolSpan(services, openSpans, input.toolCallId, {
+          status: spanStatus(input.result),
+          resolvedToolName: input.resolvedName,
+          permissionWaitMs,
+          errorCode: input.result.error?.code ?? null,
+          errorMessage: input.result.error?.message ?? null,
+          attributes: { ...attributes, resultPersisted: false },
+        });
+        throw error;
+      }
+      endToolSpan(services, openSpans, input.toolCallId, {
+        status: spanStatus(input.result),
+        resolvedToolName: input.resolvedName,
+        permissionWaitMs,
+        errorCode: input.result.error?.code ?? null,
+        errorMessage: input.result.error?.message ?? null,
+        attributes: { ...attributes, resultPersisted: true },
+      });
+    }),
+  };
+}

@@ -1,0 +1,356 @@
+/**
+ * @module services/turn-actors
+ * The effects of the Turn machine, in the write order of reference §9.3: turn start, inbox drain,
+ * request assembly, model-call counters, the model stream, the assistant message, cancelled
+ * remainders and the end of the turn. Provided to `turnMachine` by the core.
+ */
+import { Observable } from 'rxjs';
+import { fromEventObservable, fromPromise } from 'xstate';
+import { ModelError, errorMessage } from '../errors.js';
+import type { ContentBlock, NewMessage } from '../protocol/content.js';
+import type {
+  AssembleActorInput,
+  BeginTurnInput,
+  CallModelInput,
+  CancelledCallsInput,
+  CompactInput,
+  DrainInput,
+  DrainOutput,
+  FinishInput,
+  PersistAssistantInput,
+} from '../machines/turn.js';
+import { REMAINING_CALL_TEXT } from '../machines/turn.js';
+import type { AssembledCall, TurnEvent } from '../machines/types.js';
+import { agentMessageToNewMessage } from './agents/mailbox.js';
+import { assembleRequest } from './context/assemble.js';
+import type { RuntimeServices } from './runtime.js';
+import { toolSpanId } from './tool-call-actors.js';
+import { toolResultContent } from './tools/define.js';
+import type { SpanData } from './trace/signals.js';
+
+export interface CompactionHook {
+  compact(input: CompactInput): Promise<void>;
+}
+
+function isoNow(services: RuntimeServices, notBefore?: string): string {
+  const now = services.clock.now();
+  return new Date(notBefore ? Math.max(now, Date.parse(notBefore)) : now).toISOString();
+}
+
+export function createTurnActors(services: RuntimeServices, compaction?: CompactionHook) {
+  /** Model spans between their start (in callModel) and their end (after the response is stored). */
+  const modelSpans = new Map<string, SpanData>();
+
+  const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) => {
+    const span = modelSpans.get(spanId);
+    if (!span) return;
+    modelSpans.delete(spanId);
+    services.trace.record({
+      type: 'span_ended',
+      span: { ...span, ...patch, endedAt: isoNow(services, span.startedAt), attributes: { ...span.attributes, ...(patch.attributes ?? {}) } },
+      // A call that ends without a stored response keeps what it produced in the `response` slot.
+      ...(response !== undefined ? { payloads: [{ slot: 'response' as const, body: response }] } : {}),
+    });
+  };
+
+  return {
+    beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
+      const session = services.session(input.sessionId);
+      const stored = await services.storage.beginTurn({
+        turnId: input.turnId,
+        sessionId: input.sessionId,
+        clientRequestId: input.clientRequestId,
+        modelId: session.model.id,
+        resolvedProviderId: session.model.providerId,
+        resolvedModelName: session.model.model,
+        appVersion: services.appVersion,
+        messages: input.messages,
+      });
+      session.chat.append(stored);
+    }),
+
+    drainInbox: fromPromise<DrainOutput, DrainInput>(async ({ input }) => {
+      if (input.mailbox.length === 0 && input.pendingInput.length === 0) return { mailboxIds: [], inputIds: [] };
+      // Mailbox first (reference §5.6), then steering input, both after every result of the last round.
+      const messages: NewMessage[] = [...input.mailbox.map(agentMessageToNewMessage), ...input.pendingInput];
+      const stored = await services.storage.appendTurnMessages(input.turnId, messages);
+      services.session(input.sessionId).chat.append(stored);
+      return { mailboxIds: input.mailbox.map((m) => m.id), inputIds: input.pendingInput.map((m) => m.id) };
+    }),
+
+    assembleRequest: fromPromise<AssembledCall, AssembleActorInput>(async ({ input }) => {
+      const session = services.session(input.sessionId);
+      const prepared = assembleRequest({
+        system: input.systemContext,
+        conversation: session.chat.view(),
+        tools: session.toolset.definitions,
+        ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
+      });
+      const total = prepared.estimate.estimatedInputTokens + prepared.estimate.reservedOutputTokens;
+      return { ...prepared, overThreshold: input.compactAtTokens > 0 && total >= input.compactAtTokens };
+    }),
+
+    recordModelCallStart: fromPromise<void, { turnId: string; modelCallIndex: number }>(async ({ input }) => {
+      await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
+    }),
+
+    callModel: fromEventObservable<TurnEvent, CallModelInput>(({ input }) => {
+      return new Observable<TurnEvent>((subscriber) => {
+        const session = services.session(input.sessionId);
+        const controller = new AbortController();
+        const startedAt = isoNow(services);
+        const started = services.clock.now();
+        const request = input.prepared.request;
+        const span: SpanData = {
+          id: input.spanId,
+          traceId: input.turnId,
+          sessionId: input.sessionId,
+          turnId: input.turnId,
+          parentSpanId: null,
+          kind: 'model_call',
+          name: 'model.call',
+          status: 'running',
+          startedAt,
+          modelId: session.model.id,
+          resolvedModelName: session.model.model,
+          attemptCount: 1,
+          attributes: {
+            schemaVersion: 1,
+            modelCallIndex: input.modelCallIndex,
+            toolChoice: request.tools.length > 0 ? 'auto' : 'none',
+            maxOutputTokens: request.maxOutputTokens ?? null,
+            requestMessageCount: request.messages.length,
+            toolDefinitionCount: request.tools.length,
+            requestEstimatedSystemContextTokens: input.prepared.estimate.systemContextTokens,
+            requestEstimatedConversationTokens: input.prepared.estimate.conversationTokens,
+            requestEstimatedToolSurfaceTokens: input.prepared.estimate.toolSurfaceTokens,
+            requestEstimatedInputTokens: input.prepared.estimate.estimatedInputTokens,
+            requestTruncatedToolResults: input.prepared.projection.truncatedToolResults,
+            requestOriginalToolResultTokens: input.prepared.projection.originalToolResultTokens,
+            requestProjectedToolResultTokens: input.prepared.projection.projectedToolResultTokens,
+          },
+        };
+        modelSpans.set(span.id, span);
+        services.trace.record({
+          type: 'span_started',
+          span,
+          payloads: [
+            { slot: 'request', body: request.messages },
+            { slot: 'system_context', body: request.system },
+            { slot: 'tool_definitions', body: request.tools },
+          ],
+        });
+
+        let semantic = false;
+        let completions = 0;
+        let attempts = 1;
+        let firstTokenMs: number | null = null;
+        let partial = { text: '', reasoning: '', toolCalls: 0 };
+        let finished = false;
+
+        const fail = (error: unknown) => {
+          if (finished) return;
+          finished = true;
+          const failure =
+            error instanceof ModelError
+              ? new ModelError(error.code as 'model_error' | 'model_protocol_error' | 'context_overflow', error.message, {
+                  cause: error.cause,
+                  semanticOutput: error.semanticOutput || semantic,
+                  retryable: error.retryable,
+                })
+              : new ModelError('model_error', `model call failed: ${errorMessage(error)}`, { cause: error, semanticOutput: semantic });
+          endModelSpan(
+            span.id,
+            {
+              status: 'failed',
+              attemptCount: attempts,
+              errorCode: failure.code,
+              errorMessage: failure.message,
+              attributes: {
+                deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output',
+                ttftMs: firstTokenMs,
+                streamMs: services.clock.now() - started,
+              },
+            },
+            partial.text || partial.reasoning || partial.toolCalls ? partial : undefined,
+          );
+          subscriber.error(failure);
+        };
+
+        (async () => {
+          for await (const event of session.model.stream(request, { signal: controller.signal })) {
+            if (finished || controller.signal.aborted) return;
+            switch (event.type) {
+              case 'text_delta':
+              case 'reasoning_delta':
+              case 'tool_call':
+                if (firstTokenMs === null) firstTokenMs = services.clock.now() - started;
+                semantic = true;
+                break;
+              default:
+                break;
+            }
+            switch (event.type) {
+              case 'text_delta':
+                partial = { ...partial, text: partial.text + event.delta };
+                subscriber.next({ type: 'model.text_delta', delta: event.delta });
+                break;
+              case 'reasoning_delta':
+                partial = { ...partial, reasoning: partial.reasoning + event.delta };
+                subscriber.next({ type: 'model.reasoning_delta', delta: event.delta });
+                break;
+              case 'tool_call':
+                partial = { ...partial, toolCalls: partial.toolCalls + 1 };
+                subscriber.next({ type: 'model.tool_call', callId: event.callId, name: event.name, arguments: event.arguments });
+                break;
+              case 'provider_opaque':
+                subscriber.next({ type: 'model.provider_opaque', provider: event.provider, data: event.data });
+                break;
+              case 'retry':
+                attempts = event.attempt;
+                break;
+              case 'completed':
+                completions += 1;
+                if (completions > 1) {
+                  fail(new ModelError('model_protocol_error', 'the model stream completed twice', { semanticOutput: semantic }));
+                  return;
+                }
+                subscriber.next({
+                  type: 'model.completed',
+                  usage: event.usage,
+                  ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
+                  ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+                });
+                span.providerRequestId = event.responseId ?? null;
+                span.attributes = { ...span.attributes, finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null };
+                break;
+              default: {
+                const never: never = event;
+                throw new ModelError('model_protocol_error', `unknown model stream event ${JSON.stringify(never)}`);
+              }
+            }
+          }
+          if (finished || controller.signal.aborted) return;
+          if (completions === 0) {
+            fail(new ModelError('model_protocol_error', 'the model stream ended without a completed response', { semanticOutput: semantic }));
+            return;
+          }
+          finished = true;
+          span.attemptCount = attempts;
+          span.attributes = { ...span.attributes, ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' };
+          subscriber.complete();
+        })().catch((error: unknown) => {
+          if (controller.signal.aborted) return;
+          fail(error);
+        });
+
+        return () => {
+          if (finished) return;
+          finished = true;
+          controller.abort(new Error('the model call was cancelled'));
+          endModelSpan(span.id, { status: 'cancelled', attemptCount: attempts, attributes: { errorPhase: 'cancelled', finishReason: 'cancelled' } });
+        };
+      });
+    }),
+
+    persistAssistantMessage: fromPromise<{ messageId: string }, PersistAssistantInput>(async ({ input }) => {
+      const draft = input.draft;
+      const content: ContentBlock[] = [];
+      if (draft.reasoning !== '') content.push({ type: 'reasoning', text: draft.reasoning });
+      if (draft.text !== '') content.push({ type: 'text', text: draft.text });
+      for (const opaque of draft.opaque) content.push({ type: 'provider_opaque', provider: opaque.provider, data: opaque.data });
+      content.push(...draft.toolCalls);
+      const usage = draft.completion!.usage;
+      const message: NewMessage = { id: services.ids.next('msg'), role: 'assistant', kind: 'normal', content };
+      try {
+        const stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length);
+        services.session(input.sessionId).chat.append([stored]);
+      } catch (error) {
+        endModelSpan(input.spanId, {
+          status: 'failed',
+          errorCode: 'persistence_error',
+          errorMessage: errorMessage(error),
+          inputTokens: usage.inputTokens,
+          outputTokens: usage.outputTokens,
+        });
+        throw error;
+      }
+      endModelSpan(input.spanId, {
+        status: 'succeeded',
+        responseMessageId: message.id,
+        inputTokens: usage.inputTokens,
+        outputTokens: usage.outputTokens,
+        cachedInputTokens: usage.cachedInputTokens,
+        reasoningTokens: usage.reasoningTokens,
+        attributes: { responseToolCallCount: draft.toolCalls.length },
+      });
+      return { messageId: message.id };
+    }),
+
+    compactConversation: fromPromise<void, CompactInput>(async ({ input }) => {
+      if (!compaction) throw new Error('automatic compaction is not configured for this runtime');
+      await compaction.compact(input);
+    }),
+
+    recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async ({ input }) => {
+      const session = services.session(input.sessionId);
+      for (const { toolCallId, call } of input.calls) {
+        const startedAt = isoNow(services);
+        const span: SpanData = {
+          id: toolSpanId(toolCallId),
+          traceId: input.turnId,
+          sessionId: input.sessionId,
+          turnId: input.turnId,
+          parentSpanId: input.parentSpanId,
+          kind: 'tool_call',
+          name: 'tool.call',
+          status: 'running',
+          startedAt,
+          providerCallId: call.callId,
+          requestedToolName: call.name,
+          attributes: { schemaVersion: 1 },
+        };
+        services.trace.record({ type: 'span_started', span });
+        const result = { status: 'cancelled' as const, text: REMAINING_CALL_TEXT, error: { code: 'cancelled' as const, message: REMAINING_CALL_TEXT, retryable: false } };
+        const message: NewMessage = {
+          id: services.ids.next('msg'),
+          role: 'tool',
+          kind: 'normal',
+          content: toolResultContent(call.callId, result),
+          providerCallId: call.callId,
+          toolName: call.name,
+        };
+        let persisted = false;
+        try {
+          const stored = await services.storage.commitToolResult(input.turnId, message);
+          session.chat.append([stored]);
+          persisted = true;
+        } finally {
+          services.trace.record({
+            type: 'span_ended',
+            span: {
+              ...span,
+              status: 'cancelled',
+              endedAt: isoNow(services, startedAt),
+              errorCode: 'cancelled',
+              attributes: { schemaVersion: 1, permissionDecision: 'cancelled', permissionDecisionSource: 'system', resultPersisted: persisted },
+            },
+          });
+        }
+      }
+    }),
+
+    finishTurn: fromPromise<boolean, FinishInput>(async ({ input }) => {
+      const outcome = input.outcome;
+      const recorded = await services.storage.finishTurn(input.turnId, {
+        status: outcome.status,
+        errorCode: outcome.status === 'failed' ? outcome.code : null,
+        errorMessage: outcome.status === 'failed' ? outcome.message : null,
+        planUnfinishedStepCount: input.planUnfinishedStepCount,
+      });
+      // Spans still open belong to this turn only if something went wrong; the writer flushes on its own.
+      void services.trace.flush().catch(() => undefined);
+      return recorded;
+    }),
+  };
+}

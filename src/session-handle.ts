@@ -1,0 +1,370 @@
+/**
+ * @module session-handle
+ * `SessionHandle`: the host's view of one loaded session. It turns method calls into Session machine
+ * events, waits for the machine's answer, stamps and buffers the updates the machine sequences, and
+ * composes the snapshot from the actors' own snapshots.
+ */
+import { Observable, Subject } from 'rxjs';
+import type { Actor } from 'xstate';
+import { BusyError, CommandError, InputError, OpenworkError, type CommandErrorCode } from './errors.js';
+import type { NewMessage, StoredMessage } from './protocol/content.js';
+import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
+import type { SessionRuntimeSnapshot, SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
+import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } from './protocol/updates.js';
+import type { CommandReply, SessionEvent, sessionMachine } from './machines/session.js';
+import type { TurnContext } from './machines/turn.js';
+import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
+import type { Clock, IdGenerator } from './services/clock.js';
+import { estimateTokens } from './services/context/estimate.js';
+import { UpdateRingBuffer } from './services/updates/ring-buffer.js';
+import type { SessionRecord, SessionStorage, TurnRecord } from './storage/storage.js';
+
+export interface SessionHandleDeps {
+  record: SessionRecord;
+  actor: Actor<typeof sessionMachine>;
+  storage: SessionStorage;
+  clock: Clock;
+  ids: IdGenerator;
+  global: Subject<SessionUpdateEnvelope>;
+  sandbox: SandboxStatus;
+  maxUserInputTokens: number;
+  /** Materialises explicit skill selections (reference §7.4); absent means skills are not configured. */
+  resolveSkills?: (inputs: Extract<UserInput, { type: 'skill' }>[], disabled: string[]) => Promise<NewMessage[]>;
+  onClosed: () => void;
+}
+
+export interface StartTurnResult {
+  turnId: string;
+}
+
+let commandCounter = 0;
+
+export class SessionHandle {
+  readonly sessionId: string;
+  /** Every update of this session, in sequence order. Read-only. */
+  readonly updates$: Observable<SessionUpdateEnvelope>;
+  private readonly subject = new Subject<SessionUpdateEnvelope>();
+  private readonly buffer = new UpdateRingBuffer(512);
+  private readonly pending = new Map<string, (reply: CommandReply) => void>();
+  private readonly turnWaiters = new Map<string, Array<(outcome: TurnOutcome) => void>>();
+  private lastSequence = 0;
+  private record: SessionRecord;
+
+  constructor(private readonly deps: SessionHandleDeps) {
+    this.sessionId = deps.record.id;
+    this.record = deps.record;
+    this.updates$ = this.subject.asObservable();
+    deps.actor.on('session.reply', (event) => {
+      const resolve = this.pending.get(event.commandId);
+      if (resolve) {
+        this.pending.delete(event.commandId);
+        resolve(event.reply);
+      }
+    });
+    deps.actor.on('session.update', (event) => {
+      const envelope: SessionUpdateEnvelope = {
+        version: SESSION_UPDATE_VERSION,
+        sessionId: this.sessionId,
+        turnId: event.turnId,
+        sequence: event.sequence,
+        occurredAtMs: deps.clock.now(),
+        update: event.update,
+      };
+      this.lastSequence = event.sequence;
+      this.buffer.push(envelope);
+      // A subscriber that throws never reaches the loop: RxJS reports it asynchronously.
+      this.subject.next(envelope);
+      deps.global.next(envelope);
+      if (event.update.type === 'turn_finished') {
+        const waiters = this.turnWaiters.get(event.turnId);
+        this.turnWaiters.delete(event.turnId);
+        for (const w of waiters ?? []) w(event.update.outcome);
+      }
+    });
+  }
+
+  /** The stored session row as loaded (mode changes are reflected). */
+  get info(): SessionRecord {
+    return this.record;
+  }
+
+  private get stopped(): boolean {
+    return this.deps.actor.getSnapshot().status !== 'active';
+  }
+
+  private send(event: SessionEvent & { commandId: string }): Promise<CommandReply> {
+    if (this.stopped) {
+      return Promise.resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
+    }
+    return new Promise<CommandReply>((resolve) => {
+      this.pending.set(event.commandId, resolve);
+      this.deps.actor.send(event);
+      // The machine answers every command it handles; a stopped machine answers none.
+      if (this.pending.has(event.commandId) && this.stopped) {
+        this.pending.delete(event.commandId);
+        resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
+      }
+    });
+  }
+
+  private nextCommandId(): string {
+    commandCounter += 1;
+    return `cmd_${commandCounter}`;
+  }
+
+  private static raise(reply: CommandReply): void {
+    if (reply.ok) return;
+    if (reply.code === 'busy') throw new BusyError(reply.activeTurnId ?? '');
+    throw new CommandError(reply.code as CommandErrorCode, reply.message);
+  }
+
+  /**
+   * Starts a turn. Checks, in order: input, reload_required, an already accepted
+   * `clientRequestId` (same answer again), busy; then accepts before anything is written.
+   *
+   * @example
+   * const { turnId } = await session.startTurn({ clientRequestId: 'r1', input: [{ type: 'text', text: 'hi' }] });
+   */
+  async startTurn(params: StartTurnParams): Promise<StartTurnResult> {
+    const parsed = startTurnParamsSchema.safeParse(params);
+    if (!parsed.success) throw new InputError('invalid_request', `invalid startTurn parameters: ${parsed.error.message}`);
+    const { clientRequestId, input, disabledSkillNames } = parsed.data;
+    const texts = input.filter((i): i is Extract<UserInput, { type: 'text' }> => i.type === 'text');
+    if (texts.length === 0 || texts.every((t) => t.text.trim() === '')) {
+      throw new InputError('empty_input', 'the input must contain at least one non-empty text part');
+    }
+    const userMessage: NewMessage = {
+      id: this.deps.ids.next('msg'),
+      role: 'user',
+      kind: 'normal',
+      content: texts.map((t) => ({ type: 'text' as const, text: t.text })),
+    };
+    const tokens = estimateTokens(userMessage.content);
+    if (tokens >= this.deps.maxUserInputTokens) {
+      throw new InputError('input_too_large', `the input is about ${tokens} tokens; the limit is ${this.deps.maxUserInputTokens}`, {
+        details: { estimatedTokens: tokens, limit: this.deps.maxUserInputTokens },
+      });
+    }
+    const skills = input.filter((i): i is Extract<UserInput, { type: 'skill' }> => i.type === 'skill');
+    let skillMessages: NewMessage[] = [];
+    if (skills.length > 0) {
+      if (!this.deps.resolveSkills) throw new InputError('invalid_request', 'skill input was given but no skills are configured');
+      skillMessages = await this.deps.resolveSkills(skills, disabledSkillNames ?? []);
+    }
+    const reply = await this.send({
+      type: 'session.start_turn',
+      commandId: this.nextCommandId(),
+      turnId: this.deps.ids.next('turn'),
+      clientRequestId,
+      messages: [...skillMessages, userMessage],
+    });
+    SessionHandle.raise(reply);
+    return { turnId: (reply as { turnId: string }).turnId };
+  }
+
+  /** Cancels the active turn; any other id answers `turn_not_active`. */
+  async cancelTurn(turnId: string): Promise<void> {
+    SessionHandle.raise(await this.send({ type: 'session.cancel_turn', commandId: this.nextCommandId(), turnId }));
+  }
+
+  /** Answers the pending card of `toolCallId` in `turnId`. */
+  async resolvePermission(turnId: string, toolCallId: string, decision: PermissionDecision): Promise<void> {
+    const parsed = permissionDecisionSchema.safeParse(decision);
+    if (!parsed.success) throw new InputError('invalid_request', `unknown decision ${JSON.stringify(decision)}`);
+    SessionHandle.raise(
+      await this.send({
+        type: 'session.resolve_permission',
+        commandId: this.nextCommandId(),
+        turnId,
+        toolCallId,
+        decision: parsed.data,
+        at: this.deps.clock.now(),
+      }),
+    );
+  }
+
+  /** Adds user input to the active turn; it enters the conversation before the next model call. */
+  async steerTurn(turnId: string, input: UserInput[]): Promise<void> {
+    const parsed = userInputSchema.array().safeParse(input);
+    if (!parsed.success) throw new InputError('invalid_request', `invalid steering input: ${parsed.error.message}`);
+    const texts = parsed.data.filter((i): i is Extract<UserInput, { type: 'text' }> => i.type === 'text' && i.text.trim() !== '');
+    if (texts.length === 0) throw new InputError('empty_input', 'steering input must contain non-empty text');
+    if (parsed.data.some((i) => i.type === 'skill')) throw new InputError('invalid_request', 'skills cannot be selected while steering');
+    const message: NewMessage = { id: this.deps.ids.next('msg'), role: 'user', kind: 'normal', content: texts.map((t) => ({ type: 'text' as const, text: t.text })) };
+    const tokens = estimateTokens(message.content);
+    if (tokens >= this.deps.maxUserInputTokens) {
+      throw new InputError('input_too_large', `the input is about ${tokens} tokens; the limit is ${this.deps.maxUserInputTokens}`);
+    }
+    SessionHandle.raise(await this.send({ type: 'session.steer_turn', commandId: this.nextCommandId(), turnId, message }));
+  }
+
+  /** Queues a sub-agent's message; it never starts a turn (reference §5.6). */
+  async deliverAgentMessage(message: AgentMessage): Promise<void> {
+    const tokens = agentEnvelopeTokens(message);
+    if (tokens >= AGENT_MESSAGE_MAX_TOKENS) {
+      throw new InputError('agent_delivery_failed', `the agent message is about ${tokens} tokens; the limit is ${AGENT_MESSAGE_MAX_TOKENS}`);
+    }
+    SessionHandle.raise(await this.send({ type: 'session.deliver_agent_message', commandId: this.nextCommandId(), message }));
+  }
+
+  /** Persists the mode first, then tells the actor; it applies from the next tool call. */
+  async setPermissionMode(mode: PermissionMode): Promise<void> {
+    const parsed = permissionModeSchema.safeParse(mode);
+    if (!parsed.success) throw new InputError('invalid_request', `unknown permission mode ${JSON.stringify(mode)}`);
+    if (this.record.parentSessionId !== null) throw new CommandError('sub_agent_mode_fixed', 'a sub-agent session keeps the mode it was spawned with');
+    if (this.stopped) throw new CommandError('actor_stopped', 'the session actor has stopped');
+    await this.deps.storage.setSandboxMode(this.sessionId, parsed.data);
+    this.record = { ...this.record, sandboxMode: parsed.data };
+    SessionHandle.raise(await this.send({ type: 'session.set_permission_mode', commandId: this.nextCommandId(), mode: parsed.data }));
+  }
+
+  /**
+   * Reserves the session for a compaction or rewind; answers `session_active` during a turn and
+   * `reload_required` when a previous checkpoint could not be installed.
+   */
+  async beginMaintenance(kind: 'compact' | 'rewind'): Promise<void> {
+    SessionHandle.raise(await this.send({ type: 'session.begin_maintenance', commandId: this.nextCommandId(), kind }));
+  }
+
+  endMaintenance(reloadRequired: boolean): void {
+    if (!this.stopped) this.deps.actor.send({ type: 'session.end_maintenance', reloadRequired });
+  }
+
+  /** The turn accepted for `clientRequestId`, if any (seed 000 AcceptedTurn). */
+  acceptedTurn(clientRequestId: string): string | null {
+    return this.deps.actor.getSnapshot().context.acceptedRequests[clientRequestId] ?? null;
+  }
+
+  /** Updates after `afterSequence` from the 512-entry ring buffer; `snapshot_required` when it no longer reaches back. */
+  replayUpdates(afterSequence: number): SessionUpdateEnvelope[] {
+    if (!Number.isInteger(afterSequence) || afterSequence < 0) {
+      throw new InputError('invalid_request', 'afterSequence must be a non-negative integer');
+    }
+    const updates = afterSequence > this.lastSequence ? null : this.buffer.after(afterSequence);
+    if (updates === null) {
+      throw new CommandError('snapshot_required', `updates after ${afterSequence} are no longer buffered; read the snapshot`, {
+        details: { lastUpdateSequence: this.lastSequence, oldestBufferedSequence: this.buffer.oldestSequence ?? null },
+      });
+    }
+    return updates;
+  }
+
+  /** The in-memory snapshot (seed 000 §8), composed from the Session and Turn actors' snapshots. */
+  snapshot(): SessionSnapshot {
+    const snap = this.deps.actor.getSnapshot();
+    const ctx = snap.context;
+    let runtime: SessionRuntimeSnapshot = { type: 'idle' };
+    const turnRef = snap.children.turn;
+    if (ctx.activeTurn) {
+      const turn = turnRef?.getSnapshot().context as TurnContext | undefined;
+      runtime = {
+        type: 'running',
+        turnId: ctx.activeTurn.turnId,
+        clientRequestId: ctx.activeTurn.clientRequestId,
+        phase: turn?.phase ?? 'starting',
+        draft: { text: turn?.draft.text ?? '', reasoning: turn?.draft.reasoning ?? '' },
+        toolCalls: turn?.liveToolCalls ?? [],
+        pendingApprovals: turn?.pendingApprovals ?? [],
+        plan: turn?.plan ?? null,
+      };
+    } else if (ctx.lastTerminal) {
+      runtime = { type: 'terminal', ...ctx.lastTerminal };
+    }
+    return {
+      version: SESSION_UPDATE_VERSION,
+      sessionId: this.sessionId,
+      lastUpdateSequence: ctx.sequence,
+      permissionMode: ctx.permissionMode,
+      sandbox: this.deps.sandbox,
+      reloadRequired: ctx.reloadRequired,
+      runtime,
+    };
+  }
+
+  /** The host-facing status (seed 004): idle, active with flags, or system_error. */
+  status(): SessionStatus {
+    const snap = this.deps.actor.getSnapshot();
+    if (snap.status !== 'active') return { type: 'not_loaded' };
+    const ctx = snap.context;
+    if (ctx.systemError && !ctx.activeTurn) return { type: 'system_error', message: ctx.systemError };
+    if (!ctx.activeTurn && !snap.matches('maintenance')) return { type: 'idle' };
+    const flags: Array<'waiting_on_approval' | 'waiting_on_user_input'> = [];
+    if (ctx.pendingApproval) flags.push('waiting_on_approval');
+    return { type: 'active', activeFlags: flags };
+  }
+
+  /** Resolves with the outcome of `turnId` once its `turn_finished` update is out. */
+  waitForTurn(turnId: string): Promise<TurnOutcome> {
+    const ctx = this.deps.actor.getSnapshot().context;
+    if (ctx.activeTurn?.turnId !== turnId) {
+      if (ctx.lastTerminal?.turnId === turnId) return Promise.resolve(ctx.lastTerminal.outcome);
+      return this.deps.storage.getTurn(turnId).then((t) => {
+        if (!t) throw new CommandError('turn_not_active', `turn ${turnId} is not known in this session`);
+        return outcomeOfRecord(t);
+      });
+    }
+    return new Promise((resolve) => {
+      const list = this.turnWaiters.get(turnId) ?? [];
+      list.push(resolve);
+      this.turnWaiters.set(turnId, list);
+    });
+  }
+
+  /** The committed messages of this session (the raw history, unaffected by compaction). */
+  messages(options?: { afterSequence?: number; limit?: number }): Promise<StoredMessage[]> {
+    return this.deps.storage.listMessages(this.sessionId, options);
+  }
+
+  turns(): Promise<TurnRecord[]> {
+    return this.deps.storage.listTurns(this.sessionId);
+  }
+
+  /** Stops the actor: a running turn ends `actor_stopped` after recording what it can. */
+  async shutdown(timeoutMs = 10_000): Promise<void> {
+    if (this.stopped) return;
+    const done = new Promise<void>((resolve) => {
+      const sub = this.deps.actor.subscribe({
+        next: (s) => {
+          if (s.status !== 'active') {
+            sub.unsubscribe();
+            resolve();
+          }
+        },
+        error: () => resolve(),
+        complete: () => resolve(),
+      });
+    });
+    await this.send({ type: 'session.shutdown', commandId: this.nextCommandId() });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+    if (!this.stopped) this.deps.actor.stop();
+    this.close();
+  }
+
+  /** Releases waiters and streams; called once the actor is gone. */
+  close(): void {
+    for (const [, resolve] of this.pending) resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
+    this.pending.clear();
+    this.subject.complete();
+    this.deps.onClosed();
+  }
+}
+
+export function outcomeOfRecord(turn: TurnRecord, finalText = ''): TurnOutcome {
+  switch (turn.status) {
+    case 'completed':
+      return { status: 'completed', finalText };
+    case 'cancelled':
+      return { status: 'cancelled' };
+    case 'failed':
+    case 'interrupted':
+      return { status: 'failed', code: turn.errorCode ?? (turn.status === 'interrupted' ? 'process_restart' : 'unknown'), message: turn.errorMessage ?? '' };
+    case 'running':
+      throw new OpenworkError('actor_stopped', `turn ${turn.id} is still running`);
+    default: {
+      const never: never = turn.status;
+      throw new Error(`unknown turn status ${String(never)}`);
+    }
+  }
+}
