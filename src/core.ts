@@ -60,6 +60,10 @@ export interface CoreOptions {
   compaction?: CompactionHook & { compactAtTokens: number };
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs?: number;
+  /** Close the storage on `shutdown()` (default true); false when the host shares it. */
+  closeStorageOnShutdown?: boolean;
+  /** The model of a loaded session by its stored `default_model_id`; defaults to `model`. */
+  resolveModel?: (modelId: string | null) => ModelPort | undefined;
   /** Called when an actor fails in a way the machines did not handle (a bug); defaults to console.error. */
   onActorError?: (sessionId: string, error: unknown) => void;
 }
@@ -69,6 +73,8 @@ export interface CreateSessionOptions {
   title?: string;
   permissionMode?: PermissionMode;
   id?: string;
+  /** This session's model, when it differs from the core's default. */
+  model?: ModelPort;
 }
 
 interface LoadedEntry {
@@ -172,14 +178,14 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
   let closed = false;
 
-  function start(loadedSession: LoadedSession): SessionHandle {
+  function start(loadedSession: LoadedSession, model: ModelPort): SessionHandle {
     const record = loadedSession.session;
     const sessionServices: SessionServices = {
       sessionId: record.id,
       workingDirectory: record.workingDirectory,
       chat: new ChatState(loadedSession.messages),
       toolset: rootToolset,
-      model: options.model,
+      model,
       authorizer: options.authorizer ?? toolAuthorizer,
       nonInteractive: record.parentSessionId !== null,
     };
@@ -228,7 +234,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     const promise = (async () => {
       const data = await storage.loadSession(sessionId);
       if (!data) throw new CommandError('session_not_found', `session ${sessionId} does not exist`);
-      return loaded.get(sessionId)?.handle ?? start(data);
+      const model = options.resolveModel?.(data.session.defaultModelId) ?? options.model;
+      return loaded.get(sessionId)?.handle ?? start(data, model);
     })();
     loading.set(sessionId, promise);
     try {
@@ -256,7 +263,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         id: opts.id ?? ids.next('ses'),
         workingDirectory: opts.workingDirectory,
         title: opts.title ?? null,
-        defaultModelId: options.model.id,
+        defaultModelId: (opts.model ?? options.model).id,
         sandboxMode: opts.permissionMode ?? 'auto',
       });
       return start({
@@ -266,7 +273,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         plans: [],
         tokenTotals: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 },
         lastTurn: null,
-      });
+      }, opts.model ?? options.model);
     },
 
     loadSession,
@@ -298,7 +305,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       await Promise.all([...loaded.values()].map((e) => e.handle.shutdown()));
       await trace.close();
       global.complete();
-      await storage.close();
+      if (options.closeStorageOnShutdown !== false) await storage.close();
     },
   };
 }
