@@ -1,0 +1,309 @@
+/**
+ * The storage contract: the same suite against PGlite and a real Postgres server.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NewMessage } from '../../src/protocol/content.js';
+import { loadMigrations } from '../../src/storage/migrate.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { backends } from '../support/databases.js';
+
+const CONSTRAINTS = [
+  'sessions_id_not_blank', 'sessions_title_not_blank', 'sessions_working_directory_not_blank', 'sessions_status_valid',
+  'sessions_subagent_fields_consistent', 'sessions_task_name_format', 'sessions_spawn_not_self',
+  'sessions_tool_result_pruned_through_positive', 'sessions_sandbox_mode_valid',
+  'turns_id_not_blank', 'turns_client_request_not_blank', 'turns_sequence_positive', 'turns_provider_not_blank',
+  'turns_model_not_blank', 'turns_app_version_not_blank', 'turns_status_valid', 'turns_counts_non_negative',
+  'turns_model_submission_covers_logical_calls', 'turns_tokens_non_negative', 'turns_terminal_time_valid',
+  'turns_end_after_start', 'turns_id_session', 'turns_session_sequence', 'turns_client_request', 'turns_plan_unfinished_non_negative',
+  'messages_turn_session_fk', 'messages_id_not_blank', 'messages_sequence_positive', 'messages_role_valid', 'messages_kind_valid',
+  'messages_content_is_array', 'messages_content_format_positive', 'messages_turn_required', 'messages_tool_identity_valid',
+  'messages_session_sequence',
+  'conversation_compactions_id_not_blank', 'conversation_compactions_sequence_positive',
+  'conversation_compactions_message_sequence_non_negative', 'conversation_compactions_replacement_covers_source',
+  'conversation_compactions_source_count_positive', 'conversation_compactions_checkpoint_format_non_negative',
+  'conversation_compactions_kind_valid', 'conversation_compactions_summary_format_non_negative',
+  'conversation_compactions_last_user_pair', 'conversation_compactions_last_user_within_source',
+  'conversation_compactions_model_not_blank', 'conversation_compactions_summary_not_blank',
+  'conversation_compactions_runtime_state_is_object', 'conversation_compactions_runtime_reminder_format_positive',
+  'conversation_compactions_runtime_reminder_not_blank', 'conversation_compactions_tokens_non_negative',
+  'conversation_compactions_trigger_shape', 'conversation_compactions_parent_shape', 'conversation_compactions_session_sequence',
+  'conversation_compactions_id_session_unique', 'conversation_compactions_trigger_turn_fk', 'conversation_compactions_parent_fk',
+  'trace_spans_trace_not_blank', 'trace_spans_turn_session_fk', 'trace_spans_kind_valid', 'trace_spans_status_valid',
+  'trace_spans_tool_columns_scoped', 'trace_spans_terminal_time_valid', 'trace_spans_end_after_start',
+  'trace_spans_tokens_non_negative', 'trace_spans_response_message_scoped', 'trace_spans_attributes_is_object',
+  'trace_span_payloads_truncation_shape', 'turn_plans_steps_is_array',
+];
+
+const INDEXES = [
+  'idx_sessions_status_updated', 'idx_sessions_default_model', 'uq_sessions_parent_task_name', 'idx_sessions_parent',
+  'uq_turns_one_running_per_session', 'idx_turns_session_sequence', 'idx_messages_session_sequence', 'uq_messages_tool_result',
+  'idx_conversation_compactions_session_sequence', 'idx_trace_spans_trace_started', 'idx_trace_spans_session_started',
+  'idx_trace_spans_turn_started', 'idx_trace_span_payloads_hash', 'uq_trace_annotations_target',
+  'idx_trace_annotations_session_created', 'turn_plans_turn_id_idx',
+];
+
+const TABLES = [
+  'sessions', 'turns', 'messages', 'conversation_compactions', 'trace_spans', 'trace_payloads', 'trace_span_payloads',
+  'trace_annotations', 'turn_plans', 'skill_status', 'openwork_migrations',
+];
+
+function user(id: string, text: string): NewMessage {
+  return { id, role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
+}
+
+let counter = 0;
+function uid(prefix: string): string {
+  counter += 1;
+  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+describe.each(backends)('storage contract on $name', (backend) => {
+  let storage: SqlSessionStorage;
+
+  beforeAll(async () => {
+    storage = await backend.create();
+  });
+  afterAll(async () => {
+    await storage.close();
+  });
+
+  async function session(): Promise<string> {
+    const id = uid('ses');
+    await storage.createSession({ id, workingDirectory: '/work' });
+    return id;
+  }
+
+  async function turn(sessionId: string, extra: NewMessage[] = []): Promise<string> {
+    const turnId = uid('turn');
+    await storage.beginTurn({
+      turnId,
+      sessionId,
+      clientRequestId: uid('req'),
+      modelId: 'scripted/m',
+      resolvedProviderId: 'scripted',
+      resolvedModelName: 'm',
+      appVersion: 'test',
+      messages: [...extra, user(uid('msg'), 'hello')],
+    });
+    return turnId;
+  }
+
+  it('migrations create every table, named constraint and index, and a second run applies nothing', async () => {
+    const first = await storage.migrate();
+    expect(first.applied).toEqual((await loadMigrations()).map((m) => m.id));
+    const second = await storage.migrate();
+    expect(second.applied).toEqual([]);
+    expect(second.alreadyApplied).toEqual(first.applied);
+    const tables = await storage.db.query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`);
+    expect(tables.rows.map((r) => r.table_name).sort()).toEqual([...TABLES].sort());
+    const constraints = await storage.db.query<{ conname: string }>(`SELECT conname FROM pg_constraint`);
+    const names = new Set(constraints.rows.map((r) => r.conname));
+    expect(CONSTRAINTS.filter((c) => !names.has(c))).toEqual([]);
+    const indexes = await storage.db.query<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE schemaname = 'public'`);
+    const indexNames = new Set(indexes.rows.map((r) => r.indexname));
+    expect(INDEXES.filter((i) => !indexNames.has(i))).toEqual([]);
+    const kinds = await storage.db.query<{ def: string }>(
+      `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'messages_kind_valid'`,
+    );
+    for (const kind of ['normal', 'skill_instruction', 'agent_message', 'world_state']) expect(kinds.rows[0]!.def).toContain(kind);
+  });
+
+  it('concurrent migrations apply each file exactly once under the advisory lock', async () => {
+    if (backend.name === 'pglite') return; // One PGlite instance is one connection; nothing can race.
+    const fresh = await backend.create();
+    try {
+      const reports = await Promise.all([fresh.migrate(), fresh.migrate(), fresh.migrate()]);
+      const applied = reports.flatMap((r) => r.applied);
+      expect(applied.sort()).toEqual((await loadMigrations()).map((m) => m.id).sort());
+      const rows = await fresh.db.query('SELECT id FROM openwork_migrations');
+      expect(rows.rowCount).toBe((await loadMigrations()).length);
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it('begins a turn in one transaction: turn row, messages in order, last_turn_at', async () => {
+    const sessionId = await session();
+    const skill: NewMessage = { id: uid('skill'), role: 'user', kind: 'skill_instruction', content: [{ type: 'text', text: '<skill/>' }] };
+    const turnId = await turn(sessionId, [skill]);
+    const messages = await storage.listMessages(sessionId);
+    expect(messages.map((m) => [m.sequence, m.kind, m.turnId])).toEqual([
+      [1, 'skill_instruction', turnId],
+      [2, 'normal', turnId],
+    ]);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'running', sequence: 1, modelCallCount: 0 });
+    expect((await storage.getSession(sessionId))!.lastTurnAt).not.toBeNull();
+  });
+
+  it('refuses a second running turn in one session and rolls the whole start back', async () => {
+    const sessionId = await session();
+    await turn(sessionId);
+    const msgId = uid('msg');
+    await expect(
+      storage.beginTurn({
+        turnId: uid('turn'),
+        sessionId,
+        clientRequestId: uid('req'),
+        modelId: 'a/b',
+        resolvedProviderId: 'a',
+        resolvedModelName: 'b',
+        appVersion: 't',
+        messages: [user(msgId, 'second')],
+      }),
+    ).rejects.toMatchObject({ code: 'persistence_error', sqlState: '23505' });
+    expect((await storage.listMessages(sessionId)).some((m) => m.id === msgId)).toBe(false);
+  });
+
+  it('keeps counters: GREATEST for logical calls, +1 per submission, tokens and tool calls with the assistant message', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    await storage.recordModelCallStart(turnId, 1);
+    await storage.recordModelCallStart(turnId, 1); // An overflow resubmission of the same logical call.
+    const assistant: NewMessage = {
+      id: uid('msg'),
+      role: 'assistant',
+      kind: 'normal',
+      content: [
+        { type: 'tool_call', callId: 'c1', name: 'echo', arguments: '{}' },
+        { type: 'tool_call', callId: 'c2', name: 'echo', arguments: '{}' },
+      ],
+    };
+    await storage.commitAssistantMessage(turnId, assistant, { inputTokens: 10, outputTokens: 5, cachedInputTokens: 2, reasoningTokens: 1 }, 2);
+    expect(await storage.getTurn(turnId)).toMatchObject({
+      modelCallCount: 1,
+      modelSubmissionCount: 2,
+      toolCallCount: 2,
+      inputTokens: 10,
+      outputTokens: 5,
+      cachedInputTokens: 2,
+      reasoningTokens: 1,
+    });
+  });
+
+  it('stores one result per provider call per turn', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    const result = (id: string): NewMessage => ({
+      id,
+      role: 'tool',
+      kind: 'normal',
+      content: [{ type: 'tool_result', callId: 'c1', status: 'succeeded', text: 'ok' }],
+      providerCallId: 'c1',
+      toolName: 'echo',
+    });
+    await storage.commitToolResult(turnId, result(uid('msg')));
+    await expect(storage.commitToolResult(turnId, result(uid('msg')))).rejects.toMatchObject({ sqlState: '23505' });
+  });
+
+  it('commits a plan with its tool result atomically, and a failed commit leaves neither', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    const message = (callId: string): NewMessage => ({
+      id: uid('msg'),
+      role: 'tool',
+      kind: 'normal',
+      content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'Plan updated' }],
+      providerCallId: callId,
+      toolName: 'update_plan',
+    });
+    const plan = { explanation: 'why', steps: [{ step: 'a', status: 'in_progress' as const }], updatedAt: new Date().toISOString() };
+    await storage.commitPlanUpdate(turnId, plan, message('p1'));
+    await storage.commitPlanUpdate(turnId, { ...plan, explanation: null, steps: [] }, message('p2'));
+    expect(await storage.loadSessionTurnPlans(sessionId)).toEqual([{ turnId, explanation: null, steps: [], updatedAt: expect.any(String) }]);
+    // The second message reuses call id p1: the result insert fails, so the plan must not change.
+    await expect(storage.commitPlanUpdate(turnId, plan, message('p1'))).rejects.toMatchObject({ code: 'persistence_error' });
+    expect((await storage.loadSessionTurnPlans(sessionId))[0]!.steps).toEqual([]);
+  });
+
+  it('appends contextual messages with ON CONFLICT (id) DO NOTHING', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    const agent: NewMessage = { id: 'agent-msg:child:t1:final_answer', role: 'user', kind: 'agent_message', content: [{ type: 'text', text: 'x' }] };
+    const first = await storage.appendTurnMessages(turnId, [agent]);
+    const again = await storage.appendTurnMessages(turnId, [agent, user(uid('msg'), 'steer')]);
+    expect(first).toHaveLength(1);
+    expect(again.map((m) => m.kind)).toEqual(['normal']);
+    expect((await storage.listMessages(sessionId)).map((m) => m.sequence)).toEqual([1, 2, 3]);
+  });
+
+  it('ends a turn once: terminal time checks and the running index are released', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    expect(await storage.finishTurn(turnId, { status: 'completed', planUnfinishedStepCount: null })).toBe(true);
+    expect(await storage.finishTurn(turnId, { status: 'failed', errorCode: 'x', planUnfinishedStepCount: null })).toBe(false);
+    const t = (await storage.getTurn(turnId))!;
+    expect(t.status).toBe('completed');
+    expect(Date.parse(t.endedAt!)).toBeGreaterThanOrEqual(Date.parse(t.startedAt));
+    await turn(sessionId); // A new running turn is allowed again.
+    await expect(storage.db.query(`UPDATE turns SET ended_at = NULL WHERE id = $1`, [turnId])).rejects.toThrow(/turns_terminal_time_valid/);
+  });
+
+  it('startup correction marks running turns and spans in one transaction with process_restart', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    const startedAt = new Date().toISOString();
+    await storage.writeTraceSignals([
+      {
+        type: 'span_started',
+        span: { id: uid('span'), traceId: turnId, sessionId, turnId, parentSpanId: null, kind: 'model_call', name: 'model.call', status: 'running', startedAt, attributes: {} },
+      },
+    ]);
+    const report = await storage.markRunningInterrupted();
+    expect(report.turns).toBeGreaterThanOrEqual(1);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
+    const spans = await storage.listTraceSpans({ turnId });
+    expect(spans.map((s) => [s.status, s.errorCode])).toEqual([['outcome_unknown', 'process_restart']]);
+    expect(await storage.markRunningInterrupted()).toEqual({ turns: 0, spans: 0 });
+  });
+
+  it('writes trace spans through start and end, dedupes payload bodies, truncates oversized ones', async () => {
+    const small = await backend.create();
+    const capped = new (small.constructor as typeof import('../../src/storage/sql-storage.js').SqlSessionStorage)(() => small.db, { tracePayloadMaxBytes: 64 });
+    try {
+      await small.migrate();
+      await small.createSession({ id: 's1', workingDirectory: '/w' });
+      const base = { traceId: 't', sessionId: 's1', turnId: null, parentSpanId: null, kind: 'compaction' as const, name: 'session.compact', startedAt: new Date().toISOString(), attributes: { a: 1 } };
+      const report = await capped.writeTraceSignals([
+        { type: 'span_started', span: { ...base, id: 'sp1', status: 'running' }, payloads: [{ slot: 'request', body: { same: true } }] },
+        { type: 'span_started', span: { ...base, id: 'sp2', status: 'running' }, payloads: [{ slot: 'request', body: { same: true } }, { slot: 'response', body: 'x'.repeat(500) }] },
+        { type: 'span_ended', span: { ...base, id: 'sp1', status: 'succeeded', endedAt: new Date().toISOString(), attributes: { b: 2 } } },
+        { type: 'span_started', span: { ...base, id: 'bad', sessionId: 'missing', status: 'running' } },
+      ]);
+      expect(report).toEqual({ written: 3, failed: 1 });
+      const bodies = await small.db.query('SELECT hash FROM trace_payloads');
+      expect(bodies.rowCount).toBe(2);
+      const truncated = await small.db.query<{ truncated: boolean; original_byte_size: number }>(`SELECT truncated, original_byte_size FROM trace_span_payloads WHERE slot = 'response'`);
+      expect(truncated.rows[0]).toMatchObject({ truncated: true });
+      const spans = await small.listTraceSpans({ sessionId: 's1' });
+      expect(spans.find((s) => s.id === 'sp1')).toMatchObject({ status: 'succeeded', attributes: { a: 1, b: 2 } });
+      // Deleting the session sweeps the bodies nothing references any more.
+      expect(await small.deleteSession('s1')).toBe(true);
+      expect((await small.db.query('SELECT hash FROM trace_payloads')).rowCount).toBe(0);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('deleting a session cascades to turns, messages and plans', async () => {
+    const sessionId = await session();
+    await turn(sessionId);
+    expect(await storage.deleteSession(sessionId)).toBe(true);
+    expect(await storage.listMessages(sessionId)).toEqual([]);
+    expect(await storage.listTurns(sessionId)).toEqual([]);
+    expect(await storage.getSession(sessionId)).toBeNull();
+  });
+
+  it('guards sub-agent fields, task names and blank ids with CHECK constraints', async () => {
+    const parent = await session();
+    await expect(storage.createSession({ id: uid('c'), workingDirectory: '/w', parentSessionId: parent })).rejects.toMatchObject({ sqlState: '23514' });
+    await expect(
+      storage.createSession({ id: uid('c'), workingDirectory: '/w', parentSessionId: parent, taskName: 'Bad-Name', agentRole: 'explorer' }),
+    ).rejects.toMatchObject({ sqlState: '23514' });
+    await storage.createSession({ id: uid('c'), workingDirectory: '/w', parentSessionId: parent, taskName: 'find_auth', agentRole: 'explorer' });
+    await expect(
+      storage.createSession({ id: uid('c'), workingDirectory: '/w', parentSessionId: parent, taskName: 'find_auth', agentRole: 'explorer' }),
+    ).rejects.toMatchObject({ sqlState: '23505' });
+    await expect(storage.createSession({ id: '  ', workingDirectory: '/w' })).rejects.toMatchObject({ sqlState: '23514' });
+    expect((await storage.listSessions()).every((s) => s.parentSessionId === null)).toBe(true);
+  });
+});
