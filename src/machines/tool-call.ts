@@ -59,7 +59,7 @@ export interface PlanCommitInput {
 
 export type PlanCommitOutput = { ok: true; result: ToolResult; plan: TurnPlanSnapshot } | { ok: false; result: ToolResult };
 
-interface ToolCallContext extends ToolCallInput {
+export interface ToolCallContext extends ToolCallInput {
   args: unknown;
   resolvedName: string | null;
   card: PermissionCard | null;

@@ -284,6 +284,11 @@ export const turnMachine = turnSetup.createMachine({
               }),
             },
             {
+              guard: ({ context }) => context.mailbox.length === 0 && context.pendingInput.length === 0,
+              target: 'assembling',
+              actions: assign({ modelCallIndex: ({ context }) => context.modelCallIndex + 1, overflowResubmitted: false }),
+            },
+            {
               target: 'draining',
               actions: assign({ modelCallIndex: ({ context }) => context.modelCallIndex + 1, overflowResubmitted: false }),
             },
@@ -590,10 +595,7 @@ export const turnMachine = turnSetup.createMachine({
             },
             'toolcall.permission_requested': {
               target: '.waiting_permission',
-              actions: [
-                assign({ pendingApprovals: ({ event }) => [{ toolCallId: event.toolCallId, card: event.card }] }),
-                sendParent(({ event }) => ({ type: 'turn.update', update: { type: 'permission_requested', toolCallId: event.toolCallId, card: event.card } })),
-              ],
+              actions: assign({ pendingApprovals: ({ event }) => [{ toolCallId: event.toolCallId, card: event.card }] }),
             },
             'toolcall.permission_resolved': {
               target: '.running_tools',
@@ -625,7 +627,15 @@ export const turnMachine = turnSetup.createMachine({
           },
           states: {
             running_tools: { entry: { type: 'enterPhase', params: 'running_tools' } },
-            waiting_permission: { entry: { type: 'enterPhase', params: 'waiting_permission' } },
+            waiting_permission: {
+              entry: [
+                { type: 'enterPhase', params: 'waiting_permission' },
+                sendParent(({ context }) => ({
+                  type: 'turn.update' as const,
+                  update: { type: 'permission_requested' as const, toolCallId: context.pendingApprovals[0]!.toolCallId, card: context.pendingApprovals[0]!.card },
+                })),
+              ],
+            },
           },
         },
         cancelling_remaining: {

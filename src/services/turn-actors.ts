@@ -32,6 +32,29 @@ export interface CompactionHook {
   compact(input: CompactInput): Promise<void>;
 }
 
+/**
+ * The `request` payload: runs of persisted message sequences in request order (`[first, last]`),
+ * with synthetic items in full. Constant size for an ordinary history, whatever its length.
+ */
+export function requestPointers(prepared: AssembledCall): Record<string, unknown> {
+  const parts: Array<[number, number] | { synthetic: unknown }> = [];
+  prepared.sequences.forEach((sequence, i) => {
+    if (sequence === null) {
+      parts.push({ synthetic: prepared.request.messages[i] });
+      return;
+    }
+    const last = parts[parts.length - 1];
+    if (Array.isArray(last) && last[1] < sequence) last[1] = sequence;
+    else parts.push([sequence, sequence]);
+  });
+  return {
+    format: 'openwork.request-pointers/1',
+    messages: parts,
+    maxOutputTokens: prepared.request.maxOutputTokens ?? null,
+    projection: prepared.projection,
+  };
+}
+
 function isoNow(services: RuntimeServices, notBefore?: string): string {
   const now = services.clock.now();
   return new Date(notBefore ? Math.max(now, Date.parse(notBefore)) : now).toISOString();
@@ -135,7 +158,10 @@ export function createTurnActors(services: RuntimeServices, compaction?: Compact
           type: 'span_started',
           span,
           payloads: [
-            { slot: 'request', body: request.messages },
+            // Messages are the one authoritative copy of content: the request slot points at them and
+            // carries only what no row holds (synthesized results). Assembly is deterministic, so the
+            // exact request is rebuilt from these pointers (reference §9.2 principle 5).
+            { slot: 'request', body: requestPointers(input.prepared) },
             { slot: 'system_context', body: request.system },
             { slot: 'tool_definitions', body: request.tools },
           ],

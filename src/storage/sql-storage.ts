@@ -308,32 +308,48 @@ export class SqlSessionStorage implements SessionStorage {
     });
   }
 
-  /** Locks the session row and returns the next free message sequence. */
-  private async lockSessionForMessages(tx: SqlExecutor, sessionId: string): Promise<number> {
-    const lock = await tx.query('SELECT id FROM sessions WHERE id = $1 FOR UPDATE', [sessionId]);
-    if (lock.rowCount === 0) throw new StorageError(`session ${sessionId} does not exist`);
-    const { rows } = await tx.query('SELECT COALESCE(MAX(sequence), 0) AS max FROM messages WHERE session_id = $1', [sessionId]);
-    return num(rows[0]!.max) + 1;
+  /**
+   * Locks the session row: message sequences of a session are allocated only under this lock. The
+   * next free sequence is read by the INSERT itself, a later statement with a fresh snapshot, so a
+   * writer that waited for the lock sees the rows its predecessor committed.
+   */
+  private async lockSession(tx: SqlExecutor, sessionId: string): Promise<void> {
+    const { rows } = await tx.query('SELECT id FROM sessions WHERE id = $1 FOR NO KEY UPDATE', [sessionId]);
+    if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
   }
 
+  /**
+   * Locks a running turn and its session; a turn that is no longer running (ended, or corrected by
+   * a restarted process) takes no more writes.
+   */
+  private async lockTurn(tx: SqlExecutor, turnId: string): Promise<string> {
+    const { rows } = await tx.query<{ session_id: string; status: string }>(
+      `SELECT t.session_id, t.status FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = $1 FOR NO KEY UPDATE`,
+      [turnId],
+    );
+    const row = rows[0];
+    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
+    if (row.status !== 'running') throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
+    return row.session_id;
+  }
+
+  /** Inserts one message at the next free sequence; the caller holds the session lock. */
   private async insertMessage(
     tx: SqlExecutor,
     sessionId: string,
     turnId: string,
-    sequence: number,
     message: NewMessage,
     ignoreConflict = false,
   ): Promise<StoredMessage | null> {
     const { rows } = await tx.query(
       `INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
-       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)
+       SELECT $1, $2, $3, COALESCE(MAX(sequence), 0) + 1, $4, $5::jsonb, $6, $7, $8 FROM messages WHERE session_id = $2
        ${ignoreConflict ? 'ON CONFLICT (id) DO NOTHING' : ''}
        RETURNING ${MESSAGE_COLUMNS}`,
       [
         message.id,
         sessionId,
         turnId,
-        sequence,
         message.role,
         JSON.stringify(message.content),
         message.kind,
@@ -344,18 +360,10 @@ export class SqlSessionStorage implements SessionStorage {
     return rows[0] ? messageFromRow(rows[0]) : null;
   }
 
-  private async sessionOfTurn(tx: SqlExecutor, turnId: string): Promise<string> {
-    const { rows } = await tx.query<{ session_id: string; status: string }>('SELECT session_id, status FROM turns WHERE id = $1', [turnId]);
-    const row = rows[0];
-    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
-    if (row.status !== 'running') throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
-    return row.session_id;
-  }
-
   beginTurn(input: BeginTurn): Promise<StoredMessage[]> {
     return this.run('begin turn', () =>
       this.db.transaction(async (tx) => {
-        let sequence = await this.lockSessionForMessages(tx, input.sessionId);
+        await this.lockSession(tx, input.sessionId);
         const { rows } = await tx.query('SELECT COALESCE(MAX(sequence), 0) AS max FROM turns WHERE session_id = $1', [input.sessionId]);
         await tx.query(
           `INSERT INTO turns (id, session_id, client_request_id, sequence, model_id, resolved_provider_id,
@@ -374,7 +382,7 @@ export class SqlSessionStorage implements SessionStorage {
         );
         const stored: StoredMessage[] = [];
         for (const message of input.messages) {
-          stored.push((await this.insertMessage(tx, input.sessionId, input.turnId, sequence++, message))!);
+          stored.push((await this.insertMessage(tx, input.sessionId, input.turnId, message))!);
         }
         await tx.query('UPDATE sessions SET last_turn_at = now(), updated_at = now() WHERE id = $1', [input.sessionId]);
         return stored;
@@ -397,9 +405,8 @@ export class SqlSessionStorage implements SessionStorage {
   commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
     return this.run('commit assistant message', () =>
       this.db.transaction(async (tx) => {
-        const sessionId = await this.sessionOfTurn(tx, turnId);
-        const sequence = await this.lockSessionForMessages(tx, sessionId);
-        const stored = (await this.insertMessage(tx, sessionId, turnId, sequence, message))!;
+        const sessionId = await this.lockTurn(tx, turnId);
+        const stored = (await this.insertMessage(tx, sessionId, turnId, message))!;
         await tx.query(
           `UPDATE turns SET
              input_tokens = COALESCE(input_tokens, 0) + $2, output_tokens = COALESCE(output_tokens, 0) + $3,
@@ -417,9 +424,8 @@ export class SqlSessionStorage implements SessionStorage {
   commitToolResult(turnId: string, message: NewMessage): Promise<StoredMessage> {
     return this.run('commit tool result', () =>
       this.db.transaction(async (tx) => {
-        const sessionId = await this.sessionOfTurn(tx, turnId);
-        const sequence = await this.lockSessionForMessages(tx, sessionId);
-        return (await this.insertMessage(tx, sessionId, turnId, sequence, message))!;
+        const sessionId = await this.lockTurn(tx, turnId);
+        return (await this.insertMessage(tx, sessionId, turnId, message))!;
       }),
     );
   }
@@ -435,15 +441,14 @@ export class SqlSessionStorage implements SessionStorage {
     }
     return this.run('commit plan update', () =>
       this.db.transaction(async (tx) => {
-        const sessionId = await this.sessionOfTurn(tx, turnId);
-        const sequence = await this.lockSessionForMessages(tx, sessionId);
+        const sessionId = await this.lockTurn(tx, turnId);
         await tx.query(
           `INSERT INTO turn_plans (turn_id, explanation, steps, updated_at) VALUES ($1, $2, $3::jsonb, $4)
            ON CONFLICT (turn_id) DO UPDATE SET explanation = EXCLUDED.explanation, steps = EXCLUDED.steps,
              updated_at = EXCLUDED.updated_at`,
           [turnId, plan.explanation, JSON.stringify(plan.steps), plan.updatedAt],
         );
-        return (await this.insertMessage(tx, sessionId, turnId, sequence, message))!;
+        return (await this.insertMessage(tx, sessionId, turnId, message))!;
       }),
     );
   }
@@ -452,15 +457,11 @@ export class SqlSessionStorage implements SessionStorage {
     if (messages.length === 0) return Promise.resolve([]);
     return this.run('append messages', () =>
       this.db.transaction(async (tx) => {
-        const sessionId = await this.sessionOfTurn(tx, turnId);
-        let sequence = await this.lockSessionForMessages(tx, sessionId);
+        const sessionId = await this.lockTurn(tx, turnId);
         const stored: StoredMessage[] = [];
         for (const message of messages) {
-          const row = await this.insertMessage(tx, sessionId, turnId, sequence, message, true);
-          if (row) {
-            stored.push(row);
-            sequence += 1;
-          }
+          const row = await this.insertMessage(tx, sessionId, turnId, message, true);
+          if (row) stored.push(row);
         }
         return stored;
       }),
@@ -481,40 +482,92 @@ export class SqlSessionStorage implements SessionStorage {
 
   async writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
     if (signals.length === 0) return { written: 0, failed: 0 };
-    return this.run('write trace', () =>
-      this.db.transaction(async (tx) => {
-        let written = 0;
-        let failed = 0;
-        for (const [i, signal] of signals.entries()) {
-          // A savepoint per signal: one bad span never loses the rest of the batch.
-          await tx.query(`SAVEPOINT s${i}`);
-          try {
-            await this.writeSpan(tx, signal.span, signal.type === 'span_started');
-            await tx.query(`RELEASE SAVEPOINT s${i}`);
-            written += 1;
-          } catch {
-            await tx.query(`ROLLBACK TO SAVEPOINT s${i}`);
-            failed += 1;
-            continue;
-          }
-          for (const [j, payload] of (signal.payloads ?? []).entries()) {
-            await tx.query(`SAVEPOINT p${i}_${j}`);
-            try {
-              await this.writePayload(tx, signal.span.id, payload);
-              await tx.query(`RELEASE SAVEPOINT p${i}_${j}`);
-            } catch {
-              await tx.query(`ROLLBACK TO SAVEPOINT p${i}_${j}`);
-              failed += 1;
-            }
-          }
-        }
-        return { written, failed };
-      }),
-    );
+    try {
+      return await this.db.transaction((tx) => this.writeTraceBatch(tx, signals));
+    } catch {
+      // One bad signal (a span whose turn is gone, say) must not lose the rest: retry one by one.
+      return this.run('write trace', () => this.db.transaction((tx) => this.writeTraceOneByOne(tx, signals)));
+    }
   }
 
-  private async writeSpan(tx: SqlExecutor, s: SpanData, isStart: boolean): Promise<void> {
-    const params = [
+  /** The fast path: signals coalesced per span, then one multi-row statement per table. */
+  private async writeTraceBatch(tx: SqlExecutor, signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
+    const ended = new Map<string, SpanData>();
+    const started = new Map<string, SpanData>();
+    const payloads = new Map<string, { spanId: string; payload: SpanPayload }>();
+    for (const signal of signals) {
+      if (signal.type === 'span_ended') {
+        ended.set(signal.span.id, { ...signal.span, attributes: { ...(started.get(signal.span.id)?.attributes ?? ended.get(signal.span.id)?.attributes ?? {}), ...signal.span.attributes } });
+        started.delete(signal.span.id);
+      } else if (!ended.has(signal.span.id) && !started.has(signal.span.id)) {
+        started.set(signal.span.id, signal.span);
+      }
+      for (const payload of signal.payloads ?? []) {
+        const key = `${signal.span.id}\u0000${payload.slot}`;
+        if (!payloads.has(key)) payloads.set(key, { spanId: signal.span.id, payload });
+      }
+    }
+    if (started.size > 0) await this.upsertSpans(tx, [...started.values()], false);
+    if (ended.size > 0) await this.upsertSpans(tx, [...ended.values()], true);
+    if (payloads.size > 0) {
+      const bodies = new Map<string, { body: string; size: number }>();
+      const mappings: unknown[][] = [];
+      for (const { spanId, payload } of payloads.values()) {
+        const prepared = this.preparePayload(payload.body);
+        bodies.set(prepared.hash, { body: prepared.body, size: Buffer.byteLength(prepared.body) });
+        mappings.push([spanId, payload.slot, prepared.hash, prepared.truncated, prepared.truncated ? prepared.originalSize : null]);
+      }
+      // Bodies this process already stored are not sent again (an LRU of hashes); a body swept in
+      // the meantime only sends the batch to the one-by-one path, which writes it.
+      const bodyRows = [...bodies.entries()].filter(([hash]) => !this.knownPayloads.has(hash));
+      if (bodyRows.length > 0) await tx.query(
+        `INSERT INTO trace_payloads (hash, body, byte_size) VALUES ${bodyRows.map((_, i) => `($${i * 3 + 1}, $${i * 3 + 2}::jsonb, $${i * 3 + 3})`).join(', ')}
+         ON CONFLICT (hash) DO NOTHING`,
+        bodyRows.flatMap(([hash, b]) => [hash, b.body, b.size]),
+      );
+      await tx.query(
+        `INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
+         VALUES ${mappings.map((_, i) => `($${i * 5 + 1}, $${i * 5 + 2}, $${i * 5 + 3}, $${i * 5 + 4}, $${i * 5 + 5})`).join(', ')}
+         ON CONFLICT (span_id, slot) DO NOTHING`,
+        mappings.flat(),
+      );
+      for (const hash of bodies.keys()) this.rememberPayload(hash);
+    }
+    return { written: signals.length, failed: 0 };
+  }
+
+  private async writeTraceOneByOne(tx: SqlExecutor, signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
+    let written = 0;
+    let failed = 0;
+    for (const [i, signal] of signals.entries()) {
+      // A savepoint per signal: one bad span never loses the rest of the batch.
+      await tx.query(`SAVEPOINT s${i}`);
+      try {
+        await this.upsertSpans(tx, [signal.span], signal.type === 'span_ended');
+        await tx.query(`RELEASE SAVEPOINT s${i}`);
+        written += 1;
+      } catch {
+        await tx.query(`ROLLBACK TO SAVEPOINT s${i}`);
+        failed += 1;
+        continue;
+      }
+      for (const [j, payload] of (signal.payloads ?? []).entries()) {
+        await tx.query(`SAVEPOINT p${i}_${j}`);
+        try {
+          await this.writePayload(tx, signal.span.id, payload);
+          await tx.query(`RELEASE SAVEPOINT p${i}_${j}`);
+        } catch {
+          await tx.query(`ROLLBACK TO SAVEPOINT p${i}_${j}`);
+          failed += 1;
+        }
+      }
+    }
+    return { written, failed };
+  }
+
+  private async upsertSpans(tx: SqlExecutor, spans: readonly SpanData[], isEnd: boolean): Promise<void> {
+    const columns = 26;
+    const params = spans.flatMap((s) => [
       s.id,
       s.traceId,
       s.sessionId,
@@ -541,17 +594,19 @@ export class SqlSessionStorage implements SessionStorage {
       s.errorCode?.slice(0, 256) ?? null,
       s.errorMessage?.slice(0, 512) ?? null,
       JSON.stringify(s.attributes),
-    ];
+    ]);
+    const values = spans
+      .map((_, r) => `(${Array.from({ length: columns }, (_, c) => `$${r * columns + c + 1}${c === columns - 1 ? '::jsonb' : ''}`).join(', ')})`)
+      .join(', ');
     await tx.query(
       `INSERT INTO trace_spans (id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
          resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
          attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
          permission_wait_ms, started_at, ended_at, error_code, error_message, attributes)
-       VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26::jsonb)
+       VALUES ${values}
        ON CONFLICT (id) DO ${
-         isStart
-           ? 'NOTHING'
-           : `UPDATE SET status = EXCLUDED.status, ended_at = EXCLUDED.ended_at,
+         isEnd
+           ? `UPDATE SET status = EXCLUDED.status, ended_at = EXCLUDED.ended_at,
                resolved_model_name = COALESCE(EXCLUDED.resolved_model_name, trace_spans.resolved_model_name),
                provider_request_id = COALESCE(EXCLUDED.provider_request_id, trace_spans.provider_request_id),
                resolved_tool_name = COALESCE(EXCLUDED.resolved_tool_name, trace_spans.resolved_tool_name),
@@ -560,17 +615,32 @@ export class SqlSessionStorage implements SessionStorage {
                reasoning_tokens = EXCLUDED.reasoning_tokens, response_message_id = EXCLUDED.response_message_id,
                permission_wait_ms = EXCLUDED.permission_wait_ms, error_code = EXCLUDED.error_code,
                error_message = EXCLUDED.error_message, attributes = trace_spans.attributes || EXCLUDED.attributes`
+           : 'NOTHING'
        }`,
       params,
     );
   }
 
-  private async writePayload(tx: SqlExecutor, spanId: string, payload: SpanPayload): Promise<void> {
-    const full = canonicalJson(payload.body ?? null);
-    const size = Buffer.byteLength(full);
+  private readonly knownPayloads = new Set<string>();
+
+  private rememberPayload(hash: string): void {
+    this.knownPayloads.delete(hash);
+    this.knownPayloads.add(hash);
+    if (this.knownPayloads.size > 4096) this.knownPayloads.delete(this.knownPayloads.values().next().value!);
+  }
+
+  private readonly payloadCache = new WeakMap<object, { body: string; hash: string; truncated: boolean; originalSize: number }>();
+
+  /** Canonical body, hash and truncation of one payload; remembered for shared objects (tool surfaces, system parts). */
+  private preparePayload(value: unknown): { body: string; hash: string; truncated: boolean; originalSize: number } {
+    const cacheable = value !== null && typeof value === 'object';
+    const hit = cacheable ? this.payloadCache.get(value) : undefined;
+    if (hit) return hit;
+    const full = canonicalJson(value ?? null);
+    const originalSize = Buffer.byteLength(full);
     let body = full;
     let truncated = false;
-    if (size > this.payloadMaxBytes) {
+    if (originalSize > this.payloadMaxBytes) {
       truncated = true;
       let preview = full.slice(0, Math.max(0, this.payloadMaxBytes - 32));
       body = canonicalJson({ truncatedPreview: preview });
@@ -579,15 +649,21 @@ export class SqlSessionStorage implements SessionStorage {
         body = canonicalJson({ truncatedPreview: preview });
       }
     }
-    const hash = createHash('sha256').update(body).digest('hex');
+    const prepared = { body, hash: createHash('sha256').update(body).digest('hex'), truncated, originalSize };
+    if (cacheable) this.payloadCache.set(value, prepared);
+    return prepared;
+  }
+
+  private async writePayload(tx: SqlExecutor, spanId: string, payload: SpanPayload): Promise<void> {
+    const prepared = this.preparePayload(payload.body);
     await tx.query(
       `INSERT INTO trace_payloads (hash, body, byte_size) VALUES ($1, $2::jsonb, $3) ON CONFLICT (hash) DO NOTHING`,
-      [hash, body, Buffer.byteLength(body)],
+      [prepared.hash, prepared.body, Buffer.byteLength(prepared.body)],
     );
     await tx.query(
       `INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
        VALUES ($1, $2, $3, $4, $5) ON CONFLICT (span_id, slot) DO NOTHING`,
-      [spanId, payload.slot, hash, truncated, truncated ? size : null],
+      [spanId, payload.slot, prepared.hash, prepared.truncated, prepared.truncated ? prepared.originalSize : null],
     );
   }
 

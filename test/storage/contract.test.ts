@@ -122,6 +122,24 @@ describe.each(backends)('storage contract on $name', (backend) => {
     }
   });
 
+  it('two writers on one session never collide on message sequences', async () => {
+    if (backend.name === 'pglite') return; // One PGlite instance serialises every query already.
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    const other = new (storage.constructor as typeof import('../../src/storage/sql-storage.js').SqlSessionStorage)(
+      () => new (storage.db.constructor as new (o: { connectionString: string }) => typeof storage.db)({ connectionString: (storage.db as unknown as { pool: { options: { connectionString: string } } }).pool.options.connectionString }),
+    );
+    try {
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? storage : other).appendTurnMessages(turnId, [user(uid('msg'), `w${i}`)])),
+      );
+      const sequences = (await storage.listMessages(sessionId)).map((m) => m.sequence);
+      expect(sequences).toEqual(Array.from({ length: 21 }, (_, i) => i + 1));
+    } finally {
+      await other.close();
+    }
+  });
+
   it('begins a turn in one transaction: turn row, messages in order, last_turn_at', async () => {
     const sessionId = await session();
     const skill: NewMessage = { id: uid('skill'), role: 'user', kind: 'skill_instruction', content: [{ type: 'text', text: '<skill/>' }] };

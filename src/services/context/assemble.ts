@@ -7,7 +7,7 @@
 import { OpenworkError } from '../../errors.js';
 import { modelToolStatus, type StoredMessage, type TextBlock, type ToolCallBlock, type ToolResultBlock } from '../../protocol/content.js';
 import type { ModelMessage, ModelRequest, SystemPart, ToolDefinition } from '../model/port.js';
-import { estimateTokens } from './estimate.js';
+import { cachedJsonBytes, estimateArrayTokens, estimateTokens, jsonBytes } from './estimate.js';
 
 /** The constant text of a synthesized result (seed 000 §10); identical bytes every time. */
 export const INTERRUPTED_RESULT_TEXT = 'Tool result unavailable: the previous turn ended before a durable result was recorded.';
@@ -29,6 +29,8 @@ export interface PreparedModelCall {
   estimate: ContextBudgetEstimate;
   /** Per conversation message: the persisted id, or "synthetic". */
   provenance: string[];
+  /** Per conversation message: the persisted message's sequence, or null for a synthetic item. */
+  sequences: Array<number | null>;
   projection: { truncatedToolResults: number; originalToolResultTokens: number; projectedToolResultTokens: number };
 }
 
@@ -78,26 +80,33 @@ function textBlocks(message: StoredMessage): TextBlock[] {
  * results directly follow it in call order; misplaced, duplicate and orphan results are dropped;
  * a call without a result gets the constant `interrupted` result.
  */
-export function normalizeConversation(messages: readonly StoredMessage[]): { messages: ModelMessage[]; provenance: string[]; projection: PreparedModelCall['projection'] } {
+export function normalizeConversation(messages: readonly StoredMessage[]): {
+  messages: ModelMessage[];
+  provenance: string[];
+  projection: PreparedModelCall['projection'];
+  bytes: number[];
+  sequences: Array<number | null>;
+} {
   const out: ModelMessage[] = [];
   const provenance: string[] = [];
+  const sequences: Array<number | null> = [];
+  const bytes: number[] = [];
   const projection = { truncatedToolResults: 0, originalToolResultTokens: 0, projectedToolResultTokens: 0 };
+  const push = (message: ModelMessage, source: StoredMessage | 'synthetic', size: number) => {
+    out.push(message);
+    provenance.push(source === 'synthetic' ? source : source.id);
+    sequences.push(source === 'synthetic' ? null : source.sequence);
+    bytes.push(size);
+  };
   let i = 0;
   while (i < messages.length) {
     const message = messages[i]!;
     i += 1;
     if (message.role === 'tool') continue; // Not directly after its assistant message: misplaced or orphan.
-    if (message.role === 'user') {
-      out.push({ role: 'user', kind: message.kind, content: textBlocks(message) });
-      provenance.push(message.id);
-      continue;
-    }
-    const content = message.content.filter(
-      (b): b is Exclude<(typeof message.content)[number], ToolResultBlock> => b.type !== 'tool_result',
-    );
-    out.push({ role: 'assistant', content });
-    provenance.push(message.id);
-    const calls = content.filter((b): b is ToolCallBlock => b.type === 'tool_call');
+    const projected = project(message);
+    push(projected.message, message, projected.bytes);
+    if (message.role !== 'assistant') continue;
+    const calls = (projected.message as Extract<ModelMessage, { role: 'assistant' }>).content.filter((b): b is ToolCallBlock => b.type === 'tool_call');
     const results = new Map<string, StoredMessage>();
     while (i < messages.length && messages[i]!.role === 'tool') {
       const result = messages[i]!;
@@ -106,23 +115,71 @@ export function normalizeConversation(messages: readonly StoredMessage[]): { mes
     }
     for (const call of calls) {
       const result = results.get(call.callId);
-      const block = result?.content.find((b): b is ToolResultBlock => b.type === 'tool_result');
-      if (!result || !block) {
-        out.push({ role: 'tool', callId: call.callId, toolName: call.name, status: 'interrupted', text: INTERRUPTED_RESULT_TEXT, synthetic: true });
-        provenance.push('synthetic');
+      const cached = result ? projectResult(result, call) : undefined;
+      if (!result || !cached) {
+        const synthetic: ModelMessage = { role: 'tool', callId: call.callId, toolName: call.name, status: 'interrupted', text: INTERRUPTED_RESULT_TEXT, synthetic: true };
+        push(synthetic, 'synthetic', jsonBytes(synthetic));
         continue;
       }
-      const projected = projectToolResultText(block.text);
-      if (projected.truncated) {
+      if (cached.truncated) {
         projection.truncatedToolResults += 1;
-        projection.originalToolResultTokens += estimateTokens(block.text);
-        projection.projectedToolResultTokens += estimateTokens(projected.text);
+        projection.originalToolResultTokens += cached.originalTokens;
+        projection.projectedToolResultTokens += cached.projectedTokens;
       }
-      out.push({ role: 'tool', callId: call.callId, toolName: call.name, status: modelToolStatus(block.status), text: projected.text });
-      provenance.push(result.id);
+      push(cached.message, result, cached.bytes);
     }
   }
-  return { messages: out, provenance, projection };
+  return { messages: out, provenance, projection, bytes, sequences };
+}
+
+interface Projected {
+  message: ModelMessage;
+  bytes: number;
+}
+
+interface ProjectedResult extends Projected {
+  truncated: boolean;
+  originalTokens: number;
+  projectedTokens: number;
+}
+
+/** Stored messages never change, so their projection is computed once per message object. */
+const projectedMessages = new WeakMap<StoredMessage, Projected>();
+const projectedResults = new WeakMap<StoredMessage, ProjectedResult | null>();
+
+function project(message: StoredMessage): Projected {
+  let cached = projectedMessages.get(message);
+  if (!cached) {
+    const model: ModelMessage =
+      message.role === 'user'
+        ? { role: 'user', kind: message.kind, content: textBlocks(message) }
+        : { role: 'assistant', content: message.content.filter((b): b is Exclude<(typeof message.content)[number], ToolResultBlock> => b.type !== 'tool_result') };
+    cached = { message: model, bytes: jsonBytes(model) };
+    projectedMessages.set(message, cached);
+  }
+  return cached;
+}
+
+function projectResult(result: StoredMessage, call: ToolCallBlock): ProjectedResult | undefined {
+  let cached = projectedResults.get(result);
+  if (cached === undefined) {
+    const block = result.content.find((b): b is ToolResultBlock => b.type === 'tool_result');
+    if (!block) {
+      cached = null;
+    } else {
+      const projected = projectToolResultText(block.text);
+      const model: ModelMessage = { role: 'tool', callId: call.callId, toolName: call.name, status: modelToolStatus(block.status), text: projected.text };
+      cached = {
+        message: model,
+        bytes: jsonBytes(model),
+        truncated: projected.truncated,
+        originalTokens: projected.truncated ? estimateTokens(block.text) : 0,
+        projectedTokens: projected.truncated ? estimateTokens(projected.text) : 0,
+      };
+    }
+    projectedResults.set(result, cached);
+  }
+  return cached ?? undefined;
 }
 
 export interface AssembleInput {
@@ -140,16 +197,17 @@ export function assembleRequest(input: AssembleInput): PreparedModelCall {
     if ((message.role as string) === 'system') throw new AssemblyError('a system message is in the conversation');
   }
   const normalized = normalizeConversation(input.conversation);
+  // System parts and tool definitions are shared, immutable values: no copies per call.
   const request: ModelRequest = {
-    system: input.system.map((p) => ({ ...p })),
+    system: input.system as SystemPart[],
     messages: normalized.messages,
-    tools: [...input.tools],
+    tools: input.tools as ToolDefinition[],
     ...(input.maxOutputTokens !== undefined ? { maxOutputTokens: input.maxOutputTokens } : {}),
     ...(input.reasoningEffort !== undefined ? { reasoningEffort: input.reasoningEffort } : {}),
   };
-  const systemContextTokens = estimateTokens(request.system);
-  const conversationTokens = estimateTokens(request.messages);
-  const toolSurfaceTokens = estimateTokens(request.tools);
+  const systemContextTokens = Math.ceil(cachedJsonBytes(input.system) / 4);
+  const conversationTokens = estimateArrayTokens(normalized.bytes);
+  const toolSurfaceTokens = Math.ceil(cachedJsonBytes(input.tools) / 4);
   return {
     request,
     estimate: {
@@ -160,6 +218,7 @@ export function assembleRequest(input: AssembleInput): PreparedModelCall {
       reservedOutputTokens: input.maxOutputTokens ?? 0,
     },
     provenance: normalized.provenance,
+    sequences: normalized.sequences,
     projection: normalized.projection,
   };
 }

@@ -3,7 +3,30 @@
  * The token estimate of reference §1: ceil(JSON-serialised bytes / 4).
  */
 
+export function jsonBytes(value: unknown): number {
+  const json = JSON.stringify(value ?? null);
+  return Buffer.byteLength(json, 'utf8');
+}
+
 export function estimateTokens(value: unknown): number {
-  const json = typeof value === 'string' ? JSON.stringify(value) : JSON.stringify(value ?? null);
-  return Math.ceil(Buffer.byteLength(json, 'utf8') / 4);
+  return Math.ceil(jsonBytes(value) / 4);
+}
+
+const bytesOfObject = new WeakMap<object, number>();
+
+/** JSON byte length, remembered per object: for values that never change (tool surfaces, system parts, stored messages). */
+export function cachedJsonBytes(value: object): number {
+  let bytes = bytesOfObject.get(value);
+  if (bytes === undefined) {
+    bytes = jsonBytes(value);
+    bytesOfObject.set(value, bytes);
+  }
+  return bytes;
+}
+
+/** The exact estimate of a JSON array from the byte lengths of its items: `[` + items joined by `,` + `]`. */
+export function estimateArrayTokens(itemBytes: readonly number[]): number {
+  let total = 2 + Math.max(0, itemBytes.length - 1);
+  for (const b of itemBytes) total += b;
+  return Math.ceil(total / 4);
 }

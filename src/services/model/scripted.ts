@@ -42,6 +42,8 @@ export interface ScriptedModelOptions {
   contextWindow?: number;
   maxOutputTokens?: number;
   delayMs?: number;
+  /** Keep a deep copy of every request in `requests` (default true; benchmarks turn it off). */
+  record?: boolean;
 }
 
 export class ScriptError extends Error {
@@ -107,11 +109,10 @@ function eventsOf(step: Extract<ScriptedStep, { text?: string }>, request: Model
     });
   }
   const usage: TokenUsage = {
-    inputTokens: estimateTokens(request.messages) + estimateTokens(request.system),
-    outputTokens: estimateTokens(text) + estimateTokens(step.toolCalls ?? []),
-    cachedInputTokens: 0,
-    reasoningTokens: step.reasoning ? estimateTokens(step.reasoning) : 0,
-    ...step.usage,
+    inputTokens: step.usage?.inputTokens ?? estimateTokens(request.messages) + estimateTokens(request.system),
+    outputTokens: step.usage?.outputTokens ?? estimateTokens(text) + estimateTokens(step.toolCalls ?? []),
+    cachedInputTokens: step.usage?.cachedInputTokens ?? 0,
+    reasoningTokens: step.usage?.reasoningTokens ?? (step.reasoning ? estimateTokens(step.reasoning) : 0),
   };
   events.push({
     type: 'completed',
@@ -190,7 +191,7 @@ export function scriptedModel(
       if (!generator && index < steps.length) throw new ScriptError(`${steps.length - index} scripted step(s) were never used`);
     },
     stream(request: ModelRequest, { signal }: ModelCallOptions): AsyncIterable<ModelStreamEvent> {
-      requests.push(structuredClone(request));
+      if (options.record !== false) requests.push(structuredClone(request));
       const callIndex = index;
       index += 1;
       const step = generator ? (req: ModelRequest) => generator(req, callIndex) : steps[callIndex];

@@ -31,13 +31,17 @@ export interface TraceRecorder {
 export interface QueueTraceRecorderOptions {
   capacity?: number;
   batchSize?: number;
+  /** How long the writer waits to fill a batch before writing (default 25 ms; `flush` cuts it short). */
+  lingerMs?: number;
 }
 
 export class QueueTraceRecorder implements TraceRecorder {
   private readonly queue: TraceSignal[] = [];
   private readonly capacity: number;
   private readonly batchSize: number;
+  private readonly lingerMs: number;
   private writing: Promise<void> | null = null;
+  private wake: (() => void) | null = null;
   private closed = false;
   private readonly counters = { droppedSignals: 0, writeFailures: 0, written: 0 };
 
@@ -47,6 +51,7 @@ export class QueueTraceRecorder implements TraceRecorder {
   ) {
     this.capacity = options.capacity ?? 1024;
     this.batchSize = Math.min(options.batchSize ?? 64, 64);
+    this.lingerMs = options.lingerMs ?? 25;
   }
 
   record(signal: TraceSignal): void {
@@ -56,11 +61,26 @@ export class QueueTraceRecorder implements TraceRecorder {
     }
     this.queue.push(signal);
     this.writing ??= this.drain();
+    if (this.queue.length >= this.batchSize) this.wake?.();
+  }
+
+  /** Waits up to `lingerMs` for a full batch; the loop that queued the signal goes on at once. */
+  private linger(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, this.lingerMs);
+      timer.unref?.();
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        self.wake = null;
+        resolve();
+      }
+      this.wake = done;
+    });
   }
 
   private async drain(): Promise<void> {
-    // Let the loop that queued the signal go on first: the writer never delays the caller.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (this.queue.length < this.batchSize) await this.linger();
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, this.batchSize);
@@ -84,7 +104,10 @@ export class QueueTraceRecorder implements TraceRecorder {
       timer.unref?.();
     });
     const done = (async () => {
-      while (this.writing) await this.writing;
+      while (this.writing) {
+        this.wake?.();
+        await this.writing;
+      }
       return true as const;
     })();
     const flushed = await Promise.race([done, timeout]);

@@ -1,0 +1,15 @@
+/**
+ * `npm run bench`: every benchmark, each printing ratios against a baseline measured in the same run.
+ * Not part of `npm test`; see docs/benchmarks.md for figures and how to reproduce them.
+ */
+import { runRuntimeBench } from './runtime.bench.js';
+
+const only = process.argv[2];
+const suites: Record<string, () => Promise<string[]>> = { runtime: runRuntimeBench };
+
+for (const [name, run] of Object.entries(suites)) {
+  if (only && only !== name) continue;
+  console.log(`== ${name}`);
+  for (const line of await run()) console.log(line);
+}
+process.exit(0);

@@ -1,0 +1,198 @@
+/**
+ * @module cli/demo
+ * `openwork demo`: an offline, scripted session through the real runtime and the embedded PGlite
+ * storage. The model is scripted; everything else (machines, storage, updates, approvals) is real.
+ */
+import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import { z } from 'zod';
+import { createCore } from '../core.js';
+import type { SessionUpdateEnvelope } from '../protocol/updates.js';
+import { scriptedModel } from '../services/model/scripted.js';
+import { defineTool } from '../services/tools/define.js';
+import { pgliteStorage } from '../storage/pglite.js';
+
+export interface DemoOptions {
+  dataDir?: string;
+  workingDirectory?: string;
+  /** Answers cards without asking (default when stdin is not a terminal). */
+  autoApprove?: boolean;
+  out?: NodeJS.WritableStream;
+}
+
+const listTool = defineTool({
+  name: 'list_directory',
+  description: 'Lists the entries of the working directory.',
+  parameters: z.object({}),
+  execute: async (_args, ctx) => {
+    const entries = await readdir(ctx.workingDirectory, { withFileTypes: true });
+    return entries
+      .slice(0, 20)
+      .map((e) => `${e.isDirectory() ? 'dir ' : 'file'} ${e.name}`)
+      .join('\n');
+  },
+});
+
+const writeNoteTool = defineTool({
+  name: 'write_note',
+  description: 'Writes a note file under .openwork/demo/ (asks first).',
+  parameters: z.object({ name: z.string().regex(/^[\w.-]+$/), text: z.string() }),
+  authorize: ({ name }, ctx) => ({
+    kind: 'card',
+    card: {
+      toolName: 'write_note',
+      kind: 'approval',
+      summary: `write .openwork/demo/${name}`,
+      path: join(ctx.workingDirectory, '.openwork', 'demo', name),
+      reason: 'the demo agent wants to leave a note',
+      environmentId: 'local',
+      grantKey: 'write_note',
+    },
+  }),
+  execute: async ({ name, text }, ctx) => {
+    const dir = join(ctx.workingDirectory, '.openwork', 'demo');
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, name), text);
+    return `wrote ${join('.openwork', 'demo', name)} (${text.length} characters)`;
+  },
+});
+
+function describe(e: SessionUpdateEnvelope): string | null {
+  const u = e.update;
+  switch (u.type) {
+    case 'turn_started':
+      return `turn started (${u.clientRequestId})`;
+    case 'phase_changed':
+      return `phase → ${u.phase}`;
+    case 'text_delta':
+    case 'reasoning_delta':
+    case 'draft_cleared':
+    case 'tool_call_progress':
+      return null;
+    case 'tool_call_started':
+      return `tool ${u.toolName} ${u.arguments}`;
+    case 'tool_call_finished':
+      return `tool ${u.toolName} ${u.status}: ${u.text.split('\n')[0]}${u.text.includes('\n') ? ' …' : ''}`;
+    case 'permission_requested':
+      return `permission requested: ${u.card.summary}`;
+    case 'permission_resolved':
+      return `permission ${u.decision}`;
+    case 'plan_updated':
+      return `plan: ${u.plan.map((s) => `[${s.status}] ${s.step}`).join(', ')}`;
+    case 'turn_finished':
+      return `turn finished: ${u.outcome.status}${u.outcome.status === 'failed' ? ` (${u.outcome.code})` : ''}`;
+    default: {
+      const never: never = u;
+      return String(never);
+    }
+  }
+}
+
+export async function runDemo(options: DemoOptions = {}): Promise<number> {
+  const out = options.out ?? process.stdout;
+  const print = (line: string) => out.write(`${line}\n`);
+  const workingDirectory = resolve(options.workingDirectory ?? process.cwd());
+  const dataDir = options.dataDir ?? join(workingDirectory, '.openwork', 'db');
+  const autoApprove = options.autoApprove ?? !process.stdin.isTTY;
+
+  print('openwork demo: the model is SCRIPTED (no network, no API key). The runtime, the statecharts,');
+  print(`the approvals and the storage are real: PGlite in ${dataDir}.`);
+  print('');
+  const model = scriptedModel(
+    [
+      {
+        reasoning: 'Plan first, then look around, then leave a note.',
+        toolCalls: [
+          {
+            name: 'update_plan',
+            arguments: {
+              explanation: 'A short tour of the runtime.',
+              plan: [
+                { step: 'Look at the working directory', status: 'in_progress' },
+                { step: 'Write a note (needs approval)', status: 'pending' },
+              ],
+            },
+          },
+          { name: 'list_directory', arguments: {} },
+        ],
+      },
+      (request) => {
+        const listing = request.messages.filter((m) => m.role === 'tool').at(-1);
+        const count = listing && 'text' in listing ? listing.text.split('\n').length : 0;
+        return {
+          toolCalls: [
+            {
+              name: 'update_plan',
+              arguments: {
+                plan: [
+                  { step: 'Look at the working directory', status: 'completed' },
+                  { step: 'Write a note (needs approval)', status: 'in_progress' },
+                ],
+              },
+            },
+            { name: 'write_note', arguments: { name: 'hello.txt', text: `The demo saw ${count} entries here.\n` } },
+          ],
+        };
+      },
+      () => ({
+          toolCalls: [
+            {
+              name: 'update_plan',
+              arguments: {
+                plan: [
+                  { step: 'Look at the working directory', status: 'completed' },
+                  { step: 'Write a note (needs approval)', status: 'completed' },
+                ],
+              },
+            },
+          ],
+      }),
+      { text: 'Done. I listed the directory and, with your approval, left a note in .openwork/demo/hello.txt.', chunk: 12, delayMs: 15 },
+    ],
+    { provider: 'scripted', model: 'demo' },
+  );
+  const core = await createCore({ storage: pgliteStorage({ dataDir }), model, tools: [listTool, writeNoteTool] });
+  const session = await core.createSession({ workingDirectory, title: 'openwork demo' });
+  print(`session ${session.sessionId}`);
+  const rl = autoApprove ? null : createInterface({ input: process.stdin, output: process.stdout });
+  let streaming = false;
+  session.updates$.subscribe((e) => {
+    if (e.update.type === 'text_delta') {
+      if (!streaming) out.write('  assistant: ');
+      streaming = true;
+      out.write(e.update.delta);
+      return;
+    }
+    if (streaming && e.update.type !== 'draft_cleared') {
+      out.write('\n');
+      streaming = false;
+    }
+    const line = describe(e);
+    if (line) print(`  #${String(e.sequence).padStart(2)} ${line}`);
+  });
+  session.updates$.subscribe((e) => {
+    if (e.update.type !== 'permission_requested') return;
+    const { toolCallId } = e.update;
+    const answer = async () => {
+      let decision: 'allow_once' | 'deny' = 'allow_once';
+      if (rl) {
+        const reply = (await rl.question('  allow this once? [y/N] ')).trim().toLowerCase();
+        decision = reply === 'y' || reply === 'yes' ? 'allow_once' : 'deny';
+      } else {
+        print('  (stdin is not a terminal: approving once)');
+      }
+      await session.resolvePermission(e.turnId!, toolCallId, decision);
+    };
+    void answer();
+  });
+  const { turnId } = await session.startTurn({ clientRequestId: `demo-${Date.now()}`, input: [{ type: 'text', text: 'Show me around.' }] });
+  const outcome = await session.waitForTurn(turnId);
+  rl?.close();
+  const turn = await core.storage.getTurn(turnId);
+  const messages = await session.messages();
+  print('');
+  print(`stored: turn ${turn?.status}, ${turn?.modelCallCount} model calls, ${turn?.toolCallCount} tool calls, ${messages.length} messages`);
+  await core.shutdown();
+  return outcome.status === 'completed' || outcome.status === 'failed' ? 0 : 1;
+}
