@@ -23,8 +23,11 @@ export interface Harness {
 }
 
 const open: Core[] = [];
+const models: ScriptedModel[] = [];
 afterEach(async () => {
   while (open.length > 0) await open.pop()!.shutdown();
+  // Every request any test's model received: each call has exactly one result, in order, no orphans.
+  while (models.length > 0) assertAllRequests(models.pop()!.requests);
 });
 
 let requestCounter = 0;
@@ -44,6 +47,7 @@ export async function harness(
     ...options,
   });
   open.push(core);
+  models.push(model);
   const session = await core.createSession({ workingDirectory: process.cwd() });
   const updates: SessionUpdateEnvelope[] = [];
   const waiters: Array<{ predicate: (e: SessionUpdateEnvelope) => boolean; resolve: (e: SessionUpdateEnvelope) => void }> = [];
