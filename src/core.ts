@@ -183,7 +183,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     const sessionServices: SessionServices = {
       sessionId: record.id,
       workingDirectory: record.workingDirectory,
-      chat: new ChatState(loadedSession.messages),
+      chat: ChatState.fromLoaded({ ...loadedSession, pruneWatermark: record.toolResultPrunedThroughSequence }),
       toolset: rootToolset,
       model,
       authorizer: options.authorizer ?? toolAuthorizer,
@@ -269,6 +269,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       return start({
         session: record,
         messages: [],
+        checkpoint: null,
+        replayMessage: null,
         acceptedRequests: [],
         plans: [],
         tokenTotals: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 },

@@ -15,6 +15,7 @@ export type CommandErrorCode =
   | 'session_not_found'
   | 'snapshot_required'
   | 'sub_agent_mode_fixed'
+  | 'checkpoint_not_found'
   | 'core_closed';
 
 /** Input the caller should fix before retrying. */

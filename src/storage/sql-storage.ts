@@ -6,7 +6,7 @@
  * processes sharing one Postgres never collide on `(session_id, sequence)`.
  */
 import { createHash } from 'node:crypto';
-import { StorageError, errorMessage } from '../errors.js';
+import { CommandError, InputError, StorageError, errorMessage } from '../errors.js';
 import type { NewMessage, StoredMessage } from '../protocol/content.js';
 import type { PermissionMode } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
@@ -15,6 +15,10 @@ import { migrate, type MigrationReport } from './migrate.js';
 import { iso, isoOrNull, num, numOrNull, strOrNull, type Row, type SqlDatabase, type SqlExecutor } from './sql.js';
 import type {
   BeginTurn,
+  CheckpointRecord,
+  CompactionRuntimeState,
+  NewCheckpoint,
+  TranscriptPage,
   CorrectionReport,
   FinishTurn,
   LoadedSession,
@@ -103,6 +107,37 @@ function messageFromRow(r: Row): StoredMessage {
   if (r.provider_call_id !== null && r.provider_call_id !== undefined) message.providerCallId = String(r.provider_call_id);
   if (r.tool_name !== null && r.tool_name !== undefined) message.toolName = String(r.tool_name);
   return message;
+}
+
+const CHECKPOINT_COLUMNS = `id, session_id, sequence, kind, through_message_sequence, replaced_through_message_sequence,
+  source_message_count, checkpoint_format_version, summary_format_version, last_user_message_id, last_user_message_sequence,
+  resolved_model_name, summary, runtime_state, runtime_reminder_format_version, runtime_reminder, trigger_turn_id,
+  parent_compaction_id, input_tokens, output_tokens, created_at`;
+
+function checkpointFromRow(r: Row): CheckpointRecord {
+  return {
+    id: String(r.id),
+    sessionId: String(r.session_id),
+    sequence: num(r.sequence),
+    kind: r.kind as CheckpointRecord['kind'],
+    throughMessageSequence: num(r.through_message_sequence),
+    replacedThroughMessageSequence: num(r.replaced_through_message_sequence),
+    sourceMessageCount: num(r.source_message_count),
+    checkpointFormatVersion: num(r.checkpoint_format_version),
+    summaryFormatVersion: num(r.summary_format_version),
+    lastUserMessageId: strOrNull(r.last_user_message_id),
+    lastUserMessageSequence: numOrNull(r.last_user_message_sequence),
+    resolvedModelName: String(r.resolved_model_name),
+    summary: String(r.summary),
+    runtimeState: r.runtime_state as CompactionRuntimeState,
+    runtimeReminderFormatVersion: num(r.runtime_reminder_format_version),
+    runtimeReminder: String(r.runtime_reminder),
+    triggerTurnId: strOrNull(r.trigger_turn_id),
+    parentCompactionId: strOrNull(r.parent_compaction_id),
+    inputTokens: numOrNull(r.input_tokens),
+    outputTokens: numOrNull(r.output_tokens),
+    createdAt: iso(r.created_at),
+  };
 }
 
 function spanFromRow(r: Row): TraceSpanRecord {
@@ -276,8 +311,16 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('load session', async () => {
       const session = await this.getSession(sessionId);
       if (!session) return null;
-      const [messages, accepted, plans, totals, last] = await Promise.all([
-        this.db.query(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 ORDER BY sequence`, [sessionId]),
+      const checkpointRows = await this.db.query(
+        `SELECT ${CHECKPOINT_COLUMNS} FROM conversation_compactions WHERE session_id = $1 ORDER BY sequence DESC LIMIT 1`,
+        [sessionId],
+      );
+      const checkpoint = checkpointRows.rows[0] ? checkpointFromRow(checkpointRows.rows[0]) : null;
+      const [messages, accepted, plans, totals, last, replay] = await Promise.all([
+        this.db.query(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND sequence > $2 ORDER BY sequence`, [
+          sessionId,
+          checkpoint?.replacedThroughMessageSequence ?? 0,
+        ]),
         this.db.query<{ client_request_id: string; id: string }>(
           'SELECT client_request_id, id FROM turns WHERE session_id = $1 ORDER BY sequence',
           [sessionId],
@@ -290,11 +333,16 @@ export class SqlSessionStorage implements SessionStorage {
           [sessionId],
         ),
         this.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE session_id = $1 ORDER BY sequence DESC LIMIT 1`, [sessionId]),
+        checkpoint?.lastUserMessageId
+          ? this.db.query(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE id = $1`, [checkpoint.lastUserMessageId])
+          : Promise.resolve({ rows: [] as Row[], rowCount: 0 }),
       ]);
       const t = totals.rows[0]!;
       return {
         session,
         messages: messages.rows.map(messageFromRow),
+        checkpoint,
+        replayMessage: replay.rows[0] ? messageFromRow(replay.rows[0]) : null,
         acceptedRequests: accepted.rows.map((r) => ({ clientRequestId: r.client_request_id, turnId: r.id })),
         plans,
         tokenTotals: {
@@ -665,6 +713,135 @@ export class SqlSessionStorage implements SessionStorage {
        VALUES ($1, $2, $3, $4, $5) ON CONFLICT (span_id, slot) DO NOTHING`,
       [spanId, payload.slot, prepared.hash, prepared.truncated, prepared.truncated ? prepared.originalSize : null],
     );
+  }
+
+  insertCheckpoint(input: NewCheckpoint): Promise<CheckpointRecord> {
+    return this.run('write checkpoint', () =>
+      this.db.transaction(async (tx) => {
+        await this.lockSession(tx, input.sessionId);
+        const facts = await tx.query<{ max_message: unknown; message_count: unknown; max_checkpoint: unknown; running: unknown }>(
+          `SELECT (SELECT COALESCE(MAX(sequence), 0) FROM messages WHERE session_id = $1) AS max_message,
+                  (SELECT COUNT(*) FROM messages WHERE session_id = $1) AS message_count,
+                  (SELECT COALESCE(MAX(sequence), 0) FROM conversation_compactions WHERE session_id = $1) AS max_checkpoint,
+                  (SELECT id FROM turns WHERE session_id = $1 AND status = 'running') AS running`,
+          [input.sessionId],
+        );
+        const f = facts.rows[0]!;
+        const maxMessage = num(f.max_message);
+        if (num(f.message_count) === 0) throw new StorageError('a session without messages cannot be compacted');
+        const running = f.running === null || f.running === undefined ? null : String(f.running);
+        if (input.kind === 'threshold' || input.kind === 'overflow') {
+          if (running !== input.triggerTurnId) throw new StorageError(`trigger turn ${input.triggerTurnId} is not the running turn of the session`);
+        } else if (running !== null) {
+          throw new StorageError(`turn ${running} is running; ${input.kind} needs an idle session`);
+        }
+        let through = maxMessage;
+        if (input.kind === 'rewind') {
+          const parent = await tx.query(`SELECT through_message_sequence FROM conversation_compactions WHERE id = $1 AND session_id = $2`, [
+            input.parentCompactionId,
+            input.sessionId,
+          ]);
+          if (!parent.rows[0]) throw new StorageError(`checkpoint ${input.parentCompactionId} is not in session ${input.sessionId}`);
+          through = num(parent.rows[0].through_message_sequence);
+        }
+        const replay = await tx.query(`SELECT sequence, role, message_kind FROM messages WHERE id = $1 AND session_id = $2`, [
+          input.lastUserMessageId,
+          input.sessionId,
+        ]);
+        const r = replay.rows[0];
+        if (!r || r.role !== 'user' || r.message_kind !== 'normal' || num(r.sequence) > through) {
+          throw new StorageError(`message ${input.lastUserMessageId} is not a user request within the checkpoint's boundary`);
+        }
+        const { rows } = await tx.query(
+          `INSERT INTO conversation_compactions (id, session_id, sequence, through_message_sequence, replaced_through_message_sequence,
+             source_message_count, checkpoint_format_version, kind, summary_format_version, last_user_message_id,
+             last_user_message_sequence, resolved_model_name, summary, runtime_state, runtime_reminder_format_version,
+             runtime_reminder, trigger_turn_id, parent_compaction_id, input_tokens, output_tokens)
+           VALUES ($1, $2, $3, $4, $5, $6, 1, $7, 1, $8, $9, $10, $11, $12::jsonb, 1, $13, $14, $15, $16, $17)
+           RETURNING ${CHECKPOINT_COLUMNS}`,
+          [
+            input.id,
+            input.sessionId,
+            num(f.max_checkpoint) + 1,
+            through,
+            maxMessage,
+            input.sourceMessageCount,
+            input.kind,
+            input.lastUserMessageId,
+            num(r.sequence),
+            input.resolvedModelName,
+            input.summary,
+            JSON.stringify(input.runtimeState),
+            input.runtimeReminder,
+            input.triggerTurnId,
+            input.parentCompactionId,
+            input.inputTokens,
+            input.outputTokens,
+          ],
+        );
+        return checkpointFromRow(rows[0]!);
+      }),
+    );
+  }
+
+  getCheckpoint(compactionId: string): Promise<CheckpointRecord | null> {
+    return this.run('get checkpoint', async () => {
+      const { rows } = await this.db.query(`SELECT ${CHECKPOINT_COLUMNS} FROM conversation_compactions WHERE id = $1`, [compactionId]);
+      return rows[0] ? checkpointFromRow(rows[0]) : null;
+    });
+  }
+
+  listCheckpoints(sessionId: string): Promise<CheckpointRecord[]> {
+    return this.run('list checkpoints', async () => {
+      const { rows } = await this.db.query(`SELECT ${CHECKPOINT_COLUMNS} FROM conversation_compactions WHERE session_id = $1 ORDER BY sequence`, [sessionId]);
+      return rows.map(checkpointFromRow);
+    });
+  }
+
+  advancePruneWatermark(sessionId: string, throughSequence: number): Promise<number> {
+    return this.run('advance prune watermark', async () => {
+      const { rows } = await this.db.query(
+        `UPDATE sessions SET tool_result_pruned_through_sequence = GREATEST(COALESCE(tool_result_pruned_through_sequence, 0), $2)
+         WHERE id = $1 RETURNING tool_result_pruned_through_sequence`,
+        [sessionId, throughSequence],
+      );
+      if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
+      return num(rows[0].tool_result_pruned_through_sequence);
+    });
+  }
+
+  async readTranscript(sessionId: string, query: { compactionId?: string; afterSequence?: number; limit?: number } = {}): Promise<TranscriptPage> {
+    const limit = query.limit ?? 20;
+    const after = query.afterSequence ?? 0;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 50) throw new InputError('invalid_request', 'limit must be an integer from 1 to 50');
+    if (!Number.isInteger(after) || after < 0) throw new InputError('invalid_request', 'afterSequence must be a non-negative integer');
+    const checkpoint = await this.run('read transcript', async () => {
+      const { rows } = query.compactionId
+        ? await this.db.query(`SELECT ${CHECKPOINT_COLUMNS} FROM conversation_compactions WHERE id = $1 AND session_id = $2`, [query.compactionId, sessionId])
+        : await this.db.query(`SELECT ${CHECKPOINT_COLUMNS} FROM conversation_compactions WHERE session_id = $1 ORDER BY sequence DESC LIMIT 1`, [sessionId]);
+      return rows[0] ? checkpointFromRow(rows[0]) : null;
+    });
+    if (!checkpoint) {
+      throw new CommandError(
+        'checkpoint_not_found',
+        query.compactionId ? `checkpoint ${query.compactionId} does not exist in this session` : 'this session has no compaction checkpoint',
+      );
+    }
+    return this.run('read transcript', async () => {
+      const { rows } = await this.db.query(
+        `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence LIMIT $4`,
+        [sessionId, after, checkpoint.throughMessageSequence, limit + 1],
+      );
+      const messages = rows.slice(0, limit).map(messageFromRow);
+      const hasMore = rows.length > limit;
+      return {
+        compactionId: checkpoint.id,
+        throughMessageSequence: checkpoint.throughMessageSequence,
+        messages,
+        hasMore,
+        nextAfterSequence: hasMore ? messages[messages.length - 1]!.sequence : null,
+      };
+    });
   }
 
   getTurn(turnId: string): Promise<TurnRecord | null> {

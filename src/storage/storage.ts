@@ -116,10 +116,77 @@ export interface TraceSpanRecord {
   attributes: Record<string, unknown>;
 }
 
+export type CompactionKind = 'manual' | 'threshold' | 'overflow' | 'rewind';
+
+/** The frozen runtime state of a checkpoint (reference §3.6); camelCase in the database. */
+export interface CompactionRuntimeState {
+  schemaVersion: number;
+  editedPaths: string[];
+  extensions: Record<string, { schemaVersion: number; value: unknown }>;
+  warnings: Array<{ contributor: string; message: string }>;
+}
+
+export interface CheckpointRecord {
+  id: string;
+  sessionId: string;
+  sequence: number;
+  kind: CompactionKind;
+  /** Fact boundary: the last message sequence the summary covers. */
+  throughMessageSequence: number;
+  /** Install boundary: raw messages after it follow the summary in the conversation. */
+  replacedThroughMessageSequence: number;
+  sourceMessageCount: number;
+  checkpointFormatVersion: number;
+  summaryFormatVersion: number;
+  lastUserMessageId: string | null;
+  lastUserMessageSequence: number | null;
+  resolvedModelName: string;
+  summary: string;
+  runtimeState: CompactionRuntimeState;
+  runtimeReminderFormatVersion: number;
+  runtimeReminder: string;
+  triggerTurnId: string | null;
+  parentCompactionId: string | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  createdAt: string;
+}
+
+export interface NewCheckpoint {
+  id: string;
+  sessionId: string;
+  kind: CompactionKind;
+  sourceMessageCount: number;
+  lastUserMessageId: string;
+  resolvedModelName: string;
+  summary: string;
+  runtimeState: CompactionRuntimeState;
+  runtimeReminder: string;
+  triggerTurnId: string | null;
+  /** Rewind only: the checkpoint rewound to; its fact boundary is reused. */
+  parentCompactionId: string | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+}
+
+export interface TranscriptPage {
+  compactionId: string;
+  throughMessageSequence: number;
+  messages: StoredMessage[];
+  hasMore: boolean;
+  nextAfterSequence: number | null;
+}
+
 export interface LoadedSession {
   session: SessionRecord;
-  /** The committed conversation in sequence order. */
+  /**
+   * The model-visible raw messages in sequence order: every message without a checkpoint, or the
+   * messages after the latest checkpoint's install boundary.
+   */
   messages: StoredMessage[];
+  /** The latest checkpoint and the raw user message it replays, if the session was ever compacted. */
+  checkpoint: CheckpointRecord | null;
+  replayMessage: StoredMessage | null;
   /** client_request_id → turn id of every accepted turn (StartTurn idempotency). */
   acceptedRequests: Array<{ clientRequestId: string; turnId: string }>;
   plans: TurnPlanRecord[];
@@ -171,6 +238,15 @@ export interface SessionStorage {
   finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean>;
 
   writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport>;
+
+  /** Writes a checkpoint under the session lock after the checks of reference §3.8; returns the row. */
+  insertCheckpoint(input: NewCheckpoint): Promise<CheckpointRecord>;
+  getCheckpoint(compactionId: string): Promise<CheckpointRecord | null>;
+  listCheckpoints(sessionId: string): Promise<CheckpointRecord[]>;
+  /** Moves the prune watermark forward only (GREATEST); returns the stored value. */
+  advancePruneWatermark(sessionId: string, throughSequence: number): Promise<number>;
+  /** Raw messages covered by a checkpoint (reference §3.10), never past its fact boundary. */
+  readTranscript(sessionId: string, query: { compactionId?: string; afterSequence?: number; limit?: number }): Promise<TranscriptPage>;
 
   getTurn(turnId: string): Promise<TurnRecord | null>;
   listTurns(sessionId: string): Promise<TurnRecord[]>;

@@ -5,9 +5,11 @@
  * deterministic and never mutates the conversation or the database.
  */
 import { OpenworkError } from '../../errors.js';
-import { modelToolStatus, type StoredMessage, type TextBlock, type ToolCallBlock, type ToolResultBlock } from '../../protocol/content.js';
+import { modelToolStatus, type MessageKind, type StoredMessage, type TextBlock, type ToolCallBlock, type ToolResultBlock } from '../../protocol/content.js';
 import type { ModelMessage, ModelRequest, SystemPart, ToolDefinition } from '../model/port.js';
+import type { ConversationItem } from './chat-state.js';
 import { cachedJsonBytes, estimateArrayTokens, estimateTokens, jsonBytes } from './estimate.js';
+import { isPrunable, prunedText, spillPath } from './prune.js';
 
 /** The constant text of a synthesized result (seed 000 §10); identical bytes every time. */
 export const INTERRUPTED_RESULT_TEXT = 'Tool result unavailable: the previous turn ended before a durable result was recorded.';
@@ -32,6 +34,8 @@ export interface PreparedModelCall {
   /** Per conversation message: the persisted message's sequence, or null for a synthetic item. */
   sequences: Array<number | null>;
   projection: { truncatedToolResults: number; originalToolResultTokens: number; projectedToolResultTokens: number };
+  /** Old results shown pruned in this request copy. */
+  prunedToolResults: number;
 }
 
 export class AssemblyError extends OpenworkError {
@@ -75,52 +79,75 @@ function textBlocks(message: StoredMessage): TextBlock[] {
   return message.content.filter((b): b is TextBlock => b.type === 'text');
 }
 
+export interface RequestCopyOptions {
+  /** Results at or below this message sequence are pruned when long (reference §3.2). */
+  pruneWatermark?: number | null;
+  /** Where pruned results' full text lives: `<spillDir>/<session-id>/<call-id>.txt`. */
+  spillDir?: string | null;
+}
+
 /**
- * The request copy of the conversation (reference §2.5 step 3): each assistant message's tool
- * results directly follow it in call order; misplaced, duplicate and orphan results are dropped;
- * a call without a result gets the constant `interrupted` result.
+ * The request copy of the conversation (reference §2.5): old long results pruned, single results
+ * projected to 8,000 tokens, then normalised — each assistant message's tool results directly follow
+ * it in call order; misplaced, duplicate and orphan results are dropped; a call without a result
+ * gets the constant `interrupted` result.
  */
-export function normalizeConversation(messages: readonly StoredMessage[]): {
+export function normalizeConversation(
+  items: readonly (ConversationItem | StoredMessage)[],
+  options: RequestCopyOptions = {},
+): {
   messages: ModelMessage[];
   provenance: string[];
   projection: PreparedModelCall['projection'];
   bytes: number[];
   sequences: Array<number | null>;
+  prunedToolResults: number;
 } {
   const out: ModelMessage[] = [];
   const provenance: string[] = [];
   const sequences: Array<number | null> = [];
   const bytes: number[] = [];
   const projection = { truncatedToolResults: 0, originalToolResultTokens: 0, projectedToolResultTokens: 0 };
-  const push = (message: ModelMessage, source: StoredMessage | 'synthetic', size: number) => {
+  let prunedToolResults = 0;
+  const watermark = options.pruneWatermark ?? 0;
+  const push = (message: ModelMessage, source: StoredMessage | null, size: number) => {
     out.push(message);
-    provenance.push(source === 'synthetic' ? source : source.id);
-    sequences.push(source === 'synthetic' ? null : source.sequence);
+    provenance.push(source ? source.id : 'synthetic');
+    sequences.push(source ? source.sequence : null);
     bytes.push(size);
   };
+  const list = items.map((item) => ('message' in item ? item : { message: item as StoredMessage }));
   let i = 0;
-  while (i < messages.length) {
-    const message = messages[i]!;
+  while (i < list.length) {
+    const item = list[i]!;
+    const message = item.message;
     i += 1;
+    if (item.synthetic && item.synthetic.reason !== 'last_user_request_replay') {
+      const projected = project(message, 'synthetic');
+      push(projected.message, null, projected.bytes);
+      continue;
+    }
     if (message.role === 'tool') continue; // Not directly after its assistant message: misplaced or orphan.
-    const projected = project(message);
+    const projected = project(message, message.kind);
     push(projected.message, message, projected.bytes);
     if (message.role !== 'assistant') continue;
     const calls = (projected.message as Extract<ModelMessage, { role: 'assistant' }>).content.filter((b): b is ToolCallBlock => b.type === 'tool_call');
     const results = new Map<string, StoredMessage>();
-    while (i < messages.length && messages[i]!.role === 'tool') {
-      const result = messages[i]!;
+    while (i < list.length && list[i]!.message.role === 'tool' && !list[i]!.synthetic) {
+      const result = list[i]!.message;
       i += 1;
       if (result.providerCallId && !results.has(result.providerCallId)) results.set(result.providerCallId, result);
     }
     for (const call of calls) {
       const result = results.get(call.callId);
-      const cached = result ? projectResult(result, call) : undefined;
+      const prune = result !== undefined && result.sequence <= watermark;
+      const cached = result ? projectResult(result, call, prune ? (options.spillDir ?? null) : undefined) : undefined;
       if (!result || !cached) {
         const synthetic: ModelMessage = { role: 'tool', callId: call.callId, toolName: call.name, status: 'interrupted', text: INTERRUPTED_RESULT_TEXT, synthetic: true };
-        push(synthetic, 'synthetic', jsonBytes(synthetic));
+        push(synthetic, null, jsonBytes(synthetic));
         continue;
       }
+      if (cached.pruned) prunedToolResults += 1;
       if (cached.truncated) {
         projection.truncatedToolResults += 1;
         projection.originalToolResultTokens += cached.originalTokens;
@@ -129,7 +156,7 @@ export function normalizeConversation(messages: readonly StoredMessage[]): {
       push(cached.message, result, cached.bytes);
     }
   }
-  return { messages: out, provenance, projection, bytes, sequences };
+  return { messages: out, provenance, projection, bytes, sequences, prunedToolResults };
 }
 
 interface Projected {
@@ -139,6 +166,7 @@ interface Projected {
 
 interface ProjectedResult extends Projected {
   truncated: boolean;
+  pruned: boolean;
   originalTokens: number;
   projectedTokens: number;
 }
@@ -146,13 +174,14 @@ interface ProjectedResult extends Projected {
 /** Stored messages never change, so their projection is computed once per message object. */
 const projectedMessages = new WeakMap<StoredMessage, Projected>();
 const projectedResults = new WeakMap<StoredMessage, ProjectedResult | null>();
+const prunedResults = new WeakMap<StoredMessage, ProjectedResult | null>();
 
-function project(message: StoredMessage): Projected {
+function project(message: StoredMessage, kind: MessageKind | 'synthetic'): Projected {
   let cached = projectedMessages.get(message);
   if (!cached) {
     const model: ModelMessage =
       message.role === 'user'
-        ? { role: 'user', kind: message.kind, content: textBlocks(message) }
+        ? { role: 'user', kind, content: textBlocks(message) }
         : { role: 'assistant', content: message.content.filter((b): b is Exclude<(typeof message.content)[number], ToolResultBlock> => b.type !== 'tool_result') };
     cached = { message: model, bytes: jsonBytes(model) };
     projectedMessages.set(message, cached);
@@ -160,31 +189,39 @@ function project(message: StoredMessage): Projected {
   return cached;
 }
 
-function projectResult(result: StoredMessage, call: ToolCallBlock): ProjectedResult | undefined {
-  let cached = projectedResults.get(result);
+/**
+ * A result's request form: pruned first when `spillDir` is given (undefined = not pruned; null =
+ * pruned without a spill directory), then projected to the per-item cap.
+ */
+function projectResult(result: StoredMessage, call: ToolCallBlock, spillDir: string | null | undefined): ProjectedResult | undefined {
+  const cache = spillDir === undefined ? projectedResults : prunedResults;
+  let cached = cache.get(result);
   if (cached === undefined) {
     const block = result.content.find((b): b is ToolResultBlock => b.type === 'tool_result');
     if (!block) {
       cached = null;
     } else {
-      const projected = projectToolResultText(block.text);
+      const pruned = spillDir !== undefined && isPrunable(block.text);
+      const source = pruned ? prunedText(block.text, spillDir ? spillPath(spillDir, result.sessionId, call.callId) : null) : block.text;
+      const projected = projectToolResultText(source);
       const model: ModelMessage = { role: 'tool', callId: call.callId, toolName: call.name, status: modelToolStatus(block.status), text: projected.text };
       cached = {
         message: model,
         bytes: jsonBytes(model),
+        pruned,
         truncated: projected.truncated,
-        originalTokens: projected.truncated ? estimateTokens(block.text) : 0,
+        originalTokens: projected.truncated ? estimateTokens(source) : 0,
         projectedTokens: projected.truncated ? estimateTokens(projected.text) : 0,
       };
     }
-    projectedResults.set(result, cached);
+    cache.set(result, cached);
   }
   return cached ?? undefined;
 }
 
-export interface AssembleInput {
+export interface AssembleInput extends RequestCopyOptions {
   system: readonly SystemPart[];
-  conversation: readonly StoredMessage[];
+  conversation: readonly (ConversationItem | StoredMessage)[];
   tools: readonly ToolDefinition[];
   maxOutputTokens?: number;
   reasoningEffort?: string;
@@ -193,10 +230,11 @@ export interface AssembleInput {
 /** Deterministic: the same sources in the same order give a byte-identical request. */
 export function assembleRequest(input: AssembleInput): PreparedModelCall {
   validateSystem(input.system);
-  for (const message of input.conversation) {
+  for (const item of input.conversation) {
+    const message = 'message' in item ? item.message : item;
     if ((message.role as string) === 'system') throw new AssemblyError('a system message is in the conversation');
   }
-  const normalized = normalizeConversation(input.conversation);
+  const normalized = normalizeConversation(input.conversation, input);
   // System parts and tool definitions are shared, immutable values: no copies per call.
   const request: ModelRequest = {
     system: input.system as SystemPart[],
@@ -220,5 +258,6 @@ export function assembleRequest(input: AssembleInput): PreparedModelCall {
     provenance: normalized.provenance,
     sequences: normalized.sequences,
     projection: normalized.projection,
+    prunedToolResults: normalized.prunedToolResults,
   };
 }

@@ -1,11 +1,13 @@
 /**
  * @module services/context/chat-state
- * The Conversation of one session (reference §2.4): the committed messages in order, appended only
- * after their database write commits. It is the single writer of the in-memory history and is kept
- * out of machine context, where a growing list would cost O(n) per step.
+ * The Conversation of one session (reference §2.4): committed messages appended only after their
+ * write commits, the synthetic items a compaction installs, and the prune watermark. It is the
+ * single writer of the in-memory history and lives outside machine context, where a growing list
+ * would cost O(n) per step.
  */
 import { OpenworkError } from '../../errors.js';
 import type { StoredMessage, ToolCallBlock } from '../../protocol/content.js';
+import type { CheckpointRecord } from '../../storage/storage.js';
 
 export class ChatStateError extends OpenworkError {
   constructor(message: string) {
@@ -13,16 +15,70 @@ export class ChatStateError extends OpenworkError {
   }
 }
 
+export type SyntheticReason = 'last_user_request_replay' | 'compaction_summary' | 'system_reminder';
+
+/** One item of the Conversation: a committed message, or an item a checkpoint projects. */
+export interface ConversationItem {
+  message: StoredMessage;
+  /** Set for items a compaction installed; the replay keeps the real message's id and sequence. */
+  synthetic?: { reason: SyntheticReason; compactionId: string };
+}
+
+/** The constant prefix of the summary item (reference §3.7). */
+export const SUMMARY_PREFIX =
+  'The earlier Conversation was compacted into the following continuation summary. Treat it as prior conversation context, preserve its uncertainty, and continue from it:';
+
+/** The three items a checkpoint projects: the replayed last user request, the summary, the reminder. */
+export function checkpointItems(checkpoint: CheckpointRecord, replay: StoredMessage): ConversationItem[] {
+  const synthetic = (reason: SyntheticReason, text: string, suffix: string): ConversationItem => ({
+    message: {
+      id: `compaction:${checkpoint.id}:${suffix}`,
+      sessionId: checkpoint.sessionId,
+      turnId: null,
+      sequence: checkpoint.replacedThroughMessageSequence,
+      role: 'user',
+      kind: 'normal',
+      content: [{ type: 'text', text }],
+      createdAt: checkpoint.createdAt,
+    },
+    synthetic: { reason, compactionId: checkpoint.id },
+  });
+  return [
+    { message: replay, synthetic: { reason: 'last_user_request_replay', compactionId: checkpoint.id } },
+    synthetic('compaction_summary', `${SUMMARY_PREFIX}\n\n${checkpoint.summary}`, 'summary'),
+    synthetic('system_reminder', checkpoint.runtimeReminder, 'reminder'),
+  ];
+}
+
 export class ChatState {
-  private readonly items: StoredMessage[] = [];
+  private items: ConversationItem[] = [];
   /** `${turnId}:${callId}` of tool calls that have no result yet. */
   private readonly openCalls = new Set<string>();
+  private watermark: number | null;
 
-  constructor(messages: readonly StoredMessage[] = []) {
-    for (const message of messages) {
-      if ((message.role as string) === 'system') throw new ChatStateError(`persisted system message ${message.id}`);
-      this.track(message);
-      this.items.push(message);
+  constructor(items: readonly ConversationItem[] = [], pruneWatermark: number | null = null) {
+    this.watermark = pruneWatermark;
+    this.install(items);
+  }
+
+  /** Builds the Conversation a loaded session starts with (reference §3.10 load). */
+  static fromLoaded(loaded: {
+    messages: readonly StoredMessage[];
+    checkpoint: CheckpointRecord | null;
+    replayMessage: StoredMessage | null;
+    pruneWatermark: number | null;
+  }): ChatState {
+    const head = loaded.checkpoint && loaded.replayMessage ? checkpointItems(loaded.checkpoint, loaded.replayMessage) : [];
+    return new ChatState([...head, ...loaded.messages.map((message) => ({ message }))], loaded.pruneWatermark);
+  }
+
+  private install(items: readonly ConversationItem[]): void {
+    this.items = [];
+    this.openCalls.clear();
+    for (const item of items) {
+      if ((item.message.role as string) === 'system') throw new ChatStateError(`persisted system message ${item.message.id}`);
+      if (!item.synthetic) this.track(item.message);
+      this.items.push(item);
     }
   }
 
@@ -51,13 +107,27 @@ export class ChatState {
         if (new Set(ids).size !== ids.length) throw new ChatStateError('tool call ids must be unique within a response');
       }
       this.track(message);
-      this.items.push(message);
+      this.items.push({ message });
     }
   }
 
-  /** The committed conversation, re-read for every model call and never cached by callers. */
-  view(): readonly StoredMessage[] {
+  /** Atomically replaces the Conversation (a compaction or rewind installing its projection). */
+  replace(items: readonly ConversationItem[]): void {
+    this.install(items);
+  }
+
+  /** The Conversation, re-read for every model call and never cached by callers. */
+  view(): readonly ConversationItem[] {
     return this.items;
+  }
+
+  get pruneWatermark(): number | null {
+    return this.watermark;
+  }
+
+  /** The watermark only moves forward (reference §3.2). */
+  setPruneWatermark(value: number): void {
+    this.watermark = Math.max(this.watermark ?? 0, value);
   }
 
   get length(): number {
@@ -65,6 +135,10 @@ export class ChatState {
   }
 
   get lastSequence(): number {
-    return this.items[this.items.length - 1]?.sequence ?? 0;
+    for (let i = this.items.length - 1; i >= 0; i -= 1) {
+      const item = this.items[i]!;
+      if (!item.synthetic) return item.message.sequence;
+    }
+    return 0;
   }
 }
