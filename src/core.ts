@@ -25,7 +25,13 @@ import { createToolCallActors } from './services/tool-call-actors.js';
 import type { AnyTool } from './services/tools/define.js';
 import { Toolset } from './services/tools/registry.js';
 import { QueueTraceRecorder, guardRecorder, type TraceRecorder, type TraceStats } from './services/trace/recorder.js';
-import { createTurnActors, type CompactionHook } from './services/turn-actors.js';
+import { createTurnActors } from './services/turn-actors.js';
+import { Compactor, DEFAULT_COMPACTION_OPTIONS, type CompactionHooks, type CompactionOptions } from './services/compaction/compaction.js';
+import { contextLimits } from './services/context/limits.js';
+import { conversationHistoryTool } from './services/context/conversation-history.js';
+import type { WorldStateSources } from './services/context/world-state.js';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import type { CorrectionReport, LoadedSession, SessionRecord, SessionStorage } from './storage/storage.js';
 import type { MigrationReport } from './storage/migrate.js';
 
@@ -56,8 +62,17 @@ export interface CoreOptions {
   /** A custom trace recorder, or options of the built-in bounded queue. */
   trace?: TraceRecorder | { capacity?: number; batchSize?: number };
   sandbox?: SandboxStatus;
-  /** Automatic compaction inside a turn; without it, `compacting` is never entered. */
-  compaction?: CompactionHook & { compactAtTokens: number };
+  /** Summary attempts, their time limit and the pause between them (reference §3.5: 3, 120 s, 3 s). */
+  compaction?: Partial<CompactionOptions> & CompactionHooks;
+  /**
+   * World State sections appended before model calls (reference §2.3): on by default; `false` turns
+   * sampling off (the model then sees no project layout, AGENTS.md, skill catalog or sandbox policy).
+   */
+  worldState?: false | { skillsCatalog?: WorldStateSources['skillsCatalog']; renderSandboxPolicy?: WorldStateSources['renderSandboxPolicy'] };
+  /** Advertise the `conversation_history` tool to root sessions (default true). */
+  conversationHistory?: boolean;
+  /** The runtime's own directory (default ~/.openwork): spill files live under `<home>/spill`. */
+  openworkHome?: string;
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs?: number;
   /** Close the storage on `shutdown()` (default true); false when the host shares it. */
@@ -144,8 +159,12 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     options.trace && 'record' in options.trace ? options.trace : new QueueTraceRecorder(storage, options.trace ?? {}),
   );
   const limits: TurnLimits = { ...DEFAULT_LIMITS, ...options.limits };
-  const rootToolset = new Toolset(options.tools ?? [], [updatePlanControlTool]);
-  const systemContext = buildSystemContext(options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT, rootToolset.systemPromptRules);
+  const agentPrompt = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT;
+  const rootTools = [...(options.tools ?? [])];
+  if (options.conversationHistory !== false) rootTools.push(conversationHistoryTool(storage));
+  const rootToolset = new Toolset(rootTools, [updatePlanControlTool]);
+  const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
+  const openworkHome = options.openworkHome ?? join(homedir(), '.openwork');
   const sandbox: SandboxStatus = options.sandbox ?? { available: false, kind: 'none', detail: 'no sandboxed tools are registered' };
   const loaded = new Map<string, LoadedEntry>();
   const loading = new Map<string, Promise<SessionHandle>>();
@@ -163,6 +182,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     ids,
     appVersion: options.appVersion ?? APP_VERSION,
     toolCancelGraceMs: options.toolCancelGraceMs ?? 10_000,
+    spillDir: join(openworkHome, 'spill'),
     session(sessionId) {
       const entry = loaded.get(sessionId);
       if (!entry) throw new CommandError('actor_stopped', `session ${sessionId} is not loaded`);
@@ -171,8 +191,10 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   };
 
   const toolCallLogic = toolCallMachine.provide({ actors: createToolCallActors(services) });
+  const { beforeInstall, ...compactionOptions } = options.compaction ?? {};
+  const compactor = new Compactor(services, { ...DEFAULT_COMPACTION_OPTIONS, ...compactionOptions }, beforeInstall ? { beforeInstall } : {});
   const turnLogic = turnMachine.provide({
-    actors: { ...createTurnActors(services, options.compaction), toolCall: toolCallLogic },
+    actors: { ...createTurnActors(services, compactor), toolCall: toolCallLogic },
   });
   const sessionLogic = sessionMachine.provide({ actors: { turn: turnLogic } });
 
@@ -188,6 +210,16 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       model,
       authorizer: options.authorizer ?? toolAuthorizer,
       nonInteractive: record.parentSessionId !== null,
+      agentPrompt,
+      sandbox,
+      worldState:
+        options.worldState === false
+          ? null
+          : {
+              baseline: new Map(),
+              ...(options.worldState?.skillsCatalog ? { skillsCatalog: options.worldState.skillsCatalog } : {}),
+              ...(options.worldState?.renderSandboxPolicy ? { renderSandboxPolicy: options.worldState.renderSandboxPolicy } : {}),
+            },
     };
     const actor = createActor(sessionLogic, {
       id: `session:${record.id}`,
@@ -198,7 +230,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         nonInteractive: sessionServices.nonInteractive,
         systemContext,
         limits,
-        compactAtTokens: options.compaction?.compactAtTokens ?? 0,
+        compactAtTokens: contextLimits(model)?.autoCompactTokenLimit ?? 0,
         tokenTotals: loadedSession.tokenTotals,
         acceptedRequests: Object.fromEntries(loadedSession.acceptedRequests.map((r) => [r.clientRequestId, r.turnId])),
         lastTerminal: lastTerminalOf(loadedSession),
@@ -209,6 +241,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     const handle = new SessionHandle({
       record,
       actor,
+      compactor,
+      services,
       storage,
       clock,
       ids,
@@ -228,7 +262,12 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   async function loadSession(sessionId: string): Promise<SessionHandle> {
     if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
     const existing = loaded.get(sessionId);
-    if (existing) return existing.handle;
+    if (existing) {
+      // Reference §3.9: a checkpoint committed but not installed; rebuild from the database once idle.
+      const snap = existing.handle.snapshot();
+      if (!snap.reloadRequired || snap.runtime.type === 'running') return existing.handle;
+      await existing.handle.shutdown();
+    }
     const inFlight = loading.get(sessionId);
     if (inFlight) return inFlight;
     const promise = (async () => {

@@ -17,11 +17,18 @@ import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';
 import { UpdateRingBuffer } from './services/updates/ring-buffer.js';
-import type { SessionRecord, SessionStorage, TurnRecord } from './storage/storage.js';
+import type { CheckpointRecord, SessionRecord, SessionStorage, TranscriptPage, TurnRecord } from './storage/storage.js';
+import type { Compactor, CompactionResult } from './services/compaction/compaction.js';
+import { assembleRequest, type ContextBudgetEstimate } from './services/context/assemble.js';
+import { contextLimits } from './services/context/limits.js';
+import type { ModelMessage, SystemPart, ToolDefinition } from './services/model/port.js';
+import type { RuntimeServices } from './services/runtime.js';
 
 export interface SessionHandleDeps {
   record: SessionRecord;
   actor: Actor<typeof sessionMachine>;
+  compactor: Compactor;
+  services: RuntimeServices;
   storage: SessionStorage;
   clock: Clock;
   ids: IdGenerator;
@@ -35,6 +42,20 @@ export interface SessionHandleDeps {
 
 export interface StartTurnResult {
   turnId: string;
+}
+
+/** What the next model request would hold (reference §2.9); World State is not sampled for it. */
+export interface ContextInspection {
+  system: SystemPart[];
+  conversation: ModelMessage[];
+  /** Per conversation message: the persisted message id, or "synthetic". */
+  provenance: string[];
+  tools: ToolDefinition[];
+  estimate: ContextBudgetEstimate;
+  /** The automatic compaction line, or null when the model's window is unknown. */
+  autoCompactTokenLimit: number | null;
+  /** Estimate plus reserved output as a percentage of the line, rounded. */
+  autoCompactPercent: number | null;
 }
 
 let commandCounter = 0;
@@ -75,7 +96,7 @@ export class SessionHandle {
       // A subscriber that throws never reaches the loop: RxJS reports it asynchronously.
       this.subject.next(envelope);
       deps.global.next(envelope);
-      if (event.update.type === 'turn_finished') {
+      if (event.update.type === 'turn_finished' && event.turnId !== null) {
         const waiters = this.turnWaiters.get(event.turnId);
         this.turnWaiters.delete(event.turnId);
         for (const w of waiters ?? []) w(event.update.outcome);
@@ -228,6 +249,86 @@ export class SessionHandle {
 
   endMaintenance(reloadRequired: boolean): void {
     if (!this.stopped) this.deps.actor.send({ type: 'session.end_maintenance', reloadRequired });
+  }
+
+  private async maintain(kind: 'compact' | 'rewind', work: () => Promise<CompactionResult>): Promise<CompactionResult> {
+    await this.beginMaintenance(kind);
+    let reloadRequired = false;
+    try {
+      const result = await work();
+      if (result.checkpoint && !this.stopped) {
+        this.deps.actor.send({
+          type: 'session.maintenance_update',
+          update: {
+            type: 'conversation_compacted',
+            compactionId: result.checkpoint.id,
+            kind: result.kind,
+            conversationTokensBefore: result.conversationTokensBefore,
+            conversationTokensAfter: result.conversationTokensAfter,
+          },
+        });
+      }
+      return result;
+    } catch (error) {
+      reloadRequired = (error as { code?: string })?.code === 'reload_required';
+      throw error;
+    } finally {
+      this.endMaintenance(reloadRequired);
+    }
+  }
+
+  /**
+   * Compacts the conversation now (trigger `manual`, reference §3.1): answers `session_active`
+   * during a turn and `reload_required` after a failed install; a failure is `compaction_error` and
+   * leaves the conversation unchanged.
+   */
+  compactConversation(): Promise<CompactionResult> {
+    return this.maintain('compact', () =>
+      this.deps.compactor.run({ sessionId: this.sessionId, kind: 'manual', agentPrompt: this.deps.services.session(this.sessionId).agentPrompt }),
+    );
+  }
+
+  /** Rewinds the model-visible conversation to a checkpoint (reference §3.10): deletes nothing, runs no tool. */
+  rewindConversation(compactionId: string): Promise<CompactionResult> {
+    if (typeof compactionId !== 'string' || compactionId.trim() === '') {
+      return Promise.reject(new InputError('invalid_request', 'compactionId is required'));
+    }
+    return this.maintain('rewind', () => this.deps.compactor.rewind(this.sessionId, compactionId));
+  }
+
+  /** The raw messages a checkpoint covers, paginated (limit 1-50, default 20). */
+  readTranscript(query: { compactionId?: string; afterSequence?: number; limit?: number } = {}): Promise<TranscriptPage> {
+    return this.deps.storage.readTranscript(this.sessionId, query);
+  }
+
+  checkpoints(): Promise<CheckpointRecord[]> {
+    return this.deps.storage.listCheckpoints(this.sessionId);
+  }
+
+  /** The projection the next request would use, with its estimate (reference §2.9). */
+  inspectContext(): ContextInspection {
+    if (this.stopped) throw new CommandError('actor_stopped', 'the session actor has stopped');
+    const session = this.deps.services.session(this.sessionId);
+    const system = this.deps.actor.getSnapshot().context.systemContext;
+    const prepared = assembleRequest({
+      system,
+      conversation: session.chat.view(),
+      tools: session.toolset.definitions,
+      pruneWatermark: session.chat.pruneWatermark,
+      spillDir: this.deps.services.spillDir,
+      ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
+    });
+    const limit = contextLimits(session.model)?.autoCompactTokenLimit ?? null;
+    const total = prepared.estimate.estimatedInputTokens + prepared.estimate.reservedOutputTokens;
+    return {
+      system: prepared.request.system,
+      conversation: prepared.request.messages,
+      provenance: prepared.provenance,
+      tools: prepared.request.tools,
+      estimate: prepared.estimate,
+      autoCompactTokenLimit: limit,
+      autoCompactPercent: limit ? Math.round((100 * total) / limit) : null,
+    };
   }
 
   /** The turn accepted for `clientRequestId`, if any (seed 000 AcceptedTurn). */

@@ -80,6 +80,8 @@ function describe(e: SessionUpdateEnvelope): string | null {
       return `permission ${u.decision}`;
     case 'plan_updated':
       return `plan: ${u.plan.map((s) => `[${s.status}] ${s.step}`).join(', ')}`;
+    case 'conversation_compacted':
+      return `conversation compacted (${u.kind})`;
     case 'turn_finished':
       return `turn finished: ${u.outcome.status}${u.outcome.status === 'failed' ? ` (${u.outcome.code})` : ''}`;
     default: {

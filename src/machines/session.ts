@@ -36,13 +36,15 @@ export type SessionEvent =
   | { type: 'session.set_permission_mode'; commandId: string; mode: PermissionMode }
   | { type: 'session.begin_maintenance'; commandId: string; kind: 'compact' | 'rewind' }
   | { type: 'session.end_maintenance'; reloadRequired: boolean }
+  /** An update of a compaction or rewind, which belongs to no turn. */
+  | { type: 'session.maintenance_update'; update: SessionUpdate }
   | { type: 'session.shutdown'; commandId: string }
   | { type: 'turn.update'; update: SessionUpdate }
   | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
 
 export type SessionEmitted =
   | { type: 'session.reply'; commandId: string; reply: CommandReply }
-  | { type: 'session.update'; sequence: number; turnId: string; update: SessionUpdate };
+  | { type: 'session.update'; sequence: number; turnId: string | null; update: SessionUpdate };
 
 export interface LastTerminal {
   turnId: string;
@@ -123,7 +125,7 @@ const sessionSetup = setup({
   },
   actions: {
     /** The only place where sequence numbers are assigned (seed 000 §7). */
-    publish: enqueueActions(({ context, enqueue }, params: { turnId: string; update: SessionUpdate }) => {
+    publish: enqueueActions(({ context, enqueue }, params: { turnId: string | null; update: SessionUpdate }) => {
       const sequence = context.sequence + 1;
       enqueue.assign({ sequence });
       enqueue.emit({ type: 'session.update', sequence, turnId: params.turnId, update: params.update });
@@ -158,6 +160,7 @@ const sessionSetup = setup({
         pendingInput: [...output.pendingInput, ...context.pendingInput],
         activeTurn: null,
         pendingApproval: null,
+        reloadRequired: context.reloadRequired || output.reloadRequired,
         systemError: output.endRecorded ? null : `the end of turn ${output.turnId} could not be recorded`,
       };
     }),
@@ -289,6 +292,9 @@ export const sessionMachine = sessionSetup.createMachine({
           actions: enqueueActions(({ event, enqueue }) =>
             enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
           ),
+        },
+        'session.maintenance_update': {
+          actions: { type: 'publish', params: ({ event }) => ({ turnId: null, update: event.update }) },
         },
         'session.end_maintenance': {
           target: 'idle',

@@ -55,6 +55,14 @@ export interface TurnContext extends TurnInput {
   compactionTrigger: 'threshold' | 'overflow' | null;
   /** One overflow resubmission per logical model call (seed 000 §4). */
   overflowResubmitted: boolean;
+  /** A threshold compaction (pruning, maybe a summary) was already tried in this logical call. */
+  thresholdTried: boolean;
+  /** A summary checkpoint was written in this logical call: no second compaction (reference §3.1). */
+  summarizedThisCall: boolean;
+  /** World State sampling number within the logical call (2 after an in-turn compaction). */
+  samplingSequence: number;
+  /** A checkpoint was committed but not installed: the session must refuse turns until reloaded. */
+  reloadRequired: boolean;
   endRecorded: boolean;
 }
 
@@ -107,6 +115,26 @@ export interface CompactInput {
   trigger: 'threshold' | 'overflow';
   modelCallIndex: number;
   plan: TurnPlanSnapshot | null;
+  systemContext: TurnInput['systemContext'];
+  compactAtTokens: number;
+  estimatedInputTokens: number | null;
+  /** The failed model call of an overflow (its span id). */
+  triggerModelSpanId: string | null;
+}
+
+export interface CompactOutput {
+  summarized: boolean;
+  checkpointId: string | null;
+  conversationTokensBefore: number;
+  conversationTokensAfter: number;
+}
+
+export interface SampleInput {
+  sessionId: string;
+  turnId: string;
+  modelCallIndex: number;
+  samplingSequence: number;
+  permissionMode: TurnInput['permissionMode'];
 }
 
 export interface CancelledCallsInput {
@@ -184,7 +212,8 @@ const turnSetup = setup({
     recordModelCallStart: fromPromise<void, { turnId: string; modelCallIndex: number }>(async () => notProvided('recordModelCallStart')),
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
     persistAssistantMessage: fromPromise<{ messageId: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
-    compactConversation: fromPromise<void, CompactInput>(async () => notProvided('compactConversation')),
+    compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
+    sampleWorldState: fromPromise<void, SampleInput>(async () => notProvided('sampleWorldState')),
     toolCall: toolCallMachine,
     recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async () => notProvided('recordCancelledCalls')),
     finishTurn: fromPromise<boolean, FinishInput>(async () => notProvided('finishTurn')),
@@ -212,6 +241,14 @@ const turnSetup = setup({
       type: 'turn.update' as const,
       update: { type: 'turn_finished' as const, outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome') },
     })),
+    beginLogicalCall: assign({
+      modelCallIndex: ({ context }) => context.modelCallIndex + 1,
+      overflowResubmitted: false,
+      thresholdTried: false,
+      summarizedThisCall: false,
+      samplingSequence: 1,
+      compactionTrigger: null,
+    }),
     discardDraft: enqueueActions(({ context, enqueue }) => {
       if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
         enqueue.sendParent({ type: 'turn.update', update: { type: 'draft_cleared', reason: 'discarded' } });
@@ -243,6 +280,10 @@ export const turnMachine = turnSetup.createMachine({
     stopRequest: null,
     compactionTrigger: null,
     overflowResubmitted: false,
+    thresholdTried: false,
+    summarizedThisCall: false,
+    samplingSequence: 1,
+    reloadRequired: false,
     endRecorded: false,
   }),
   initial: 'starting',
@@ -285,13 +326,10 @@ export const turnMachine = turnSetup.createMachine({
             },
             {
               guard: ({ context }) => context.mailbox.length === 0 && context.pendingInput.length === 0,
-              target: 'assembling',
-              actions: assign({ modelCallIndex: ({ context }) => context.modelCallIndex + 1, overflowResubmitted: false }),
+              target: 'sampling',
+              actions: 'beginLogicalCall',
             },
-            {
-              target: 'draining',
-              actions: assign({ modelCallIndex: ({ context }) => context.modelCallIndex + 1, overflowResubmitted: false }),
-            },
+            { target: 'draining', actions: 'beginLogicalCall' },
           ],
         },
         draining: {
@@ -307,7 +345,7 @@ export const turnMachine = turnSetup.createMachine({
             onDone: [
               { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
               {
-                target: 'assembling',
+                target: 'sampling',
                 actions: assign(({ context, event }) => ({
                   mailbox: context.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
                   pendingInput: context.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
@@ -315,6 +353,30 @@ export const turnMachine = turnSetup.createMachine({
               },
             ],
             onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
+          },
+        },
+        sampling: {
+          invoke: {
+            id: 'sampleWorldState',
+            src: 'sampleWorldState',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              modelCallIndex: context.modelCallIndex,
+              samplingSequence: context.samplingSequence,
+              permissionMode: context.permissionMode,
+            }),
+            onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'assembling' }],
+            onError: {
+              target: '#turn.ending',
+              actions: assign({
+                outcome: ({ event }) => {
+                  const code = (event.error as { code?: string })?.code;
+                  const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error'];
+                  return code && known.includes(code) ? failedOutcome(code, errorText(event.error)) : storageFailure(event.error);
+                },
+              }),
+            },
           },
         },
         assembling: {
@@ -331,9 +393,9 @@ export const turnMachine = turnSetup.createMachine({
             }),
             onDone: [
               {
-                guard: ({ event, context }) => event.output.overThreshold && context.compactionTrigger === null,
+                guard: ({ event, context }) => event.output.overThreshold && !context.thresholdTried && !context.summarizedThisCall,
                 target: '#turn.compacting',
-                actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: 'threshold' }),
+                actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: 'threshold', thresholdTried: true }),
               },
               { target: 'recording_call', actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: null }) },
             ],
@@ -391,7 +453,8 @@ export const turnMachine = turnSetup.createMachine({
                   (event.error as ModelFailure)?.code === 'context_overflow' &&
                   !(event.error as ModelFailure).semanticOutput &&
                   !context.draft.semantic &&
-                  !context.overflowResubmitted,
+                  !context.overflowResubmitted &&
+                  !context.summarizedThisCall,
                 target: '#turn.compacting',
                 actions: ['discardDraft', assign({ compactionTrigger: 'overflow', overflowResubmitted: true })],
               },
@@ -529,11 +592,40 @@ export const turnMachine = turnSetup.createMachine({
           trigger: context.compactionTrigger ?? 'threshold',
           modelCallIndex: context.modelCallIndex,
           plan: context.plan,
+          systemContext: context.systemContext,
+          compactAtTokens: context.compactAtTokens,
+          estimatedInputTokens: context.prepared?.estimate.estimatedInputTokens ?? null,
+          triggerModelSpanId: context.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.submissionCount}` : null,
         }),
-        onDone: { target: 'running_model.assembling' },
+        onDone: {
+          target: 'running_model.sampling',
+          actions: [
+            enqueueActions(({ event, context, enqueue }) => {
+              if (!event.output.checkpointId) return;
+              enqueue.sendParent({
+                type: 'turn.update',
+                update: {
+                  type: 'conversation_compacted',
+                  compactionId: event.output.checkpointId,
+                  kind: context.compactionTrigger ?? 'threshold',
+                  conversationTokensBefore: event.output.conversationTokensBefore,
+                  conversationTokensAfter: event.output.conversationTokensAfter,
+                },
+              });
+            }),
+            assign(({ context, event }) => ({
+              summarizedThisCall: context.summarizedThisCall || event.output.summarized,
+              samplingSequence: context.samplingSequence + 1,
+              compactionTrigger: null,
+            })),
+          ],
+        },
         onError: {
           target: 'ending',
-          actions: assign({ outcome: ({ event }) => failedOutcome('compaction_error', errorText(event.error)) }),
+          actions: assign(({ event }) => ({
+            outcome: failedOutcome('compaction_error', errorText(event.error)),
+            reloadRequired: (event.error as { code?: string })?.code === 'reload_required',
+          })),
         },
       },
     },
@@ -721,6 +813,7 @@ export const turnMachine = turnSetup.createMachine({
     mailbox: context.mailbox,
     pendingInput: context.pendingInput,
     endRecorded: context.endRecorded,
+    reloadRequired: context.reloadRequired,
   }),
 });
 

@@ -121,6 +121,8 @@ export interface TurnOutput {
   /** Steering input the turn could not take any more: carried into the next turn. */
   pendingInput: NewMessage[];
   endRecorded: boolean;
+  /** A checkpoint was committed but could not be installed (reference §3.9 step 8). */
+  reloadRequired: boolean;
 }
 
 export type TurnEvent =

@@ -91,6 +91,14 @@ export const sessionUpdateSchema = z.discriminatedUnion('type', [
     updatedAt: z.string(),
   }),
   z.object({ type: z.literal('turn_finished'), outcome: turnOutcomeSchema }),
+  /** Beyond seed 000's list: a checkpoint was written and installed (in a turn, or by compact/rewind). */
+  z.object({
+    type: z.literal('conversation_compacted'),
+    compactionId: z.string(),
+    kind: z.enum(['manual', 'threshold', 'overflow', 'rewind']),
+    conversationTokensBefore: z.number(),
+    conversationTokensAfter: z.number(),
+  }),
 ]);
 export type SessionUpdate = z.infer<typeof sessionUpdateSchema>;
 export type SessionUpdateType = SessionUpdate['type'];

@@ -10,6 +10,8 @@ import type { ModelPort } from './model/port.js';
 import type { Authorization, AnyTool, AuthorizeContext } from './tools/define.js';
 import type { Toolset } from './tools/registry.js';
 import type { TraceRecorder } from './trace/recorder.js';
+import type { WorldStateBaseline, WorldStateSources } from './context/world-state.js';
+import type { SandboxStatus } from '../protocol/snapshot.js';
 
 /** Decides, per call, whether a registered tool runs, is refused by rule, or needs a card. */
 export interface Authorizer {
@@ -31,6 +33,15 @@ export interface SessionServices {
   model: ModelPort;
   authorizer: Authorizer;
   nonInteractive: boolean;
+  /** The agent's system prompt without tool rules (a manual compaction's summary request). */
+  agentPrompt: string;
+  sandbox: SandboxStatus;
+  /** World State sampling; null when the host turned it off. */
+  worldState: {
+    baseline: WorldStateBaseline;
+    skillsCatalog?: WorldStateSources['skillsCatalog'];
+    renderSandboxPolicy?: WorldStateSources['renderSandboxPolicy'];
+  } | null;
 }
 
 export interface RuntimeServices {
@@ -41,5 +52,7 @@ export interface RuntimeServices {
   appVersion: string;
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs: number;
+  /** Root of spill files: `<spillDir>/<session-id>/<call-id>.txt` (default ~/.openwork/spill). */
+  spillDir: string;
   session(sessionId: string): SessionServices;
 }

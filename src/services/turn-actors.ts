@@ -14,6 +14,8 @@ import type {
   CallModelInput,
   CancelledCallsInput,
   CompactInput,
+  CompactOutput,
+  SampleInput,
   DrainInput,
   DrainOutput,
   FinishInput,
@@ -23,14 +25,12 @@ import { REMAINING_CALL_TEXT } from '../machines/turn.js';
 import type { AssembledCall, TurnEvent } from '../machines/types.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
 import { assembleRequest } from './context/assemble.js';
+import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessage } from './context/world-state.js';
+import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
 import { toolSpanId } from './tool-call-actors.js';
 import { toolResultContent } from './tools/define.js';
 import type { SpanData } from './trace/signals.js';
-
-export interface CompactionHook {
-  compact(input: CompactInput): Promise<void>;
-}
 
 /**
  * The `request` payload: runs of persisted message sequences in request order (`[first, last]`),
@@ -60,7 +60,7 @@ function isoNow(services: RuntimeServices, notBefore?: string): string {
   return new Date(notBefore ? Math.max(now, Date.parse(notBefore)) : now).toISOString();
 }
 
-export function createTurnActors(services: RuntimeServices, compaction?: CompactionHook) {
+export function createTurnActors(services: RuntimeServices, compactor: Compactor) {
   /** Model spans between their start (in callModel) and their end (after the response is stored). */
   const modelSpans = new Map<string, SpanData>();
 
@@ -107,6 +107,8 @@ export function createTurnActors(services: RuntimeServices, compaction?: Compact
         system: input.systemContext,
         conversation: session.chat.view(),
         tools: session.toolset.definitions,
+        pruneWatermark: session.chat.pruneWatermark,
+        spillDir: services.spillDir,
         ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
       });
       const total = prepared.estimate.estimatedInputTokens + prepared.estimate.reservedOutputTokens;
@@ -313,9 +315,48 @@ export function createTurnActors(services: RuntimeServices, compaction?: Compact
       return { messageId: message.id };
     }),
 
-    compactConversation: fromPromise<void, CompactInput>(async ({ input }) => {
-      if (!compaction) throw new Error('automatic compaction is not configured for this runtime');
-      await compaction.compact(input);
+    sampleWorldState: fromPromise<void, SampleInput>(async ({ input }) => {
+      const session = services.session(input.sessionId);
+      const world = session.worldState;
+      if (!world) return;
+      // capture → render/diff → persist each → append → advance the baseline (reference §2.3).
+      const capture = await captureWorldState({
+        workingDirectory: session.workingDirectory,
+        permissionMode: input.permissionMode,
+        sandbox: session.sandbox,
+        ...(world.skillsCatalog ? { skillsCatalog: world.skillsCatalog } : {}),
+        ...(world.renderSandboxPolicy ? { renderSandboxPolicy: world.renderSandboxPolicy } : {}),
+      });
+      const changes = diffWorldState(capture, world.baseline, retainedSections(session.chat.view()));
+      if (changes.length === 0) return;
+      const messages = changes.map((c) => worldStateNewMessage(input.turnId, input.modelCallIndex, input.samplingSequence, c));
+      const stored = await services.storage.appendTurnMessages(input.turnId, messages);
+      session.chat.append(stored);
+      for (const change of changes) world.baseline.set(change.section, change.body);
+    }),
+
+    compactConversation: fromPromise<CompactOutput, CompactInput>(async ({ input, signal }) => {
+      const result = await compactor.run({
+        sessionId: input.sessionId,
+        kind: input.trigger,
+        agentPrompt: services.session(input.sessionId).agentPrompt,
+        signal,
+        turn: {
+          turnId: input.turnId,
+          systemContext: input.systemContext,
+          plan: input.plan,
+          compactAtTokens: input.compactAtTokens,
+          triggerModelSpanId: input.triggerModelSpanId,
+          triggerErrorCode: input.trigger === 'overflow' ? 'context_overflow' : null,
+          ...(input.estimatedInputTokens !== null ? { triggerEstimatedInputTokens: input.estimatedInputTokens } : {}),
+        },
+      });
+      return {
+        summarized: result.summarized,
+        checkpointId: result.checkpoint?.id ?? null,
+        conversationTokensBefore: result.conversationTokensBefore,
+        conversationTokensAfter: result.conversationTokensAfter,
+      };
     }),
 
     recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async ({ input }) => {

@@ -327,7 +327,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     let started!: () => void;
     const toolStarted = new Promise<void>((r) => (started = r));
     const model1 = scriptedModel([{ toolCalls: [{ name: 'hang', arguments: {}, callId: 'lost' }] }]);
-    const first = await createCore({ storage: faulty, model: model1, tools: [hangingTool(() => started())], closeStorageOnShutdown: false });
+    const first = await createCore({ storage: faulty, model: model1, tools: [hangingTool(() => started())], closeStorageOnShutdown: false, worldState: false });
     const session1 = await first.createSession({ workingDirectory: process.cwd() });
     const { turnId } = await session1.startTurn({ clientRequestId: 'before-crash', input: [{ type: 'text', text: 'run it' }] });
     await toolStarted;
@@ -338,7 +338,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(before.map((s) => `${s.kind}:${s.status}`)).toEqual(['model_call:succeeded', 'tool_call:running']);
 
     const model2 = scriptedModel([{ text: 'fresh start' }]);
-    const second = await createCore({ storage, model: model2, tools: [echoTool], closeStorageOnShutdown: false });
+    const second = await createCore({ storage, model: model2, tools: [echoTool], closeStorageOnShutdown: false, worldState: false });
     expect(second.startup.correction.turns).toBeGreaterThanOrEqual(1);
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
     const after = await storage.listTraceSpans({ turnId });

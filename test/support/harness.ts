@@ -44,6 +44,8 @@ export async function harness(
     tools: [echoTool, failTool, approvalTool, slowTool],
     closeStorageOnShutdown: false,
     toolCancelGraceMs: 2_000,
+    // Runtime suites assert exact request shapes; World State has its own suite.
+    worldState: false,
     ...options,
   });
   open.push(core);

@@ -1,0 +1,248 @@
+/**
+ * @module services/context/world-state
+ * World State (reference §2.3): what varies with the workspace enters the Conversation as user-role
+ * `world_state` messages, one per section, appended before a model call only when the section's
+ * rendering changed. Sections, in fixed order: project layout, AGENTS.md, the skill catalog, the
+ * sandbox policy. The baseline is memory-only, so after a restart retained sections are re-sent once
+ * with a replacement notice.
+ */
+import { lstat, readdir, readFile, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { OpenworkError } from '../../errors.js';
+import type { NewMessage } from '../../protocol/content.js';
+import type { PermissionMode } from '../../protocol/input.js';
+import type { SandboxStatus } from '../../protocol/snapshot.js';
+import type { ConversationItem } from './chat-state.js';
+
+export const WORLD_STATE_SECTIONS = ['runtime/user-project-context', 'project/AGENTS.md', 'skills/catalog', 'runtime/sandbox-policy'] as const;
+export type WorldStateSectionId = (typeof WORLD_STATE_SECTIONS)[number];
+
+export const PROJECT_CONTEXT_MAX_ENTRIES = 64;
+export const PROJECT_CONTEXT_MAX_CHARS = 16_384;
+export const AGENTS_MD_MAX_BYTES = 64 * 1024;
+
+interface SectionSpec {
+  /** The opening tag that identifies the section's body in a retained message. */
+  marker: string;
+  replacement: string;
+  invalidation: string;
+  errorCode: 'user_project_context_error' | 'project_instruction_error' | 'skill_catalog_task_error' | 'user_project_context_error';
+}
+
+export const SECTION_SPECS: Record<WorldStateSectionId, SectionSpec> = {
+  'runtime/user-project-context': {
+    marker: '<user_project_context',
+    replacement: 'The following project context replaces all previously supplied project context.',
+    invalidation: 'Previously supplied project context no longer applies.',
+    errorCode: 'user_project_context_error',
+  },
+  'project/AGENTS.md': {
+    marker: '<project_instructions>',
+    replacement: 'The following AGENTS.md instructions replace all previously supplied AGENTS.md instructions.',
+    invalidation: 'Previously supplied AGENTS.md instructions no longer apply.',
+    errorCode: 'project_instruction_error',
+  },
+  'skills/catalog': {
+    marker: '<available_skills>',
+    replacement: 'The following skill catalog replaces all previously supplied skill catalogs.',
+    invalidation: 'Previously supplied skill catalogs no longer apply.',
+    errorCode: 'skill_catalog_task_error',
+  },
+  'runtime/sandbox-policy': {
+    marker: '<sandbox_policy>',
+    replacement: 'The following sandbox policy replaces all previously supplied sandbox policies.',
+    invalidation: 'Previously supplied sandbox policies no longer apply.',
+    errorCode: 'user_project_context_error',
+  },
+};
+
+/** Sampling a World State source failed: the turn fails with this code and the model is not called. */
+export class WorldStateError extends OpenworkError {
+  constructor(code: 'user_project_context_error' | 'project_instruction_error' | 'skill_catalog_task_error', message: string) {
+    super(code, message);
+  }
+}
+
+export type WorldStateCapture = Record<WorldStateSectionId, string | null>;
+
+export interface WorldStateSources {
+  workingDirectory: string;
+  permissionMode: PermissionMode;
+  sandbox: SandboxStatus;
+  /** The `<available_skills>` body, or null when there is no catalog (skills are optional). */
+  skillsCatalog?: () => Promise<string | null>;
+  /** Renders the `<sandbox_policy>` body; the default describes the two modes and bash availability. */
+  renderSandboxPolicy?: (input: { mode: PermissionMode; workspace: string; sandbox: SandboxStatus }) => string;
+}
+
+function escapeText(value: string): string {
+  return value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+async function findRepoRoot(start: string): Promise<string | null> {
+  let dir = start;
+  for (;;) {
+    try {
+      await stat(join(dir, '.git'));
+      return dir;
+    } catch {
+      const parent = dirname(dir);
+      if (parent === dir) return null;
+      dir = parent;
+    }
+  }
+}
+
+/** `<user_project_context>`: working directory, repository root, top-level layout (sorted, at most 64). */
+export async function renderProjectContext(workingDirectory: string): Promise<string> {
+  let root: string;
+  let repoRoot: string | null;
+  let entries: Array<{ name: string; dir: boolean }>;
+  try {
+    repoRoot = await findRepoRoot(workingDirectory);
+    root = repoRoot ?? workingDirectory;
+    entries = (await readdir(root, { withFileTypes: true }))
+      .map((e) => ({ name: e.name, dir: e.isDirectory() }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  } catch (error) {
+    throw new WorldStateError('user_project_context_error', `cannot read the project layout: ${(error as Error).message}`);
+  }
+  const shown = entries.slice(0, PROJECT_CONTEXT_MAX_ENTRIES).map((e) => `- ${escapeText(e.name)}${e.dir ? '/' : ''}`);
+  if (entries.length > PROJECT_CONTEXT_MAX_ENTRIES) shown.push(`- … ${entries.length - PROJECT_CONTEXT_MAX_ENTRIES} more entries omitted`);
+  const body = [
+    '<user_project_context format_version="1">',
+    `working_directory: ${escapeText(workingDirectory)}`,
+    `repository_root: ${repoRoot ? escapeText(repoRoot) : 'none (not a git repository)'}`,
+    `top_level_entries of ${escapeText(root)}:`,
+    ...shown,
+    '</user_project_context>',
+  ].join('\n');
+  if (body.length > PROJECT_CONTEXT_MAX_CHARS) {
+    throw new WorldStateError('user_project_context_error', `the project context is ${body.length} characters; the limit is ${PROJECT_CONTEXT_MAX_CHARS}`);
+  }
+  return body;
+}
+
+/** `<project_instructions>` from `<working dir>/AGENTS.md`; null when missing or blank. */
+export async function renderAgentsMd(workingDirectory: string): Promise<string | null> {
+  const path = join(workingDirectory, 'AGENTS.md');
+  let info;
+  try {
+    info = await lstat(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw new WorldStateError('project_instruction_error', `cannot read AGENTS.md: ${(error as Error).message}`);
+  }
+  if (info.isSymbolicLink()) throw new WorldStateError('project_instruction_error', 'AGENTS.md is a symbolic link; it is not loaded');
+  if (!info.isFile()) throw new WorldStateError('project_instruction_error', 'AGENTS.md is not a regular file');
+  if (info.size > AGENTS_MD_MAX_BYTES) {
+    throw new WorldStateError('project_instruction_error', `AGENTS.md is ${info.size} bytes; the limit is ${AGENTS_MD_MAX_BYTES}`);
+  }
+  const bytes = await readFile(path);
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new WorldStateError('project_instruction_error', 'AGENTS.md is not valid UTF-8');
+  }
+  if (text.trim() === '') return null;
+  return `<project_instructions>\n${text}\n</project_instructions>`;
+}
+
+export const BASH_UNAVAILABLE_LINE = 'bash: unavailable — the sandbox could not start, so shell commands are not run';
+
+/** The four facts of the sandbox policy section; never mentions the network. */
+export function defaultSandboxPolicy({ mode, workspace, sandbox }: { mode: PermissionMode; workspace: string; sandbox: SandboxStatus }): string {
+  const bash = !sandbox.available
+    ? BASH_UNAVAILABLE_LINE
+    : mode === 'auto'
+      ? 'bash: can write the workspace and temp directories'
+      : 'bash: can write temp directories only — workspace writes need sandboxPermissions';
+  return [
+    '<sandbox_policy>',
+    `mode: ${mode}`,
+    `workspace: ${escapeText(workspace)}`,
+    'write / edit: the workspace and temp directories; other paths need sandboxPermissions',
+    bash,
+    '</sandbox_policy>',
+  ].join('\n');
+}
+
+/** Reads the four sources (reference §2.3 `capture`). */
+export async function captureWorldState(sources: WorldStateSources): Promise<WorldStateCapture> {
+  const [project, agents, skills] = await Promise.all([
+    renderProjectContext(sources.workingDirectory),
+    renderAgentsMd(sources.workingDirectory),
+    sources.skillsCatalog
+      ? sources.skillsCatalog().catch((error: unknown) => {
+          throw new WorldStateError('skill_catalog_task_error', `cannot build the skill catalog: ${(error as Error).message}`);
+        })
+      : Promise.resolve(null),
+  ]);
+  const render = sources.renderSandboxPolicy ?? defaultSandboxPolicy;
+  return {
+    'runtime/user-project-context': project,
+    'project/AGENTS.md': agents,
+    'skills/catalog': skills,
+    'runtime/sandbox-policy': render({ mode: sources.permissionMode, workspace: sources.workingDirectory, sandbox: sources.sandbox }),
+  };
+}
+
+/**
+ * Whether a section's earlier message is still in the Conversation (`RetainedSections::scan`):
+ * only `world_state` messages count, identified by the opening marker or the fixed notice text.
+ */
+export function retainedSections(conversation: readonly ConversationItem[]): Set<WorldStateSectionId> {
+  const present = new Set<WorldStateSectionId>();
+  for (const item of conversation) {
+    if (item.synthetic || item.message.kind !== 'world_state') continue;
+    const text = item.message.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    for (const id of WORLD_STATE_SECTIONS) {
+      const spec = SECTION_SPECS[id];
+      if (text.startsWith(spec.marker) || text.startsWith(spec.replacement) || text.startsWith(spec.invalidation)) present.add(id);
+    }
+  }
+  return present;
+}
+
+export type WorldStateBaseline = Map<WorldStateSectionId, string | null>;
+
+export interface WorldStateMessage {
+  section: WorldStateSectionId;
+  text: string;
+  body: string | null;
+}
+
+/** The render/diff step (read-only): which sections to send and with which notice. */
+export function diffWorldState(capture: WorldStateCapture, baseline: WorldStateBaseline, retained: Set<WorldStateSectionId>): WorldStateMessage[] {
+  const out: WorldStateMessage[] = [];
+  for (const id of WORLD_STATE_SECTIONS) {
+    const spec = SECTION_SPECS[id];
+    const body = capture[id];
+    const known = baseline.has(id);
+    const previous = baseline.get(id) ?? null;
+    const present = retained.has(id);
+    if (known && present && previous === body) continue;
+    if (present) {
+      // Restarted (no baseline) or changed: replace what the model saw, or withdraw it.
+      if (known && previous === null && body === null) continue;
+      out.push(body !== null ? { section: id, body, text: `${spec.replacement}\n\n${body}` } : { section: id, body, text: spec.invalidation });
+    } else if (body !== null) {
+      out.push({ section: id, body, text: body });
+    }
+  }
+  return out;
+}
+
+export function worldStateMessageId(turnId: string, modelCallIndex: number, samplingSequence: number, section: WorldStateSectionId): string {
+  return `world-state:${turnId}:${modelCallIndex}:${samplingSequence}:${section}`;
+}
+
+export function worldStateNewMessage(turnId: string, modelCallIndex: number, samplingSequence: number, m: WorldStateMessage): NewMessage {
+  return {
+    id: worldStateMessageId(turnId, modelCallIndex, samplingSequence, m.section),
+    role: 'user',
+    kind: 'world_state',
+    content: [{ type: 'text', text: m.text }],
+  };
+}
