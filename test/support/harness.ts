@@ -35,8 +35,9 @@ let requestCounter = 0;
 export async function harness(
   storage: SessionStorage,
   steps: ScriptedStep[] | ScriptedModel,
-  options: Partial<CoreOptions> = {},
+  allOptions: Partial<CoreOptions> & { workingDirectory?: string } = {},
 ): Promise<Harness> {
+  const { workingDirectory, ...options } = allOptions;
   const model = Array.isArray(steps) ? scriptedModel(steps) : steps;
   const core = await createCore({
     storage,
@@ -50,7 +51,7 @@ export async function harness(
   });
   open.push(core);
   models.push(model);
-  const session = await core.createSession({ workingDirectory: process.cwd() });
+  const session = await core.createSession({ workingDirectory: workingDirectory ?? process.cwd() });
   const updates: SessionUpdateEnvelope[] = [];
   const waiters: Array<{ predicate: (e: SessionUpdateEnvelope) => boolean; resolve: (e: SessionUpdateEnvelope) => void }> = [];
   session.updates$.subscribe((e) => {
