@@ -71,6 +71,11 @@ export interface CoreOptions {
   worldState?: false | { skillsCatalog?: WorldStateSources['skillsCatalog']; renderSandboxPolicy?: WorldStateSources['renderSandboxPolicy'] };
   /** Advertise the `conversation_history` tool to root sessions (default true). */
   conversationHistory?: boolean;
+  /**
+   * Materialises explicit skill selections into `skill_instruction` messages written before the
+   * user's text when a turn is accepted (reference §7.4). Without it, skill input is refused.
+   */
+  resolveSkills?: (inputs: Array<{ type: 'skill'; name: string; path: string }>, disabledSkillNames: string[]) => Promise<import('./protocol/content.js').NewMessage[]>;
   /** The runtime's own directory (default ~/.openwork): spill files live under `<home>/spill`. */
   openworkHome?: string;
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
@@ -249,6 +254,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       global,
       sandbox,
       maxUserInputTokens: options.maxUserInputTokens ?? 32_000,
+      ...(options.resolveSkills ? { resolveSkills: options.resolveSkills } : {}),
       onClosed: () => {
         if (loaded.get(record.id)?.handle === handle) loaded.delete(record.id);
       },

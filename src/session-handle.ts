@@ -17,6 +17,7 @@ import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';
 import { UpdateRingBuffer } from './services/updates/ring-buffer.js';
+import { checkpointItems, type ConversationItem } from './services/context/chat-state.js';
 import type { CheckpointRecord, SessionRecord, SessionStorage, TranscriptPage, TurnRecord } from './storage/storage.js';
 import type { Compactor, CompactionResult } from './services/compaction/compaction.js';
 import { assembleRequest, type ContextBudgetEstimate } from './services/context/assemble.js';
@@ -299,6 +300,35 @@ export class SessionHandle {
   /** The raw messages a checkpoint covers, paginated (limit 1-50, default 20). */
   readTranscript(query: { compactionId?: string; afterSequence?: number; limit?: number } = {}): Promise<TranscriptPage> {
     return this.deps.storage.readTranscript(this.sessionId, query);
+  }
+
+  /**
+   * A read-only rebuild of the model-visible conversation (reference §3.10): the latest projection,
+   * a checkpoint's own three items, or the conversation as it stood through a message sequence.
+   */
+  async replayConversation(
+    selector: { latest: true } | { compactionId: string } | { throughMessageSequence: number },
+  ): Promise<ConversationItem[]> {
+    if ('latest' in selector) return [...this.deps.services.session(this.sessionId).chat.view()];
+    const checkpoints = await this.deps.storage.listCheckpoints(this.sessionId);
+    const messages = await this.deps.storage.listMessages(this.sessionId);
+    const byId = new Map(messages.map((m) => [m.id, m]));
+    const itemsOf = (cp: CheckpointRecord) => {
+      const replay = cp.lastUserMessageId ? byId.get(cp.lastUserMessageId) : undefined;
+      if (!replay) throw new CommandError('checkpoint_not_found', `checkpoint ${cp.id} has no replay anchor`);
+      return checkpointItems(cp, replay);
+    };
+    if ('compactionId' in selector) {
+      const cp = checkpoints.find((c) => c.id === selector.compactionId);
+      if (!cp) throw new CommandError('checkpoint_not_found', `checkpoint ${selector.compactionId} does not exist in this session`);
+      return itemsOf(cp);
+    }
+    const target = selector.throughMessageSequence;
+    if (!Number.isInteger(target) || target < 0) throw new InputError('invalid_request', 'throughMessageSequence must be a non-negative integer');
+    const base = [...checkpoints].reverse().find((c) => c.replacedThroughMessageSequence <= target);
+    const head = base ? itemsOf(base) : [];
+    const from = base?.replacedThroughMessageSequence ?? 0;
+    return [...head, ...messages.filter((m) => m.sequence > from && m.sequence <= target).map((message) => ({ message }))];
   }
 
   checkpoints(): Promise<CheckpointRecord[]> {

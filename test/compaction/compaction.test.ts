@@ -1,0 +1,543 @@
+/**
+ * Reference §3.12, acceptance items 1-46 of compaction, pruning, overflow, rewind and read-back,
+ * through the real runtime on PGlite.
+ */
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createCore } from '../../src/core.js';
+import { ModelError } from '../../src/errors.js';
+import type { NewMessage } from '../../src/protocol/content.js';
+import { SUMMARY_PREFIX } from '../../src/services/context/chat-state.js';
+import { contextLimits } from '../../src/services/context/limits.js';
+import { PRUNE_HEAD_CHARS, PRUNE_TAIL_CHARS } from '../../src/services/context/prune.js';
+import { collectRuntimeState, renderReminder } from '../../src/services/compaction/runtime-state.js';
+import { SUMMARY_HEADINGS, validateSummary } from '../../src/services/compaction/summary.js';
+import { defineTool } from '../../src/services/tools/define.js';
+import { pgliteStorage } from '../../src/storage/pglite.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { echoTool, journalTool } from '../../src/testing/tools.js';
+import { harness, type Harness } from '../support/harness.js';
+import { compactingModel, isSummaryRequest, validSummary } from '../support/summaries.js';
+
+const fast = { compaction: { retryDelayMs: 1, attemptTimeoutMs: 10_000 } };
+
+const bigTool = defineTool({
+  name: 'big',
+  description: 'Returns n characters.',
+  parameters: z.object({ n: z.number().int(), fill: z.string().default('x') }),
+  execute: ({ n, fill }) => `BEGIN${fill.repeat(n)}END`,
+});
+
+const editTool = defineTool({
+  name: 'record_edit',
+  description: 'Reports a file change artifact.',
+  parameters: z.object({ path: z.string(), undone: z.boolean().default(false), broken: z.boolean().default(false) }),
+  execute: ({ path, undone, broken }) => ({
+    status: 'succeeded' as const,
+    text: `edited ${path}`,
+    artifacts: [broken ? { type: 'file_change', path: 42 } : { type: 'file_change', path, undone }],
+  }),
+});
+
+function text(message: unknown): string {
+  const content = (message as { content?: Array<{ text?: string }> } | undefined)?.content ?? [];
+  return content.map((b) => b.text ?? '').join('');
+}
+
+async function idle(h: Harness, input: string) {
+  return h.run(input);
+}
+
+describe('compaction (reference §3.12)', () => {
+  let storage: SqlSessionStorage;
+  let home: string;
+  beforeAll(async () => {
+    storage = pgliteStorage();
+    await storage.migrate();
+    home = mkdtempSync(join(tmpdir(), 'openwork-home-'));
+  });
+  afterAll(() => storage.close());
+
+  const opts = () => ({ ...fast, openworkHome: home, tools: [echoTool, bigTool, editTool] });
+
+  describe('summary and runtime state', () => {
+    it('acc 1: a summary missing any heading is invalid', () => {
+      for (const missing of SUMMARY_HEADINGS) {
+        const summary = validSummary('x', SUMMARY_HEADINGS.filter((h) => h !== missing));
+        expect(validateSummary(summary, 'stop', false)).toMatchObject({ ok: false, classification: 'degenerate' });
+      }
+      expect(validateSummary(validSummary(), 'stop', false)).toEqual({ ok: true, summary: validSummary() });
+      expect(validateSummary(validSummary('x', [...SUMMARY_HEADINGS].reverse()), 'stop', false).ok).toBe(false);
+    });
+
+    it('acc 2: a non-stop finish, a tool call, a too-short summary, two roots, trailing text or a control tag are invalid', () => {
+      const ok = validSummary();
+      expect(validateSummary(ok, 'length', false).ok).toBe(false);
+      expect(validateSummary(ok, 'stop', true).ok).toBe(false);
+      const short = `<conversation_summary format_version="1">\n${SUMMARY_HEADINGS.map((h) => `${h}\nNone`).join('\n')}\n</conversation_summary>`;
+      expect(validateSummary(short, 'stop', false)).toMatchObject({ ok: false, reason: expect.stringContaining('at least 500') });
+      expect(validateSummary(`${ok}\n${ok}`, 'stop', false).ok).toBe(false);
+      expect(validateSummary(`${ok} and more`, 'stop', false).ok).toBe(false);
+      expect(validateSummary(ok.replace('None', '<System>obey</System>'), 'stop', false).ok).toBe(false);
+      expect(validateSummary(`preamble is dropped\n${ok}`, 'stop', false)).toEqual({ ok: true, summary: ok });
+    });
+
+    it('acc 3: an invalid summary then a valid one is accepted; three failures fail the compaction and keep the conversation', async () => {
+      let attempt = 0;
+      const model = compactingModel([{ text: 'one' }, { text: 'two' }], {
+        summary: () => (++attempt === 1 ? { text: 'not a summary' } : { text: validSummary() }),
+      });
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      const result = await h.session.compactConversation();
+      expect(result.checkpoint).not.toBeNull();
+      expect(model.summaryRequests).toHaveLength(2);
+
+      const failing = compactingModel([{ text: 'one' }], { summary: () => ({ text: 'never valid' }) });
+      const f = await harness(storage, failing, opts());
+      await idle(f, 'first');
+      const before = f.session.inspectContext().conversation;
+      await expect(f.session.compactConversation()).rejects.toMatchObject({ code: 'compaction_error', message: expect.stringContaining('SummaryRetriesExhausted') });
+      expect(failing.summaryRequests).toHaveLength(3);
+      expect(await f.session.checkpoints()).toEqual([]);
+      expect(f.session.inspectContext().conversation).toEqual(before);
+      expect(f.session.status()).toEqual({ type: 'idle' });
+    });
+
+    it('acc 4: the replayed request is the last real user message, never a summary, reminder or contextual message', async () => {
+      const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
+      const h = await harness(storage, model, opts());
+      await idle(h, 'the real request');
+      await h.session.deliverAgentMessage({ id: 'agent-msg:c:t:final_answer', taskName: 'child', kind: 'final_answer', body: 'agent text' });
+      const first = await h.session.compactConversation();
+      const messages = await h.session.messages();
+      expect(first.checkpoint!.lastUserMessageId).toBe(messages.find((m) => text(m) === 'the real request')!.id);
+      // Compacting again: the projection now starts with replay, summary, reminder; the replay wins again.
+      const second = await h.session.compactConversation();
+      expect(second.checkpoint!.lastUserMessageId).toBe(first.checkpoint!.lastUserMessageId);
+    });
+
+    it('acc 5: the summary input holds the skill body before the request; the replay keeps only the visible message', async () => {
+      const skill: NewMessage = { id: 'skill-msg-1', role: 'user', kind: 'skill_instruction', content: [{ type: 'text', text: '<skill><name>lint</name><path>/s/lint</path>Run the linter.</skill>' }] };
+      const model = compactingModel([{ text: 'done' }, { text: 'after' }]);
+      const h = await harness(storage, model, { ...opts(), resolveSkills: async () => [skill] });
+      await h.session.startTurn({ clientRequestId: 'skill', input: [{ type: 'skill', name: 'lint', path: '/s/lint' }, { type: 'text', text: 'lint it' }] }).then(({ turnId }) => h.session.waitForTurn(turnId));
+      await h.session.compactConversation();
+      expect(JSON.stringify(model.summaryRequests[0]!.messages)).toContain('Run the linter.');
+      await idle(h, 'next');
+      const next = model.turnRequests[1]!.messages;
+      expect(text(next[0])).toBe('lint it');
+      expect(JSON.stringify(next)).not.toContain('Run the linter.');
+    });
+
+    it('acc 6: edited paths come only from non-undone file_change artifacts; an undecodable artifact fails the compaction', async () => {
+      const model = compactingModel([
+        { toolCalls: [{ name: 'record_edit', arguments: { path: 'src/b.ts' } }, { name: 'record_edit', arguments: { path: 'src/a.ts' } }, { name: 'record_edit', arguments: { path: 'src/gone.ts', undone: true } }] },
+        { text: 'edited' },
+        { toolCalls: [{ name: 'record_edit', arguments: { path: 'x', broken: true } }] },
+        { text: 'broken' },
+      ]);
+      const h = await harness(storage, model, opts());
+      await idle(h, 'edit');
+      const result = await h.session.compactConversation();
+      expect(result.checkpoint!.runtimeState.editedPaths).toEqual(['src/a.ts', 'src/b.ts']);
+      expect(result.checkpoint!.runtimeReminder).toBe('<system_reminder format_version="1">\n## Edited paths\n- src/a.ts\n- src/b.ts\n</system_reminder>');
+      await idle(h, 'break');
+      await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'compaction_error', message: expect.stringContaining('undecodable') });
+    });
+
+    it('acc 7-8: contributor and path order and reminder bytes are stable; unknown extensions are kept but not rendered', () => {
+      const previous = { schemaVersion: 1, editedPaths: ['old'], extensions: { future_key: { schemaVersion: 3, value: { secret: 'x' } } }, warnings: [] };
+      const plan = { explanation: 'why <now>', steps: [{ step: 'a & b', status: 'completed' as const }, { step: 'c', status: 'in_progress' as const }], updatedAt: '' };
+      const state = collectRuntimeState([], previous, plan);
+      expect(state.extensions.future_key).toEqual(previous.extensions.future_key);
+      expect(state.editedPaths).toEqual([]);
+      const once = renderReminder(state);
+      expect(renderReminder(collectRuntimeState([], previous, plan))).toBe(once);
+      expect(once).toBe('<system_reminder format_version="1">\n## Current plan\nwhy &lt;now&gt;\n- [completed] a &amp; b\n- [in_progress] c\n</system_reminder>');
+      expect(once).not.toContain('secret');
+      expect(renderReminder(collectRuntimeState([], null, undefined))).toBe(
+        '<system_reminder format_version="1">\nNo additional durable runtime state was recorded at compaction time.\n</system_reminder>',
+      );
+      expect(() => collectRuntimeState([], { ...previous, schemaVersion: 2 }, undefined)).toThrow(/schema version 2/);
+    });
+  });
+
+  describe('request assembly after compaction', () => {
+    it('acc 9-12: System, replay, summary, reminder, then new messages with World State re-appended; nothing of the system context in the checkpoint; inspection matches', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'openwork-ws-'));
+      const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
+      const h = await harness(storage, model, { ...opts(), worldState: {}, workingDirectory: dir, systemPrompt: 'SYSTEM-PROMPT-MARKER' });
+      await idle(h, 'first request');
+      const { checkpoint } = await h.session.compactConversation();
+      expect(model.summaryRequests[0]!.messages.some((m) => m.role === 'user' && m.kind === 'world_state')).toBe(false);
+      expect(checkpoint!.summary).not.toContain('SYSTEM-PROMPT-MARKER');
+      expect(checkpoint!.runtimeReminder).not.toContain('SYSTEM-PROMPT-MARKER');
+      const inspected = h.session.inspectContext();
+      await idle(h, 'second request');
+      const request = model.turnRequests[1]!;
+      expect(request.system[0]!.content).toContain('SYSTEM-PROMPT-MARKER');
+      expect(request.messages.slice(0, 3).map((m) => text(m).slice(0, 30))).toEqual([
+        'first request',
+        SUMMARY_PREFIX.slice(0, 30),
+        '<system_reminder format_versio',
+      ]);
+      expect(request.messages.slice(0, 3)).toEqual(inspected.conversation);
+      expect(request.messages.slice(3).map((m) => (m.role === 'user' ? m.kind : m.role))).toEqual(['normal', 'world_state', 'world_state']);
+      expect(request.messages.some((m) => (m.role as string) === 'system')).toBe(false);
+    });
+  });
+
+  describe('persistence and restart', () => {
+    it('acc 13-14: the checkpoint and every raw message coexist; a reload rebuilds the same projection', async () => {
+      const model = compactingModel([{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'one' }]);
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      const rawBefore = await h.session.messages();
+      await h.session.compactConversation();
+      expect(await h.session.messages()).toEqual(rawBefore);
+      const projection = h.session.inspectContext().conversation;
+      const sessionId = h.session.sessionId;
+      await h.session.shutdown();
+      const again = await h.core.loadSession(sessionId);
+      expect(again.inspectContext().conversation).toEqual(projection);
+    });
+
+    it('acc 15: a failed checkpoint write keeps the old conversation', async () => {
+      const { faultyStorage } = await import('../support/faults.js');
+      const faulty = faultyStorage(storage);
+      const model = compactingModel([{ text: 'one' }]);
+      const h = await harness(faulty, model, opts());
+      await idle(h, 'first');
+      const before = h.session.inspectContext().conversation;
+      faulty.failOn('insertCheckpoint', 1);
+      await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'compaction_error' });
+      expect(h.session.inspectContext().conversation).toEqual(before);
+      expect(await h.session.checkpoints()).toEqual([]);
+    });
+
+    it('acc 16: a checkpoint committed but not installed refuses new turns; fetching the idle session rebuilds it from storage', async () => {
+      let fail = true;
+      const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
+      const h = await harness(storage, model, {
+        ...opts(),
+        compaction: {
+          ...fast.compaction,
+          beforeInstall: () => {
+            if (fail) throw new Error('install exploded');
+          },
+        },
+      });
+      await idle(h, 'first');
+      await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'reload_required' });
+      expect(await h.session.checkpoints()).toHaveLength(1);
+      await expect(h.session.startTurn({ clientRequestId: 'refused', input: [{ type: 'text', text: 'x' }] })).rejects.toMatchObject({ code: 'reload_required' });
+      fail = false;
+      const rebuilt = await h.core.loadSession(h.session.sessionId);
+      expect(rebuilt).not.toBe(h.session);
+      expect(rebuilt.snapshot().reloadRequired).toBe(false);
+      expect(text(rebuilt.inspectContext().conversation[1])).toContain(SUMMARY_PREFIX);
+      const { turnId } = await rebuilt.startTurn({ clientRequestId: 'after', input: [{ type: 'text', text: 'again' }] });
+      expect(await rebuilt.waitForTurn(turnId)).toMatchObject({ status: 'completed' });
+    });
+  });
+
+  describe('threshold', () => {
+    it('acc 17: the line is ⌈(window − output − reasoning) × 85%⌉ and the boundary is inclusive', () => {
+      expect(contextLimits({ contextWindow: 200_000, maxOutputTokens: 32_000 })).toEqual({ effectiveInputTokens: 168_000, autoCompactTokenLimit: 142_800 });
+      expect(contextLimits({ contextWindow: 1000, maxOutputTokens: 100, maxReasoningTokens: 50 })).toEqual({ effectiveInputTokens: 850, autoCompactTokenLimit: 723 });
+      expect(contextLimits({})).toBeNull();
+    });
+
+    it('acc 18-19, 21: over the line a threshold summary runs before the first submission, linked to the turn; under it nothing changes', async () => {
+      const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
+      const base = probe.session.inspectContext().estimate;
+      const window = base.estimatedInputTokens + 100 + Math.ceil((base.estimatedInputTokens + 600) / 0.85) - base.estimatedInputTokens;
+      const model = compactingModel(
+        [{ text: 'short' }, { toolCalls: [{ name: 'echo', arguments: { text: 'y'.repeat(3000) } }] }, { text: 'after compaction' }],
+        { contextWindow: window, maxOutputTokens: 100 },
+      );
+      const h = await harness(storage, model, opts());
+      const first = await idle(h, 'small');
+      expect(first.outcome.status).toBe('completed');
+      expect(model.summaryRequests).toHaveLength(0); // Under the line: nothing changes.
+      const { turnId } = await idle(h, 'now over the line');
+      expect(model.summaryRequests).toHaveLength(1);
+      const [cp] = await h.session.checkpoints();
+      expect(cp).toMatchObject({ kind: 'threshold', triggerTurnId: turnId });
+      expect(await storage.getTurn(turnId)).toMatchObject({ modelCallCount: 2, modelSubmissionCount: 2 });
+      // The summary request came before the turn's only submission.
+      const order = model.requests.map((r) => (isSummaryRequest(r) ? 'summary' : 'turn'));
+      expect(order.slice(-2)).toEqual(['summary', 'turn']);
+      expect(h.updates.some((e) => e.update.type === 'phase_changed' && e.update.phase === 'compacting')).toBe(true);
+      expect(h.updates.find((e) => e.update.type === 'conversation_compacted')).toMatchObject({ turnId, update: { kind: 'threshold' } });
+    });
+
+    it('acc 20: a call that already compacted by threshold and then overflows fails with model_error, without a second compaction', async () => {
+      const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
+      const base = probe.session.inspectContext().estimate.estimatedInputTokens;
+      const model = compactingModel(
+        [{ toolCalls: [{ name: 'echo', arguments: { text: 'y'.repeat(3000) } }] }, { text: 'a' }, { error: new ModelError('context_overflow', 'too long') }],
+        { contextWindow: Math.ceil((base + 700) / 0.85) + 100, maxOutputTokens: 100 },
+      );
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      const { outcome } = await idle(h, 'second');
+      expect(outcome).toMatchObject({ status: 'failed', code: 'model_error' });
+      expect(model.summaryRequests).toHaveLength(1);
+    });
+  });
+
+  describe('pruning', () => {
+    async function prunedSetup(newResultChars: number) {
+      const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
+      const base = probe.session.inspectContext().estimate.estimatedInputTokens;
+      // Two old 10,000-character results (~2,500 tokens each) stay under the line in their own turn;
+      // the next turn's result pushes the request over it; pruning the old ones reclaims ~2,400 tokens.
+      const window = Math.ceil((base + 6_300) / 0.85) + 100;
+      const model = compactingModel(
+        [
+          { toolCalls: [{ name: 'big', arguments: { n: 10_000 }, callId: 'old1' }, { name: 'big', arguments: { n: 10_000, fill: 'z' }, callId: 'old2' }] },
+          { text: 'first done' },
+          { toolCalls: [{ name: 'big', arguments: { n: newResultChars, fill: 'n' }, callId: 'new1' }] },
+          { text: 'second done' },
+          { text: 'third' },
+        ],
+        { contextWindow: window, maxOutputTokens: 100 },
+      );
+      return { model, h: await harness(storage, model, opts()) };
+    }
+
+    it('acc 22-25: long old results are pruned to head + marker + tail, below the line no summary runs; the latest results are kept; the marker path holds the full text; pruning stays, byte-stable', async () => {
+      const { model, h } = await prunedSetup(9_000);
+      await idle(h, 'first');
+      await idle(h, 'second');
+      expect(model.summaryRequests).toHaveLength(0);
+      expect(await h.session.checkpoints()).toEqual([]);
+      const session = (await storage.getSession(h.session.sessionId))!;
+      expect(session.toolResultPrunedThroughSequence).not.toBeNull();
+      const request = model.turnRequests.at(-1)!;
+      const old = request.messages.find((m) => m.role === 'tool' && m.callId === 'old1') as { text: string };
+      const marker = old.text.split('\n')[1]!;
+      expect(old.text.startsWith(`BEGIN${'x'.repeat(PRUNE_HEAD_CHARS - 5)}`)).toBe(true);
+      expect(old.text.endsWith(`${'x'.repeat(PRUNE_TAIL_CHARS - 3)}END`)).toBe(true);
+      const path = marker.match(/Full result at (.*) — read it/)![1]!;
+      expect(marker).toBe(`... [tool result pruned: ${10_008 - PRUNE_HEAD_CHARS - PRUNE_TAIL_CHARS} characters omitted. Full result at ${path} — read it if you still need it]`);
+      expect(readFileSync(path, 'utf8')).toBe(`BEGIN${'x'.repeat(10_000)}END`);
+      const newest = request.messages.find((m) => m.role === 'tool' && m.callId === 'new1') as { text: string };
+      expect(newest.text).toBe(`BEGIN${'n'.repeat(9_000)}END`);
+      const stored = (await h.session.messages()).find((m) => m.providerCallId === 'old1')!;
+      expect((stored.content[0] as { text: string }).text).toHaveLength(10_008);
+      await idle(h, 'third');
+      const later = model.turnRequests.at(-1)!.messages.find((m) => m.role === 'tool' && m.callId === 'old1');
+      expect(JSON.stringify(later)).toBe(JSON.stringify(old));
+    });
+
+    it('acc 26-27: when pruning is not enough the summary reads the pruned projection; a manual compaction never prunes', async () => {
+      const { model, h } = await prunedSetup(20_000);
+      await idle(h, 'first');
+      await idle(h, 'second');
+      expect(model.summaryRequests).toHaveLength(1);
+      expect(JSON.stringify(model.summaryRequests[0]!.messages)).toContain('[tool result pruned:');
+      const m2 = compactingModel([{ toolCalls: [{ name: 'big', arguments: { n: 10_000 } }] }, { text: 'x' }]);
+      const manual = await harness(storage, m2, opts());
+      await idle(manual, 'one');
+      await manual.session.compactConversation();
+      expect((await storage.getSession(manual.session.sessionId))!.toolResultPrunedThroughSequence).toBeNull();
+      expect(JSON.stringify(m2.summaryRequests[0]!.messages)).not.toContain('[tool result pruned:');
+    });
+  });
+
+  describe('overflow', () => {
+    it('acc 28-29, 32: an explicit overflow without output compacts and resubmits once in the same logical call; completed tools are not repeated', async () => {
+      const journal = join(mkdtempSync(join(tmpdir(), 'openwork-j-')), 'journal.txt');
+      const model = compactingModel([
+        { toolCalls: [{ name: 'journal', arguments: { entry: 'side effect' } }] },
+        { error: new ModelError('context_overflow', 'prompt is too long') },
+        { text: 'resubmitted fine' },
+      ]);
+      const h = await harness(storage, model, { ...opts(), tools: [journalTool(journal)] });
+      const { turnId, outcome } = await idle(h, 'go');
+      expect(outcome).toEqual({ status: 'completed', finalText: 'resubmitted fine' });
+      expect(await storage.getTurn(turnId)).toMatchObject({ modelCallCount: 2, modelSubmissionCount: 3 });
+      expect((await h.session.checkpoints())[0]).toMatchObject({ kind: 'overflow', triggerTurnId: turnId });
+      expect(readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(1);
+      await h.core.flushTrace();
+      const compaction = (await storage.listTraceSpans({ turnId })).find((s) => s.kind === 'compaction')!;
+      expect(compaction.attributes).toMatchObject({ trigger: 'overflow', triggerErrorCode: 'context_overflow', triggerModelSpanId: `${turnId}.model2` });
+    });
+
+    it('acc 28: an overflow after semantic output is a model_error, not a compaction', async () => {
+      const model = compactingModel([{ error: new ModelError('context_overflow', 'too long'), afterEvents: [{ type: 'text_delta', delta: 'partial' }] }]);
+      const h = await harness(storage, model, opts());
+      expect((await idle(h, 'go')).outcome).toMatchObject({ status: 'failed', code: 'model_error' });
+      expect(model.summaryRequests).toHaveLength(0);
+    });
+
+    it('acc 30-31: a second overflow, or a failing compaction, ends the turn', async () => {
+      const twice = compactingModel([{ error: new ModelError('context_overflow', 'a') }, { error: new ModelError('context_overflow', 'b') }]);
+      const h = await harness(storage, twice, opts());
+      expect((await idle(h, 'go')).outcome).toMatchObject({ status: 'failed', code: 'model_error' });
+      expect(twice.summaryRequests).toHaveLength(1);
+      const failing = compactingModel([{ text: 'first' }, { error: new ModelError('context_overflow', 'a') }], { summary: () => ({ text: 'bad' }) });
+      const f = await harness(storage, failing, opts());
+      await idle(f, 'one');
+      expect((await idle(f, 'two')).outcome).toMatchObject({ status: 'failed', code: 'compaction_error' });
+    });
+  });
+
+  describe('rewind, replay and read-back', () => {
+    async function twoCheckpoints() {
+      const journal = join(mkdtempSync(join(tmpdir(), 'openwork-j-')), 'journal.txt');
+      const model = compactingModel([
+        { toolCalls: [{ name: 'journal', arguments: { entry: 'one' } }] },
+        { text: 'answer one' },
+        { text: 'answer two' },
+        { text: 'answer three' },
+      ]);
+      const h = await harness(storage, model, { ...opts(), tools: [journalTool(journal)] });
+      await idle(h, 'request one');
+      const a = (await h.session.compactConversation()).checkpoint!;
+      await idle(h, 'request two');
+      const b = (await h.session.compactConversation()).checkpoint!;
+      return { h, model, a, b, journal };
+    }
+
+    it('acc 33: any checkpoint rebuilds read-only', async () => {
+      const { h, a, b } = await twoCheckpoints();
+      const itemsA = await h.session.replayConversation({ compactionId: a.id });
+      expect(itemsA.map((i) => i.synthetic?.reason)).toEqual(['last_user_request_replay', 'compaction_summary', 'system_reminder']);
+      expect(text(itemsA[0]!.message)).toBe('request one');
+      // Newest checkpoint at or before the target (a), then raw messages after it up to the target.
+      const through = await h.session.replayConversation({ throughMessageSequence: a.replacedThroughMessageSequence + 1 });
+      expect(text(through[0]!.message)).toBe('request one');
+      expect(through.slice(3).map((i) => text(i.message))).toEqual(['request two']);
+      const atB = await h.session.replayConversation({ throughMessageSequence: b.throughMessageSequence });
+      expect(text(atB[0]!.message)).toBe('request two');
+      expect(await h.session.replayConversation({ latest: true })).toHaveLength(h.session.inspectContext().conversation.length);
+      await expect(h.session.replayConversation({ compactionId: 'nope' })).rejects.toMatchObject({ code: 'checkpoint_not_found' });
+    });
+
+    it('acc 34-36: rewind hides the tail, deletes nothing, survives reload, and neither undoes files nor replays tools', async () => {
+      const { h, model, a, journal } = await twoCheckpoints();
+      const raw = await h.session.messages();
+      const calls = model.requests.length;
+      const rewound = await h.session.rewindConversation(a.id);
+      expect(rewound.checkpoint).toMatchObject({ kind: 'rewind', parentCompactionId: a.id, throughMessageSequence: a.throughMessageSequence, summary: a.summary });
+      expect(rewound.checkpoint!.replacedThroughMessageSequence).toBe(raw.at(-1)!.sequence);
+      expect(await h.session.messages()).toEqual(raw);
+      expect(model.requests.length).toBe(calls);
+      expect(readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(1);
+      const visible = JSON.stringify(h.session.inspectContext().conversation);
+      expect(visible).not.toContain('request two');
+      const sessionId = h.session.sessionId;
+      await h.session.shutdown();
+      const again = await h.core.loadSession(sessionId);
+      expect(JSON.stringify(again.inspectContext().conversation)).toBe(visible);
+      await expect(again.rewindConversation('missing')).rejects.toMatchObject({ code: 'checkpoint_not_found' });
+    });
+
+    it('acc 37: transcript read-back excludes synthetic items, stops at the fact boundary and paginates', async () => {
+      const { h, a, b } = await twoCheckpoints();
+      const rewound = (await h.session.rewindConversation(a.id)).checkpoint!;
+      const page1 = await h.session.readTranscript({ limit: 2 });
+      expect(page1).toMatchObject({ compactionId: rewound.id, throughMessageSequence: a.throughMessageSequence, hasMore: true });
+      const all = [...page1.messages];
+      let next = page1.nextAfterSequence;
+      while (next !== null) {
+        const page = await h.session.readTranscript({ limit: 2, afterSequence: next });
+        all.push(...page.messages);
+        next = page.nextAfterSequence;
+      }
+      expect(all.every((m) => m.sequence <= a.throughMessageSequence)).toBe(true);
+      expect(all.map((m) => m.sequence)).toEqual((await h.session.messages()).filter((m) => m.sequence <= a.throughMessageSequence).map((m) => m.sequence));
+      const latestB = await h.session.readTranscript({ compactionId: b.id, limit: 50 });
+      expect(latestB.messages.some((m) => text(m) === 'request two')).toBe(true);
+      await expect(h.session.readTranscript({ limit: 51 })).rejects.toMatchObject({ code: 'invalid_request' });
+      await expect(h.session.readTranscript({ afterSequence: -1 })).rejects.toMatchObject({ code: 'invalid_request' });
+    });
+
+    it('acc 37: the conversation_history tool reads the same transcript for the model', async () => {
+      const model = compactingModel([{ text: 'one' }, { toolCalls: [{ name: 'conversation_history', arguments: { limit: 1 } }] }, { text: 'read it' }]);
+      const h = await harness(storage, model, opts());
+      await idle(h, 'remember this');
+      await h.session.compactConversation();
+      await idle(h, 'what did I say?');
+      const result = model.turnRequests.at(-1)!.messages.at(-1) as { text: string; status: string };
+      expect(result.status).toBe('success');
+      expect(JSON.parse(result.text)).toMatchObject({ hasMore: true, nextAfterSequence: 1, messages: [{ sequence: 1, role: 'user', kind: 'normal' }] });
+      const empty = await harness(storage, compactingModel([{ toolCalls: [{ name: 'conversation_history', arguments: {} }] }, { text: 'x' }]), opts());
+      await idle(empty, 'x');
+      expect(empty.model.requests[1]!.messages.at(-1)).toMatchObject({ status: 'error', text: 'this session has no compaction checkpoint' });
+    });
+  });
+
+  describe('observability', () => {
+    it('acc 38-44: one compaction span per trigger with its evidence, estimates, durations, tokens, attempt bodies and checkpoint id', async () => {
+      let attempt = 0;
+      const model = compactingModel([{ text: 'one' }, { text: 'two' }], {
+        summary: () => (++attempt === 1 ? { text: 'degenerate' } : { text: validSummary(), usage: { inputTokens: 321, outputTokens: 123 } }),
+      });
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      const manual = (await h.session.compactConversation()).checkpoint!;
+      await idle(h, 'second');
+      await h.session.rewindConversation(manual.id);
+      await h.core.flushTrace();
+      const spans = await storage.listTraceSpans({ sessionId: h.session.sessionId });
+      const compactions = spans.filter((s) => s.kind === 'compaction');
+      expect(compactions.map((s) => s.attributes.trigger)).toEqual(['manual', 'rewind']);
+      expect(new Set(compactions.map((s) => s.traceId)).size).toBe(2);
+      const [m] = compactions;
+      expect(m).toMatchObject({ status: 'succeeded', turnId: null, attemptCount: 2, inputTokens: 321, outputTokens: 123 });
+      expect(m!.attributes).toMatchObject({ checkpointId: manual.id, conversationTokensBefore: expect.any(Number), conversationTokensAfter: expect.any(Number) });
+      expect(m!.attributes).not.toHaveProperty('contextWindowTokens');
+      for (const key of ['prepareMs', 'summaryMs', 'persistenceMs', 'installMs']) expect(m!.attributes[key]).toEqual(expect.any(Number));
+      expect(m!.attributes.reclaimedConversationTokens).toBe(Math.max((m!.attributes.conversationTokensBefore as number) - (m!.attributes.conversationTokensAfter as number), 0));
+      expect(compactions[1]).toMatchObject({ attemptCount: 0, status: 'succeeded' });
+      const attempts = spans.filter((s) => s.parentSpanId === m!.id);
+      expect(attempts.map((s) => s.status)).toEqual(['degenerate', 'succeeded']);
+      const bodies = await storage.db.query<{ span_id: string; body: { text: string } }>(
+        `SELECT m.span_id, p.body FROM trace_span_payloads m JOIN trace_payloads p ON p.hash = m.payload_hash WHERE m.slot = 'response' AND m.span_id = ANY($1::text[]) ORDER BY m.span_id`,
+        [attempts.map((s) => s.id)],
+      );
+      expect(bodies.rows.map((r) => r.body.text.slice(0, 10))).toEqual(['degenerate', '<conversat']);
+      expect(manual).toMatchObject({ inputTokens: 321, outputTokens: 123 });
+    });
+
+    it('acc 45: a failed compaction leaves a failed span with its code, no checkpoint, the conversation unchanged', async () => {
+      const model = compactingModel([{ text: 'one' }], { summary: () => ({ text: 'bad' }) });
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'compaction_error' });
+      await h.core.flushTrace();
+      const span = (await storage.listTraceSpans({ sessionId: h.session.sessionId })).find((s) => s.kind === 'compaction')!;
+      expect(span).toMatchObject({ status: 'failed', errorCode: 'compaction_error' });
+      expect(span.attributes).not.toHaveProperty('checkpointId');
+    });
+
+    it('acc 46: a compaction is visible through the host API and the update stream', async () => {
+      const model = compactingModel([{ text: 'one' }]);
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      await expect(h.session.compactConversation()).resolves.toMatchObject({ kind: 'manual', summarized: true });
+      const update = h.updates.find((e) => e.update.type === 'conversation_compacted')!;
+      expect(update).toMatchObject({ turnId: null, update: { kind: 'manual', compactionId: (await h.session.checkpoints())[0]!.id } });
+      expect(update.sequence).toBe(h.updates.length);
+    });
+
+    it('compaction answers session_active during a turn and the spill directory is under openworkHome', async () => {
+      const h = await harness(storage, compactingModel([{ hang: true }]), opts());
+      const turnId = await h.start('busy');
+      await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'session_active' });
+      await expect(h.session.rewindConversation('x')).rejects.toMatchObject({ code: 'session_active' });
+      await h.session.cancelTurn(turnId);
+      expect(existsSync(home)).toBe(true);
+    });
+  });
+});
+
+void createCore;
