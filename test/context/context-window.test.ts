@@ -181,6 +181,41 @@ describe('context window (reference §2.12)', () => {
     expect(JSON.stringify(b!.messages).startsWith(JSON.stringify(a!.messages).slice(0, -1))).toBe(true);
   });
 
+  it('acc 19: across a compaction the system context and tool surface are rebuilt from their sources and World State is sent again', async () => {
+    const { compactingModel } = await import('../support/summaries.js');
+    const dir = workspace({ 'AGENTS.md': 'Rules stay.' });
+    const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
+    const h = await harness(storage, model, { ...worldStateOn, workingDirectory: dir, compaction: { retryDelayMs: 1 } });
+    await h.run('before');
+    await h.session.compactConversation();
+    await h.run('after');
+    const [before, after] = model.turnRequests;
+    expect(JSON.stringify(after!.system)).toBe(JSON.stringify(before!.system));
+    expect(JSON.stringify(after!.tools)).toBe(JSON.stringify(before!.tools));
+    expect(userTexts(after!, 'world_state').map((t) => t.split('\n')[0])).toEqual(['<user_project_context format_version="1">', '<project_instructions>', '<sandbox_policy>']);
+    expect(JSON.stringify(model.summaryRequests[0]!.system)).not.toContain('update_plan');
+  });
+
+  it('acc 21: synthetic and contextual items are never the last real user request; a rewind injects nothing twice', async () => {
+    const { compactingModel } = await import('../support/summaries.js');
+    const model = compactingModel([{ text: 'one' }, { text: 'two' }, { text: 'three' }]);
+    const h = await harness(storage, model, { compaction: { retryDelayMs: 1 } });
+    await h.run('the request');
+    await h.session.deliverAgentMessage({ id: 'agent-msg:x:y:final_answer', taskName: 'child', kind: 'final_answer', body: 'late news' });
+    const a = (await h.session.compactConversation()).checkpoint!;
+    const messages = await h.session.messages();
+    expect(a.lastUserMessageId).toBe(messages.find((m) => m.kind === 'normal' && m.role === 'user')!.id);
+    await h.run('second request');
+    await h.session.rewindConversation(a.id);
+    await h.run('third request');
+    const last = model.turnRequests.at(-1)!.messages;
+    const texts = last.map((m) => (m.role === 'user' ? (m.content[0] as { text: string }).text.slice(0, 40) : m.role));
+    expect(texts.filter((t) => t === 'the request')).toHaveLength(1);
+    expect(texts.filter((t) => t.startsWith('The earlier Conversation was compacted'))).toHaveLength(1);
+    expect(texts.filter((t) => t.startsWith('<system_reminder'))).toHaveLength(1);
+    expect(texts).not.toContain('second request');
+  });
+
   it('acc 22: the first sampling emits every present section in fixed order; unchanged sources emit nothing', async () => {
     const dir = workspace({ 'AGENTS.md': 'Be brief.', 'src/index.ts': '' });
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'ok' }], { ...worldStateOn, workingDirectory: dir });
