@@ -31,6 +31,9 @@ import { contextLimits } from './services/context/limits.js';
 import { conversationHistoryTool } from './services/context/conversation-history.js';
 import type { WorldStateSources } from './services/context/world-state.js';
 import { homedir } from 'node:os';
+import { realpath } from 'node:fs/promises';
+import { discoverSkills, type SkillDetail, type SkillSummary, type SkillWarning } from './services/skills/discovery.js';
+import { renderCatalog, resolveSelectedSkills } from './services/skills/catalog.js';
 import { join } from 'node:path';
 import type { CorrectionReport, LoadedSession, SessionRecord, SessionStorage } from './storage/storage.js';
 import type { MigrationReport } from './storage/migrate.js';
@@ -78,6 +81,11 @@ export interface CoreOptions {
   resolveSkills?: (inputs: Array<{ type: 'skill'; name: string; path: string }>, disabledSkillNames: string[]) => Promise<import('./protocol/content.js').NewMessage[]>;
   /** The runtime's own directory (default ~/.openwork): spill files live under `<home>/spill`. */
   openworkHome?: string;
+  /**
+   * The skill root (reference §7.2): default `$HOME/.agents/skills` (none when HOME is unset);
+   * `null` turns skills off.
+   */
+  skills?: { root?: string | null };
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs?: number;
   /** Close the storage on `shutdown()` (default true); false when the host shares it. */
@@ -113,6 +121,14 @@ export interface Core {
   /** The loaded handle, if any, without touching storage. */
   session(sessionId: string): SessionHandle | undefined;
   listSessions(options?: { limit?: number }): Promise<SessionRecord[]>;
+  /** Every discovered skill (enabled and disabled) and every load warning, scanned now. */
+  listSkills(): Promise<{ skills: SkillSummary[]; warnings: SkillWarning[] }>;
+  /** Shows or hides a skill from the model by name; stored first, then applied to later turns. */
+  setSkillDisabled(name: string, disabled: boolean): Promise<{ skills: SkillSummary[]; warnings: SkillWarning[] }>;
+  /** One skill's detail; only `<root>/<name>/SKILL.md` paths are accepted (`invalid_request`). */
+  readSkill(path: string): Promise<SkillDetail>;
+  /** The configured skill root (hard-protected from writes by the permission policy), or null. */
+  readonly skillRoot: string | null;
   deleteSession(sessionId: string): Promise<boolean>;
   status(sessionId: string): SessionStatus;
   traceStats(): TraceStats;
@@ -170,6 +186,18 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const rootToolset = new Toolset(rootTools, [updatePlanControlTool]);
   const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
   const openworkHome = options.openworkHome ?? join(homedir(), '.openwork');
+  const skillRoot = options.skills?.root !== undefined ? options.skills.root : process.env.HOME ? join(process.env.HOME, '.agents', 'skills') : null;
+  const disabledSkills = new Set((await storage.listSkillStatus()).filter((r) => r.disabled).map((r) => r.name));
+  const customCatalog = options.worldState ? options.worldState.skillsCatalog : undefined;
+  const listSkills = async () => {
+    const scan = await discoverSkills(skillRoot, disabledSkills);
+    return { skills: scan.skills.map(({ body: _body, ...summary }) => summary), warnings: [...scan.warnings, ...renderCatalog(scan.skills).warnings] };
+  };
+  const skillsCatalog = async (disabled: readonly string[]) => renderCatalog((await discoverSkills(skillRoot, new Set(disabled))).skills).body;
+  const resolveSkills =
+    options.resolveSkills ??
+    ((inputs: Array<{ type: 'skill'; name: string; path: string }>, disabled: string[]) =>
+      resolveSelectedSkills(skillRoot, inputs, new Set(disabled), () => (options.ids ?? randomIds).next('msg')));
   const sandbox: SandboxStatus = options.sandbox ?? { available: false, kind: 'none', detail: 'no sandboxed tools are registered' };
   const loaded = new Map<string, LoadedEntry>();
   const loading = new Map<string, Promise<SessionHandle>>();
@@ -222,7 +250,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
           ? null
           : {
               baseline: new Map(),
-              ...(options.worldState?.skillsCatalog ? { skillsCatalog: options.worldState.skillsCatalog } : {}),
+              skillsCatalog: customCatalog ? () => customCatalog() : skillsCatalog,
               ...(options.worldState?.renderSandboxPolicy ? { renderSandboxPolicy: options.worldState.renderSandboxPolicy } : {}),
             },
     };
@@ -254,7 +282,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       global,
       sandbox,
       maxUserInputTokens: options.maxUserInputTokens ?? 32_000,
-      ...(options.resolveSkills ? { resolveSkills: options.resolveSkills } : {}),
+      resolveSkills,
+      disabledSkillNames: () => [...disabledSkills].sort(),
       onClosed: () => {
         if (loaded.get(record.id)?.handle === handle) loaded.delete(record.id);
       },
@@ -331,6 +360,34 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
     listSessions(opts) {
       return storage.listSessions(opts);
+    },
+
+    skillRoot,
+
+    listSkills,
+
+    async setSkillDisabled(name, disabled) {
+      if (typeof name !== 'string' || name.trim() === '' || typeof disabled !== 'boolean') {
+        throw new InputError('invalid_request', 'setSkillDisabled needs a skill name and a boolean');
+      }
+      const normalized = name.split(/\s+/).filter(Boolean).join(' ');
+      await storage.setSkillDisabled(normalized, disabled); // Database first; memory only once it is stored.
+      if (disabled) disabledSkills.add(normalized);
+      else disabledSkills.delete(normalized);
+      return listSkills();
+    },
+
+    async readSkill(path) {
+      const scan = await discoverSkills(skillRoot, disabledSkills);
+      let canonical: string | null = null;
+      try {
+        canonical = await realpath(path);
+      } catch {
+        canonical = null;
+      }
+      const skill = scan.skills.find((s) => s.path === canonical);
+      if (!skill) throw new InputError('invalid_request', `${path} is not the SKILL.md of a skill under the configured skill root`);
+      return skill;
     },
 
     async deleteSession(sessionId) {

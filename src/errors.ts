@@ -19,7 +19,13 @@ export type CommandErrorCode =
   | 'core_closed';
 
 /** Input the caller should fix before retrying. */
-export type InputErrorCode = 'empty_input' | 'input_too_large' | 'invalid_request' | 'agent_delivery_failed';
+export type InputErrorCode =
+  | 'empty_input'
+  | 'input_too_large'
+  | 'invalid_request'
+  | 'agent_delivery_failed'
+  | 'skill_unavailable'
+  | 'configuration_invalid';
 
 /** Failure codes of a Turn outcome (seed 000 §3) plus the startup and storage codes. */
 export type TurnFailureCode =

@@ -38,6 +38,8 @@ export interface SessionHandleDeps {
   maxUserInputTokens: number;
   /** Materialises explicit skill selections (reference §7.4); absent means skills are not configured. */
   resolveSkills?: (inputs: Extract<UserInput, { type: 'skill' }>[], disabled: string[]) => Promise<NewMessage[]>;
+  /** The skills hidden from the model right now; each turn snapshots it when accepted. */
+  disabledSkillNames?: () => string[];
   onClosed: () => void;
 }
 
@@ -168,10 +170,11 @@ export class SessionHandle {
       });
     }
     const skills = input.filter((i): i is Extract<UserInput, { type: 'skill' }> => i.type === 'skill');
+    const disabled = disabledSkillNames ?? this.deps.disabledSkillNames?.() ?? [];
     let skillMessages: NewMessage[] = [];
     if (skills.length > 0) {
-      if (!this.deps.resolveSkills) throw new InputError('invalid_request', 'skill input was given but no skills are configured');
-      skillMessages = await this.deps.resolveSkills(skills, disabledSkillNames ?? []);
+      if (!this.deps.resolveSkills) throw new InputError('skill_unavailable', `Selected skill is unavailable: ${skills[0]!.name}`);
+      skillMessages = await this.deps.resolveSkills(skills, disabled);
     }
     const reply = await this.send({
       type: 'session.start_turn',
@@ -179,6 +182,7 @@ export class SessionHandle {
       turnId: this.deps.ids.next('turn'),
       clientRequestId,
       messages: [...skillMessages, userMessage],
+      disabledSkillNames: disabled,
     });
     SessionHandle.raise(reply);
     return { turnId: (reply as { turnId: string }).turnId };

@@ -28,6 +28,7 @@ export type SessionEvent =
       turnId: string;
       clientRequestId: string;
       messages: NewMessage[];
+      disabledSkillNames: string[];
     }
   | { type: 'session.cancel_turn'; commandId: string; turnId: string }
   | { type: 'session.resolve_permission'; commandId: string; turnId: string; toolCallId: string; decision: PermissionDecision; at: number }
@@ -75,6 +76,7 @@ export interface SessionContext extends SessionInput {
     messages: NewMessage[];
     mailbox: AgentMessage[];
     pendingInput: NewMessage[];
+    disabledSkillNames: string[];
   } | null;
   pendingApproval: { turnId: string; toolCallId: string; card: PermissionCard } | null;
   mailbox: AgentMessage[];
@@ -228,6 +230,7 @@ export const sessionMachine = sessionSetup.createMachine({
                   turnId: event.turnId,
                   clientRequestId: event.clientRequestId,
                   messages: event.messages,
+                  disabledSkillNames: event.disabledSkillNames,
                   mailbox: context.mailbox,
                   pendingInput: context.pendingInput,
                 },
@@ -323,6 +326,7 @@ export const sessionMachine = sessionSetup.createMachine({
           mailbox: context.activeTurn!.mailbox,
           pendingInput: context.activeTurn!.pendingInput,
           compactAtTokens: context.compactAtTokens,
+          disabledSkillNames: context.activeTurn!.disabledSkillNames,
         }),
         onDone: [
           { guard: ({ context }) => context.shuttingDown, target: 'stopped', actions: 'settleTurn' },

@@ -135,6 +135,7 @@ export interface SampleInput {
   modelCallIndex: number;
   samplingSequence: number;
   permissionMode: TurnInput['permissionMode'];
+  disabledSkillNames: string[];
 }
 
 export interface CancelledCallsInput {
@@ -365,6 +366,7 @@ export const turnMachine = turnSetup.createMachine({
               modelCallIndex: context.modelCallIndex,
               samplingSequence: context.samplingSequence,
               permissionMode: context.permissionMode,
+              disabledSkillNames: context.disabledSkillNames,
             }),
             onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'assembling' }],
             onError: {

@@ -109,6 +109,8 @@ export interface TurnInput {
   pendingInput: NewMessage[];
   /** The model request's size limit; automatic compaction starts at this estimate (0 = never). */
   compactAtTokens: number;
+  /** Skills hidden from the catalog, snapshotted when the turn was accepted (reference §7.7). */
+  disabledSkillNames: string[];
 }
 
 export interface TurnOutput {

@@ -39,7 +39,8 @@ export interface SessionServices {
   /** World State sampling; null when the host turned it off. */
   worldState: {
     baseline: WorldStateBaseline;
-    skillsCatalog?: WorldStateSources['skillsCatalog'];
+    /** The catalog body for a turn's disabled set, or null when no skill is enabled. */
+    skillsCatalog?: (disabledSkillNames: readonly string[]) => Promise<string | null>;
     renderSandboxPolicy?: WorldStateSources['renderSandboxPolicy'];
   } | null;
 }

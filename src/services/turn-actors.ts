@@ -324,7 +324,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         workingDirectory: session.workingDirectory,
         permissionMode: input.permissionMode,
         sandbox: session.sandbox,
-        ...(world.skillsCatalog ? { skillsCatalog: world.skillsCatalog } : {}),
+        ...(world.skillsCatalog ? { skillsCatalog: () => world.skillsCatalog!(input.disabledSkillNames) } : {}),
         ...(world.renderSandboxPolicy ? { renderSandboxPolicy: world.renderSandboxPolicy } : {}),
       });
       const changes = diffWorldState(capture, world.baseline, retainedSections(session.chat.view()));

@@ -844,6 +844,22 @@ export class SqlSessionStorage implements SessionStorage {
     });
   }
 
+  listSkillStatus(): Promise<Array<{ name: string; disabled: boolean }>> {
+    return this.run('list skill status', async () => {
+      const { rows } = await this.db.query<{ name: string; disabled: boolean }>('SELECT name, disabled FROM skill_status ORDER BY name');
+      return rows.map((r) => ({ name: r.name, disabled: Boolean(r.disabled) }));
+    });
+  }
+
+  setSkillDisabled(name: string, disabled: boolean): Promise<void> {
+    return this.run('set skill status', async () => {
+      await this.db.query(
+        'INSERT INTO skill_status (name, disabled) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET disabled = EXCLUDED.disabled',
+        [name, disabled],
+      );
+    });
+  }
+
   getTurn(turnId: string): Promise<TurnRecord | null> {
     return this.run('get turn', async () => {
       const { rows } = await this.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = $1`, [turnId]);

@@ -248,6 +248,10 @@ export interface SessionStorage {
   /** Raw messages covered by a checkpoint (reference §3.10), never past its fact boundary. */
   readTranscript(sessionId: string, query: { compactionId?: string; afterSequence?: number; limit?: number }): Promise<TranscriptPage>;
 
+  /** Skill enable state by name (reference §7.7): no row or `false` means enabled. */
+  listSkillStatus(): Promise<Array<{ name: string; disabled: boolean }>>;
+  setSkillDisabled(name: string, disabled: boolean): Promise<void>;
+
   getTurn(turnId: string): Promise<TurnRecord | null>;
   listTurns(sessionId: string): Promise<TurnRecord[]>;
   listMessages(sessionId: string, options?: { afterSequence?: number; limit?: number }): Promise<StoredMessage[]>;
