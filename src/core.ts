@@ -4,7 +4,11 @@
  * `createCore` migrates and runs the startup correction before it accepts a single turn.
  */
 import { Subject, type Observable } from 'rxjs';
-import { createActor, type InspectionEvent, type Observer } from 'xstate';
+import { createActor, type ActorRefFrom, type InspectionEvent, type Observer } from 'xstate';
+import { AgentControl, AGENT_TOOL_NAMES, agentControlTools, type AgentStatus, type SubAgentHost } from './services/agents/control.js';
+import { EXPLORER_LIMITS, EXPLORER_ROLE, EXPLORER_SYSTEM_PROMPT, EXPLORER_TOOL_NAMES, subAgentMode } from './services/agents/explorer.js';
+import { agentMessageId, agentMessageKindOfStatus, terminalAgentMessage } from './services/agents/mailbox.js';
+import { MailboxSignal } from './services/agents/signal.js';
 import { CommandError, InputError } from './errors.js';
 import { sessionMachine, type LastTerminal } from './machines/session.js';
 import { toolCallMachine } from './machines/tool-call.js';
@@ -82,6 +86,13 @@ export interface CoreOptions {
   /** The runtime's own directory (default ~/.openwork): spill files live under `<home>/spill`. */
   openworkHome?: string;
   /**
+   * Sub-agents (reference §5): root sessions get the five agent control tools and may run explorer
+   * children (read-only tools, 15 model calls, accept_edits, non-interactive). On by default;
+   * `false` turns them off. Explorer tools default to the registered tools named read, grep, glob,
+   * list and bash.
+   */
+  agents?: false | { maxActiveTurns?: number; explorerTools?: readonly AnyTool[] };
+  /**
    * The skill root (reference §7.2): default `$HOME/.agents/skills` (none when HOME is unset);
    * `null` turns skills off.
    */
@@ -121,6 +132,8 @@ export interface Core {
   /** The loaded handle, if any, without touching storage. */
   session(sessionId: string): SessionHandle | undefined;
   listSessions(options?: { limit?: number }): Promise<SessionRecord[]>;
+  /** The sub-agent sessions of a root (hidden from `listSessions`). */
+  listChildSessions(parentSessionId: string): Promise<SessionRecord[]>;
   /** Every discovered skill (enabled and disabled) and every load warning, scanned now. */
   listSkills(): Promise<{ skills: SkillSummary[]; warnings: SkillWarning[] }>;
   /** Shows or hides a skill from the model by name; stored first, then applied to later turns. */
@@ -183,8 +196,17 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const agentPrompt = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT;
   const rootTools = [...(options.tools ?? [])];
   if (options.conversationHistory !== false) rootTools.push(conversationHistoryTool(storage));
-  const rootToolset = new Toolset(rootTools, [updatePlanControlTool]);
+  const agentsEnabled = options.agents !== false;
+  const maxActiveAgentTurns = (options.agents !== false && options.agents?.maxActiveTurns) || undefined;
+  const rootToolset = new Toolset(rootTools, [updatePlanControlTool, ...(agentsEnabled ? agentControlTools(maxActiveAgentTurns) : [])]);
   const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
+  const explorerTools =
+    (options.agents !== false ? options.agents?.explorerTools : undefined) ??
+    (options.tools ?? []).filter((t) => (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
+  const explorerToolset = new Toolset(explorerTools, []);
+  const explorerSystemContext = buildSystemContext(EXPLORER_SYSTEM_PROMPT, '');
+  const mailbox = new MailboxSignal();
+  const controls = new Map<string, AgentControl>();
   const openworkHome = options.openworkHome ?? join(homedir(), '.openwork');
   const skillRoot = options.skills?.root !== undefined ? options.skills.root : process.env.HOME ? join(process.env.HOME, '.agents', 'skills') : null;
   const disabledSkills = new Set((await storage.listSkillStatus()).filter((r) => r.disabled).map((r) => r.name));
@@ -216,6 +238,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     appVersion: options.appVersion ?? APP_VERSION,
     toolCancelGraceMs: options.toolCancelGraceMs ?? 10_000,
     spillDir: join(openworkHome, 'spill'),
+    mailbox,
+    agentControl: (sessionId) => controls.get(sessionId) ?? null,
     session(sessionId) {
       const entry = loaded.get(sessionId);
       if (!entry) throw new CommandError('actor_stopped', `session ${sessionId} is not loaded`);
@@ -229,21 +253,26 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const turnLogic = turnMachine.provide({
     actors: { ...createTurnActors(services, compactor), toolCall: toolCallLogic },
   });
-  const sessionLogic = sessionMachine.provide({ actors: { turn: turnLogic } });
+  // Children run the very same Session logic; theirs has no `childSession`, so depth stays at one.
+  const childLogic = sessionMachine.provide({ actors: { turn: turnLogic } });
+  const sessionLogic = sessionMachine.provide({ actors: { turn: turnLogic, childSession: childLogic as never } });
 
   let closed = false;
 
   function start(loadedSession: LoadedSession, model: ModelPort): SessionHandle {
     const record = loadedSession.session;
+    const isChild = record.parentSessionId !== null;
+    const parent = isChild ? loaded.get(record.parentSessionId!) : undefined;
+    if (isChild && !parent) throw new CommandError('actor_stopped', `the parent of sub-agent ${record.id} is not loaded`);
     const sessionServices: SessionServices = {
       sessionId: record.id,
       workingDirectory: record.workingDirectory,
       chat: ChatState.fromLoaded({ ...loadedSession, pruneWatermark: record.toolResultPrunedThroughSequence }),
-      toolset: rootToolset,
+      toolset: isChild ? explorerToolset : rootToolset,
       model,
       authorizer: options.authorizer ?? toolAuthorizer,
-      nonInteractive: record.parentSessionId !== null,
-      agentPrompt,
+      nonInteractive: isChild,
+      agentPrompt: isChild ? EXPLORER_SYSTEM_PROMPT : agentPrompt,
       sandbox,
       worldState:
         options.worldState === false
@@ -254,26 +283,43 @@ export async function createCore(options: CoreOptions): Promise<Core> {
               ...(options.worldState?.renderSandboxPolicy ? { renderSandboxPolicy: options.worldState.renderSandboxPolicy } : {}),
             },
     };
-    const actor = createActor(sessionLogic, {
-      id: `session:${record.id}`,
-      systemId: 'session',
-      input: {
-        sessionId: record.id,
-        permissionMode: record.sandboxMode,
-        nonInteractive: sessionServices.nonInteractive,
-        systemContext,
-        limits,
-        compactAtTokens: contextLimits(model)?.autoCompactTokenLimit ?? 0,
-        tokenTotals: loadedSession.tokenTotals,
-        acceptedRequests: Object.fromEntries(loadedSession.acceptedRequests.map((r) => [r.clientRequestId, r.turnId])),
-        lastTerminal: lastTerminalOf(loadedSession),
-        reloadRequired: false,
-      },
-      ...(options.inspect ? { inspect: options.inspect } : {}),
-    });
+    const input = {
+      sessionId: record.id,
+      permissionMode: record.sandboxMode,
+      nonInteractive: sessionServices.nonInteractive,
+      systemContext: isChild ? explorerSystemContext : systemContext,
+      limits: isChild ? EXPLORER_LIMITS : limits,
+      compactAtTokens: contextLimits(model)?.autoCompactTokenLimit ?? 0,
+      tokenTotals: loadedSession.tokenTotals,
+      acceptedRequests: Object.fromEntries(loadedSession.acceptedRequests.map((r) => [r.clientRequestId, r.turnId])),
+      lastTerminal: lastTerminalOf(loadedSession),
+      reloadRequired: false,
+    };
+    // Services are registered before the actor starts: its first actions may already need them.
+    const entry: LoadedEntry = { handle: undefined as unknown as SessionHandle, services: sessionServices };
+    loaded.set(record.id, entry);
+    let actor: ActorRefFrom<typeof sessionMachine>;
+    let stopActor: (() => void) | undefined;
+    if (parent) {
+      // A sub-agent is a Session actor spawned under its root's actor, with a per-agent system id.
+      const parentActor = parent.handle.actorRef;
+      parentActor.send({ type: 'session.spawn_child', childId: `agent:${record.id}`, systemId: `agent:${record.taskName}`, input });
+      actor = parentActor.getSnapshot().children[`agent:${record.id}`] as unknown as ActorRefFrom<typeof sessionMachine>;
+      stopActor = () => parentActor.send({ type: 'session.stop_child', childId: `agent:${record.id}` });
+    } else {
+      const root = createActor(sessionLogic, {
+        id: `session:${record.id}`,
+        systemId: 'session',
+        input,
+        ...(options.inspect ? { inspect: options.inspect } : {}),
+      });
+      root.subscribe({ error: (error) => onActorError(record.id, error) });
+      actor = root;
+    }
     const handle = new SessionHandle({
       record,
       actor,
+      ...(stopActor ? { stopActor } : {}),
       compactor,
       services,
       storage,
@@ -284,15 +330,123 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       maxUserInputTokens: options.maxUserInputTokens ?? 32_000,
       resolveSkills,
       disabledSkillNames: () => [...disabledSkills].sort(),
+      ...(!isChild && agentsEnabled ? { beforeStartTurn: () => reconcile(record.id) } : {}),
       onClosed: () => {
         if (loaded.get(record.id)?.handle === handle) loaded.delete(record.id);
+        if (!isChild) controls.delete(record.id);
       },
     });
-    loaded.set(record.id, { handle, services: sessionServices });
-    actor.subscribe({ error: (error) => onActorError(record.id, error) });
-    actor.start();
+    entry.handle = handle;
+    if (!isChild) (actor as ReturnType<typeof createActor>).start();
+    if (isChild && record.taskName) watchChild(handle, record.parentSessionId!, record.taskName);
     return handle;
   }
+
+  /** A child delivers its own terminal outcome to its parent's mailbox and returns its slot. */
+  function watchChild(handle: SessionHandle, parentId: string, taskName: string): void {
+    handle.updates$.subscribe((envelope) => {
+      if (envelope.update.type !== 'turn_finished' || envelope.turnId === null) return;
+      controls.get(parentId)?.turnEnded(handle.sessionId);
+      const parent = loaded.get(parentId)?.handle;
+      if (!parent) return;
+      const message = terminalAgentMessage(handle.sessionId, envelope.turnId, taskName, envelope.update.outcome);
+      parent.deliverAgentMessage(message).catch((error: unknown) => {
+        console.warn(`openwork-core: delivering ${message.id} to ${parentId} failed`, error);
+      });
+    });
+  }
+
+  /** Reference §5.8, before each user turn of a root: zero-turn children go, missing outcomes are re-delivered. */
+  async function reconcile(rootId: string): Promise<void> {
+    const root = loaded.get(rootId)?.handle;
+    if (!root) return;
+    const report = await storage.reconcileChildren(rootId, (child, turn, status) =>
+      agentMessageId(child, turn, agentMessageKindOfStatus(status === 'running' ? 'failed' : status)),
+    );
+    for (const childId of report.deletedChildren) {
+      await loaded.get(childId)?.handle.shutdown();
+      controls.get(rootId)?.forget(childId);
+    }
+    for (const turn of report.undelivered) {
+      const outcome =
+        turn.status === 'completed'
+          ? { status: 'completed' as const, finalText: turn.finalText }
+          : turn.status === 'failed'
+            ? { status: 'failed' as const, code: turn.errorCode ?? 'unknown', message: turn.errorMessage ?? '' }
+            : { status: turn.status };
+      await root.deliverAgentMessage(terminalAgentMessage(turn.childSessionId, turn.turnId, turn.taskName, outcome));
+    }
+  }
+
+  async function attachControl(handle: SessionHandle): Promise<void> {
+    if (!agentsEnabled || handle.info.parentSessionId !== null || controls.has(handle.sessionId)) return;
+    const control = new AgentControl(handle.sessionId, host, mailbox, maxActiveAgentTurns);
+    control.restore((await storage.listChildSessions(handle.sessionId)).map((c) => ({ id: c.id, taskName: c.taskName })));
+    controls.set(handle.sessionId, control);
+  }
+
+  async function childHandle(childId: string): Promise<SessionHandle> {
+    const existing = loaded.get(childId)?.handle;
+    if (existing) return existing;
+    return loadSession(childId);
+  }
+
+  const host: SubAgentHost = {
+    async spawnChild({ rootSessionId, taskName, message, spawnSpanId }, beforeStart) {
+      const root = loaded.get(rootSessionId);
+      if (!root) throw new CommandError('actor_stopped', `root session ${rootSessionId} is not loaded`);
+      const record = await storage.createSession({
+        id: ids.next('ses'),
+        workingDirectory: root.services.workingDirectory,
+        parentSessionId: rootSessionId,
+        taskName,
+        agentRole: EXPLORER_ROLE,
+        spawnSpanId,
+        sandboxMode: subAgentMode(root.handle.snapshot().permissionMode),
+        defaultModelId: root.services.model.id,
+      });
+      const child = start(
+        { session: record, messages: [], checkpoint: null, replayMessage: null, acceptedRequests: [], plans: [], tokenTotals: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }, lastTurn: null },
+        root.services.model,
+      );
+      beforeStart(record.id);
+      try {
+        await child.startTurn({ clientRequestId: `spawn:${spawnSpanId}`, input: [{ type: 'text', text: message }] });
+      } catch (error) {
+        await child.shutdown();
+        await storage.deleteSession(record.id).catch(() => undefined);
+        throw error;
+      }
+      return record.id;
+    },
+    async startChildTurn(childId, message) {
+      const child = await childHandle(childId);
+      await child.startTurn({ clientRequestId: `followup:${ids.next('req')}`, input: [{ type: 'text', text: message }] });
+    },
+    async interruptChild(childId) {
+      const child = loaded.get(childId)?.handle;
+      const runtime = child?.snapshot().runtime;
+      if (!child || runtime?.type !== 'running') return false;
+      await child.cancelTurn(runtime.turnId);
+      return true;
+    },
+    async childStatus(childId) {
+      const child = loaded.get(childId)?.handle;
+      const runtime = child?.snapshot().runtime;
+      if (runtime?.type === 'running') {
+        const turn = await storage.getTurn(runtime.turnId);
+        return { status: 'running' as AgentStatus, startedAt: turn?.startedAt ?? new Date(clock.now()).toISOString() };
+      }
+      const turns = await storage.listTurns(childId);
+      const last = turns.at(-1);
+      if (!last) {
+        const record = await storage.getSession(childId);
+        return { status: 'idle' as AgentStatus, startedAt: record?.createdAt ?? new Date(clock.now()).toISOString() };
+      }
+      const status: AgentStatus = last.status === 'completed' ? 'completed' : last.status === 'cancelled' ? 'cancelled' : last.status === 'running' ? 'running' : 'failed';
+      return { status, startedAt: last.startedAt };
+    },
+  };
 
   async function loadSession(sessionId: string): Promise<SessionHandle> {
     if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
@@ -308,8 +462,11 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     const promise = (async () => {
       const data = await storage.loadSession(sessionId);
       if (!data) throw new CommandError('session_not_found', `session ${sessionId} does not exist`);
+      if (data.session.parentSessionId !== null && !loaded.has(data.session.parentSessionId)) await loadSession(data.session.parentSessionId);
       const model = options.resolveModel?.(data.session.defaultModelId) ?? options.model;
-      return loaded.get(sessionId)?.handle ?? start(data, model);
+      const handle = loaded.get(sessionId)?.handle ?? start(data, model);
+      await attachControl(handle);
+      return handle;
     })();
     loading.set(sessionId, promise);
     try {
@@ -340,7 +497,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         defaultModelId: (opts.model ?? options.model).id,
         sandboxMode: opts.permissionMode ?? 'auto',
       });
-      return start({
+      const handle = start({
         session: record,
         messages: [],
         checkpoint: null,
@@ -350,6 +507,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         tokenTotals: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 },
         lastTurn: null,
       }, opts.model ?? options.model);
+      await attachControl(handle);
+      return handle;
     },
 
     loadSession,
@@ -391,9 +550,15 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     },
 
     async deleteSession(sessionId) {
-      const entry = loaded.get(sessionId);
-      if (entry) await entry.handle.shutdown();
+      // Children first: their actors stop, then the root's; the database cascades the rows.
+      for (const child of await storage.listChildSessions(sessionId)) await loaded.get(child.id)?.handle.shutdown();
+      await loaded.get(sessionId)?.handle.shutdown();
+      controls.delete(sessionId);
       return storage.deleteSession(sessionId);
+    },
+
+    listChildSessions(parentSessionId) {
+      return storage.listChildSessions(parentSessionId);
     },
 
     status(sessionId) {
@@ -406,7 +571,9 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     async shutdown() {
       if (closed) return;
       closed = true;
-      await Promise.all([...loaded.values()].map((e) => e.handle.shutdown()));
+      const entries = [...loaded.values()];
+      await Promise.all(entries.filter((e) => e.handle.info.parentSessionId !== null).map((e) => e.handle.shutdown()));
+      await Promise.all(entries.filter((e) => e.handle.info.parentSessionId === null).map((e) => e.handle.shutdown()));
       await trace.close();
       global.complete();
       if (options.closeStorageOnShutdown !== false) await storage.close();

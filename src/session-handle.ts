@@ -5,7 +5,7 @@
  * composes the snapshot from the actors' own snapshots.
  */
 import { Observable, Subject } from 'rxjs';
-import type { Actor } from 'xstate';
+import type { ActorRefFrom } from 'xstate';
 import { BusyError, CommandError, InputError, OpenworkError, type CommandErrorCode } from './errors.js';
 import type { NewMessage, StoredMessage } from './protocol/content.js';
 import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
@@ -27,7 +27,11 @@ import type { RuntimeServices } from './services/runtime.js';
 
 export interface SessionHandleDeps {
   record: SessionRecord;
-  actor: Actor<typeof sessionMachine>;
+  actor: ActorRefFrom<typeof sessionMachine>;
+  /** Stops the actor when `stop()` cannot (a sub-agent's actor is stopped by its parent). */
+  stopActor?: () => void;
+  /** Runs before each turn is accepted (sub-agent reconciliation, reference §5.8). */
+  beforeStartTurn?: () => Promise<void>;
   compactor: Compactor;
   services: RuntimeServices;
   storage: SessionStorage;
@@ -107,6 +111,11 @@ export class SessionHandle {
     });
   }
 
+  /** The Session actor (the root actor, or a sub-agent's actor under its root). */
+  get actorRef(): ActorRefFrom<typeof sessionMachine> {
+    return this.deps.actor;
+  }
+
   /** The stored session row as loaded (mode changes are reflected). */
   get info(): SessionRecord {
     return this.record;
@@ -176,6 +185,7 @@ export class SessionHandle {
       if (!this.deps.resolveSkills) throw new InputError('skill_unavailable', `Selected skill is unavailable: ${skills[0]!.name}`);
       skillMessages = await this.deps.resolveSkills(skills, disabled);
     }
+    if (this.deps.beforeStartTurn) await this.deps.beforeStartTurn();
     const reply = await this.send({
       type: 'session.start_turn',
       commandId: this.nextCommandId(),
@@ -231,6 +241,7 @@ export class SessionHandle {
       throw new InputError('agent_delivery_failed', `the agent message is about ${tokens} tokens; the limit is ${AGENT_MESSAGE_MAX_TOKENS}`);
     }
     SessionHandle.raise(await this.send({ type: 'session.deliver_agent_message', commandId: this.nextCommandId(), message }));
+    this.deps.services.mailbox.delivered(this.sessionId);
   }
 
   /** Persists the mode first, then tells the actor; it applies from the next tool call. */
@@ -391,7 +402,7 @@ export class SessionHandle {
     let runtime: SessionRuntimeSnapshot = { type: 'idle' };
     const turnRef = snap.children.turn;
     if (ctx.activeTurn) {
-      const turn = turnRef?.getSnapshot().context as TurnContext | undefined;
+      const turn = (turnRef?.getSnapshot() as { context?: TurnContext } | undefined)?.context;
       runtime = {
         type: 'running',
         turnId: ctx.activeTurn.turnId,
@@ -473,7 +484,7 @@ export class SessionHandle {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
-    if (!this.stopped) this.deps.actor.stop();
+    if (!this.stopped) (this.deps.stopActor ?? (() => this.deps.actor.stop()))();
     this.close();
   }
 

@@ -7,7 +7,7 @@
  * Commands carry a `commandId`; the answer is emitted as a `session.reply` event, so that a host
  * call gets exactly the answer the chart decided.
  */
-import { assign, emit, enqueueActions, sendTo, setup, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { NewMessage } from '../protocol/content.js';
 import type { PermissionDecision, PermissionMode } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
@@ -40,6 +40,9 @@ export type SessionEvent =
   /** An update of a compaction or rewind, which belongs to no turn. */
   | { type: 'session.maintenance_update'; update: SessionUpdate }
   | { type: 'session.shutdown'; commandId: string }
+  /** Spawns a sub-agent's Session actor under this (root) session with a per-agent system id. */
+  | { type: 'session.spawn_child'; childId: string; systemId: string; input: SessionInput }
+  | { type: 'session.stop_child'; childId: string }
   | { type: 'turn.update'; update: SessionUpdate }
   | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
 
@@ -114,7 +117,13 @@ const sessionSetup = setup({
     events: {} as SessionEvent,
     emitted: {} as SessionEmitted,
   },
-  actors: { turn: turnMachine },
+  actors: {
+    turn: turnMachine,
+    // Provided by the core with the Session logic itself: children run the very same machine.
+    childSession: fromCallback<{ type: string }, SessionInput>(() => {
+      throw new Error('session actor "childSession" was not provided');
+    }),
+  },
   guards: {
     reloadRequired: ({ context }) => context.reloadRequired,
     alreadyAccepted: ({ context, event }) =>
@@ -204,6 +213,12 @@ export const sessionMachine = sessionSetup.createMachine({
   }),
   initial: 'idle',
   on: {
+    'session.spawn_child': {
+      actions: enqueueActions(({ event, enqueue }) => {
+        enqueue.spawnChild('childSession', { id: event.childId, systemId: event.systemId, input: event.input });
+      }),
+    },
+    'session.stop_child': { actions: stopChild(({ event }) => event.childId) },
     'session.set_permission_mode': {
       actions: [
         assign({ permissionMode: ({ event }) => event.mode }),

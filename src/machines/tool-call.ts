@@ -59,6 +59,19 @@ export interface PlanCommitInput {
 
 export type PlanCommitOutput = { ok: true; result: ToolResult; plan: TurnPlanSnapshot } | { ok: false; result: ToolResult };
 
+export interface AgentToolInput {
+  sessionId: string;
+  turnId: string;
+  toolCallId: string;
+  toolName: string;
+  args: unknown;
+}
+
+export interface AgentToolOutput {
+  result: ToolResult;
+  waitTimedOut?: boolean;
+}
+
 export interface ToolCallContext extends ToolCallInput {
   args: unknown;
   resolvedName: string | null;
@@ -69,6 +82,7 @@ export interface ToolCallContext extends ToolCallInput {
   stopRequest: 'cancel' | 'stop' | null;
   recorded: boolean;
   plan: TurnPlanSnapshot | null;
+  waitTimedOut: boolean | null;
 }
 
 function notProvided(name: string): never {
@@ -95,6 +109,7 @@ const toolCallSetup = setup({
     authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async () => notProvided('authorizeToolCall')),
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
     commitPlanUpdate: fromPromise<PlanCommitOutput, PlanCommitInput>(async () => notProvided('commitPlanUpdate')),
+    runAgentTool: fromPromise<AgentToolOutput, AgentToolInput>(async () => notProvided('runAgentTool')),
     recordToolResult: fromPromise<void, RecordInput>(async () => notProvided('recordToolResult')),
   },
   guards: {
@@ -185,6 +200,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
     stopRequest: null,
     recorded: false,
     plan: null,
+    waitTimedOut: null,
   }),
   initial: 'validating',
   on: {
@@ -429,33 +445,74 @@ export const toolCallMachine = toolCallSetup.createMachine({
       },
     },
     control: {
-      invoke: {
-        id: 'commitPlan',
-        src: 'commitPlanUpdate',
-        input: ({ context }) => ({
-          sessionId: context.sessionId,
-          turnId: context.turnId,
-          toolCallId: context.toolCallId,
-          providerCallId: context.call.callId,
-          args: context.args,
-        }),
-        onDone: [
-          {
-            guard: { type: 'planCommitted', params: ({ event }) => event.output },
-            target: 'done',
-            actions: assign(({ event }) => {
-              const out = event.output as Extract<PlanCommitOutput, { ok: true }>;
-              return { result: out.result, plan: out.plan, recorded: true };
+      initial: 'routing',
+      states: {
+        routing: {
+          always: [{ guard: ({ context }) => context.call.name === 'update_plan', target: 'plan' }, { target: 'agent' }],
+        },
+        plan: {
+          invoke: {
+            id: 'commitPlan',
+            src: 'commitPlanUpdate',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              toolCallId: context.toolCallId,
+              providerCallId: context.call.callId,
+              args: context.args,
             }),
+            onDone: [
+              {
+                guard: { type: 'planCommitted', params: ({ event }) => event.output },
+                target: '#toolCall.done',
+                actions: assign(({ event }) => {
+                  const out = event.output as Extract<PlanCommitOutput, { ok: true }>;
+                  return { result: out.result, plan: out.plan, recorded: true };
+                }),
+              },
+              { target: '#toolCall.recording', actions: assign({ result: ({ event }) => event.output.result }) },
+            ],
+            onError: {
+              target: '#toolCall.done',
+              actions: assign(({ event }) => ({
+                result: failed('execution_failed', 'the plan could not be saved'),
+                terminal: { code: 'persistence_error' as const, message: String((event.error as Error)?.message ?? event.error) },
+              })),
+            },
           },
-          { target: 'recording', actions: assign({ result: ({ event }) => event.output.result }) },
-        ],
-        onError: {
-          target: 'done',
-          actions: assign(({ event }) => ({
-            result: failed('execution_failed', 'the plan could not be saved'),
-            terminal: { code: 'persistence_error' as const, message: String((event.error as Error)?.message ?? event.error) },
-          })),
+        },
+        agent: {
+          invoke: {
+            id: 'runAgentTool',
+            src: 'runAgentTool',
+            input: ({ context }) => ({
+              sessionId: context.sessionId,
+              turnId: context.turnId,
+              toolCallId: context.toolCallId,
+              toolName: context.call.name,
+              args: context.args,
+            }),
+            onDone: {
+              target: '#toolCall.recording',
+              actions: assign(({ context, event }) => ({
+                result: event.output.result,
+                waitTimedOut: event.output.waitTimedOut ?? null,
+                // A spawn or follow-up that was already under way is recorded as it happened; the turn still ends.
+                terminal: context.stopRequest === 'cancel' ? { code: 'cancelled' as const, message: 'the turn was cancelled' } : context.terminal,
+              })),
+            },
+            onError: {
+              target: '#toolCall.recording',
+              actions: assign({ result: ({ event }) => failed('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
+            },
+          },
+          on: {
+            // wait_agent ends at once on cancel; the other agent tools finish what they started.
+            'toolcall.cancel': [
+              { guard: ({ context }) => context.call.name === 'wait_agent', target: '#toolCall.recording', actions: 'recordStopBeforeRun' },
+              { actions: assign({ stopRequest: ({ context }) => context.stopRequest ?? 'cancel' }) },
+            ],
+          },
         },
       },
     },
@@ -496,6 +553,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
     },
   },
   output: ({ context }) => ({
+    waitTimedOut: context.waitTimedOut,
     toolCallId: context.toolCallId,
     providerCallId: context.call.callId,
     toolName: context.call.name,

@@ -63,6 +63,8 @@ export interface TurnContext extends TurnInput {
   samplingSequence: number;
   /** A checkpoint was committed but not installed: the session must refuse turns until reloaded. */
   reloadRequired: boolean;
+  /** Consecutive wait_agent timeouts; reaching the doom-loop threshold ends the turn (reference §5.5). */
+  waitTimeouts: number;
   endRecorded: boolean;
 }
 
@@ -285,6 +287,7 @@ export const turnMachine = turnSetup.createMachine({
     summarizedThisCall: false,
     samplingSequence: 1,
     reloadRequired: false,
+    waitTimeouts: 0,
     endRecorded: false,
   }),
   initial: 'starting',
@@ -662,7 +665,8 @@ export const turnMachine = turnSetup.createMachine({
             }),
             onDone: [
               {
-                guard: ({ event }) => event.output.terminal !== null,
+                guard: ({ context, event }) =>
+                  event.output.terminal !== null || (event.output.waitTimedOut === true && context.waitTimeouts + 1 >= context.limits.doomLoopThreshold),
                 target: 'cancelling_remaining',
                 actions: assign(({ context, event }) => applyToolOutput(context, event.output, true)),
               },
@@ -833,8 +837,13 @@ function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal:
     batchIndex: context.batchIndex + 1,
     doom: output.doom,
     pendingApprovals: [],
+    waitTimeouts: output.waitTimedOut === true ? context.waitTimeouts + 1 : output.waitTimedOut === false ? 0 : context.waitTimeouts,
   };
   if (output.plan) patch.plan = output.plan;
+  if (terminal && !output.terminal) {
+    patch.outcome = failedOutcome('doom_loop', `doom loop detected for tool '${output.toolName}'`);
+    return patch;
+  }
   if (terminal && output.terminal) {
     const t = output.terminal;
     patch.outcome =

@@ -48,6 +48,8 @@ export interface ToolCallInput {
 }
 
 export interface ToolCallOutput {
+  /** wait_agent only: it ended by its timeout (consecutive timeouts reaching the threshold are a doom loop). */
+  waitTimedOut: boolean | null;
   toolCallId: string;
   providerCallId: string;
   toolName: string;

@@ -12,6 +12,8 @@ import type { Toolset } from './tools/registry.js';
 import type { TraceRecorder } from './trace/recorder.js';
 import type { WorldStateBaseline, WorldStateSources } from './context/world-state.js';
 import type { SandboxStatus } from '../protocol/snapshot.js';
+import type { AgentControl } from './agents/control.js';
+import type { MailboxSignal } from './agents/signal.js';
 
 /** Decides, per call, whether a registered tool runs, is refused by rule, or needs a card. */
 export interface Authorizer {
@@ -55,5 +57,8 @@ export interface RuntimeServices {
   toolCancelGraceMs: number;
   /** Root of spill files: `<spillDir>/<session-id>/<call-id>.txt` (default ~/.openwork/spill). */
   spillDir: string;
+  mailbox: MailboxSignal;
+  /** The agent control of a root session (shared by its children); null where sub-agents are off. */
+  agentControl(sessionId: string): AgentControl | null;
   session(sessionId: string): SessionServices;
 }

@@ -8,7 +8,8 @@ import type { ZodError } from 'zod';
 import { errorMessage } from '../errors.js';
 import type { NewMessage } from '../protocol/content.js';
 import type { PermissionCard } from '../protocol/updates.js';
-import type { ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call.js';
+import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call.js';
+import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
 import { canonicalJson } from '../storage/sql-storage.js';
 import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
@@ -111,6 +112,8 @@ export function createToolCallActors(services: RuntimeServices) {
         if (!parsed.success) return { kind: 'invalid', result: invalid(zodText(parsed.error)), doom: input.doom, resolvedName: call.name };
         args = parsed.data;
       }
+      // wait_agent is outside identical-call counting; its timeouts have their own streak (reference §5.5).
+      if (call.name === 'wait_agent') return { kind: 'control', args, doom: input.doom };
       // Doom loop (seed 000 §4): the same name with the same normalised arguments, consecutively.
       const signature = `${call.name}\u0000${canonicalJson(args)}`;
       const count = input.doom.signature === signature ? input.doom.count + 1 : 1;
@@ -241,6 +244,20 @@ export function createToolCallActors(services: RuntimeServices) {
         attributes: { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', resultPersisted: true },
       });
       return { ok: true, result, plan: { explanation: checked.explanation, steps: checked.steps, updatedAt } };
+    }),
+
+    runAgentTool: fromPromise<AgentToolOutput, AgentToolInput>(async ({ input, signal }) => {
+      const control = services.agentControl(input.sessionId);
+      if (!control) {
+        const text = `tool '${input.toolName}' not found`;
+        return { result: { status: 'failed', text, error: { code: 'tool_not_found', message: text, retryable: false } } };
+      }
+      return control.execute(input.toolName as AgentToolName, input.args, {
+        sessionId: input.sessionId,
+        toolCallId: input.toolCallId,
+        spawnSpanId: toolSpanId(input.toolCallId),
+        signal,
+      });
     }),
 
     recordToolResult: fromPromise<void, RecordInput>(async ({ input }) => {

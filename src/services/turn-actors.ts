@@ -98,6 +98,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       const messages: NewMessage[] = [...input.mailbox.map(agentMessageToNewMessage), ...input.pendingInput];
       const stored = await services.storage.appendTurnMessages(input.turnId, messages);
       services.session(input.sessionId).chat.append(stored);
+      services.mailbox.drained(input.sessionId, input.mailbox.length);
       return { mailboxIds: input.mailbox.map((m) => m.id), inputIds: input.pendingInput.map((m) => m.id) };
     }),
 

@@ -18,7 +18,9 @@ import type {
   CheckpointRecord,
   CompactionRuntimeState,
   NewCheckpoint,
+  ReconciliationReport,
   TranscriptPage,
+  TurnStatus,
   CorrectionReport,
   FinishTurn,
   LoadedSession,
@@ -842,6 +844,49 @@ export class SqlSessionStorage implements SessionStorage {
         nextAfterSequence: hasMore ? messages[messages.length - 1]!.sequence : null,
       };
     });
+  }
+
+  listChildSessions(parentSessionId: string): Promise<SessionRecord[]> {
+    return this.run('list child sessions', async () => {
+      const { rows } = await this.db.query(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE parent_session_id = $1 ORDER BY created_at, id`, [parentSessionId]);
+      return rows.map(sessionFromRow);
+    });
+  }
+
+  reconcileChildren(
+    parentSessionId: string,
+    messageIdOf: (childSessionId: string, turnId: string, status: TurnStatus) => string,
+  ): Promise<ReconciliationReport> {
+    return this.run('reconcile sub-agents', () =>
+      this.db.transaction(async (tx) => {
+        await this.lockSession(tx, parentSessionId);
+        const deleted = await tx.query<{ id: string }>(
+          `DELETE FROM sessions s WHERE s.parent_session_id = $1 AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id) RETURNING s.id`,
+          [parentSessionId],
+        );
+        const { rows } = await tx.query(
+          `SELECT t.id AS turn_id, t.session_id, s.task_name, t.status, t.error_code, t.error_message,
+             (SELECT m.content FROM messages m WHERE m.turn_id = t.id AND m.role = 'assistant' ORDER BY m.sequence DESC LIMIT 1) AS last_content
+           FROM turns t JOIN sessions s ON s.id = t.session_id
+           WHERE s.parent_session_id = $1 AND t.status <> 'running' ORDER BY t.started_at, t.id`,
+          [parentSessionId],
+        );
+        const candidates = rows.map((r) => ({
+          childSessionId: String(r.session_id),
+          taskName: String(r.task_name),
+          turnId: String(r.turn_id),
+          status: r.status as Exclude<TurnStatus, 'running'>,
+          errorCode: strOrNull(r.error_code),
+          errorMessage: strOrNull(r.error_message),
+          finalText: Array.isArray(r.last_content) ? (r.last_content as Array<{ type: string; text?: string }>).filter((b) => b.type === 'text').map((b) => b.text ?? '').join('') : '',
+        }));
+        if (candidates.length === 0) return { deletedChildren: deleted.rows.map((r) => r.id), undelivered: [] };
+        const ids = candidates.map((c) => messageIdOf(c.childSessionId, c.turnId, c.status));
+        const present = await tx.query<{ id: string }>(`SELECT id FROM messages WHERE session_id = $1 AND id = ANY($2::text[])`, [parentSessionId, ids]);
+        const have = new Set(present.rows.map((r) => r.id));
+        return { deletedChildren: deleted.rows.map((r) => r.id), undelivered: candidates.filter((_, i) => !have.has(ids[i]!)) };
+      }),
+    );
   }
 
   listSkillStatus(): Promise<Array<{ name: string; disabled: boolean }>> {

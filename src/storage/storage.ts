@@ -194,6 +194,22 @@ export interface LoadedSession {
   lastTurn: TurnRecord | null;
 }
 
+export interface UndeliveredChildTurn {
+  childSessionId: string;
+  taskName: string;
+  turnId: string;
+  status: Exclude<TurnStatus, 'running'>;
+  errorCode: string | null;
+  errorMessage: string | null;
+  /** Text of the turn's last assistant message ('' when none). */
+  finalText: string;
+}
+
+export interface ReconciliationReport {
+  deletedChildren: string[];
+  undelivered: UndeliveredChildTurn[];
+}
+
 export interface CorrectionReport {
   turns: number;
   spans: number;
@@ -247,6 +263,14 @@ export interface SessionStorage {
   advancePruneWatermark(sessionId: string, throughSequence: number): Promise<number>;
   /** Raw messages covered by a checkpoint (reference §3.10), never past its fact boundary. */
   readTranscript(sessionId: string, query: { compactionId?: string; afterSequence?: number; limit?: number }): Promise<TranscriptPage>;
+
+  /** Direct children of a session (sub-agents), oldest first. */
+  listChildSessions(parentSessionId: string): Promise<SessionRecord[]>;
+  /**
+   * Reference §5.8, in one transaction locking the parent: deletes children without any turn and
+   * returns the terminal child turns whose agent message id is not among the parent's messages.
+   */
+  reconcileChildren(parentSessionId: string, messageIdOf: (childSessionId: string, turnId: string, status: TurnStatus) => string): Promise<ReconciliationReport>;
 
   /** Skill enable state by name (reference §7.7): no row or `false` means enabled. */
   listSkillStatus(): Promise<Array<{ name: string; disabled: boolean }>>;

@@ -127,7 +127,19 @@ describe('context window (reference §2.12)', () => {
     expect(() => new Toolset([echoTool, { ...echoTool, name: 'update_plan' }], [updatePlanControlTool])).toThrow(/collision/);
     const h = await harness(storage, [{ toolCalls: [{ name: 'slow_unadvertised', arguments: {}, callId: 'u' }] }, { text: 'ok' }]);
     await h.run('x');
-    expect(h.model.requests[0]!.tools.map((t) => t.name)).toEqual(['echo', 'fail', 'guarded', 'slow', 'conversation_history', 'update_plan']);
+    expect(h.model.requests[0]!.tools.map((t) => t.name)).toEqual([
+      'echo',
+      'fail',
+      'guarded',
+      'slow',
+      'conversation_history',
+      'update_plan',
+      'spawn_agent',
+      'wait_agent',
+      'list_agents',
+      'followup_task',
+      'interrupt_agent',
+    ]);
     expect(h.model.requests[1]!.messages.at(-1)).toMatchObject({ status: 'error', text: "tool 'slow_unadvertised' not found" });
   });
 

@@ -106,7 +106,7 @@ describe.each(backends)('storage contract on $name', (backend) => {
       `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'messages_kind_valid'`,
     );
     for (const kind of ['normal', 'skill_instruction', 'agent_message', 'world_state']) expect(kinds.rows[0]!.def).toContain(kind);
-  });
+  }, 120_000);
 
   it('concurrent migrations apply each file exactly once under the advisory lock', async () => {
     if (backend.name === 'pglite') return; // One PGlite instance is one connection; nothing can race.
