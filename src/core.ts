@@ -92,6 +92,8 @@ export interface CoreOptions {
    * list and bash.
    */
   agents?: false | { maxActiveTurns?: number; explorerTools?: readonly AnyTool[] };
+  /** Timers for wait_agent's timeout; injected for tests (defaults to the global timers). */
+  timers?: import('./services/agents/signal.js').Timers;
   /**
    * The skill root (reference §7.2): default `$HOME/.agents/skills` (none when HOME is unset);
    * `null` turns skills off.
@@ -205,7 +207,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     (options.tools ?? []).filter((t) => (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
   const explorerToolset = new Toolset(explorerTools, []);
   const explorerSystemContext = buildSystemContext(EXPLORER_SYSTEM_PROMPT, '');
-  const mailbox = new MailboxSignal();
+  const mailbox = new MailboxSignal(options.timers);
   const controls = new Map<string, AgentControl>();
   const openworkHome = options.openworkHome ?? join(homedir(), '.openwork');
   const skillRoot = options.skills?.root !== undefined ? options.skills.root : process.env.HOME ? join(process.env.HOME, '.agents', 'skills') : null;

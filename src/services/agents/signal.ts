@@ -4,9 +4,22 @@
  * so that `wait_agent` returns at once when one is already there and wakes when one arrives.
  */
 
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const realTimers: Timers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
 export class MailboxSignal {
   private readonly pending = new Map<string, number>();
   private readonly waiters = new Map<string, Set<() => void>>();
+
+  /** `timers` is injected so that tests can run wait_agent's 10 s minimum fast. */
+  constructor(private readonly timers: Timers = realTimers) {}
 
   /** A message entered the session's mailbox. */
   delivered(sessionId: string): void {
@@ -32,7 +45,7 @@ export class MailboxSignal {
       const set = this.waiters.get(sessionId) ?? new Set<() => void>();
       this.waiters.set(sessionId, set);
       const done = (value: boolean | Error) => {
-        clearTimeout(timer);
+        this.timers.clearTimeout(timer);
         set.delete(wake);
         if (set.size === 0) this.waiters.delete(sessionId);
         signal.removeEventListener('abort', onAbort);
@@ -41,7 +54,7 @@ export class MailboxSignal {
       };
       const wake = () => done(true);
       const onAbort = () => done(signal.reason instanceof Error ? signal.reason : new Error('wait_agent was cancelled'));
-      const timer = setTimeout(() => done(false), timeoutMs);
+      const timer = this.timers.setTimeout(() => done(false), timeoutMs);
       set.add(wake);
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
