@@ -62,7 +62,8 @@ export async function runtimeTurnsForProfile(url: string) { const r = await runt
 
 async function runtimeTurns(url: string, sessions: number, turnsPerSession: number): Promise<Sample & { latencies: number[] }> {
   const storage = postgresStorage({ connectionString: url, max: POOL });
-  const core = await createCore({ storage, model: model(), tools: [instant], limits: { maxModelCalls: STEPS + 5 } });
+  // World State sampling (a readdir, an lstat, a skill scan per call) is off: the baseline does no such work.
+  const core = await createCore({ storage, model: model(), tools: [instant], limits: { maxModelCalls: STEPS + 5 }, worldState: false });
   const handles = await Promise.all(Array.from({ length: sessions }, () => core.createSession({ workingDirectory: '/bench' })));
   const latencies: number[] = [];
   const sample = await measure(async () => {
