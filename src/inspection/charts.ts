@@ -53,7 +53,8 @@ function nameOf(item: unknown): string {
   if (typeof item === 'function') {
     const typed = (item as { type?: unknown }).type;
     if (typeof typed === 'string') return typed;
-    return item.name && item.name !== 'anonymous' ? item.name : 'inline';
+    // An inline function takes its name from the config key it was written under (`guard`, `actions`).
+    return item.name && !['anonymous', 'guard', 'actions', 'entry', 'exit'].includes(item.name) ? item.name : 'inline';
   }
   if (item && typeof item === 'object') {
     const typed = (item as { type?: unknown }).type;
