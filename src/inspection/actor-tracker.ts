@@ -156,6 +156,7 @@ export function createActorTracker(options: ActorTrackerOptions = {}): ActorTrac
   const changes = new Subject<TrackerChange>();
   const sessions = new Map<string, SessionState>();
   // Each session's root actor has its own actor system, so the system tells which session a child belongs to.
+  // Keys add the session id to XState's own `x:<n>` ids, which are unique only within one process.
   const systems = new WeakMap<object, string>();
   let completed = false;
 

@@ -7,8 +7,8 @@
  * `@statelyai/inspect` and `ws` are optional: they are imported only when this function is called.
  * The connection never retries and never keeps the process alive once stopped (the package's own
  * `createWebSocketInspector` retries every 5 s forever when no relay listens, and its `stop()`
- * does not cancel the retry). Each session's actors live in their own actor system, whose ids all
- * start at `x:0`, so the ids are prefixed with the openwork session id to keep them apart.
+ * does not cancel the retry). XState numbers actors `x:0`, `x:1`, ... per process, so several
+ * processes sending to one relay would collide: the ids are prefixed with the openwork session id.
  */
 import type { AnyActorRef, InspectionEvent, Observer } from 'xstate';
 import { InspectionError, errorMessage } from '../errors.js';
@@ -30,8 +30,11 @@ export interface StatelyInspectorConnection {
   readonly inspect: Observer<InspectionEvent>;
   /** True while the socket is open. */
   readonly connected: boolean;
-  /** Closes the socket; later events are dropped. Nothing is left that keeps Node alive. */
-  stop(): void;
+  /**
+   * Sends what was already handed over (the package defers each event by one timer tick), then
+   * closes the socket; later events are dropped. Nothing is left that keeps Node alive.
+   */
+  stop(): Promise<void>;
 }
 
 interface StatelyModule {
@@ -53,6 +56,7 @@ interface SocketLike {
 type SocketConstructor = new (url: string) => SocketLike;
 
 const OPEN = 1;
+const CLOSED = 3;
 const ID_FIELDS = ['sessionId', 'rootId', 'parentId', 'sourceId'] as const;
 
 async function importOptional<T>(specifier: string): Promise<T> {
@@ -89,7 +93,8 @@ export async function connectStatelyInspector(options: StatelyInspectorOptions):
   if (!Socket) throw new InspectionError('inspector_unavailable', 'the ws package has no WebSocket export');
 
   const depthLimit = options.serializationDepthLimit ?? 10;
-  let stopped = false;
+  let stopping: Promise<void> | null = null;
+  let closed = false;
 
   let socket: SocketLike;
   try {
@@ -118,7 +123,7 @@ export async function connectStatelyInspector(options: StatelyInspectorOptions):
 
   function send(text: string): void {
     // Events that find the relay gone are dropped: inspection must not grow memory or block the runtime.
-    if (!stopped && socket.readyState === OPEN) socket.send(text);
+    if (!closed && socket.readyState === OPEN) socket.send(text);
   }
 
   const perSystem = new WeakMap<object, Observer<InspectionEvent>>();
@@ -146,7 +151,7 @@ export async function connectStatelyInspector(options: StatelyInspectorOptions):
   return {
     inspect: {
       next(event) {
-        if (stopped) return;
+        if (stopping) return;
         // Inspection events of a running actor system always carry full actor references.
         const ref = event.actorRef as AnyActorRef;
         let target = perSystem.get(ref.system);
@@ -159,14 +164,24 @@ export async function connectStatelyInspector(options: StatelyInspectorOptions):
       },
     },
     get connected() {
-      return !stopped && socket.readyState === OPEN;
+      return !closed && socket.readyState === OPEN;
     },
     stop() {
-      if (stopped) return;
-      stopped = true;
-      socket.close();
-      // A relay that never answers the close frame would hold the socket for ws's 30 s close timeout.
-      setTimeout(() => socket.terminate(), 1_000).unref();
+      stopping ??= new Promise<void>((resolve) => {
+        // Timers of equal delay run in order: this one runs after every event the package deferred before.
+        setTimeout(() => {
+          closed = true;
+          if (socket.readyState === CLOSED) {
+            resolve();
+            return;
+          }
+          socket.on('close', () => resolve());
+          socket.close();
+          // A relay that never answers the close frame would hold the socket for ws's 30 s close timeout.
+          setTimeout(() => socket.terminate(), 1_000).unref();
+        }, 0);
+      });
+      return stopping;
     },
   };
 }
