@@ -7,8 +7,8 @@
  *   `run_checks` with progress, `write_note` behind an approval card, a plan update and a slow
  *   streamed answer. Denying the card ends the turn with `permission_denied`.
  * - `slow`: streamed reasoning, then a long answer streamed slowly (to cancel or reload mid-turn).
- * - `flood`: 700 one-character deltas at once, then a slow tail: more updates than the 512-entry
- *   replay buffer holds, so a page that was away must rebuild from the snapshot.
+ * - `flood`: a pause, 700 one-character deltas at once, then a slow tail: more updates than the
+ *   512-entry replay buffer holds, so a page that was away must rebuild from the snapshot.
  * - `fail`: some text, then a model error (the turn fails with `model_error`).
  *
  * Steering input is answered: the next model call of the turn says it was noted. The model is told
@@ -62,7 +62,7 @@ function textOfUser(message: ModelMessage | undefined): string {
 }
 
 function modeOf(prompt: string): Mode {
-  const first = prompt.trim().split(/\s+/)[0]?.toLowerCase() ?? '';
+  const first = /^[a-z]+/i.exec(prompt.trim())?.[0]?.toLowerCase() ?? '';
   if (first === 'slow' || first === 'flood' || first === 'fail') return first;
   return 'tour';
 }
@@ -136,10 +136,12 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
       case 'slow':
         return step({ reasoning: 'The user asked for a slow answer; I will take my time.', text: SLOW_ANSWER, chunk: 6, delayMs: 100 }, request);
       case 'flood': {
+        // A pause first, so that a page can look away before the burst and come back after it.
+        const announce: Timed[] = [{ event: { type: 'reasoning_delta', delta: 'Flooding the stream in a moment.' }, delayMs: 30 * scale }];
         const flood: Timed[] = [];
-        for (let i = 0; i < 700; i += 1) flood.push({ event: { type: 'text_delta', delta: i % 70 === 69 ? '\n' : '.' }, delayMs: 0 });
-        const tail = step({ text: ' and now the slow tail of the flood, streamed a few characters at a time.', chunk: 4, delayMs: 120 }, request);
-        return [...flood, ...tail];
+        for (let i = 0; i < 700; i += 1) flood.push({ event: { type: 'text_delta', delta: i % 70 === 69 ? '\n' : '.' }, delayMs: i === 0 ? 3_000 * scale : 0 });
+        const tail = step({ text: ` and now the slow tail of the flood. ${SLOW_ANSWER}`, chunk: 6, delayMs: 120 }, request);
+        return [...announce, ...flood, ...tail];
       }
       case 'fail':
         return [
