@@ -446,7 +446,27 @@ function toolStatusLabel(call) {
   return call.status;
 }
 
+/** The newest plan of the session, docked above the live turn so it stays in sight (reference §8.7). */
+function renderPlan(view) {
+  const dock = $('plan-dock');
+  if (!view || !view.plan) {
+    dock.hidden = true;
+    dock.replaceChildren();
+    return;
+  }
+  dock.hidden = false;
+  dock.replaceChildren(
+    el(
+      'div',
+      { class: 'plan', 'data-testid': 'plan' },
+      el('div', { class: 'plan-title', text: view.plan.explanation ? `Plan · ${view.plan.explanation}` : 'Plan' }),
+      el('ol', {}, ...view.plan.steps.map((s) => el('li', { class: `plan-step plan-${s.status}`, 'data-status': s.status, text: s.step }))),
+    ),
+  );
+}
+
 function renderLive(view) {
+  renderPlan(view);
   const live = $('live-turn');
   if (!view || !view.turnId) {
     live.hidden = true;
@@ -469,23 +489,10 @@ function renderLive(view) {
   if (view.draft.text) {
     parts.push(el('div', { class: `draft${streaming ? ' streaming' : ''}`, 'data-testid': 'draft', text: view.draft.text }));
   }
-  if (view.plan) {
-    parts.push(
-      el(
-        'div',
-        { class: 'plan', 'data-testid': 'plan' },
-        el('div', { class: 'plan-title', text: view.plan.explanation ? `Plan · ${view.plan.explanation}` : 'Plan' }),
-        el(
-          'ol',
-          {},
-          ...view.plan.steps.map((s) => el('li', { class: `plan-step plan-${s.status}`, 'data-status': s.status, text: s.step })),
-        ),
-      ),
-    );
-  }
   for (const id of view.orderedToolCallIds) {
     const call = view.toolCalls[id];
-    if (!call) continue;
+    // The plan card shows what update_plan did (reference §8.7); its raw call stays in the update log.
+    if (!call || call.toolName === 'update_plan') continue;
     const status = toolStatusLabel(call);
     parts.push(
       el(
@@ -596,7 +603,7 @@ function blockText(block) {
 function renderTranscript() {
   const transcript = $('transcript');
   const keepAtEnd = followEnd(transcript);
-  const messages = app.selected ? app.messages.get(app.selected) ?? [] : [];
+  const messages = (app.selected ? app.messages.get(app.selected) ?? [] : []).filter((m) => m.toolName !== 'update_plan');
   transcript.replaceChildren(
     ...messages.map((m) =>
       el(
@@ -604,7 +611,7 @@ function renderTranscript() {
         { class: `message message-${m.role}`, 'data-role': m.role },
         el('div', { class: 'message-role', text: m.role === 'tool' ? `tool ${m.toolName ?? ''}` : m.role }),
         ...m.content
-          .filter((b) => b.type !== 'provider_opaque')
+          .filter((b) => b.type !== 'provider_opaque' && !(b.type === 'tool_call' && b.name === 'update_plan'))
           .map((b) => el(b.type === 'tool_result' ? 'pre' : 'div', { class: `block block-${b.type}`, text: blockText(b) })),
       ),
     ),
