@@ -159,6 +159,23 @@ describe('inspector page (headless Chromium)', () => {
     await shot(page, 'cancelled');
   });
 
+  it('steers the running turn from the same prompt box', async () => {
+    const { page } = await openInspector();
+    await send(page, 'slow, and I will add something');
+    await waitForDraft(page, 10);
+    expect(await page.getAttribute('[data-testid=send]', 'data-mode')).toBe('steer');
+    await send(page, 'mention the weather');
+    expect(await page.inputValue('[data-testid=prompt]')).toBe('');
+    await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor({ timeout: 20_000 });
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll('[data-testid=transcript] .message-assistant .block-text')].some((b) => b.textContent === 'Noted: “mention the weather”. I will keep that in mind.'),
+    );
+    expect(await page.$$eval('[data-testid=transcript] .message-user', (m) => m.map((x) => x.textContent))).toEqual([
+      'userslow, and I will add something',
+      'usermention the weather',
+    ]);
+  });
+
   it('reloaded mid-turn, rebuilds the same state by replaying what it missed', async () => {
     const { page, sessionId } = await openInspector();
     await send(page, 'slow, then reload');
