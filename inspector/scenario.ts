@@ -80,7 +80,9 @@ const SLOW_ANSWER = [
   'This answer streams slowly on purpose, a few characters at a time, so that you can watch the draft grow, ',
   'cancel the turn while the model is still talking, or reload the page and see the same draft rebuilt ',
   'from the replay buffer. The Turn actor stays in running_model.streaming until the last delta arrives; ',
-  'then the assistant message is committed, the draft is cleared and the turn completes.',
+  'then the assistant message is committed, the draft is cleared and the turn completes. ',
+  'While it streams, the update stream on the page counts up one sequence number per delta, the actor ',
+  'tree shows the callModel effect actor running under the Turn, and the statechart keeps streaming lit.',
 ].join('');
 
 /**
@@ -139,7 +141,7 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
         // A pause first, so that a page can look away before the burst and come back after it.
         const announce: Timed[] = [{ event: { type: 'reasoning_delta', delta: 'Flooding the stream in a moment.' }, delayMs: 30 * scale }];
         const flood: Timed[] = [];
-        for (let i = 0; i < 700; i += 1) flood.push({ event: { type: 'text_delta', delta: i % 70 === 69 ? '\n' : '.' }, delayMs: i === 0 ? 3_000 * scale : 0 });
+        for (let i = 0; i < 700; i += 1) flood.push({ event: { type: 'text_delta', delta: i % 70 === 69 ? '\n' : '.' }, delayMs: i === 0 ? 4_000 * scale : 0 });
         const tail = step({ text: ` and now the slow tail of the flood. ${SLOW_ANSWER}`, chunk: 6, delayMs: 120 }, request);
         return [...announce, ...flood, ...tail];
       }

@@ -183,6 +183,8 @@ describe('inspector page (headless Chromium)', () => {
     const before = (await page.textContent('[data-testid=draft]')) ?? '';
     await page.reload();
     await page.locator('[data-testid=sync-state][data-source=replay]').waitFor();
+    // Still mid-turn: the draft is the one from before the reload plus what was replayed.
+    expect(await page.textContent('[data-testid=phase]')).toBe('running_model');
     const after = (await page.textContent('[data-testid=draft]')) ?? '';
     expect(after.startsWith(before)).toBe(true);
     expect(await page.textContent('[data-testid=sync-state]')).toMatch(/^replayed \d+ updates? after a reconnect$/);
