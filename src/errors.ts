@@ -42,7 +42,16 @@ export type TurnFailureCode =
   | 'project_instruction_error'
   | 'skill_catalog_task_error';
 
-export type ErrorCode = CommandErrorCode | InputErrorCode | TurnFailureCode | 'context_overflow' | 'migration_error';
+/** Debug-time inspection: an optional inspector package or relay that is not there, a non-loopback bind. */
+export type InspectionErrorCode = 'inspector_unavailable' | 'inspector_unreachable' | 'inspector_not_loopback';
+
+export type ErrorCode =
+  | CommandErrorCode
+  | InputErrorCode
+  | TurnFailureCode
+  | InspectionErrorCode
+  | 'context_overflow'
+  | 'migration_error';
 
 export interface OpenworkErrorOptions {
   cause?: unknown;
@@ -110,6 +119,14 @@ export class ModelError extends OpenworkError {
     super(code, message, options);
     this.semanticOutput = options.semanticOutput ?? false;
     this.retryable = options.retryable ?? false;
+  }
+}
+
+/** Inspection could not be set up; the runtime itself is unaffected. */
+export class InspectionError extends OpenworkError {
+  declare readonly code: InspectionErrorCode;
+  constructor(code: InspectionErrorCode, message: string, options?: OpenworkErrorOptions) {
+    super(code, message, options);
   }
 }
 

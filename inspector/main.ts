@@ -1,0 +1,72 @@
+/**
+ * @module inspector/main
+ * `npm run inspector [-- --port 4477] [--data-dir DIR] [--model-module FILE] [--stately ws://127.0.0.1:8080]`:
+ * starts the embedded runtime and the inspector page on 127.0.0.1, prints the address, and stops
+ * cleanly on Ctrl-C.
+ */
+import { parseArgs } from 'node:util';
+import { errorMessage } from '../src/errors.js';
+import { configuredModel } from './model-config.js';
+import { startInspectorRuntime } from './runtime.js';
+
+const USAGE = `usage: npm run inspector -- [options]
+
+  --port <n>            port on 127.0.0.1 (default 4477; 0 = any free port)
+  --data-dir <dir>      keep sessions in a PGlite directory (default: in memory)
+  --cwd <dir>           working directory of new sessions (default: the current one)
+  --model-module <file> a module whose default export is a ModelPort or (env) => ModelPort
+                        (env OPENWORK_INSPECTOR_MODEL_MODULE); default: the scripted scenario
+  --stately <ws-url>    also send inspection events to a @statelyai/inspect relay
+                        (env OPENWORK_STATELY_RELAY)
+`;
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      port: { type: 'string' },
+      'data-dir': { type: 'string' },
+      cwd: { type: 'string' },
+      'model-module': { type: 'string' },
+      stately: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const port = Number(values.port ?? process.env.OPENWORK_INSPECTOR_PORT ?? 4477);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    process.stderr.write(`inspector: invalid port ${values.port}\n${USAGE}`);
+    return 2;
+  }
+  const model = await configuredModel(values['model-module'], process.env);
+  const statelyUrl = values.stately ?? process.env.OPENWORK_STATELY_RELAY;
+  const runtime = await startInspectorRuntime({
+    port,
+    ...(values['data-dir'] ? { dataDir: values['data-dir'] } : {}),
+    ...(values.cwd ? { workingDirectory: values.cwd } : {}),
+    ...(model ? { model } : {}),
+    ...(statelyUrl ? { statelyUrl } : {}),
+  });
+  process.stdout.write(`openwork inspector: ${runtime.label}\n`);
+  if (statelyUrl) process.stdout.write(`inspection events also go to the Stately relay at ${statelyUrl}\n`);
+  process.stdout.write(`open ${runtime.url}  (Ctrl-C to stop)\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  process.stdout.write('stopping…\n');
+  await runtime.close();
+  return 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`inspector: ${errorMessage(error)}\n`);
+    process.exitCode = 1;
+  },
+);

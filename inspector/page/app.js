@@ -1,0 +1,784 @@
+// The inspector page: one event stream from the server (/api/events), one controller per session
+// that keeps the runtime view in order (reference §8.5: ignore old sequences, apply the next one,
+// replay on a gap, take the snapshot when replay cannot help), and plain DOM rendering.
+// The view of each session is kept in sessionStorage, so that a reload replays only what it missed.
+
+import { applySnapshot, applyUpdate, classifyEnvelope, createView, isTurnActive, VIEW_VERSION } from './reducer.js';
+import { activeStateIds, buildChart } from './chart.js';
+
+const STORE = 'openwork-inspector';
+const CHART_TITLES = { session: 'Session', turn: 'Turn', toolCall: 'Tool call' };
+const DECISION_LABELS = {
+  allow_once: 'Allow once',
+  allow_for_turn: 'Allow for this turn',
+  allow_for_session: 'Allow for this session',
+  deny: 'Deny',
+};
+const DECISION_ORDER = ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'];
+
+const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else if (key.startsWith('data-')) node.setAttribute(key, String(value));
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+const app = {
+  instanceId: null,
+  label: '',
+  sessions: [],
+  selected: sessionStorage.getItem(`${STORE}:selected`),
+  controllers: new Map(),
+  actors: new Map(),
+  transitions: new Map(),
+  messages: new Map(),
+  charts: [],
+  chartViews: new Map(),
+  chartTab: sessionStorage.getItem(`${STORE}:chart`) ?? 'turn',
+  selectedActorKey: null,
+  showFinished: false,
+  connection: 'connecting',
+  commandError: null,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Server calls
+
+async function api(path, body) {
+  const init = body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+  const res = await fetch(path, init);
+  let json = {};
+  try {
+    json = await res.json();
+  } catch {
+    json = {};
+  }
+  return { ok: res.ok, status: res.status, body: json };
+}
+
+function sessionPath(sessionId, rest = '') {
+  return `/api/sessions/${encodeURIComponent(sessionId)}${rest}`;
+}
+
+async function command(path, body) {
+  const res = await api(path, body);
+  if (!res.ok) {
+    const error = res.body.error ?? { code: `http_${res.status}`, message: 'request failed' };
+    app.commandError = `${error.code}: ${error.message}`;
+  } else {
+    app.commandError = null;
+  }
+  render('session');
+  return res;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One controller per session: the ordered runtime view.
+
+function storeKey(sessionId) {
+  return `${STORE}:${app.instanceId}:view:${sessionId}`;
+}
+
+class SessionController {
+  constructor(sessionId) {
+    this.sessionId = sessionId;
+    this.view = this.restore();
+    this.queue = [];
+    this.syncing = null;
+    this.saveTimer = null;
+  }
+
+  restore() {
+    try {
+      const text = sessionStorage.getItem(storeKey(this.sessionId));
+      if (!text) return null;
+      const view = JSON.parse(text);
+      return view && view.version === VIEW_VERSION && view.sessionId === this.sessionId ? view : null;
+    } catch {
+      return null;
+    }
+  }
+
+  save(now = false) {
+    if (!this.view) return;
+    const write = () => {
+      this.saveTimer = null;
+      try {
+        sessionStorage.setItem(storeKey(this.sessionId), JSON.stringify(this.view));
+      } catch {
+        // A full storage only costs a longer resync after a reload.
+      }
+    };
+    if (now) {
+      if (this.saveTimer) clearTimeout(this.saveTimer);
+      write();
+      return;
+    }
+    if (!this.saveTimer) this.saveTimer = setTimeout(write, 200);
+  }
+
+  setView(view) {
+    this.view = view;
+    this.save();
+    if (this.sessionId === app.selected) render('session');
+    render('sessions');
+  }
+
+  /** Replays what the view missed; takes the snapshot when the buffer or the epoch says so. */
+  sync() {
+    if (this.syncing) return this.syncing;
+    this.syncing = (async () => {
+      try {
+        const after = this.view ? this.view.lastSequence : 0;
+        const res = await api(sessionPath(this.sessionId, `/updates?after=${after}`));
+        const sameEpoch = res.ok && (!this.view || res.body.epoch === this.view.epoch);
+        if (res.ok && sameEpoch) {
+          let view = this.view ?? createView(this.sessionId, res.body.epoch);
+          let applied = 0;
+          for (const envelope of res.body.updates) {
+            if (classifyEnvelope(view, res.body.epoch, envelope) !== 'apply') continue;
+            view = applyUpdate(view, envelope);
+            applied += 1;
+          }
+          view = { ...view, sync: { source: this.view ? 'replay' : 'live', count: applied } };
+          this.setView(view);
+        } else {
+          await this.fromSnapshot();
+        }
+      } catch (error) {
+        console.error('inspector: resync failed', error);
+      } finally {
+        this.syncing = null;
+      }
+      this.drain();
+      loadMessages(this.sessionId);
+    })();
+    return this.syncing;
+  }
+
+  async fromSnapshot() {
+    const res = await api(sessionPath(this.sessionId, '/state'));
+    if (!res.ok) throw new Error(`snapshot of ${this.sessionId}: ${res.status}`);
+    const view = applySnapshot(this.view, this.sessionId, res.body.epoch, res.body.snapshot);
+    this.setView({ ...view, sync: { source: 'snapshot', count: 0 } });
+    app.transitions.set(this.sessionId, res.body.transitions);
+    for (const actor of res.body.actors) app.actors.set(actor.key, actor);
+    render('actors');
+  }
+
+  /** Envelopes that arrived while resynchronising, in order; a gap left after a replay means the snapshot. */
+  drain() {
+    const queued = this.queue;
+    this.queue = [];
+    let view = this.view;
+    for (const [epoch, envelope] of queued) {
+      const verdict = classifyEnvelope(view, epoch, envelope);
+      if (verdict === 'ignore') continue;
+      if (verdict === 'apply') {
+        view = applyUpdate(view, envelope);
+        continue;
+      }
+      this.view = view;
+      this.queue = [];
+      this.fromSnapshot().catch((error) => console.error('inspector: snapshot failed', error));
+      return;
+    }
+    if (view !== this.view) this.setView(view);
+  }
+
+  onEnvelope(epoch, envelope) {
+    if (this.syncing || !this.view) {
+      this.queue.push([epoch, envelope]);
+      if (!this.syncing) this.sync();
+      return;
+    }
+    const verdict = classifyEnvelope(this.view, epoch, envelope);
+    if (verdict === 'ignore') return;
+    if (verdict === 'apply') {
+      this.setView({ ...applyUpdate(this.view, envelope), sync: this.view.sync });
+      const type = envelope.update.type;
+      if (type === 'draft_cleared' || type === 'turn_finished') {
+        loadMessages(this.sessionId);
+        refreshSessions();
+      }
+      return;
+    }
+    // A gap: replay first (reference §8.5); a new epoch: the sequence restarted, take the snapshot.
+    this.queue.push([epoch, envelope]);
+    if (verdict === 'epoch') {
+      this.syncing = this.fromSnapshot()
+        .catch((error) => console.error('inspector: snapshot failed', error))
+        .finally(() => {
+          this.syncing = null;
+          this.drain();
+        });
+    } else {
+      this.sync();
+    }
+  }
+}
+
+function controllerFor(sessionId) {
+  let controller = app.controllers.get(sessionId);
+  if (!controller) {
+    controller = new SessionController(sessionId);
+    app.controllers.set(sessionId, controller);
+    controller.sync();
+  }
+  return controller;
+}
+
+/** The actor tree and the latest transitions of a session, e.g. after a reload. */
+async function loadActors(sessionId) {
+  const res = await api(sessionPath(sessionId, '/state'));
+  if (!res.ok) return;
+  app.transitions.set(sessionId, res.body.transitions);
+  for (const actor of res.body.actors) app.actors.set(actor.key, actor);
+  if (sessionId === app.selected) render('actors');
+}
+
+async function loadMessages(sessionId) {
+  const res = await api(sessionPath(sessionId, '/messages'));
+  if (!res.ok) return;
+  app.messages.set(sessionId, res.body.messages);
+  if (sessionId === app.selected) render('transcript');
+}
+
+async function refreshSessions() {
+  const res = await api('/api/sessions');
+  if (!res.ok) return;
+  app.sessions = res.body.sessions;
+  if (app.sessions.length === 0) {
+    await createSession();
+    return;
+  }
+  if (!app.selected || !app.sessions.some((s) => s.sessionId === app.selected)) select(app.sessions[0].sessionId);
+  render('sessions');
+  render('session');
+}
+
+async function createSession() {
+  const res = await command('/api/sessions', { title: `Session ${app.sessions.length + 1}` });
+  if (!res.ok) return;
+  await refreshSessions();
+  select(res.body.sessionId);
+}
+
+function select(sessionId) {
+  app.selected = sessionId;
+  app.selectedActorKey = null;
+  app.commandError = null;
+  sessionStorage.setItem(`${STORE}:selected`, sessionId);
+  controllerFor(sessionId);
+  if (!app.messages.has(sessionId)) loadMessages(sessionId);
+  if (!app.transitions.has(sessionId)) loadActors(sessionId);
+  render('sessions');
+  render('session');
+  render('transcript');
+  render('actors');
+}
+
+// ---------------------------------------------------------------------------------------------
+// The event stream
+
+function connect() {
+  const source = new EventSource('/api/events');
+  source.addEventListener('hello', (event) => {
+    const hello = JSON.parse(event.data);
+    if (app.instanceId !== null && app.instanceId !== hello.instanceId) {
+      // Another server process: its sequences and epochs have nothing to do with what we kept.
+      app.controllers.clear();
+      app.messages.clear();
+    }
+    app.instanceId = hello.instanceId;
+    app.label = hello.label ?? '';
+    app.actors = new Map(hello.actors.map((a) => [a.key, a]));
+    app.connection = 'live';
+    for (const controller of app.controllers.values()) controller.sync();
+    refreshSessions().then(() => {
+      if (!app.selected) return;
+      controllerFor(app.selected);
+      loadActors(app.selected);
+    });
+    render('all');
+  });
+  source.addEventListener('update', (event) => {
+    const { epoch, envelope } = JSON.parse(event.data);
+    if (!app.sessions.some((s) => s.sessionId === envelope.sessionId)) refreshSessions();
+    controllerFor(envelope.sessionId).onEnvelope(epoch, envelope);
+  });
+  source.addEventListener('actor', (event) => {
+    const { actor } = JSON.parse(event.data);
+    app.actors.set(actor.key, actor);
+    if (actor.sessionId === app.selected) render('actors');
+  });
+  source.addEventListener('actor_removed', (event) => {
+    const { key, sessionId } = JSON.parse(event.data);
+    app.actors.delete(key);
+    if (sessionId === app.selected) render('actors');
+  });
+  source.addEventListener('transition', (event) => {
+    const { transition } = JSON.parse(event.data);
+    const list = app.transitions.get(transition.sessionId) ?? [];
+    list.push(transition);
+    if (list.length > 200) list.splice(0, list.length - 200);
+    app.transitions.set(transition.sessionId, list);
+    if (transition.sessionId === app.selected) render('actors');
+  });
+  source.addEventListener('sessions', () => refreshSessions());
+  source.addEventListener('error', () => {
+    app.connection = source.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting';
+    render('header');
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering, batched per animation frame
+
+/** Lists that follow their end while the user has not scrolled up. */
+const sticky = new WeakMap();
+
+function followEnd(list) {
+  if (!sticky.has(list)) {
+    sticky.set(list, true);
+    list.addEventListener('scroll', () => sticky.set(list, list.scrollHeight - list.scrollTop - list.clientHeight < 24));
+  }
+  return () => {
+    if (sticky.get(list)) list.scrollTop = list.scrollHeight;
+  };
+}
+
+const dirty = new Set();
+let frame = 0;
+
+function render(part) {
+  dirty.add(part);
+  if (!frame) frame = requestAnimationFrame(flush);
+}
+
+function flush() {
+  frame = 0;
+  const all = dirty.has('all');
+  const parts = new Set(dirty);
+  dirty.clear();
+  if (all || parts.has('header')) renderHeader();
+  if (all || parts.has('sessions')) renderSessions();
+  if (all || parts.has('session')) renderSession();
+  if (all || parts.has('transcript') || parts.has('session')) renderTranscript();
+  if (all || parts.has('actors')) renderActors();
+  if (all || parts.has('actors') || parts.has('session') || parts.has('charts')) renderCharts();
+}
+
+function renderHeader() {
+  $('runtime-label').textContent = app.label;
+  const connection = $('connection');
+  connection.dataset.state = app.connection;
+  connection.textContent = app.connection;
+}
+
+function statusOf(session) {
+  const controller = app.controllers.get(session.sessionId);
+  const view = controller && controller.view;
+  if (view && isTurnActive(view)) return view.pendingPermission ? 'waiting' : 'running';
+  if (session.status && session.status.type === 'active') return 'running';
+  return 'idle';
+}
+
+function renderSessions() {
+  const list = $('session-list');
+  list.replaceChildren(
+    ...app.sessions.map((s) =>
+      el(
+        'li',
+        { class: s.sessionId === app.selected ? 'selected' : '', 'data-session-id': s.sessionId, 'data-status': statusOf(s), onclick: () => select(s.sessionId) },
+        el('span', { class: 'dot' }),
+        el('span', { class: 'session-name', text: s.title ?? s.sessionId }),
+      ),
+    ),
+  );
+}
+
+function currentView() {
+  const controller = app.selected ? app.controllers.get(app.selected) : null;
+  return controller ? controller.view : null;
+}
+
+function syncText(view) {
+  if (!view) return 'syncing…';
+  switch (view.sync.source) {
+    case 'replay':
+      return `replayed ${view.sync.count} update${view.sync.count === 1 ? '' : 's'} after a reconnect`;
+    case 'snapshot':
+      return 'rebuilt from the snapshot';
+    default:
+      return 'live';
+  }
+}
+
+function renderSession() {
+  const session = app.sessions.find((s) => s.sessionId === app.selected);
+  const view = currentView();
+  $('session-title').textContent = session ? session.title ?? session.sessionId : 'no session';
+  const active = view ? isTurnActive(view) : false;
+  $('session-status').textContent = view ? (active ? `turn ${view.phase ?? ''}` : 'idle') : '';
+  const sync = $('sync-state');
+  sync.textContent = syncText(view);
+  sync.dataset.source = view ? view.sync.source : 'none';
+  $('last-sequence').textContent = view ? `last sequence ${view.lastSequence}` : '';
+  $('last-sequence').dataset.sequence = view ? String(view.lastSequence) : '0';
+  renderLive(view);
+  renderCard(view);
+  renderComposer(view, active);
+  renderLog(view);
+}
+
+function toolStatusLabel(call) {
+  if (call.status === 'finished' && call.result) return call.result.status;
+  return call.status;
+}
+
+/** The newest plan of the session, docked above the live turn so it stays in sight (reference §8.7). */
+function renderPlan(view) {
+  const dock = $('plan-dock');
+  if (!view || !view.plan) {
+    dock.hidden = true;
+    dock.replaceChildren();
+    return;
+  }
+  dock.hidden = false;
+  dock.replaceChildren(
+    el(
+      'div',
+      { class: 'plan', 'data-testid': 'plan' },
+      el('div', { class: 'plan-title', text: view.plan.explanation ? `Plan · ${view.plan.explanation}` : 'Plan' }),
+      el('ol', {}, ...view.plan.steps.map((s) => el('li', { class: `plan-step plan-${s.status}`, 'data-status': s.status, text: s.step }))),
+    ),
+  );
+}
+
+function renderLive(view) {
+  renderPlan(view);
+  const live = $('live-turn');
+  if (!view || !view.turnId) {
+    live.hidden = true;
+    live.replaceChildren();
+    return;
+  }
+  live.hidden = false;
+  const streaming = isTurnActive(view);
+  const parts = [
+    el(
+      'div',
+      { class: 'live-head' },
+      el('span', { class: 'muted', text: `turn ${view.turnId}` }),
+      el('span', { class: `phase phase-${view.phase}`, 'data-testid': 'phase', text: view.phase ?? '' }),
+    ),
+  ];
+  if (view.draft.reasoning) {
+    parts.push(el('div', { class: 'reasoning', 'data-testid': 'reasoning-draft', text: view.draft.reasoning }));
+  }
+  if (view.draft.text) {
+    parts.push(el('div', { class: `draft${streaming ? ' streaming' : ''}`, 'data-testid': 'draft', text: view.draft.text }));
+  }
+  for (const id of view.orderedToolCallIds) {
+    const call = view.toolCalls[id];
+    // The plan card shows what update_plan did (reference §8.7); its raw call stays in the update log.
+    if (!call || call.toolName === 'update_plan') continue;
+    const status = toolStatusLabel(call);
+    parts.push(
+      el(
+        'div',
+        { class: `tool tool-${status}`, 'data-testid': 'tool-call', 'data-tool': call.toolName, 'data-status': status },
+        el(
+          'div',
+          { class: 'tool-head' },
+          el('span', { class: 'tool-name', text: call.toolName }),
+          el('span', { class: 'tool-args', text: call.arguments }),
+          el('span', { class: 'tool-status', text: status }),
+        ),
+        call.progress ? el('pre', { class: 'tool-progress', 'data-testid': 'tool-progress', text: call.progress }) : null,
+        call.result ? el('pre', { class: 'tool-result', 'data-testid': 'tool-result', text: call.result.text }) : null,
+      ),
+    );
+  }
+  if (view.terminal && view.terminal.turnId === view.turnId) {
+    const outcome = view.terminal.outcome;
+    const text =
+      outcome.status === 'failed' ? `Turn failed: ${outcome.code} — ${outcome.message}` : outcome.status === 'cancelled' ? 'Turn cancelled' : 'Turn completed';
+    parts.push(el('div', { class: `outcome outcome-${outcome.status}`, 'data-testid': 'turn-outcome', 'data-status': outcome.status, 'data-code': outcome.code ?? '', text }));
+  }
+  const keepAtEnd = followEnd(live);
+  live.replaceChildren(...parts.filter((part) => part !== null));
+  keepAtEnd();
+}
+
+function renderCard(view) {
+  const card = $('permission-card');
+  const pending = view ? view.pendingPermission : null;
+  if (!pending) {
+    card.hidden = true;
+    card.replaceChildren();
+    delete card.dataset.toolCallId;
+    return;
+  }
+  if (card.dataset.toolCallId === pending.toolCallId && !card.hidden) return;
+  card.hidden = false;
+  card.dataset.toolCallId = pending.toolCallId;
+  const c = pending.card;
+  const decisions = DECISION_ORDER.filter((d) => c.decisions.includes(d));
+  const decide = (decision) => async () => {
+    for (const button of card.querySelectorAll('button')) button.disabled = true;
+    const res = await command(sessionPath(app.selected, `/turns/${encodeURIComponent(pending.turnId)}/permissions/${encodeURIComponent(pending.toolCallId)}`), { decision });
+    if (!res.ok) for (const button of card.querySelectorAll('button')) button.disabled = false;
+  };
+  const rows = [
+    el('div', { class: 'card-kind', text: `${c.kind} · ${c.toolName}` }),
+    el('div', { class: 'card-summary', 'data-testid': 'card-summary', text: c.summary }),
+    c.path ? el('div', { class: 'card-detail', title: c.path, text: c.path }) : null,
+    c.command ? el('pre', { class: 'card-detail', text: c.command }) : null,
+    c.reason ? el('div', { class: 'card-reason', text: c.reason }) : null,
+    c.dangerNote ? el('div', { class: 'card-danger', text: c.dangerNote }) : null,
+    el(
+      'div',
+      { class: 'card-buttons' },
+      ...decisions.map((d) =>
+        el('button', { type: 'button', class: d === 'deny' ? 'deny' : '', 'data-decision': d, onclick: decide(d), text: DECISION_LABELS[d] }),
+      ),
+    ),
+  ];
+  card.replaceChildren(...rows.filter((row) => row !== null));
+}
+
+function renderComposer(view, active) {
+  $('send').textContent = active ? 'Steer' : 'Start turn';
+  $('send').dataset.mode = active ? 'steer' : 'start';
+  $('cancel').disabled = !active;
+  const error = $('command-error');
+  error.hidden = !app.commandError;
+  error.textContent = app.commandError ?? '';
+}
+
+function renderLog(view) {
+  const log = $('update-log');
+  const keepAtEnd = followEnd(log);
+  const entries = view ? view.log.slice(-200) : [];
+  log.replaceChildren(
+    ...entries.map((e) =>
+      el(
+        'li',
+        { class: `log-${e.type}`, 'data-type': e.type, 'data-from': e.from, 'data-to': e.to },
+        el('span', { class: 'seq', text: e.from === e.to ? `#${e.from}` : `#${e.from}–${e.to}` }),
+        el('span', { class: 'type', text: e.count > 1 ? `${e.type} ×${e.count}` : e.type }),
+        el('span', { class: 'summary', text: e.summary }),
+      ),
+    ),
+  );
+  keepAtEnd();
+}
+
+function blockText(block) {
+  switch (block.type) {
+    case 'text':
+      return block.text;
+    case 'reasoning':
+      return block.text;
+    case 'tool_call':
+      return `→ ${block.name}(${block.arguments})`;
+    case 'tool_result':
+      return `${block.status}: ${block.text}`;
+    default:
+      return '';
+  }
+}
+
+function renderTranscript() {
+  const transcript = $('transcript');
+  const keepAtEnd = followEnd(transcript);
+  const messages = (app.selected ? app.messages.get(app.selected) ?? [] : []).filter((m) => m.toolName !== 'update_plan');
+  transcript.replaceChildren(
+    ...messages.map((m) =>
+      el(
+        'div',
+        { class: `message message-${m.role}`, 'data-role': m.role },
+        el('div', { class: 'message-role', text: m.role === 'tool' ? `tool ${m.toolName ?? ''}` : m.role }),
+        ...m.content
+          .filter((b) => b.type !== 'provider_opaque' && !(b.type === 'tool_call' && b.name === 'update_plan'))
+          .map((b) => el(b.type === 'tool_result' ? 'pre' : 'div', { class: `block block-${b.type}`, text: blockText(b) })),
+      ),
+    ),
+  );
+  keepAtEnd();
+}
+
+function valueText(value) {
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'string') return value;
+  return Object.entries(value)
+    .map(([key, sub]) => (typeof sub === 'string' ? `${key}.${sub}` : `${key}.${valueText(sub)}`))
+    .join(' | ');
+}
+
+const FIELD_KEYS = ['phase', 'sequence', 'turnId', 'toolCallId', 'modelCallIndex', 'toolCallCount', 'stopRequest', 'permissionMode'];
+
+function renderActors() {
+  const tree = $('actor-tree');
+  const actors = [...app.actors.values()].filter((a) => a.sessionId === app.selected);
+  const visible = actors.filter((a) => app.showFinished || a.status === 'active');
+  const keys = new Set(visible.map((a) => a.key));
+  const children = new Map();
+  for (const a of visible) {
+    const parent = a.parentKey && keys.has(a.parentKey) ? a.parentKey : null;
+    if (!children.has(parent)) children.set(parent, []);
+    children.get(parent).push(a);
+  }
+  const node = (a) => {
+    const kids = children.get(a.key) ?? [];
+    const fields = FIELD_KEYS.filter((k) => a.fields[k] !== undefined && a.fields[k] !== null).map((k) => `${k}=${a.fields[k]}`);
+    return el(
+      'li',
+      {
+        class: `actor actor-${a.status}${a.machine ? ' actor-machine' : ' actor-effect'}${a.key === app.selectedActorKey ? ' selected' : ''}`,
+        'data-actor-id': a.actorId,
+        'data-machine': a.machine ?? '',
+        'data-status': a.status,
+        'data-key': a.key,
+      },
+      el(
+        'div',
+        {
+          class: 'actor-line',
+          onclick: () => {
+            app.selectedActorKey = a.key;
+            if (a.machine) app.chartTab = a.machine;
+            render('actors');
+            render('charts');
+          },
+        },
+        el('span', { class: 'actor-name', text: a.machine ? a.actorId : `⚙ ${a.src ?? a.actorId}` }),
+        a.machine ? el('span', { class: 'actor-state', 'data-testid': 'actor-state', text: valueText(a.value) }) : el('span', { class: 'actor-state muted', text: a.status }),
+        fields.length > 0 ? el('span', { class: 'actor-fields', text: fields.join(' ') }) : null,
+      ),
+      kids.length > 0 ? el('ul', {}, ...kids.map(node)) : null,
+    );
+  };
+  tree.replaceChildren(...(children.get(null) ?? []).map(node));
+  $('show-finished').checked = app.showFinished;
+
+  const transitions = (app.transitions.get(app.selected) ?? []).slice(-40).reverse();
+  $('transitions').replaceChildren(
+    ...transitions.map((t) =>
+      el(
+        'li',
+        { 'data-machine': t.machine },
+        el('span', { class: 'transition-actor', text: t.actorId }),
+        el('span', { class: 'transition-values', text: `${valueText(t.from) || '∅'} → ${valueText(t.to)}` }),
+        el('span', { class: 'transition-on', text: t.event }),
+      ),
+    ),
+  );
+}
+
+/** The actor whose state a machine's chart shows: the selected one, else the newest of that machine. */
+function chartActor(machine) {
+  const selected = app.selectedActorKey ? app.actors.get(app.selectedActorKey) : null;
+  if (selected && selected.machine === machine && selected.sessionId === app.selected) return selected;
+  const candidates = [...app.actors.values()].filter((a) => a.sessionId === app.selected && a.machine === machine);
+  const active = candidates.filter((a) => a.status === 'active');
+  return (active.length > 0 ? active : candidates).sort((a, b) => a.startedAtMs - b.startedAtMs).at(-1) ?? null;
+}
+
+function renderCharts() {
+  if (app.charts.length === 0) return;
+  const tabs = $('chart-tabs');
+  if (tabs.childElementCount !== app.charts.length) {
+    tabs.replaceChildren(
+      ...app.charts.map((c) =>
+        el('button', {
+          type: 'button',
+          'data-machine': c.id,
+          text: CHART_TITLES[c.id] ?? c.id,
+          onclick: () => {
+            app.chartTab = c.id;
+            sessionStorage.setItem(`${STORE}:chart`, c.id);
+            render('charts');
+          },
+        }),
+      ),
+    );
+  }
+  for (const button of tabs.children) button.classList.toggle('selected', button.dataset.machine === app.chartTab);
+  const chart = app.charts.find((c) => c.id === app.chartTab) ?? app.charts[0];
+  const container = $('chart');
+  let view = app.chartViews.get(chart.id);
+  if (!view || container.dataset.machine !== chart.id) {
+    view = buildChart(container, chart);
+    app.chartViews.set(chart.id, view);
+    container.dataset.machine = chart.id;
+  }
+  const actor = chartActor(chart.id);
+  const transitions = app.transitions.get(app.selected) ?? [];
+  const last = actor ? [...transitions].reverse().find((t) => t.actorKey === actor.key) : null;
+  container.dataset.actor = actor ? actor.key : '';
+  container.dataset.actorStatus = actor ? actor.status : '';
+  view.update(actor ? actor.value : null, last ?? null);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands from the page
+
+function wire() {
+  $('new-session').addEventListener('click', () => createSession());
+  $('composer').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const prompt = $('prompt');
+    const text = prompt.value;
+    const view = currentView();
+    if (!app.selected) return;
+    let res;
+    if (view && isTurnActive(view)) {
+      res = await command(sessionPath(app.selected, `/turns/${encodeURIComponent(view.turnId)}/steer`), { text });
+    } else {
+      res = await command(sessionPath(app.selected, '/turns'), { clientRequestId: `page-${crypto.randomUUID()}`, text });
+    }
+    if (res.ok) prompt.value = '';
+  });
+  $('prompt').addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.metaKey || event.ctrlKey)) $('composer').requestSubmit();
+  });
+  $('cancel').addEventListener('click', async () => {
+    const view = currentView();
+    if (!view || !view.turnId) return;
+    await command(sessionPath(app.selected, `/turns/${encodeURIComponent(view.turnId)}/cancel`), {});
+  });
+  $('show-finished').addEventListener('change', (event) => {
+    app.showFinished = event.target.checked;
+    render('actors');
+  });
+  window.addEventListener('pagehide', () => {
+    for (const controller of app.controllers.values()) controller.save(true);
+  });
+  window.addEventListener('resize', () => {
+    for (const view of app.chartViews.values()) view.redraw();
+  });
+}
+
+async function start() {
+  wire();
+  const machines = await api('/api/machines');
+  if (machines.ok) app.charts = machines.body.machines;
+  connect();
+}
+
+// Exposed for the browser tests and for poking around in the console.
+window.openworkInspector = { app, activeStateIds };
+
+start();

@@ -1,0 +1,128 @@
+/**
+ * @module inspector/runtime
+ * `startInspectorRuntime`: the runtime that `npm run inspector` embeds: a core on PGlite (in memory
+ * unless a data directory is given), the actor tracker as its inspection observer (plus Stately's
+ * relay when asked for), and the loopback inspector server. The model is the scripted scenario
+ * (one instance per session) unless a model or a model factory is configured.
+ */
+import { resolve } from 'node:path';
+import { filter } from 'rxjs';
+import type { InspectionEvent, Observer } from 'xstate';
+import { createCore, type Core } from '../src/core.js';
+import { createActorTracker, type ActorTracker } from '../src/inspection/actor-tracker.js';
+import { combineInspectors } from '../src/inspection/combine.js';
+import { startInspectorServer, type InspectorServer } from '../src/inspection/server.js';
+import { connectStatelyInspector, type StatelyInspectorConnection } from '../src/inspection/stately.js';
+import type { ModelPort } from '../src/services/model/port.js';
+import type { AnyTool } from '../src/services/tools/define.js';
+import { pgliteStorage } from '../src/storage/pglite.js';
+import type { SessionStorage } from '../src/storage/storage.js';
+import { scenarioModel, type ScenarioModel } from './scenario.js';
+import { scenarioTools } from './scenario-tools.js';
+
+/** A configured model, or a factory called once at start (e.g. `() => openaiModel({ model })`). */
+export type ModelSource = ModelPort | (() => ModelPort | Promise<ModelPort>);
+
+export interface InspectorRuntimeOptions {
+  /** PGlite data directory; in memory when absent. */
+  dataDir?: string;
+  /** A storage of your own (Postgres, say); `dataDir` is then ignored. */
+  storage?: SessionStorage;
+  /** The working directory of new sessions (default `process.cwd()`). */
+  workingDirectory?: string;
+  /** A real model; without it every session gets the scripted scenario model. */
+  model?: ModelSource;
+  /** Tools of the sessions (default: the scenario's `list_directory`, `run_checks`, `write_note`). */
+  tools?: AnyTool[];
+  /** Multiplies the scenario's delays (default 1). */
+  timeScale?: number;
+  host?: string;
+  port?: number;
+  /** Also send every inspection event to a `@statelyai/inspect` relay at this URL. */
+  statelyUrl?: string;
+  /** An extra inspection observer (tests use it to see the raw events). */
+  inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+}
+
+export interface InspectorRuntime {
+  readonly core: Core;
+  readonly tracker: ActorTracker;
+  readonly server: InspectorServer;
+  readonly url: string;
+  /** What the page header says about the model. */
+  readonly label: string;
+  /** Stops the server, the sessions (running turns end), Stately's connection and the storage. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a core and the inspector page for it.
+ *
+ * @example
+ * const inspector = await startInspectorRuntime({ port: 4477 });
+ * console.log(`open ${inspector.url}`);
+ */
+export async function startInspectorRuntime(options: InspectorRuntimeOptions = {}): Promise<InspectorRuntime> {
+  const workingDirectory = resolve(options.workingDirectory ?? process.cwd());
+  const timeScale = options.timeScale ?? 1;
+  const configured = typeof options.model === 'function' ? await options.model() : options.model;
+  const scenarios = new Map<string, ScenarioModel>();
+  // Sessions loaded from a persistent data directory share one scenario instance.
+  const loadedScenario = configured ? null : scenarioModel({ timeScale });
+  const label = configured ? `model ${configured.id}` : 'scripted scenario model (offline)';
+
+  const tracker = createActorTracker();
+  let stately: StatelyInspectorConnection | null = null;
+  if (options.statelyUrl) stately = await connectStatelyInspector({ url: options.statelyUrl });
+
+  const core = await createCore({
+    storage: options.storage ?? pgliteStorage(options.dataDir ? { dataDir: options.dataDir } : {}),
+    model: configured ?? loadedScenario!,
+    tools: options.tools ?? scenarioTools({ timeScale }),
+    inspect: combineInspectors(tracker.inspect, stately?.inspect, options.inspect),
+    ...(configured ? {} : { resolveModel: () => loadedScenario! }),
+  });
+
+  const turnStarts = core.updates$.pipe(filter((e) => e.update.type === 'turn_started')).subscribe((e) => {
+    (scenarios.get(e.sessionId) ?? loadedScenario)?.beginTurn();
+  });
+
+  let server: InspectorServer;
+  try {
+    server = await startInspectorServer({
+      core,
+      tracker,
+      label,
+      workingDirectory,
+      ...(options.host !== undefined ? { host: options.host } : {}),
+      ...(options.port !== undefined ? { port: options.port } : {}),
+      async createSession({ title }) {
+        if (configured) return core.createSession({ workingDirectory, ...(title !== undefined ? { title } : {}) });
+        const model = scenarioModel({ timeScale });
+        const handle = await core.createSession({ workingDirectory, model, ...(title !== undefined ? { title } : {}) });
+        scenarios.set(handle.sessionId, model);
+        return handle;
+      },
+    });
+  } catch (error) {
+    turnStarts.unsubscribe();
+    await core.shutdown();
+    stately?.stop();
+    throw error;
+  }
+
+  return {
+    core,
+    tracker,
+    server,
+    url: server.url,
+    label,
+    async close() {
+      await server.close();
+      turnStarts.unsubscribe();
+      await core.shutdown();
+      tracker.complete();
+      stately?.stop();
+    },
+  };
+}

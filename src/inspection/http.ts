@@ -1,0 +1,144 @@
+/**
+ * @module inspection/http
+ * The HTTP edge of the inspector server: loopback checks (Host and Origin, against DNS rebinding
+ * and cross-site requests), JSON bodies parsed by zod, and typed errors mapped to status codes.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
+import { InputError, OpenworkError, errorMessage } from '../errors.js';
+
+/** Codes the HTTP layer itself answers with, beside the runtime's own error codes. */
+export type HttpErrorCode =
+  | 'forbidden_host'
+  | 'forbidden_origin'
+  | 'unsupported_media_type'
+  | 'payload_too_large'
+  | 'invalid_json'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'internal_error';
+
+/** An error the HTTP layer answers with directly. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: HttpErrorCode | string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+export const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost']);
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+  // The page loads nothing from anywhere but this server.
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+};
+
+const BODY_LIMIT = 1024 * 1024;
+
+/** The `Host` values the server answers to; anything else is a rebinding attempt or a mistake. */
+export function allowedHosts(port: number): Set<string> {
+  return new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+}
+
+export function checkHost(req: IncomingMessage, hosts: Set<string>): void {
+  const host = req.headers.host ?? '';
+  if (!hosts.has(host)) throw new HttpError(421, 'forbidden_host', `this inspector answers only on loopback (Host ${JSON.stringify(host)})`);
+}
+
+/** Commands must come from the page itself: same origin, JSON content type. */
+export function checkCommandRequest(req: IncomingMessage, hosts: Set<string>): void {
+  const origin = req.headers.origin;
+  if (origin !== undefined) {
+    let host = '';
+    try {
+      host = new URL(origin).host;
+    } catch {
+      host = '';
+    }
+    if (!hosts.has(host)) throw new HttpError(403, 'forbidden_origin', `commands are accepted only from the inspector page (Origin ${origin})`);
+  }
+  if (req.headers['sec-fetch-site'] === 'cross-site') throw new HttpError(403, 'forbidden_origin', 'cross-site commands are refused');
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'commands must be sent as application/json');
+}
+
+export async function readJson<S extends z.ZodType>(req: IncomingMessage, schema: S): Promise<z.output<S>> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > BODY_LIMIT) throw new HttpError(413, 'payload_too_large', `the body exceeds ${BODY_LIMIT} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  let value: unknown = {};
+  if (text.trim() !== '') {
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new HttpError(400, 'invalid_json', 'the body is not valid JSON');
+    }
+  }
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    throw new HttpError(400, 'invalid_request', parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+  }
+  return parsed.data;
+}
+
+export function writeHead(res: ServerResponse, status: number, headers: Record<string, string>): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  writeHead(res, status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)) });
+  res.end(text);
+}
+
+function statusOf(error: OpenworkError): number {
+  if (error instanceof InputError) return 400;
+  switch (error.code) {
+    case 'session_not_found':
+      return 404;
+    case 'core_closed':
+      return 503;
+    case 'busy':
+    case 'turn_not_active':
+    case 'permission_not_pending':
+    case 'session_active':
+    case 'reload_required':
+    case 'actor_stopped':
+    case 'snapshot_required':
+    case 'sub_agent_mode_fixed':
+      return 409;
+    default:
+      return 500;
+  }
+}
+
+/** Answers with `{ error: { code, message, details } }`: the runtime's own code when it has one. */
+export function sendError(res: ServerResponse, error: unknown): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (error instanceof HttpError) {
+    sendJson(res, error.status, { error: { code: error.code, message: error.message, details: error.details } });
+    return;
+  }
+  if (error instanceof OpenworkError) {
+    sendJson(res, statusOf(error), { error: { code: error.code, message: error.message, details: error.details } });
+    return;
+  }
+  sendJson(res, 500, { error: { code: 'internal_error', message: errorMessage(error), details: {} } });
+}

@@ -1,0 +1,250 @@
+/**
+ * The inspector server's HTTP edge: loopback only (bind address, Host, Origin), JSON commands
+ * validated by zod, the runtime's error codes mapped to statuses, replay and snapshot for
+ * reconnects, the event stream, and the page served with no outside resource.
+ */
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActorTracker } from '../../src/inspection/actor-tracker.js';
+import { startInspectorServer, type InspectorServer } from '../../src/inspection/server.js';
+import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
+import { pgliteStorage } from '../../src/storage/pglite.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { harness, type Harness } from '../support/harness.js';
+
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  json: { error?: { code: string; message: string }; [key: string]: unknown };
+}
+
+function call(server: InspectorServer, method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: server.port,
+        method,
+        path,
+        headers: {
+          host: `127.0.0.1:${server.port}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...options.headers,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += String(d)));
+        res.on('end', () => {
+          let json = {};
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = {};
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text, json });
+        });
+      },
+    );
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+/** Opens the event stream and collects its events until `stop` is called. */
+function openEvents(server: InspectorServer) {
+  const events: Array<{ event: string; data: unknown }> = [];
+  let buffer = '';
+  const req = request({ host: '127.0.0.1', port: server.port, path: '/api/events', headers: { host: `localhost:${server.port}` } }, (res) => {
+    res.on('data', (d: Buffer) => {
+      buffer += String(d);
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(frame)?.[1];
+        const data = /^data: (.*)$/m.exec(frame)?.[1];
+        if (event && data) events.push({ event, data: JSON.parse(data) });
+      }
+    });
+  });
+  req.on('error', () => undefined);
+  req.end();
+  return { events, stop: () => req.destroy() };
+}
+
+async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('inspector server', () => {
+  let storage: SqlSessionStorage;
+  let h: Harness;
+  let server: InspectorServer;
+  const tracker = createActorTracker();
+
+  beforeAll(async () => {
+    storage = pgliteStorage();
+    await storage.migrate();
+  });
+  afterAll(() => storage.close());
+
+  async function start(steps: Parameters<typeof harness>[1]) {
+    h = await harness(storage, steps, { inspect: tracker.inspect });
+    server = await startInspectorServer({ core: h.core, tracker, label: 'test runtime', heartbeatMs: 100 });
+    return server;
+  }
+
+  it('binds only to loopback and answers only to loopback Host names', async () => {
+    const core = (await harness(storage, [])).core;
+    await expect(startInspectorServer({ core, tracker, host: '0.0.0.0' })).rejects.toMatchObject({ code: 'inspector_not_loopback' });
+    await expect(startInspectorServer({ core, tracker, host: '192.168.1.10' })).rejects.toMatchObject({ code: 'inspector_not_loopback' });
+    const s = await start([]);
+    expect(s.url).toBe(`http://127.0.0.1:${s.port}/`);
+    const rebinding = await call(s, 'GET', '/api/info', { headers: { host: `evil.example:${s.port}` } });
+    expect(rebinding.status).toBe(421);
+    expect(rebinding.json.error?.code).toBe('forbidden_host');
+    const info = await call(s, 'GET', '/api/info', { headers: { host: `localhost:${s.port}` } });
+    expect(info.status).toBe(200);
+    expect(info.json).toMatchObject({ label: 'test runtime', machines: ['session', 'turn', 'toolCall'] });
+    await s.close();
+  });
+
+  it('serves the page and its assets with a CSP that allows nothing from outside, and no path escapes', async () => {
+    const s = await start([]);
+    const page = await call(s, 'GET', '/');
+    expect(page.status).toBe(200);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.headers['content-security-policy']).toContain("default-src 'none'");
+    expect(page.headers['content-security-policy']).toContain("connect-src 'self'");
+    // Every reference of the page is local.
+    expect(page.body).not.toMatch(/(src|href)="(https?:)?\/\//);
+    for (const asset of ['app.js', 'reducer.js', 'chart.js', 'style.css']) {
+      const res = await call(s, 'GET', `/assets/${asset}`);
+      expect(res.status).toBe(200);
+      expect(res.body).not.toMatch(/https?:\/\/(?!www\.w3\.org\/2000\/svg)/);
+    }
+    for (const path of ['/assets/..%2F..%2Fpackage.json', '/assets/reducer.d.ts', '/assets/.hidden.js', '/nothing', '/api/nothing']) {
+      const res = await call(s, 'GET', path);
+      expect(res.status, path).toBe(404);
+      expect(res.json.error?.code).toBe('not_found');
+    }
+    const machines = await call(s, 'GET', '/api/machines');
+    expect((machines.json.machines as Array<{ id: string }>).map((m) => m.id)).toEqual(['session', 'turn', 'toolCall']);
+    await s.close();
+  });
+
+  it('commands need JSON from the page itself; bodies are validated; the runtime codes come back with their status', async () => {
+    const s = await start([{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }, { hang: true }]);
+    const base = `/api/sessions/${h.session.sessionId}`;
+    const form = await call(s, 'POST', `${base}/turns`, { body: 'text=hi', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect([form.status, form.json.error?.code]).toEqual([415, 'unsupported_media_type']);
+    const foreign = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c', text: 'hi' }, headers: { origin: 'https://evil.example' } });
+    expect([foreign.status, foreign.json.error?.code]).toEqual([403, 'forbidden_origin']);
+    const crossSite = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c', text: 'hi' }, headers: { 'sec-fetch-site': 'cross-site' } });
+    expect([crossSite.status, crossSite.json.error?.code]).toEqual([403, 'forbidden_origin']);
+    const badJson = await call(s, 'POST', `${base}/turns`, { body: '{nope' });
+    expect([badJson.status, badJson.json.error?.code]).toEqual([400, 'invalid_json']);
+    const extra = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c', text: 'hi', admin: true } });
+    expect([extra.status, extra.json.error?.code]).toEqual([400, 'invalid_request']);
+    const empty = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c', text: '   ' } });
+    expect([empty.status, empty.json.error?.code]).toEqual([400, 'empty_input']);
+    const put = await call(s, 'PUT', `${base}/turns`, { body: {} });
+    expect([put.status, put.json.error?.code]).toEqual([405, 'method_not_allowed']);
+    const unknown = await call(s, 'GET', '/api/sessions/ses_missing/state');
+    expect([unknown.status, unknown.json.error?.code]).toEqual([404, 'session_not_found']);
+
+    const started = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c-1', text: 'go' }, headers: { origin: `http://127.0.0.1:${s.port}` } });
+    expect(started.status).toBe(202);
+    const turnId = started.json.turnId as string;
+    const busy = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c-2', text: 'again' } });
+    expect([busy.status, busy.json.error?.code]).toEqual([409, 'busy']);
+    const requested = await h.waitFor((e) => e.update.type === 'permission_requested');
+    const toolCallId = (requested.update as { toolCallId: string }).toolCallId;
+    const badDecision = await call(s, 'POST', `${base}/turns/${turnId}/permissions/${toolCallId}`, { body: { decision: 'always' } });
+    expect([badDecision.status, badDecision.json.error?.code]).toEqual([400, 'invalid_request']);
+    const wrongTurn = await call(s, 'POST', `${base}/turns/turn_other/permissions/${toolCallId}`, { body: { decision: 'allow_once' } });
+    expect([wrongTurn.status, wrongTurn.json.error?.code]).toEqual([409, 'turn_not_active']);
+    const state = await call(s, 'GET', `${base}/state`);
+    expect(state.json).toMatchObject({
+      snapshot: { runtime: { type: 'running', turnId, phase: 'waiting_permission', pendingApprovals: [{ toolCallId }] } },
+      status: { type: 'active', activeFlags: ['waiting_on_approval'] },
+    });
+    expect((state.json.actors as Array<{ actorId: string }>).map((a) => a.actorId)).toEqual(expect.arrayContaining(['turn', 'toolCall']));
+    const allowed = await call(s, 'POST', `${base}/turns/${turnId}/permissions/${toolCallId}`, { body: { decision: 'allow_for_turn' } });
+    expect(allowed.status).toBe(202);
+    const twice = await call(s, 'POST', `${base}/turns/${turnId}/permissions/${toolCallId}`, { body: { decision: 'deny' } });
+    expect([twice.status, twice.json.error?.code]).toEqual([409, 'permission_not_pending']);
+    await h.waitFor((e) => e.update.type === 'phase_changed' && e.update.phase === 'running_model' && e.sequence > requested.sequence);
+    const steered = await call(s, 'POST', `${base}/turns/${turnId}/steer`, { body: { text: 'also this' } });
+    expect(steered.status).toBe(202);
+    const cancelled = await call(s, 'POST', `${base}/turns/${turnId}/cancel`, { body: {} });
+    expect(cancelled.status).toBe(202);
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'cancelled' });
+    const late = await call(s, 'POST', `${base}/turns/${turnId}/cancel`, { body: {} });
+    expect([late.status, late.json.error?.code]).toEqual([409, 'turn_not_active']);
+    await s.close();
+  });
+
+  it('replays from a sequence, answers snapshot_required beyond the buffer, and keeps one epoch per loaded session', async () => {
+    const s = await start([{ text: 'y'.repeat(600), chunk: 1 }]);
+    const base = `/api/sessions/${h.session.sessionId}`;
+    await h.run('stream');
+    const last = h.updates.at(-1)!.sequence;
+    const replay = await call(s, 'GET', `${base}/updates?after=${last - 3}`);
+    expect(replay.status).toBe(200);
+    expect((replay.json.updates as SessionUpdateEnvelope[]).map((u) => u.sequence)).toEqual([last - 2, last - 1, last]);
+    const epoch = replay.json.epoch as string;
+    const gone = await call(s, 'GET', `${base}/updates?after=0`);
+    expect([gone.status, gone.json.error?.code]).toEqual([409, 'snapshot_required']);
+    const bad = await call(s, 'GET', `${base}/updates?after=-1`);
+    expect([bad.status, bad.json.error?.code]).toEqual([400, 'invalid_request']);
+    const state = await call(s, 'GET', `${base}/state`);
+    expect(state.json).toMatchObject({ epoch, snapshot: { lastUpdateSequence: last, runtime: { type: 'terminal', outcome: { status: 'completed' } } } });
+    const messages = await call(s, 'GET', `${base}/messages`);
+    expect((messages.json.messages as Array<{ role: string }>).map((m) => m.role)).toEqual(['user', 'assistant']);
+    // Loaded again, the session restarts its sequence: a new epoch tells the page not to mix them.
+    await h.session.shutdown();
+    const reloaded = await call(s, 'GET', `${base}/state`);
+    expect(reloaded.status).toBe(200);
+    expect(reloaded.json.epoch).not.toBe(epoch);
+    expect(reloaded.json).toMatchObject({ snapshot: { lastUpdateSequence: 0, runtime: { type: 'terminal' } } });
+    const sessions = await call(s, 'GET', '/api/sessions');
+    expect(sessions.json.sessions).toContainEqual(expect.objectContaining({ sessionId: h.session.sessionId, epoch: reloaded.json.epoch, status: { type: 'idle' } }));
+    await s.close();
+  });
+
+  it('streams hello, every update with its epoch, actor changes and transitions; creating a session is announced', async () => {
+    const s = await start([{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }]);
+    const stream = openEvents(s);
+    await until(() => stream.events.some((e) => e.event === 'hello'));
+    expect(stream.events[0]).toMatchObject({ event: 'hello', data: { label: 'test runtime', instanceId: expect.any(String) } });
+    const { turnId } = await h.run('go');
+    await until(() => stream.events.some((e) => e.event === 'update' && (e.data as { envelope: SessionUpdateEnvelope }).envelope.update.type === 'turn_finished'));
+    const updates = stream.events.filter((e) => e.event === 'update').map((e) => e.data as { epoch: string; envelope: SessionUpdateEnvelope });
+    expect(updates.map((u) => u.envelope)).toEqual(h.updates);
+    expect(new Set(updates.map((u) => u.epoch)).size).toBe(1);
+    const turnActors = stream.events.filter((e) => e.event === 'actor' && (e.data as { actor: { actorId: string } }).actor.actorId === 'turn');
+    expect(turnActors.length).toBeGreaterThan(3);
+    expect(stream.events).toContainEqual({
+      event: 'transition',
+      data: { type: 'transition', transition: expect.objectContaining({ actorId: 'turn', from: 'ending', to: 'completed', sessionId: h.session.sessionId }) },
+    });
+    expect(turnId).toBeTruthy();
+    const created = await call(s, 'POST', '/api/sessions', { body: { title: 'second' } });
+    expect(created.status).toBe(201);
+    await until(() => stream.events.some((e) => e.event === 'sessions'));
+    const badTitle = await call(s, 'POST', '/api/sessions', { body: { title: '' } });
+    expect([badTitle.status, badTitle.json.error?.code]).toEqual([400, 'invalid_request']);
+    // Heartbeats keep idle streams open; closing the server ends them.
+    await s.close();
+    stream.stop();
+  });
+});

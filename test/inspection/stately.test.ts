@@ -1,0 +1,144 @@
+/**
+ * The bridge to a `@statelyai/inspect` WebSocket relay: every actor's events arrive, ids are kept
+ * apart per session, an absent relay answers `inspector_unreachable`, and nothing keeps the
+ * process alive afterwards (the package's own WebSocket inspector retries forever).
+ */
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
+import { connectStatelyInspector } from '../../src/inspection/stately.js';
+import { pgliteStorage } from '../../src/storage/pglite.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { harness } from '../support/harness.js';
+
+const CHILD = fileURLToPath(new URL('../support/stately-child.ts', import.meta.url));
+
+interface Relay {
+  url: string;
+  messages: Array<Record<string, unknown>>;
+  closed: Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function startRelay(): Promise<Relay> {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+  const messages: Array<Record<string, unknown>> = [];
+  let onClosed!: () => void;
+  const closed = new Promise<void>((resolve) => (onClosed = resolve));
+  server.on('connection', (socket) => {
+    socket.on('message', (data) => messages.push(JSON.parse(String(data)) as Record<string, unknown>));
+    socket.on('close', () => onClosed());
+  });
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `ws://127.0.0.1:${port}`,
+    messages,
+    closed,
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Runs the child script; resolves with its output and how long it lived after printing `done`. */
+function runChild(args: string[]): Promise<{ lines: string[]; code: number | null; afterDoneMs: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    let doneAt = 0;
+    child.stdout.on('data', (d: Buffer) => {
+      out += String(d);
+      if (doneAt === 0 && /^done \d+$/m.test(out)) doneAt = Date.now();
+    });
+    child.stderr.on('data', (d: Buffer) => (err += String(d)));
+    const killer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the child did not exit by itself; stdout: ${out} stderr: ${err}`));
+    }, 90_000);
+    child.on('exit', (code) => {
+      clearTimeout(killer);
+      if (doneAt === 0) reject(new Error(`the child exited ${code} without finishing; stderr: ${err}`));
+      else resolve({ lines: out.trim().split('\n'), code, afterDoneMs: Date.now() - doneAt });
+    });
+  });
+}
+
+describe('connectStatelyInspector', () => {
+  let storage: SqlSessionStorage;
+  beforeAll(async () => {
+    storage = pgliteStorage();
+    await storage.migrate();
+  });
+  afterAll(() => storage.close());
+
+  it('sends the session, turn and tool-call actors to the relay, with ids kept apart per session', async () => {
+    const relay = await startRelay();
+    const stately = await connectStatelyInspector({ url: relay.url });
+    expect(stately.connected).toBe(true);
+    const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }], { inspect: stately.inspect });
+    await h.run('go');
+    const sid = h.session.sessionId;
+    await until(() => relay.messages.some((m) => m.type === '@xstate.snapshot' && (m.snapshot as { value?: unknown })?.value === 'completed'));
+    const actors = relay.messages.filter((m) => m.type === '@xstate.actor');
+    expect(actors.map((m) => m.name)).toEqual(expect.arrayContaining([`session:${sid}`, 'turn', 'toolCall']));
+    const root = actors.find((m) => m.name === `session:${sid}`)!;
+    const turn = actors.find((m) => m.name === 'turn')!;
+    const toolCall = actors.find((m) => m.name === 'toolCall')!;
+    expect(root.sessionId).toMatch(new RegExp(`^${sid}/x:\\d+$`));
+    expect(turn.parentId).toBe(root.sessionId);
+    expect(toolCall.rootId).toBe(root.sessionId);
+    expect(JSON.parse(turn.definition as string)).toMatchObject({ id: 'turn', initial: 'starting' });
+    for (const m of relay.messages) expect(String(m.sessionId).startsWith(`${sid}/`)).toBe(true);
+    await stately.stop();
+    await relay.closed;
+    expect(stately.connected).toBe(false);
+    const count = relay.messages.length;
+    h.model.push({ text: 'after stop' });
+    await h.run('again');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(relay.messages).toHaveLength(count);
+    await relay.stop();
+  });
+
+  it('answers inspector_unreachable when no relay listens, without retrying', async () => {
+    const port = await freePort();
+    const started = Date.now();
+    await expect(connectStatelyInspector({ url: `ws://127.0.0.1:${port}` })).rejects.toMatchObject({ code: 'inspector_unreachable' });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    await expect(connectStatelyInspector({ url: 'not a url' })).rejects.toMatchObject({ code: 'inspector_unreachable' });
+  });
+
+  it('leaves nothing that keeps Node alive: after a refused connection, and after a turn and stop()', async () => {
+    const port = await freePort();
+    const refused = await runChild(['unreachable', `ws://127.0.0.1:${port}`]);
+    expect(refused.lines[0]).toBe('error inspector_unreachable');
+    expect(refused.code).toBe(0);
+    expect(refused.afterDoneMs).toBeLessThan(2_500);
+
+    const relay = await startRelay();
+    const connected = await runChild(['connected', relay.url]);
+    expect(connected.lines[0]).toBe('outcome completed');
+    expect(connected.code).toBe(0);
+    expect(connected.afterDoneMs).toBeLessThan(2_500);
+    expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'toolCall')).toBe(true);
+    await relay.stop();
+  }, 180_000);
+});

@@ -1,0 +1,141 @@
+/**
+ * The page's reducer (inspector/page/reducer.js, reference §8.5): sequence rules, and the view
+ * built from the updates of a real turn equals the view built from the snapshot at the same point.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applySnapshot, applyUpdate, classifyEnvelope, createView, isTurnActive, LOG_LIMIT, type SessionView } from '../../inspector/page/reducer.js';
+import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
+import { pgliteStorage } from '../../src/storage/pglite.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { harness } from '../support/harness.js';
+
+function reduce(envelopes: readonly SessionUpdateEnvelope[], epoch = 'e1'): SessionView {
+  let view = createView(envelopes[0]!.sessionId, epoch);
+  for (const envelope of envelopes) {
+    expect(classifyEnvelope(view, epoch, envelope)).toBe('apply');
+    view = applyUpdate(view, envelope);
+  }
+  return view;
+}
+
+/** The part of a view the snapshot carries (tool progress and the log are not in a snapshot). */
+function runtimeOf(view: SessionView) {
+  return {
+    lastSequence: view.lastSequence,
+    turnId: view.turnId,
+    clientRequestId: view.clientRequestId,
+    phase: view.phase,
+    draft: view.draft,
+    tools: view.orderedToolCallIds.map((id) => {
+      const c = view.toolCalls[id]!;
+      return { id, name: c.toolName, args: c.arguments, result: c.result ? { status: c.result.status, text: c.result.text } : null };
+    }),
+    pendingPermission: view.pendingPermission,
+    plan: view.plan,
+    terminal: view.terminal,
+  };
+}
+
+function envelope(sequence: number, update: SessionUpdateEnvelope['update']): SessionUpdateEnvelope {
+  return { version: 7, sessionId: 's', turnId: 't', sequence, occurredAtMs: 1, update };
+}
+
+describe('page reducer', () => {
+  let storage: SqlSessionStorage;
+  beforeAll(async () => {
+    storage = pgliteStorage();
+    await storage.migrate();
+  });
+  afterAll(() => storage.close());
+
+  it('ignores what it has, applies the next sequence, and reports gaps and other epochs', () => {
+    let view = createView('s', 'e1');
+    const first = envelope(1, { type: 'turn_started', clientRequestId: 'c' });
+    expect(classifyEnvelope(view, 'e1', first)).toBe('apply');
+    view = applyUpdate(view, first);
+    expect(classifyEnvelope(view, 'e1', first)).toBe('ignore');
+    expect(classifyEnvelope(view, 'e1', envelope(3, { type: 'text_delta', delta: 'x' }))).toBe('gap');
+    expect(classifyEnvelope(view, 'e2', envelope(2, { type: 'text_delta', delta: 'x' }))).toBe('epoch');
+    expect(isTurnActive(view)).toBe(true);
+  });
+
+  it('merges consecutive deltas into one log row with a sequence range, and caps the log', () => {
+    let view = createView('s', 'e1');
+    view = applyUpdate(view, envelope(1, { type: 'turn_started', clientRequestId: 'c' }));
+    for (let i = 2; i <= 5; i += 1) view = applyUpdate(view, envelope(i, { type: 'text_delta', delta: `${i}` }));
+    view = applyUpdate(view, envelope(6, { type: 'phase_changed', phase: 'running_tools' }));
+    expect(view.log.map((e) => [e.from, e.to, e.type, e.count])).toEqual([
+      [1, 1, 'turn_started', 1],
+      [2, 5, 'text_delta', 4],
+      [6, 6, 'phase_changed', 1],
+    ]);
+    expect(view.draft.text).toBe('2345');
+    for (let i = 7; i < 7 + LOG_LIMIT * 2; i += 1) view = applyUpdate(view, envelope(i, { type: 'phase_changed', phase: i % 2 ? 'running_model' : 'running_tools' }));
+    expect(view.log).toHaveLength(LOG_LIMIT);
+    expect(view.log.at(-1)!.to).toBe(view.lastSequence);
+  });
+
+  it('the view replayed from the updates equals the view rebuilt from the snapshot: running, waiting on a card, terminal', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const h = await harness(storage, [
+      {
+        reasoning: 'think',
+        text: 'plan and ask',
+        toolCalls: [
+          { name: 'update_plan', arguments: { explanation: 'why', plan: [{ step: 'one', status: 'in_progress' }] } },
+          { name: 'echo', arguments: { text: 'a' } },
+          { name: 'guarded', arguments: { action: 'b' } },
+        ],
+      },
+      { gate, step: { text: 'the end' } },
+    ]);
+    const turnId = await h.start('go');
+    const requested = await h.waitFor((e) => e.update.type === 'permission_requested');
+    const compare = (terminal = false) => {
+      const snapshot = h.session.snapshot();
+      const replayed = runtimeOf(reduce(h.updates));
+      const rebuilt = runtimeOf(applySnapshot(null, h.session.sessionId, 'e1', snapshot));
+      // A terminal snapshot carries the outcome and the plan, not the tool calls (seed 000 §8).
+      expect(rebuilt).toEqual(terminal ? { ...replayed, tools: [] } : replayed);
+    };
+    compare();
+    const waiting = reduce(h.updates);
+    expect(waiting.pendingPermission).toMatchObject({ turnId, card: { toolName: 'guarded' } });
+    expect(waiting.toolCalls[waiting.orderedToolCallIds[2]!]!.status).toBe('waiting_permission');
+    expect(waiting.plan).toMatchObject({ explanation: 'why', steps: [{ step: 'one', status: 'in_progress' }] });
+    await h.session.resolvePermission(turnId, (requested.update as { toolCallId: string }).toolCallId, 'allow_once');
+    await h.waitFor((e) => e.update.type === 'phase_changed' && e.update.phase === 'running_model' && e.sequence > requested.sequence);
+    compare();
+    release();
+    await h.session.waitForTurn(turnId);
+    compare(true);
+    const done = reduce(h.updates);
+    expect(done.terminal).toEqual({ turnId, outcome: { status: 'completed', finalText: 'the end' } });
+    expect(isTurnActive(done)).toBe(false);
+    // The snapshot keeps the log of the same epoch and marks where it was taken.
+    const merged = applySnapshot(done, h.session.sessionId, 'e1', h.session.snapshot());
+    expect(merged.log.at(-1)).toMatchObject({ type: 'snapshot', from: done.lastSequence });
+    expect(merged.log.length).toBe(Math.min(done.log.length + 1, LOG_LIMIT));
+    expect(applySnapshot(done, h.session.sessionId, 'other', h.session.snapshot()).log).toHaveLength(1);
+  });
+
+  it('a denied card and a cancelled turn end the view as the outcome says', async () => {
+    const h = await harness(storage, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }, { hang: true }]);
+    const turnId = await h.start('go');
+    const requested = await h.waitFor((e) => e.update.type === 'permission_requested');
+    await h.session.resolvePermission(turnId, (requested.update as { toolCallId: string }).toolCallId, 'deny');
+    await h.session.waitForTurn(turnId);
+    const denied = reduce(h.updates);
+    expect(denied.terminal?.outcome).toMatchObject({ status: 'failed', code: 'permission_denied' });
+    expect(denied.pendingPermission).toBeNull();
+    expect(denied.toolCalls[denied.orderedToolCallIds[0]!]).toMatchObject({ status: 'finished', result: { status: 'denied' } });
+    const second = await h.start('again');
+    await h.waitFor((e) => e.turnId === second && e.update.type === 'phase_changed' && e.update.phase === 'running_model');
+    await h.session.cancelTurn(second);
+    await h.session.waitForTurn(second);
+    const cancelled = reduce(h.updates);
+    expect(cancelled).toMatchObject({ turnId: second, phase: 'cancelled', terminal: { turnId: second, outcome: { status: 'cancelled' } }, toolCalls: {} });
+    expect(runtimeOf(applySnapshot(null, h.session.sessionId, 'e1', h.session.snapshot()))).toEqual({ ...runtimeOf(cancelled), draft: { text: '', reasoning: '' } });
+  });
+});

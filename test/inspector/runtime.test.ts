@@ -1,0 +1,159 @@
+/**
+ * The runtime `npm run inspector` embeds, with its scripted scenario: every feature the page shows
+ * comes out of the real runtime (plan, tool progress, card, slow stream, flood past the replay
+ * buffer, model failure, steering), and a configured model replaces the scenario.
+ */
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadModelModule } from '../../inspector/model-config.js';
+import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/runtime.js';
+import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
+import type { SessionHandle } from '../../src/session-handle.js';
+import { scriptedModel } from '../../src/services/model/scripted.js';
+
+async function newSession(runtime: InspectorRuntime): Promise<SessionHandle> {
+  const res = await fetch(new URL('/api/sessions', runtime.url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ title: 'test' }),
+  });
+  const { sessionId } = (await res.json()) as { sessionId: string };
+  return runtime.core.session(sessionId)!;
+}
+
+function collect(session: SessionHandle) {
+  const updates: SessionUpdateEnvelope[] = [];
+  session.updates$.subscribe((e) => updates.push(e));
+  const waitFor = async (predicate: (e: SessionUpdateEnvelope) => boolean) => {
+    for (;;) {
+      const found = updates.find(predicate);
+      if (found) return found;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  return { updates, waitFor };
+}
+
+async function run(session: SessionHandle, text: string) {
+  const { turnId } = await session.startTurn({ clientRequestId: `r-${Math.random()}`, input: [{ type: 'text', text }] });
+  return turnId;
+}
+
+describe('inspector runtime and scenario', () => {
+  let runtime: InspectorRuntime;
+  let workingDirectory: string;
+
+  beforeAll(async () => {
+    workingDirectory = await mkdtemp(join(tmpdir(), 'openwork-inspector-'));
+    await writeFile(join(workingDirectory, 'README.md'), 'hello\n');
+    runtime = await startInspectorRuntime({ workingDirectory, timeScale: 0.05, port: 0 });
+  });
+  afterAll(() => runtime.close());
+
+  it('the tour: reasoning, plan, a tool without a card, progress, a card, the note written, a streamed answer', async () => {
+    expect(runtime.label).toBe('scripted scenario model (offline)');
+    const session = await newSession(runtime);
+    const { updates, waitFor } = collect(session);
+    const turnId = await run(session, 'Show me around');
+    const card = await waitFor((e) => e.update.type === 'permission_requested');
+    expect(card.update).toMatchObject({ card: { toolName: 'write_note', decisions: ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'] } });
+    await session.resolvePermission(turnId, (card.update as { toolCallId: string }).toolCallId, 'allow_once');
+    const outcome = await session.waitForTurn(turnId);
+    expect(outcome).toMatchObject({ status: 'completed' });
+    const types = updates.map((u) => u.update.type);
+    expect(types).toContain('reasoning_delta');
+    expect(types.filter((t) => t === 'plan_updated')).toHaveLength(4);
+    const progress = updates.filter((u) => u.update.type === 'tool_call_progress');
+    expect(progress.map((u) => (u.update as { progress: { chunk: string } }).progress.chunk)).toEqual([1, 2, 3, 4, 5].map((i) => `check ${i}/5: ok\n`));
+    const finished = updates.filter((u) => u.update.type === 'tool_call_finished').map((u) => u.update as { toolName: string; status: string; text: string });
+    expect(finished.filter((f) => f.toolName !== 'update_plan').map((f) => [f.toolName, f.status])).toEqual([
+      ['list_directory', 'succeeded'],
+      ['run_checks', 'succeeded'],
+      ['write_note', 'succeeded'],
+    ]);
+    expect(finished.find((f) => f.toolName === 'list_directory')!.text).toBe('file README.md');
+    expect(await readFile(join(workingDirectory, '.openwork', 'inspector', 'tour-note.txt'), 'utf8')).toMatch(/^The inspector tour ran at /);
+    expect(session.snapshot().runtime).toMatchObject({ type: 'terminal', plan: { steps: [{ status: 'completed' }, { status: 'completed' }, { status: 'completed' }] } });
+    expect(types.filter((t) => t === 'text_delta').length).toBeGreaterThan(20);
+  });
+
+  it('denying the card ends the tour with permission_denied and writes nothing', async () => {
+    const session = await newSession(runtime);
+    const { waitFor } = collect(session);
+    const note = join(workingDirectory, '.openwork', 'inspector', 'tour-note.txt');
+    const before = existsSync(note) ? await readFile(note, 'utf8') : null;
+    const turnId = await run(session, 'tour again');
+    const card = await waitFor((e) => e.update.type === 'permission_requested');
+    await session.resolvePermission(turnId, (card.update as { toolCallId: string }).toolCallId, 'deny');
+    expect(await session.waitForTurn(turnId)).toMatchObject({ status: 'failed', code: 'permission_denied' });
+    expect(existsSync(note) ? await readFile(note, 'utf8') : null).toBe(before);
+  });
+
+  it('slow streams for a while and can be cancelled mid-stream; steering is answered in the same turn', async () => {
+    const session = await newSession(runtime);
+    const { updates, waitFor } = collect(session);
+    const slow = await run(session, 'slow please');
+    await waitFor((e) => e.update.type === 'text_delta');
+    await session.cancelTurn(slow);
+    expect(await session.waitForTurn(slow)).toEqual({ status: 'cancelled' });
+    expect(updates.filter((u) => u.update.type === 'draft_cleared').map((u) => (u.update as { reason: string }).reason)).toEqual(['discarded']);
+
+    const steered = await run(session, 'slow again');
+    await waitFor((e) => e.turnId === steered && e.update.type === 'text_delta');
+    await session.steerTurn(steered, [{ type: 'text', text: 'mention the weather' }]);
+    expect(await session.waitForTurn(steered)).toMatchObject({ status: 'completed', finalText: 'Noted: “mention the weather”. I will keep that in mind.' });
+  });
+
+  it('flood sends more updates than the 512-entry buffer holds, so an old sequence needs the snapshot', async () => {
+    const session = await newSession(runtime);
+    const { waitFor } = collect(session);
+    const turnId = await run(session, 'flood');
+    await waitFor((e) => e.sequence > 600);
+    expect(() => session.replayUpdates(1)).toThrow(expect.objectContaining({ code: 'snapshot_required' }));
+    const snapshot = session.snapshot();
+    expect(snapshot.runtime).toMatchObject({ type: 'running', phase: 'running_model' });
+    expect((snapshot.runtime as { draft: { text: string } }).draft.text.length).toBeGreaterThan(600);
+    await session.cancelTurn(turnId);
+    await session.waitForTurn(turnId);
+  });
+
+  it('fail ends the turn with model_error', async () => {
+    const session = await newSession(runtime);
+    const turnId = await run(session, 'fail now');
+    expect(await session.waitForTurn(turnId)).toMatchObject({ status: 'failed', code: 'model_error' });
+  });
+});
+
+describe('a configured model', () => {
+  it('replaces the scenario: a ModelPort, or a factory, from a model module', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'openwork-model-'));
+    const module = join(dir, 'model.mjs');
+    await writeFile(
+      module,
+      [
+        "export default (env) => ({ id: 'custom/echo', providerId: 'custom', model: 'echo',",
+        '  async *stream() { yield { type: "text_delta", delta: env.GREETING };',
+        "    yield { type: 'completed', usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 } }; } });",
+      ].join('\n'),
+    );
+    const source = await loadModelModule(module, { GREETING: 'hello from the module' });
+    const runtime = await startInspectorRuntime({ model: source, port: 0, tools: [] });
+    try {
+      expect(runtime.label).toBe('model custom/echo');
+      const session = await newSession(runtime);
+      const turnId = await run(session, 'hi');
+      expect(await session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'hello from the module' });
+    } finally {
+      await runtime.close();
+    }
+    await expect(loadModelModule(join(dir, 'missing.mjs'), {})).rejects.toMatchObject({ code: 'invalid_request' });
+    await writeFile(join(dir, 'bad.mjs'), 'export default 42;\n');
+    await expect(loadModelModule(join(dir, 'bad.mjs'), {})).rejects.toMatchObject({ code: 'invalid_request' });
+    const direct = await startInspectorRuntime({ model: scriptedModel([{ text: 'direct' }], { provider: 'p', model: 'm' }), port: 0 });
+    expect(direct.label).toBe('model p/m');
+    await direct.close();
+  });
+});

@@ -1,0 +1,35 @@
+/**
+ * A child process for the Stately bridge tests: it connects (or fails to connect) to a relay, runs
+ * one turn, shuts everything down and prints `done`. It never calls process.exit: the test checks
+ * that nothing is left that keeps Node alive.
+ */
+import { createCore } from '../../src/core.js';
+import { connectStatelyInspector } from '../../src/inspection/stately.js';
+import { scriptedModel } from '../../src/services/model/scripted.js';
+import { pgliteStorage } from '../../src/storage/pglite.js';
+import { echoTool } from '../../src/testing/tools.js';
+
+const [mode, url] = process.argv.slice(2);
+if (mode === 'unreachable') {
+  try {
+    await connectStatelyInspector({ url: url!, connectTimeoutMs: 2_000 });
+    process.stdout.write('connected?!\n');
+  } catch (error) {
+    process.stdout.write(`error ${(error as { code?: string }).code}\n`);
+  }
+} else {
+  const stately = await connectStatelyInspector({ url: url! });
+  const core = await createCore({
+    storage: pgliteStorage(),
+    model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }]),
+    tools: [echoTool],
+    inspect: stately.inspect,
+  });
+  const session = await core.createSession({ workingDirectory: process.cwd() });
+  const { turnId } = await session.startTurn({ clientRequestId: 'child', input: [{ type: 'text', text: 'go' }] });
+  const outcome = await session.waitForTurn(turnId);
+  await core.shutdown();
+  await stately.stop();
+  process.stdout.write(`outcome ${outcome.status}\n`);
+}
+process.stdout.write(`done ${Date.now()}\n`);
