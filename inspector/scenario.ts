@@ -175,7 +175,9 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
     const steering: string[] = [];
     let i = messages.length - 1;
     while (i >= 0 && messages[i]!.role === 'user') {
-      steering.unshift(textOfUser(messages[i]));
+      // World State sections and agent messages are user-role too; only normal ones are steering.
+      const m = messages[i]!;
+      if (m.role === 'user' && m.kind === 'normal') steering.unshift(textOfUser(m));
       i -= 1;
     }
     const note = steering.length > 0 ? `Noted: “${steering.join(' / ').slice(0, 200)}”. ` : '';
@@ -240,7 +242,7 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
     calls += 1;
     let events: Timed[];
     if (turnCalls === 0) {
-      const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
+      const lastUser = [...request.messages].reverse().find((m) => m.role === 'user' && m.kind === 'normal');
       const prompt = textOfUser(lastUser);
       mode = modeOf(prompt);
       events = firstStep(request, prompt);

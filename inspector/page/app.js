@@ -605,16 +605,18 @@ function renderTranscript() {
   const keepAtEnd = followEnd(transcript);
   const messages = (app.selected ? app.messages.get(app.selected) ?? [] : []).filter((m) => m.toolName !== 'update_plan');
   transcript.replaceChildren(
-    ...messages.map((m) =>
-      el(
+    ...messages.map((m) => {
+      // World State, skill bodies and agent messages are user-role but not the user's words.
+      const contextual = m.role === 'user' && m.kind && m.kind !== 'normal';
+      return el(
         'div',
-        { class: `message message-${m.role}`, 'data-role': m.role },
-        el('div', { class: 'message-role', text: m.role === 'tool' ? `tool ${m.toolName ?? ''}` : m.role }),
+        { class: `message message-${contextual ? 'context' : m.role}`, 'data-role': m.role, 'data-kind': m.kind ?? 'normal' },
+        el('div', { class: 'message-role', text: m.role === 'tool' ? `tool ${m.toolName ?? ''}` : contextual ? m.kind : m.role }),
         ...m.content
           .filter((b) => b.type !== 'provider_opaque' && !(b.type === 'tool_call' && b.name === 'update_plan'))
           .map((b) => el(b.type === 'tool_result' ? 'pre' : 'div', { class: `block block-${b.type}`, text: blockText(b) })),
-      ),
-    ),
+      );
+    }),
   );
   keepAtEnd();
 }
