@@ -258,6 +258,12 @@ export function createToolCallActors(services: RuntimeServices) {
           input.result.status === 'denied' ? 'deny' : input.result.status === 'cancelled' && approval.decision === 'none' ? 'cancelled' : 'allow',
         permissionDecisionSource: approval.source,
         sandboxDenied: input.result.sandboxDenied ?? false,
+        // Reference §4.14: the permission facts a trace reader needs to tell the categories apart.
+        sessionMode: input.permissionMode,
+        ...(input.executed ? { sandboxMode: input.permissionMode } : {}),
+        escalationPaths: approval.card?.kind === 'escalation' ? (approval.card.requestedPaths ?? []).map((p) => ({ path: p.path, access: p.access, scope: p.scope })) : [],
+        escalationJustification: approval.card?.kind === 'escalation' ? (approval.card.reason ?? '') : '',
+        dangerMatch: approval.card?.dangerMatch ?? '',
       };
       const permissionWaitMs =
         approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;
