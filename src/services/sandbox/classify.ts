@@ -5,6 +5,8 @@
  * kept output (head and tail): a signature lost in the omitted middle is missed, other EPERMs
  * are also marked, and a command that swallows the error and exits 0 is not.
  */
+import { resolve } from 'node:path';
+import { canonicalize, isWithin } from '../permissions/paths.js';
 
 export type Classification = { kind: 'normal' } | { kind: 'denied'; line: string } | { kind: 'unavailable'; reason: string };
 
@@ -19,6 +21,8 @@ export interface ClassifyInput {
   status: string;
   /** Paths the sandbox hid; "Permission denied" on one of them is a denial. */
   hidden: readonly string[];
+  /** The command's working directory, to resolve relative paths named in error lines. */
+  cwd: string;
 }
 
 /** Kernel denial signatures on Linux and macOS (matched case-insensitively). */
@@ -28,11 +32,27 @@ function firstLine(text: string): string {
   return text.split('\n').find((l) => l.trim() !== '')?.trim() ?? '';
 }
 
-function denialLine(output: string, hidden: readonly string[]): string | null {
+/** Whether an error line names (directly or through a symlink) a path the sandbox hid. */
+function namesHiddenPath(line: string, hidden: readonly string[], cwd: string): boolean {
+  if (hidden.length === 0) return false;
+  for (const token of line.split(/: |['"`‘’]/)) {
+    const candidate = token.trim();
+    if (candidate === '' || candidate.includes('\0') || /\s{2,}/.test(candidate)) continue;
+    try {
+      const real = canonicalize(resolve(cwd, candidate));
+      if (hidden.some((h) => isWithin(real, h))) return true;
+    } catch {
+      // Not a path.
+    }
+  }
+  return false;
+}
+
+function denialLine(output: string, hidden: readonly string[], cwd: string): string | null {
   for (const line of output.split('\n')) {
     const lower = line.toLowerCase();
     if (DENIAL_SIGNATURES.some((s) => lower.includes(s))) return line.trim();
-    if (lower.includes('permission denied') && hidden.some((h) => line.includes(h))) return line.trim();
+    if (lower.includes('permission denied') && namesHiddenPath(line, hidden, cwd)) return line.trim();
   }
   return null;
 }
@@ -51,6 +71,6 @@ export function classify(input: ClassifyInput): Classification {
     }
   }
   if (input.exitCode === 0) return { kind: 'normal' };
-  const line = denialLine(input.output, input.hidden);
+  const line = denialLine(input.output, input.hidden, input.cwd);
   return line === null ? { kind: 'normal' } : { kind: 'denied', line };
 }

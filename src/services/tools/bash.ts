@@ -133,6 +133,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
             launcherStderr: outcome.launcherStderr,
             status: outcome.status,
             hidden: spec.hidden,
+            cwd: policy.workspaceRoot,
           });
           if (verdict.kind === 'unavailable') {
             const text = sandboxUnavailableText(verdict.reason);
