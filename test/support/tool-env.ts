@@ -29,6 +29,8 @@ export interface CallOptions {
   decide?: (card: PermissionCard) => Decision;
   signal?: AbortSignal;
   onProgress?: (p: ToolProgress) => void;
+  /** Defaults to the workspace. */
+  workingDirectory?: string;
 }
 
 export interface CallOutcome {
@@ -92,7 +94,7 @@ export async function toolEnv(options: Omit<ToolRuntimeOptions, 'home' | 'tempDi
       const mode = opts.mode ?? 'auto';
       const sessionId = opts.sessionId ?? 'ses_test';
       const turnId = opts.turnId ?? 'turn_test';
-      const authorization = await authorizer.authorize(tool, parsed.data, { sessionId, turnId, workingDirectory: ws, permissionMode: mode, nonInteractive: opts.nonInteractive ?? false });
+      const authorization = await authorizer.authorize(tool, parsed.data, { sessionId, turnId, workingDirectory: opts.workingDirectory ?? ws, permissionMode: mode, nonInteractive: opts.nonInteractive ?? false });
       if (authorization.kind === 'deny') {
         const code = authorization.source === 'sandbox_unavailable' ? 'sandbox_unavailable' : 'permission_denied';
         return { authorization, card: null, executed: false, result: { status: 'denied', text: authorization.text, error: { code, message: authorization.text, retryable: false } } };
@@ -104,7 +106,7 @@ export async function toolEnv(options: Omit<ToolRuntimeOptions, 'home' | 'tempDi
         if (opts.nonInteractive) {
           return { authorization, card, executed: false, result: { status: 'denied', text: NON_INTERACTIVE_REFUSAL_TEXT, error: { code: 'permission_denied', message: NON_INTERACTIVE_REFUSAL_TEXT, retryable: false } } };
         }
-        if (!opts.decide) throw new Error(`unexpected card for ${name}: ${JSON.stringify(card)}`);
+        if (!opts.decide) throw new Error(`unexpected ${card.kind} card for ${name}: ${card.summary}`);
         decision = opts.decide(card);
         if (decision === 'deny') return { authorization, card, executed: false, result: { status: 'denied', text: 'The user denied this tool call.' } };
       }
@@ -114,7 +116,7 @@ export async function toolEnv(options: Omit<ToolRuntimeOptions, 'home' | 'tempDi
         turnId,
         toolCallId: opts.toolCallId ?? `tc_${counter}`,
         providerCallId: `call_${counter}`,
-        workingDirectory: ws,
+        workingDirectory: opts.workingDirectory ?? ws,
         permissionMode: mode,
         signal: opts.signal ?? new AbortController().signal,
         progress: opts.onProgress ?? (() => {}),
