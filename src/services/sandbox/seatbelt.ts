@@ -85,10 +85,11 @@ export function seatbeltProfile(policy: SandboxPolicy): SeatbeltProfile {
     lines.push(`(allow file-write* (require-all ${matcher} ${exclusions.join(' ')}))`);
   }
   for (const credential of credentials) {
+    const subject = `(subpath ${param(credential)})`;
     const readGrants = policy.pathGrants
       .filter((g) => isWithin(g.path, credential))
       .map((g) => `(require-not ${g.scope === 'subtree' ? `(subpath ${param(g.path)})` : `(literal ${param(g.path)})`})`);
-    lines.push(`(deny file-read* (require-all (subpath ${param(credential)}) ${readGrants.join(' ')}))`);
+    lines.push(`(deny file-read* (require-all ${subject}${readGrants.map((g) => ` ${g}`).join('')}))`);
   }
   return { profile: lines.join('\n'), params };
 }
