@@ -84,6 +84,13 @@ describe('a symlink inside the workspace pointing out', () => {
     expect(grep.result.text).not.toContain('PRIVATE KEY');
   });
 
+  it('a dangling symlink is judged at its target: creating a file through it outside the workspace is refused', async () => {
+    symlinkSync(join(env.outside, 'not-yet.txt'), join(env.ws, 'dangling'));
+    const { result } = await env.call('write', { path: 'dangling', content: 'x' });
+    expectFenceDenial(result, 'write', join(env.outside, 'not-yet.txt'));
+    expect(existsSync(join(env.outside, 'not-yet.txt'))).toBe(false);
+  });
+
   it('bash: writing through the link is denied by the kernel; reading a credential through it fails', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const write = await env.call('bash', { command: 'echo x > out-link/via-link-bash.txt' });
