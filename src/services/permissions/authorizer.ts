@@ -47,7 +47,13 @@ function environmentId(policy: SandboxPolicy): string {
 
 function escalationCard(tool: SandboxedTool, args: unknown, policy: SandboxPolicy, grants: PathGrant[], hit: DangerHit | null, previousDenial: string | undefined): Card {
   const command = tool.sandboxed.command?.(args);
-  const target = tool.sandboxed.targets(args)[0]?.path;
+  const raw = tool.sandboxed.targets(args)[0]?.path;
+  let target = raw;
+  try {
+    if (raw !== undefined) target = resolveToolPath(raw, policy.workspaceRoot, policy.environment.home);
+  } catch {
+    // Shown as written; the tool reports the bad path when it runs.
+  }
   const justification = (args as { justification?: string }).justification ?? '';
   return {
     toolName: tool.name,

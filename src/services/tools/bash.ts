@@ -6,6 +6,7 @@
  * kernel denial appends the denial marker and the escalation hint. bash never runs outside the
  * sandbox: without one it answers `sandbox_unavailable`.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
@@ -72,6 +73,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
       }
       const timeoutMs = Math.min(BASH_MAX_TIMEOUT_MS, Math.max(1, requested ?? BASH_DEFAULT_TIMEOUT_MS));
       const policy = callPolicy(runtime, ctx);
+      if (!existsSync(policy.workspaceRoot)) return failedResult('execution_failed', `the working directory ${policy.workspaceRoot} does not exist`);
       let spec;
       try {
         spec = launcher.prepare(policy, command);

@@ -206,7 +206,7 @@ describe('sensitive paths (acc 8)', () => {
       { path: '.env', oldString: 'abc', newString: 'def', sandboxPermissions: { paths: [{ path, access: 'write', scope: 'exact' }] }, justification: 'rotate the token' },
       { decide: () => 'allow_once' },
     );
-    expect(retried.card).toMatchObject({ kind: 'escalation', toolName: 'edit', path: '.env', reason: 'rotate the token', requestedPaths: [{ path, access: 'write', scope: 'exact', tier: 'sensitive' }] });
+    expect(retried.card).toMatchObject({ kind: 'escalation', toolName: 'edit', path, reason: 'rotate the token', requestedPaths: [{ path, access: 'write', scope: 'exact', tier: 'sensitive' }] });
     expect(retried.result.status).toBe('succeeded');
     expect(readFileSync(path, 'utf8')).toBe('TOKEN=def\n');
     expectFenceDenial((await env.call('write', { path: '.vscode/settings.json', content: '{}' })).result, 'write', join(env.ws, '.vscode', 'settings.json'));
