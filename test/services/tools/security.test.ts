@@ -192,6 +192,15 @@ describe('credential directories (acc 7)', () => {
       { decide: () => 'allow_once' },
     );
     expect(bash.result.text).toContain('PRIVATE KEY');
+    // An exact grant inside a hidden directory opens that file by name and nothing beside it.
+    const exact = await env.call(
+      'bash',
+      { command: `cat ${path}; ls ${join(env.home, '.ssh')}`, sandboxPermissions: { paths: [{ path, access: 'read', scope: 'exact' }] }, justification: 'show the key' },
+      { decide: () => 'allow_once' },
+    );
+    expect(exact.result.text).toContain('PRIVATE KEY');
+    expect(exact.result.text).toMatch(/ls: cannot open directory .*: Permission denied/);
+    expect(exact.result.sandboxDenied).toBe(true);
   });
 });
 
