@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_GRANTS, sandboxPermissionsSchema } from '../../../src/services/permissions/escalation.js';
+import { MAX_GRANTS, sandboxPermissionsSchema, validateEscalation } from '../../../src/services/permissions/escalation.js';
 import { bashDenialText, fileDenialText } from '../../../src/services/permissions/texts.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
 
@@ -18,7 +18,7 @@ afterAll(() => env.cleanup());
 const refusal = (reason: string) => `[sandbox: escalation refused without asking the user: ${reason}]`;
 
 function request(paths: Array<{ path: string; access?: 'read' | 'write'; scope?: 'exact' | 'subtree' }>, justification = 'the build needs it') {
-  return { sandboxPermissions: { paths: paths.map((p) => ({ access: 'write', scope: 'exact', ...p })) }, justification };
+  return { sandboxPermissions: { paths: paths.map((p) => ({ access: 'write' as const, scope: 'exact' as const, ...p })) }, justification };
 }
 
 /** Every rule is checked through a file tool and through bash (the schema is the same). */
@@ -38,31 +38,58 @@ async function refusedBoth(extra: Record<string, unknown>, text: string | RegExp
   }
 }
 
+describe('escalation validation rules, on the policy alone (no sandbox needed)', () => {
+  const validate = (paths: Array<{ path: string; access?: 'read' | 'write'; scope?: 'exact' | 'subtree' }>, justification = 'why', actor: 'bash' | 'file_tool' = 'bash') =>
+    validateEscalation(request(paths, justification), env.runtime.policy('auto', env.ws), actor);
+
+  it('each rule refuses with its reason; a valid request yields canonical grants', () => {
+    expect(validate([{ path: join(env.outside, 'a') }], ' ')).toEqual({ ok: false, text: refusal('justification is empty; give one sentence for the user saying why the paths are needed, then retry') });
+    expect(validate([])).toMatchObject({ ok: false, text: expect.stringContaining('paths is empty') });
+    expect(validate(Array.from({ length: 17 }, (_, i) => ({ path: `/x/${i}` })))).toMatchObject({ ok: false, text: expect.stringContaining('17 paths requested') });
+    expect(validate([{ path: 'rel/x' }])).toMatchObject({ ok: false, text: expect.stringContaining('is a relative path') });
+    expect(validate([{ path: join(env.ws, 'a.txt') }])).toMatchObject({ ok: false, text: expect.stringContaining('grants nothing new') });
+    expect(validate([{ path: join(env.ws, '.git', 'hooks', 'x') }])).toMatchObject({ ok: false, text: expect.stringContaining('is protected') });
+    expect(validate([{ path: env.home, scope: 'subtree' }])).toMatchObject({ ok: false, text: expect.stringContaining('is too broad') });
+    expect(validate([{ path: `${env.outside}/../outside/./new.txt` }, { path: `~/.ssh`, access: 'read', scope: 'subtree' }])).toEqual({
+      ok: true,
+      grants: [
+        { path: join(env.outside, 'new.txt'), access: 'write', scope: 'exact' },
+        { path: join(env.home, '.ssh'), access: 'read', scope: 'subtree' },
+      ],
+    });
+  });
+});
+
 describe('escalation validation: refused with an explanation, no card', () => {
-  it('an empty justification', async () => {
+  it('an empty justification', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     const text = refusal('justification is empty; give one sentence for the user saying why the paths are needed, then retry');
     await refusedBoth(request([{ path: join(env.outside, 'a') }], ''), text);
     await refusedBoth(request([{ path: join(env.outside, 'a') }], '   '), text);
     await refusedBoth({ sandboxPermissions: { paths: [{ path: join(env.outside, 'a'), access: 'write', scope: 'exact' }] } }, text);
   });
 
-  it('no paths', async () => {
+  it('no paths', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     await refusedBoth(request([]), refusal('sandboxPermissions.paths is empty; list the paths this call needs'));
   });
 
-  it(`more than ${MAX_GRANTS} paths`, async () => {
+  it(`more than ${MAX_GRANTS} paths`, async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     const paths = Array.from({ length: MAX_GRANTS + 1 }, (_, i) => ({ path: join(env.outside, `f${i}`) }));
     await refusedBoth(request(paths), refusal(`17 paths requested, at most 16 are allowed; list only the paths this call needs`));
     const ok = await env.call('write', { path: join(env.outside, 'f0'), content: 'x', ...request(paths.slice(0, MAX_GRANTS)) }, { decide: () => 'deny' });
     expect(ok.card?.requestedPaths).toHaveLength(MAX_GRANTS);
   });
 
-  it('a relative path', async () => {
+  it('a relative path', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     await refusedBoth(request([{ path: 'build/out' }]), refusal('"build/out" is a relative path; every path must be absolute'));
     await refusedBoth(request([{ path: '../outside/x' }]), /is a relative path/);
   });
 
-  it('nothing new: a path the current mode already allows', async () => {
+  it('nothing new: a path the current mode already allows', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     await refusedBoth(request([{ path: join(env.ws, 'src', 'main.txt') }]), refusal(`${join(env.ws, 'src', 'main.txt')} (write) is already allowed under auto mode, so the request grants nothing new; retry without sandboxPermissions`));
     await refusedBoth(request([{ path: join(env.outside, 'data.txt'), access: 'read' }]), /\(read\) is already allowed under auto mode/);
     await refusedBoth(request([{ path: env.tmp, scope: 'subtree' }]), /is already allowed/);
@@ -73,14 +100,16 @@ describe('escalation validation: refused with an explanation, no card', () => {
     expect(write.authorization).toMatchObject({ kind: 'deny', text: expect.stringMatching(/already allowed under accept-edits mode/) });
   });
 
-  it('a hard-protected target', async () => {
+  it('a hard-protected target', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     for (const path of [join(env.home, '.openwork', 'x'), join(env.home, '.agents', 'skills'), join(env.ws, '.git', 'hooks', 'pre-commit')]) {
       const { authorization } = await env.call('bash', { command: 'make', ...request([{ path }]) });
       expect(authorization).toEqual({ kind: 'deny', source: 'builtin', text: refusal(`${path} is protected and cannot be written in any mode; do not retry`) });
     }
   });
 
-  it('a subtree at /, $HOME or an ancestor of them', async () => {
+  it('a subtree at /, $HOME or an ancestor of them', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     for (const path of ['/', env.home, dirname(env.home), env.base]) {
       await refusedBoth(request([{ path, scope: 'subtree' }]), refusal(`a subtree at ${path} is too broad (it is the filesystem root, the home directory or an ancestor of it); list narrower paths`));
       await refusedBoth(request([{ path, scope: 'subtree', access: 'read' }]), /is too broad/);
@@ -138,7 +167,8 @@ describe('escalation cards and single-call grants', () => {
     expect(asked.card?.kind).toBe('escalation');
   });
 
-  it('file tools: the approved exact write grant covers that file only, for that call', async () => {
+  it('file tools: the approved exact write grant covers that file only, for that call', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     const target = join(env.outside, 'file-grant.txt');
     const approved = await env.call('write', { path: target, content: 'granted', ...request([{ path: target }]) }, { decide: () => 'allow_once' });
     expect(approved.result.status).toBe('succeeded');

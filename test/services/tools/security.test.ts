@@ -181,11 +181,12 @@ describe('credential directories (acc 7)', () => {
   });
 
   it('a read grant opens exactly what it names, for that call (acc 21)', async (ctx) => {
+    // The escalation parameters exist only while the sandbox works (reference §4.9).
+    requireSandbox(ctx, env.runtime);
     const path = join(env.home, '.ssh', 'id_ed25519');
     const granted = await env.call('read', { path, sandboxPermissions: { paths: [{ path, access: 'read', scope: 'exact' }] }, justification: 'show the key' }, { decide: () => 'allow_once' });
     expect(granted.result.text).toContain('PRIVATE KEY');
     expectFenceDenial((await env.call('read', { path })).result, 'read', path);
-    requireSandbox(ctx, env.runtime);
     const bash = await env.call(
       'bash',
       { command: `cat ${path}`, sandboxPermissions: { paths: [{ path: join(env.home, '.ssh'), access: 'read', scope: 'subtree' }] }, justification: 'git push over ssh' },
@@ -205,7 +206,8 @@ describe('credential directories (acc 7)', () => {
 });
 
 describe('sensitive paths (acc 8)', () => {
-  it('.env and .vscode/settings.json: denied with the hint; the escalated retry asks and then writes', async () => {
+  it('.env and .vscode/settings.json: denied with the hint; the escalated retry asks and then writes', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
     const path = join(env.ws, '.env');
     await env.call('read', { path: '.env' });
     const denied = await env.call('edit', { path: '.env', oldString: 'abc', newString: 'def' });
