@@ -41,5 +41,7 @@ export interface RuntimeServices {
   appVersion: string;
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs: number;
+  /** Where tool results past 32,000 bytes are saved whole (`~/.openwork/spill`); null: cut without saving. */
+  toolResultSpillRoot: string | null;
   session(sessionId: string): SessionServices;
 }

@@ -14,6 +14,7 @@ import { canonicalJson } from '../storage/sql-storage.js';
 import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
 import type { RuntimeServices } from './runtime.js';
 import { normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
+import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import type { SpanData } from './trace/signals.js';
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
@@ -171,6 +172,14 @@ export function createToolCallActors(services: RuntimeServices) {
         queueMicrotask(() => finish({ status: 'failed', text: toolNotFoundText(input.toolName), error: { code: 'tool_not_found', message: toolNotFoundText(input.toolName), retryable: false } }));
         return () => controller.abort();
       }
+      // The fallback cut (reference §11.2): no result text reaches the model past 32,000 bytes.
+      const boundResult = (result: ToolResult): ToolResult => {
+        if (Buffer.byteLength(result.text) <= MAX_RESULT_BYTES) return result;
+        const text = services.toolResultSpillRoot
+          ? boundResultText(result.text, spillPath(services.toolResultSpillRoot, input.sessionId, input.toolCallId))
+          : cutResultText(result.text);
+        return { ...result, text, ...(result.error ? { error: { ...result.error, message: text } } : {}) };
+      };
       const started = services.clock.now();
       const approvalDecision = input.approval.decision === 'deny' ? 'none' : input.approval.decision;
       Promise.resolve()
@@ -190,7 +199,7 @@ export function createToolCallActors(services: RuntimeServices) {
           }),
         )
         .then(
-          (result) => finish(normalizeToolResult(result)),
+          (result) => finish(boundResult(normalizeToolResult(result))),
           (error: unknown) => {
             if (controller.signal.aborted) {
               const text = `tool call cancelled after ${services.clock.now() - started} ms`;

@@ -12,6 +12,9 @@ import { scriptedModel, type ScriptedModel, type ScriptedStep } from '../../src/
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
 import { bashDenialText, NON_INTERACTIVE_REFUSAL_TEXT, sandboxUnavailableText } from '../../src/services/permissions/texts.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
+import { defineTool, type AnyTool } from '../../src/services/tools/define.js';
+import { MAX_RESULT_BYTES } from '../../src/services/tools/output.js';
+import { z } from 'zod';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
@@ -43,13 +46,14 @@ interface Run {
   updates: SessionUpdateEnvelope[];
 }
 
-async function start(steps: ScriptedStep[], options: { toolEnv?: ToolEnv; parentSessionId?: string } = {}): Promise<Run> {
+async function start(steps: ScriptedStep[], options: { toolEnv?: ToolEnv; parentSessionId?: string; extraTools?: AnyTool[] } = {}): Promise<Run> {
   const tools = options.toolEnv ?? env;
   const model = scriptedModel(steps);
   const core = await createCore({
     storage,
     model,
-    tools: builtinTools(tools.runtime),
+    toolResultSpillRoot: tools.runtime.spillRoot,
+    tools: [...builtinTools(tools.runtime), ...(options.extraTools ?? [])],
     authorizer: permissionPolicy(tools.runtime),
     sandbox: tools.runtime.sandbox,
     closeStorageOnShutdown: false,
@@ -267,5 +271,19 @@ describe('built-in tools in a turn', () => {
     const result = (await storage.listMessages(run.session.sessionId)).filter((m) => m.role === 'tool')[0]!.content[0] as { status: string; text: string };
     expect(result.status).toBe('cancelled');
     expect(result.text).toMatch(/^started\n\[cancelled; duration \d+ ms\]$/);
+  });
+
+  it('any other tool result past 32,000 bytes is cut by the core and saved whole in the spill directory', async () => {
+    const big = Array.from({ length: 4000 }, (_, i) => `row ${i} ${'z'.repeat(30)}`).join('\n');
+    const bigTool = defineTool({ name: 'big', description: 'Returns a lot.', parameters: z.object({}), execute: () => big });
+    const run = await start([{ toolCalls: [{ name: 'big', arguments: {} }] }, { text: 'ok' }], { extraTools: [bigTool] });
+    await turn(run, 'big');
+    // The stored result (the request copy may project it further, reference §2.5).
+    const text = ((await storage.listMessages(run.session.sessionId)).find((m) => m.role === 'tool')!.content[0] as { text: string }).text;
+    expect(Buffer.byteLength(text!)).toBeLessThanOrEqual(MAX_RESULT_BYTES);
+    const saved = /Full output saved at (\S+) — use read/.exec(text!)![1]!;
+    expect(saved.startsWith(join(env.home, '.openwork', 'spill', run.session.sessionId.replace(/[^A-Za-z0-9_-]/g, '_')))).toBe(true);
+    expect(readFileSync(saved, 'utf8')).toBe(big);
+    expect(big.startsWith(text!.slice(0, text!.indexOf('\n... (')))).toBe(true);
   });
 });

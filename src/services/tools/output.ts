@@ -146,10 +146,10 @@ export function writeSpill(path: string, text: string): { path: string | null; c
  * The fallback cut for any result over 32,000 bytes: keep the head (cut at a newline in the
  * second half of the budget, else at a character boundary), spill the whole text, add the footer.
  */
-export function boundResultText(text: string, spillTo: string): string {
+export function boundResultText(text: string, spillTo: string | null): string {
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.length <= MAX_RESULT_BYTES) return text;
-  const saved = writeSpill(spillTo, text);
+  const saved = spillTo === null ? { path: null, capped: false } : writeSpill(spillTo, text);
   // The footer's longest form (the omitted count can only shrink) bounds the budget, so the result fits.
   const longest = Buffer.byteLength(omittedText(bytes.length, saved.path, saved.capped)) + 1;
   const budget = MAX_RESULT_BYTES - Math.max(FOOTER_RESERVE_BYTES, longest);
@@ -158,6 +158,11 @@ export function boundResultText(text: string, spillTo: string): string {
   if (newline >= budget / 2) cut = newline + 1;
   const footer = omittedText(bytes.length - cut, saved.path, saved.capped);
   return `${bytes.subarray(0, cut).toString('utf8')}${cut > 0 && bytes[cut - 1] === 0x0a ? '' : '\n'}${footer}`;
+}
+
+/** The fallback cut without a spill file: the footer only says how much was omitted. */
+export function cutResultText(text: string): string {
+  return boundResultText(text, null);
 }
 
 /** Deletes spill directories not modified for `maxAgeMs` (run at start-up). Returns how many. */
