@@ -101,6 +101,11 @@ export interface CoreOptions {
   skills?: { root?: string | null };
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs?: number;
+  /**
+   * Where a tool result over 32,000 bytes is saved whole before it is cut (reference §11.2); pass
+   * `prepareToolRuntime().spillRoot`. Without it the cut result only says how much was omitted.
+   */
+  toolResultSpillRoot?: string;
   /** Close the storage on `shutdown()` (default true); false when the host shares it. */
   closeStorageOnShutdown?: boolean;
   /** The model of a loaded session by its stored `default_model_id`; defaults to `model`. */
@@ -242,6 +247,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     spillDir: join(openworkHome, 'spill'),
     mailbox,
     agentControl: (sessionId) => controls.get(sessionId) ?? null,
+    toolResultSpillRoot: options.toolResultSpillRoot ?? join(openworkHome, 'spill'),
     session(sessionId) {
       const entry = loaded.get(sessionId);
       if (!entry) throw new CommandError('actor_stopped', `session ${sessionId} is not loaded`);

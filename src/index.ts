@@ -17,11 +17,36 @@ export { OpenworkError, CommandError, BusyError, InputError, StorageError, Model
 export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } from './errors.js';
 
 export { defineTool, toolDefinition } from './services/tools/define.js';
+export { workspaceToolOptions } from './services/tools/workspace.js';
+export type { WorkspaceToolOptions } from './services/tools/workspace.js';
 export type { Tool, AnyTool, ToolContext, ToolResult, Authorization, AuthorizeContext } from './services/tools/define.js';
 export type { Authorizer } from './services/runtime.js';
 export type { ModelPort, ModelRequest, ModelMessage, ModelStreamEvent, ToolDefinition, RateLimitSnapshot } from './services/model/port.js';
 export type { AgentMessage, AgentMessageKind } from './services/agents/mailbox.js';
 export { agentMessageId } from './services/agents/mailbox.js';
+export { prepareToolRuntime } from './services/tools/tool-runtime.js';
+export type { ToolRuntime, ToolRuntimeOptions } from './services/tools/tool-runtime.js';
+export { builtinTools, BUILTIN_TOOL_NAMES } from './services/tools/builtin.js';
+export type { BuiltinToolName } from './services/tools/builtin.js';
+export type { FileChangeArtifact } from './services/tools/file-change.js';
+export { permissionPolicy } from './services/permissions/authorizer.js';
+export { SandboxPolicy } from './services/permissions/policy.js';
+export type { Access, Actor, GrantScope, PathGrant } from './services/permissions/policy.js';
+export type { Tier } from './services/permissions/tiers.js';
+export { CREDENTIAL_PATHS } from './services/permissions/tiers.js';
+export { detectEnvironment } from './services/permissions/environment.js';
+export type { SandboxEnvironment, SandboxEnvironmentOptions } from './services/permissions/environment.js';
+export { loadDangerDetector } from './services/permissions/danger.js';
+export type { DangerDetector, DangerHit, DangerKey } from './services/permissions/danger.js';
+export { MAX_GRANTS } from './services/permissions/escalation.js';
+export {
+  bashDenialText,
+  fileDenialText,
+  protectedPathText,
+  sandboxUnavailableText,
+  renderSandboxPolicySection,
+  NON_INTERACTIVE_REFUSAL_TEXT,
+} from './services/permissions/texts.js';
 export { INTERRUPTED_RESULT_TEXT } from './services/context/assemble.js';
 export { REMAINING_CALL_TEXT } from './machines/turn.js';
 
@@ -31,6 +56,6 @@ export { toolCallMachine } from './machines/tool-call.js';
 
 export type { UserInput, PermissionDecision, PermissionMode, StartTurnParams } from './protocol/input.js';
 export type { SessionUpdate, SessionUpdateEnvelope, TurnOutcome, Phase, PermissionCard, ToolProgress } from './protocol/updates.js';
-export type { SessionSnapshot, SessionStatus, SessionRuntimeSnapshot, LiveToolCall, PendingApproval } from './protocol/snapshot.js';
+export type { SandboxStatus, SessionSnapshot, SessionStatus, SessionRuntimeSnapshot, LiveToolCall, PendingApproval } from './protocol/snapshot.js';
 export type { PlanStep, TurnPlanSnapshot } from './protocol/plan.js';
 export type { ContentBlock, StoredMessage, ToolResultStatus } from './protocol/content.js';

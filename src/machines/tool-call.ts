@@ -8,6 +8,7 @@ import { assign, enqueueActions, fromCallback, fromPromise, sendParent, sendTo, 
 import type { PermissionDecision } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { PermissionCard } from '../protocol/updates.js';
+import { NON_INTERACTIVE_REFUSAL_TEXT } from '../services/permissions/texts.js';
 import type { ToolResult } from '../services/tools/define.js';
 import type {
   ApprovalRecord,
@@ -23,9 +24,8 @@ import type {
 export const USER_DENIED_TEXT = 'The user denied this tool call.';
 export const CANCELLED_BEFORE_RUN_TEXT = 'tool call was cancelled before it ran';
 export const ACTOR_STOPPED_TEXT = 'the runtime stopped while this tool call was pending; its outcome is unknown';
-export const NON_INTERACTIVE_REFUSAL_TEXT =
-  'This call needs the user\'s approval, but a sub-agent cannot ask for authorization, so it was refused. ' +
-  'Continue with what the current permission mode allows, or report the limitation to the parent agent.';
+/** Reference §4.13: the refusal a sub-agent gets instead of a card (the text lives with the other policy texts). */
+export { NON_INTERACTIVE_REFUSAL_TEXT };
 
 export interface RecordInput {
   sessionId: string;
@@ -36,6 +36,10 @@ export interface RecordInput {
   result: ToolResult;
   approval: ApprovalRecord;
   resolvedName: string | null;
+  /** The mode the call ran (or would have run) under, for the trace's `sessionMode` / `sandboxMode`. */
+  permissionMode: ToolCallInput['permissionMode'];
+  /** Whether the tool itself ran (the trace records `sandboxMode` only then). */
+  executed: boolean;
 }
 
 export interface ExecuteInput {
@@ -81,6 +85,7 @@ export interface ToolCallContext extends ToolCallInput {
   terminal: ToolCallTerminal | null;
   stopRequest: 'cancel' | 'stop' | null;
   recorded: boolean;
+  executed: boolean;
   plan: TurnPlanSnapshot | null;
   waitTimedOut: boolean | null;
 }
@@ -199,6 +204,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
     terminal: null,
     stopRequest: null,
     recorded: false,
+    executed: false,
     plan: null,
     waitTimedOut: null,
   }),
@@ -299,8 +305,10 @@ export const toolCallMachine = toolCallSetup.createMachine({
             target: 'recording',
             actions: assign(({ event, context }) => {
               const out = event.output as Extract<AuthorizationOutput, { kind: 'deny' }>;
+              // Reference §4.6: bash without a sandbox is not run and answers sandbox_unavailable.
+              const code = out.source === 'sandbox_unavailable' ? ('sandbox_unavailable' as const) : ('permission_denied' as const);
               return {
-                result: { status: 'denied' as const, text: out.text, error: { code: 'permission_denied' as const, message: out.text, retryable: false } },
+                result: { status: 'denied' as const, text: out.text, error: { code, message: out.text, retryable: false } },
                 approval: { ...context.approval, source: out.source },
               };
             }),
@@ -429,6 +437,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
           target: 'recording',
           actions: assign(({ context, event }) => ({
             result: event.result,
+            executed: true,
             terminal:
               context.stopRequest === 'stop'
                 ? { code: 'actor_stopped' as const, message: 'the session actor stopped while a tool was running' }
@@ -530,6 +539,8 @@ export const toolCallMachine = toolCallSetup.createMachine({
           result: context.result!,
           approval: context.approval,
           resolvedName: context.resolvedName,
+          permissionMode: context.permissionMode,
+          executed: context.executed,
         }),
         onDone: { target: 'done', actions: assign({ recorded: true }) },
         onError: {

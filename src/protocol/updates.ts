@@ -41,6 +41,8 @@ export const permissionCardSchema = z.object({
     .optional(),
   dangerNote: z.string().optional(),
   dangerMatch: z.string().optional(),
+  /** Where the matched sub-command sits in `command` (string offsets), for highlighting. */
+  dangerSpan: z.object({ start: z.number().int(), end: z.number().int() }).optional(),
   previousDenial: z.string().optional(),
   /** The environment the grant would apply to (seed 004 §5: grants are keyed by environment id). */
   environmentId: z.string(),

@@ -60,5 +60,7 @@ export interface RuntimeServices {
   mailbox: MailboxSignal;
   /** The agent control of a root session (shared by its children); null where sub-agents are off. */
   agentControl(sessionId: string): AgentControl | null;
+  /** Where tool results past 32,000 bytes are saved whole (`~/.openwork/spill`); null: cut without saving. */
+  toolResultSpillRoot: string | null;
   session(sessionId: string): SessionServices;
 }

@@ -15,6 +15,7 @@ import { canonicalJson } from '../storage/sql-storage.js';
 import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
 import type { RuntimeServices } from './runtime.js';
 import { normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
+import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import type { SpanData } from './trace/signals.js';
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
@@ -174,6 +175,14 @@ export function createToolCallActors(services: RuntimeServices) {
         queueMicrotask(() => finish({ status: 'failed', text: toolNotFoundText(input.toolName), error: { code: 'tool_not_found', message: toolNotFoundText(input.toolName), retryable: false } }));
         return () => controller.abort();
       }
+      // The fallback cut (reference §11.2): no result text reaches the model past 32,000 bytes.
+      const boundResult = (result: ToolResult): ToolResult => {
+        if (Buffer.byteLength(result.text) <= MAX_RESULT_BYTES) return result;
+        const text = services.toolResultSpillRoot
+          ? boundResultText(result.text, spillPath(services.toolResultSpillRoot, input.sessionId, input.toolCallId))
+          : cutResultText(result.text);
+        return { ...result, text, ...(result.error ? { error: { ...result.error, message: text } } : {}) };
+      };
       const started = services.clock.now();
       const approvalDecision = input.approval.decision === 'deny' ? 'none' : input.approval.decision;
       Promise.resolve()
@@ -193,7 +202,7 @@ export function createToolCallActors(services: RuntimeServices) {
           }),
         )
         .then(
-          (result) => finish(normalizeToolResult(result)),
+          (result) => finish(boundResult(normalizeToolResult(result))),
           (error: unknown) => {
             if (controller.signal.aborted) {
               const text = `tool call cancelled after ${services.clock.now() - started} ms`;
@@ -275,6 +284,12 @@ export function createToolCallActors(services: RuntimeServices) {
           input.result.status === 'denied' ? 'deny' : input.result.status === 'cancelled' && approval.decision === 'none' ? 'cancelled' : 'allow',
         permissionDecisionSource: approval.source,
         sandboxDenied: input.result.sandboxDenied ?? false,
+        // Reference §4.14: the permission facts a trace reader needs to tell the categories apart.
+        sessionMode: input.permissionMode,
+        ...(input.executed ? { sandboxMode: input.permissionMode } : {}),
+        escalationPaths: approval.card?.kind === 'escalation' ? (approval.card.requestedPaths ?? []).map((p) => ({ path: p.path, access: p.access, scope: p.scope })) : [],
+        escalationJustification: approval.card?.kind === 'escalation' ? (approval.card.reason ?? '') : '',
+        dangerMatch: approval.card?.dangerMatch ?? '',
       };
       const permissionWaitMs =
         approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;

@@ -1,0 +1,138 @@
+/**
+ * @module services/permissions/authorizer
+ * `permissionPolicy`: the decision flow of reference §4.1 as an `Authorizer`. Per call, from the
+ * mode the call runs under and the danger detector only:
+ *   1. a file tool writing a hard-protected path → rule denial (no card);
+ *   2. an escalation request → refused with an explanation if invalid (no card), else an
+ *      escalation card (annotated when the command is dangerous);
+ *   3. bash without a working sandbox → `sandbox_unavailable` (not run, no card);
+ *   4. bash in `auto` whose command hits the danger list → a danger card;
+ *   5. otherwise run; the sandbox (kernel or fence) refuses what the policy does not allow.
+ * Tools that are not sandboxed keep their own `authorize`.
+ */
+import type { Authorizer } from '../runtime.js';
+import type { Authorization, AuthorizeContext } from '../tools/define.js';
+import { isSandboxedTool, type SandboxedTool } from '../tools/sandboxed.js';
+import type { ToolRuntime } from '../tools/tool-runtime.js';
+import type { DangerHit } from './danger.js';
+import { hasEscalation, validateEscalation } from './escalation.js';
+import { PathResolutionError, resolveToolPath } from './paths.js';
+import type { PathGrant, SandboxPolicy } from './policy.js';
+import { protectedPathText, sandboxUnavailableText } from './texts.js';
+
+type Card = Extract<Authorization, { kind: 'card' }>['card'];
+
+/** What the danger card says about a hit (reference §4.12). */
+export function dangerNote(hit: DangerHit): string {
+  return `this command deletes files: \`${hit.match}\` (${hit.key}); it still runs inside the current mode's sandbox`;
+}
+
+function describeGrants(grants: readonly PathGrant[]): string {
+  return grants.map((g) => `${g.access === 'write' ? 'writing' : 'reading'} ${g.path} (${g.scope === 'exact' ? 'file' : 'subtree'})`).join(', ');
+}
+
+/** Equal keys are covered by the same turn- or session-scoped grant: the exact paths, and the command when it is dangerous. */
+export function escalationGrantKey(grants: readonly PathGrant[], danger: { hit: DangerHit; command: string } | null): string {
+  const paths = [...grants].map((g) => [g.path, g.access, g.scope]).sort((a, b) => (a.join('\u0000') < b.join('\u0000') ? -1 : 1));
+  return `escalation:${JSON.stringify(paths)}${danger ? `|danger:${danger.hit.key}:${danger.command}` : ''}`;
+}
+
+export function dangerGrantKey(hit: DangerHit, command: string): string {
+  return `danger:${hit.key}:${command}`;
+}
+
+function environmentId(policy: SandboxPolicy): string {
+  return `workspace:${policy.workspaceRoot}`;
+}
+
+function escalationCard(tool: SandboxedTool, args: unknown, policy: SandboxPolicy, grants: PathGrant[], hit: DangerHit | null, previousDenial: string | undefined): Card {
+  const command = tool.sandboxed.command?.(args);
+  const raw = tool.sandboxed.targets(args)[0]?.path;
+  let target = raw;
+  try {
+    if (raw !== undefined) target = resolveToolPath(raw, policy.workspaceRoot, policy.environment.home);
+  } catch {
+    // Shown as written; the tool reports the bad path when it runs.
+  }
+  const justification = (args as { justification?: string }).justification ?? '';
+  return {
+    toolName: tool.name,
+    kind: 'escalation',
+    summary: `this once, additionally allow ${describeGrants(grants)}${hit ? '; this command deletes files' : ''}`,
+    ...(command !== undefined ? { command } : {}),
+    ...(command === undefined && target !== undefined ? { path: target } : {}),
+    reason: justification,
+    requestedPaths: grants.map((g) => ({ path: g.path, access: g.access, scope: g.scope, tier: policy.tier(g.path) })),
+    ...(hit ? { dangerNote: dangerNote(hit), dangerMatch: hit.key, dangerSpan: hit.span } : {}),
+    ...(previousDenial !== undefined ? { previousDenial } : {}),
+    environmentId: environmentId(policy),
+    grantKey: escalationGrantKey(grants, hit && command !== undefined ? { hit, command } : null),
+  };
+}
+
+function dangerCard(tool: SandboxedTool, command: string, policy: SandboxPolicy, hit: DangerHit): Card {
+  return {
+    toolName: tool.name,
+    kind: 'danger',
+    summary: `this once, still inside the sandbox: run a command that deletes files (${hit.key})`,
+    command,
+    dangerNote: dangerNote(hit),
+    dangerMatch: hit.key,
+    dangerSpan: hit.span,
+    environmentId: environmentId(policy),
+    grantKey: dangerGrantKey(hit, command),
+  };
+}
+
+/**
+ * The permission policy of reference §4 as the core's `Authorizer`.
+ *
+ * @example
+ * const tools = await prepareToolRuntime();
+ * const core = await createCore({ storage, model, tools: builtinTools(tools), authorizer: permissionPolicy(tools), sandbox: tools.sandbox });
+ */
+export function permissionPolicy(runtime: ToolRuntime): Authorizer {
+  return {
+    authorize(tool, args, ctx: AuthorizeContext): Authorization | Promise<Authorization> {
+      if (!isSandboxedTool(tool)) return tool.authorize ? tool.authorize(args, ctx) : { kind: 'execute' };
+      const spec = tool.sandboxed;
+      const policy = runtime.policy(ctx.permissionMode, ctx.workingDirectory);
+
+      // 1. A file tool writing a hard-protected path: refused by rule, whatever else the call asks.
+      for (const target of spec.targets(args)) {
+        if (target.access !== 'write') continue;
+        let path: string;
+        try {
+          path = resolveToolPath(target.path, policy.workspaceRoot, runtime.environment.home);
+        } catch (error) {
+          if (error instanceof PathResolutionError) continue; // The tool reports the bad path itself.
+          throw error;
+        }
+        if (policy.tier(path) === 'hard_protected') return { kind: 'deny', text: protectedPathText(path), source: 'builtin' };
+      }
+
+      const command = spec.command?.(args);
+      const detect = (): DangerHit | null => (command !== undefined && runtime.launcher ? runtime.danger.detect(command) : null);
+
+      // 2. An explicit escalation request: validated, then one card for this one call.
+      if (hasEscalation(args)) {
+        const verdict = validateEscalation(args, policy, spec.actor);
+        if (!verdict.ok) return { kind: 'deny', text: verdict.text, source: 'builtin' };
+        return { kind: 'card', card: escalationCard(tool, args, policy, verdict.grants, detect(), runtime.denials.get(ctx.sessionId, ctx.turnId)) };
+      }
+
+      if (spec.actor === 'bash') {
+        // 3. No sandbox: bash never runs, nobody is asked, and danger detection is skipped.
+        if (!runtime.launcher) return { kind: 'deny', text: sandboxUnavailableText(runtime.sandbox.detail ?? 'no sandbox'), source: 'sandbox_unavailable' };
+        // 4. Only in auto: in accept-edits the kernel refuses workspace writes anyway.
+        if (policy.mode === 'auto' && command !== undefined) {
+          const hit = detect();
+          if (hit) return { kind: 'card', card: dangerCard(tool, command, policy, hit) };
+        }
+      }
+      // 5. Run under the mode; the sandbox refuses what the policy does not allow.
+      return { kind: 'execute' };
+    },
+  };
+}
+

@@ -1,0 +1,65 @@
+/**
+ * @module services/permissions/environment
+ * `SandboxEnvironment`: the machine facts every policy of a runtime shares (reference §4.4): the
+ * home directory, the temp directories, the skill roots and the runtime's own directory
+ * (`~/.openwork`). All paths are canonical.
+ */
+import { homedir, tmpdir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { InputError } from '../../errors.js';
+import { canonicalize } from './paths.js';
+
+export type SandboxPlatform = 'linux' | 'darwin' | 'unsupported';
+
+export interface SandboxEnvironment {
+  /** The user's home directory (canonical). */
+  readonly home: string;
+  /** Writable by bash and the file tools in both modes; `$TMPDIR` is last (reference §4.5). */
+  readonly tempDirs: readonly string[];
+  /** Skill roots: hard-protected (readable, never writable). */
+  readonly skillRoots: readonly string[];
+  /** `~/.openwork`: hard-protected; spill files live below it. */
+  readonly openworkHome: string;
+  readonly platform: SandboxPlatform;
+}
+
+export interface SandboxEnvironmentOptions {
+  /** Defaults to `os.homedir()`; tests point it at a temp directory. */
+  home?: string;
+  /** Defaults to `/tmp` (`/private/tmp` on macOS) and `$TMPDIR`. */
+  tempDirs?: string[];
+  /** Configured skill roots, protected in addition to `~/.agents/skills`. */
+  skillRoots?: string[];
+  platform?: NodeJS.Platform;
+}
+
+function absolute(label: string, path: string): string {
+  if (typeof path !== 'string' || !isAbsolute(path)) throw new InputError('invalid_request', `${label} must be an absolute path, got ${JSON.stringify(path)}`);
+  return canonicalize(path);
+}
+
+function platformOf(platform: NodeJS.Platform): SandboxPlatform {
+  return platform === 'linux' ? 'linux' : platform === 'darwin' ? 'darwin' : 'unsupported';
+}
+
+/** Detects (or takes from `options`) the environment; paths are canonicalised once here. */
+export function detectEnvironment(options: SandboxEnvironmentOptions = {}): SandboxEnvironment {
+  const platform = platformOf(options.platform ?? process.platform);
+  const home = absolute('home', options.home ?? homedir());
+  const temps = options.tempDirs ?? [platform === 'darwin' ? '/private/tmp' : '/tmp', process.env.TMPDIR ?? tmpdir()];
+  const tempDirs: string[] = [];
+  for (const dir of temps.map((t) => absolute('tempDirs', t))) {
+    // Keep the last occurrence so that `$TMPDIR` stays last even when it equals `/tmp`.
+    const at = tempDirs.indexOf(dir);
+    if (at >= 0) tempDirs.splice(at, 1);
+    tempDirs.push(dir);
+  }
+  const skillRoots = [...new Set([join(home, '.agents', 'skills'), ...(options.skillRoots ?? [])].map((s) => absolute('skillRoots', s)))];
+  return Object.freeze({
+    home,
+    tempDirs: Object.freeze(tempDirs),
+    skillRoots: Object.freeze(skillRoots),
+    openworkHome: join(home, '.openwork'),
+    platform,
+  });
+}

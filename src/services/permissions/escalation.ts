@@ -1,0 +1,85 @@
+/**
+ * @module services/permissions/escalation
+ * Escalation requests (reference §4.9): the `sandboxPermissions` + `justification` parameters a
+ * sandboxed tool carries, and their validation. A request that fails validation is refused with an
+ * explanation and no card; one that passes becomes an escalation card whose paths apply to that
+ * one call only.
+ */
+import { isAbsolute, resolve, sep } from 'node:path';
+import { z } from 'zod';
+import { expandHome, canonicalize, isAncestorOrSelf } from './paths.js';
+import type { Actor, PathGrant, SandboxPolicy } from './policy.js';
+import { modeLabel } from './texts.js';
+
+/** At most this many paths per request (`MAX_GRANTS`). */
+export const MAX_GRANTS = 16;
+
+export const pathRequestSchema = z.strictObject({
+  path: z.string().describe('Absolute path (canonicalised before it is judged).'),
+  access: z.enum(['read', 'write']).describe('`write` implies `read`.'),
+  scope: z.enum(['exact', 'subtree']).describe('`exact` = this one file or directory entry; `subtree` = the directory and everything below it.'),
+});
+
+/** Only `paths`, no other field: there is no "allow everything" value (reference §4.9). */
+export const sandboxPermissionsSchema = z.strictObject({
+  paths: z.array(pathRequestSchema),
+});
+export type SandboxPermissionsInput = z.infer<typeof sandboxPermissionsSchema>;
+
+/** The two parameters every sandboxed tool carries while the sandbox is available. */
+export const escalationParameters = {
+  sandboxPermissions: sandboxPermissionsSchema
+    .optional()
+    .describe('Only after a "[sandbox: ...]" denial (or when you know the call needs it): the extra paths this one call needs. The user is asked; the grant lasts for this call only.'),
+  justification: z.string().optional().describe('One sentence for the user saying why the extra paths are needed; required with sandboxPermissions.'),
+};
+
+export interface EscalationRequest {
+  sandboxPermissions?: SandboxPermissionsInput | undefined;
+  justification?: string | undefined;
+}
+
+export type EscalationValidation = { ok: true; grants: PathGrant[] } | { ok: false; text: string };
+
+function refused(reason: string): EscalationValidation {
+  return { ok: false, text: `[sandbox: escalation refused without asking the user: ${reason}]` };
+}
+
+/** True when the request carries `sandboxPermissions` (the only trigger of an escalation card). */
+export function hasEscalation(args: unknown): args is EscalationRequest & { sandboxPermissions: SandboxPermissionsInput } {
+  return typeof args === 'object' && args !== null && (args as EscalationRequest).sandboxPermissions !== undefined;
+}
+
+/**
+ * Validates an escalation for `actor` under `policy` (the call's policy without grants). On success
+ * the grants carry canonical absolute paths.
+ */
+export function validateEscalation(request: EscalationRequest, policy: SandboxPolicy, actor: Actor): EscalationValidation {
+  const home = policy.environment.home;
+  if (!request.justification || request.justification.trim() === '') {
+    return refused('justification is empty; give one sentence for the user saying why the paths are needed, then retry');
+  }
+  const paths = request.sandboxPermissions?.paths ?? [];
+  if (paths.length === 0) return refused('sandboxPermissions.paths is empty; list the paths this call needs');
+  if (paths.length > MAX_GRANTS) return refused(`${paths.length} paths requested, at most ${MAX_GRANTS} are allowed; list only the paths this call needs`);
+  const grants: PathGrant[] = [];
+  for (const entry of paths) {
+    const expanded = expandHome(entry.path.trim(), home);
+    if (!isAbsolute(expanded)) return refused(`${JSON.stringify(entry.path)} is a relative path; every path must be absolute`);
+    const path = canonicalize(resolve(expanded));
+    grants.push({ path, access: entry.access, scope: entry.scope });
+  }
+  for (const grant of grants) {
+    const tier = policy.tier(grant.path);
+    if (tier === 'hard_protected' && grant.access === 'write') {
+      return refused(`${grant.path} is protected and cannot be written in any mode; do not retry`);
+    }
+    if (grant.scope === 'subtree' && (grant.path === sep || isAncestorOrSelf(grant.path, home))) {
+      return refused(`a subtree at ${grant.path} is too broad (it is the filesystem root, the home directory or an ancestor of it); list narrower paths`);
+    }
+    if (policy.check(grant.path, grant.access, actor)) {
+      return refused(`${grant.path} (${grant.access}) is already allowed under ${modeLabel(policy.mode)} mode, so the request grants nothing new; retry without sandboxPermissions`);
+    }
+  }
+  return { ok: true, grants };
+}

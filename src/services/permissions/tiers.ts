@@ -1,0 +1,104 @@
+/**
+ * @module services/permissions/tiers
+ * The four path tiers of reference §4.3, with the Linux credential directories added
+ * (DECISIONS §5). In-workspace tier names match ASCII case-insensitively.
+ */
+import { join } from 'node:path';
+import type { SandboxEnvironment } from './environment.js';
+import { componentsBelow, isWithin } from './paths.js';
+
+export type Tier = 'hard_protected' | 'credential' | 'sensitive' | 'normal';
+
+/**
+ * Credential paths relative to `$HOME`: never readable or writable without a grant naming them.
+ * The first block is the reference's list; the second adds where Linux tools keep secrets.
+ */
+export const CREDENTIAL_PATHS: readonly string[] = Object.freeze([
+  '.ssh',
+  '.aws',
+  '.gnupg',
+  '.kube',
+  '.azure',
+  '.config/gh',
+  '.config/gcloud',
+  '.docker/config.json',
+  '.netrc',
+  '.git-credentials',
+  '.npmrc',
+  '.pypirc',
+  '.cargo/credentials.toml',
+  'Library/Keychains',
+  'Library/Cookies',
+  'Library/Safari',
+  'Library/Application Support/Google/Chrome',
+  'Library/Application Support/Firefox',
+  // Linux: keyrings, password stores, browser profiles and the CLIs that keep tokens in files.
+  '.local/share/keyrings',
+  '.password-store',
+  '.pki',
+  '.mozilla',
+  '.config/google-chrome',
+  '.config/chromium',
+  '.config/BraveSoftware',
+  '.config/hub',
+  '.config/op',
+  '.config/containers/auth.json',
+  '.cargo/credentials',
+  '.gem/credentials',
+  '.terraform.d/credentials.tfrc.json',
+  '.vault-token',
+  '.pgpass',
+]);
+
+/** File names that make a workspace path sensitive at any depth (matched case-insensitively). */
+const SENSITIVE_NAMES = new Set(['.git', '.envrc', '.vscode', '.idea', '.gitconfig', '.gitmodules', '.bashrc', '.bash_profile', '.zshrc', '.zprofile', '.profile']);
+
+/** True when a single path component makes a workspace path sensitive. */
+export function isSensitiveName(name: string): boolean {
+  const lower = name.toLowerCase();
+  return SENSITIVE_NAMES.has(lower) || lower.startsWith('.env');
+}
+
+/** The absolute credential paths of an environment. */
+export function credentialPaths(environment: SandboxEnvironment): string[] {
+  return CREDENTIAL_PATHS.map((p) => join(environment.home, p));
+}
+
+export interface TierAnswer {
+  tier: Tier;
+  /**
+   * The path at which the tier begins (the `.git` directory, the `.env` file, `~/.ssh`, ...). A grant
+   * unlocks a sensitive or credential path only when it names this root or something below it.
+   */
+  root: string | null;
+}
+
+/** Containment for home-relative tiers; macOS file systems ignore case, so the check does too. */
+function withinHomePath(path: string, root: string, environment: SandboxEnvironment): boolean {
+  return environment.platform === 'darwin' ? isWithin(path.toLowerCase(), root.toLowerCase()) : isWithin(path, root);
+}
+
+/** The tier of a canonical absolute path for a workspace (canonical) in an environment. */
+export function tierOf(path: string, workspaceRoot: string, environment: SandboxEnvironment): TierAnswer {
+  if (withinHomePath(path, environment.openworkHome, environment)) return { tier: 'hard_protected', root: environment.openworkHome };
+  for (const root of environment.skillRoots) if (withinHomePath(path, root, environment)) return { tier: 'hard_protected', root };
+  if (isWithin(path, workspaceRoot)) {
+    const parts = componentsBelow(path, workspaceRoot);
+    for (let i = 0; i + 1 < parts.length; i += 1) {
+      if (parts[i]!.toLowerCase() === '.git' && parts[i + 1]!.toLowerCase() === 'hooks') {
+        return { tier: 'hard_protected', root: join(workspaceRoot, ...parts.slice(0, i + 2)) };
+      }
+    }
+  }
+  for (const relative of CREDENTIAL_PATHS) {
+    const root = join(environment.home, relative);
+    if (withinHomePath(path, root, environment)) return { tier: 'credential', root };
+  }
+  if (isWithin(path, workspaceRoot)) {
+    const parts = componentsBelow(path, workspaceRoot);
+    for (let i = 0; i < parts.length; i += 1) {
+      if (isSensitiveName(parts[i]!)) return { tier: 'sensitive', root: join(workspaceRoot, ...parts.slice(0, i + 1)) };
+    }
+  }
+  return { tier: 'normal', root: null };
+}

@@ -1,0 +1,91 @@
+/**
+ * @module services/sandbox/bubblewrap
+ * bash under bubblewrap on Linux (DECISIONS §5). The root file system is bound read-only; the
+ * mount plan then binds the writable roots, re-binds protected paths read-only inside them and
+ * hides credential paths behind empty, unreadable mounts. All capabilities are dropped (so root
+ * cannot read through the hiding), the command gets its own PID namespace (cancel kills
+ * everything in it) and a new session. The network is not touched: no isolation is claimed.
+ */
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SandboxPolicy } from '../permissions/policy.js';
+import { isWithin } from '../permissions/paths.js';
+import { shellArgv, type LaunchSpec, type SandboxLauncher } from './launcher.js';
+import { buildMountPlan, type MountPlan } from './mount-plan.js';
+
+export interface BubblewrapOptions {
+  /** The `bwrap` executable. */
+  bwrapPath: string;
+  /** A directory only the runtime writes (under `~/.openwork`), for the unreadable placeholder file. */
+  stateDir: string;
+}
+
+/** The empty, mode-000 file bound over hidden credential files. */
+function unreadableFile(stateDir: string): string {
+  const path = join(stateDir, 'unreadable');
+  if (!existsSync(path)) {
+    mkdirSync(stateDir, { recursive: true });
+    writeFileSync(path, '');
+  }
+  chmodSync(path, 0o000);
+  return path;
+}
+
+/** The bubblewrap arguments for a mount plan (before `--` and the command). */
+export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string }): string[] {
+  const args = ['--die-with-parent', '--new-session', '--unshare-pid', '--cap-drop', 'ALL', '--json-status-fd', '3', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/dev/shm'];
+  const remount: string[] = [];
+  for (const op of plan.ops) {
+    switch (op.mode) {
+      case 'rw':
+        args.push('--bind', op.path, op.path);
+        break;
+      case 'ro':
+        args.push('--ro-bind', op.path, op.path);
+        break;
+      case 'hidden':
+        if (op.isDirectory) {
+          // Searchable but unlistable when a granted path below must stay reachable by name.
+          const reachable = plan.ops.some((o) => o !== op && o.mode !== 'hidden' && isWithin(o.path, op.path));
+          args.push('--perms', reachable ? '0111' : '0000', '--tmpfs', op.path);
+          remount.push(op.path);
+        } else {
+          args.push('--ro-bind', options.unreadableFile, op.path);
+        }
+        break;
+      default: {
+        const never: never = op.mode;
+        throw new Error(`unknown mount mode ${String(never)}`);
+      }
+    }
+  }
+  // Read-only only after the mounts inside them exist (their mount points are created first).
+  for (const path of remount.reverse()) args.push('--remount-ro', path);
+  args.push('--chdir', options.cwd);
+  return args;
+}
+
+export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher {
+  return {
+    kind: 'bubblewrap',
+    prepare(policy: SandboxPolicy, command: string): LaunchSpec {
+      const plan = buildMountPlan(policy);
+      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir) });
+      return {
+        file: options.bwrapPath,
+        args: [...args, '--', ...shellArgv(command)],
+        statusFd: true,
+        hidden: plan.hidden,
+        cleanup() {
+          for (const path of plan.placeholders) {
+            try {
+              if (statSync(path).size === 0) rmSync(path);
+            } catch {
+              // Already gone or replaced: nothing of ours to remove.
+            }
+          }
+        },
+      };
+    },
+  };
+}

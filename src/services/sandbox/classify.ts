@@ -1,0 +1,76 @@
+/**
+ * @module services/sandbox/classify
+ * Denial classification (reference §4.7): did the sandbox refuse a file access, did the sandbox
+ * itself fail (the command never ran), or is this an ordinary result? It is an inference on the
+ * kept output (head and tail): a signature lost in the omitted middle is missed, other EPERMs
+ * are also marked, and a command that swallows the error and exits 0 is not.
+ */
+import { resolve } from 'node:path';
+import { canonicalize, isWithin } from '../permissions/paths.js';
+
+export type Classification = { kind: 'normal' } | { kind: 'denied'; line: string } | { kind: 'unavailable'; reason: string };
+
+export interface ClassifyInput {
+  launcher: 'bubblewrap' | 'seatbelt';
+  exitCode: number | null;
+  /** The merged output as kept in the result (head and tail). */
+  output: string;
+  /** The launcher's own stderr (the command's stderr is joined to `output`). */
+  launcherStderr: string;
+  /** bubblewrap's JSON status lines; an `exit-code` line means the command ran. */
+  status: string;
+  /** Paths the sandbox hid; "Permission denied" on one of them is a denial. */
+  hidden: readonly string[];
+  /** The command's working directory, to resolve relative paths named in error lines. */
+  cwd: string;
+}
+
+/** Kernel denial signatures on Linux and macOS (matched case-insensitively). */
+const DENIAL_SIGNATURES = ['operation not permitted', 'read-only file system'];
+
+function firstLine(text: string): string {
+  return text.split('\n').find((l) => l.trim() !== '')?.trim() ?? '';
+}
+
+/** Whether an error line names (directly or through a symlink) a path the sandbox hid. */
+function namesHiddenPath(line: string, hidden: readonly string[], cwd: string): boolean {
+  if (hidden.length === 0) return false;
+  for (const token of line.split(/: |['"`‘’]/)) {
+    const candidate = token.trim();
+    if (candidate === '' || candidate.includes('\0') || /\s{2,}/.test(candidate)) continue;
+    try {
+      const real = canonicalize(resolve(cwd, candidate));
+      if (hidden.some((h) => isWithin(real, h))) return true;
+    } catch {
+      // Not a path.
+    }
+  }
+  return false;
+}
+
+function denialLine(output: string, hidden: readonly string[], cwd: string): string | null {
+  for (const line of output.split('\n')) {
+    const lower = line.toLowerCase();
+    if (DENIAL_SIGNATURES.some((s) => lower.includes(s))) return line.trim();
+    if (lower.includes('permission denied') && namesHiddenPath(line, hidden, cwd)) return line.trim();
+  }
+  return null;
+}
+
+export function classify(input: ClassifyInput): Classification {
+  if (input.launcher === 'bubblewrap') {
+    // bubblewrap failed before the command ran: it never wrote the command's exit code.
+    if (!/"exit-code"/.test(input.status)) {
+      const reason = firstLine(input.launcherStderr).replace(/^bwrap: /, '') || `bubblewrap exited with code ${String(input.exitCode)} before starting the command`;
+      return { kind: 'unavailable', reason: `bubblewrap failed: ${reason}` };
+    }
+  } else if (input.exitCode !== null && [64, 65, 71].includes(input.exitCode)) {
+    const own = input.launcherStderr.trimStart() || input.output.trimStart();
+    if (own.startsWith('sandbox-exec:') || own.startsWith('usage: sandbox-exec')) {
+      return { kind: 'unavailable', reason: firstLine(own) };
+    }
+  }
+  if (input.exitCode === 0) return { kind: 'normal' };
+  const line = denialLine(input.output, input.hidden, input.cwd);
+  return line === null ? { kind: 'normal' } : { kind: 'denied', line };
+}

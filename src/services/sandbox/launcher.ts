@@ -1,0 +1,30 @@
+/**
+ * @module services/sandbox/launcher
+ * The platform sandbox behind bash: it turns a policy and a command into the program to start.
+ */
+import type { SandboxPolicy } from '../permissions/policy.js';
+
+export interface LaunchSpec {
+  file: string;
+  args: string[];
+  /** bubblewrap reports on fd 3 whether the command started and how it exited. */
+  statusFd: boolean;
+  /** Paths hidden from the command, for classifying "Permission denied" lines. */
+  hidden: string[];
+  /** Removes what preparing the launch created (placeholder files). */
+  cleanup(): void;
+}
+
+export interface SandboxLauncher {
+  readonly kind: 'bubblewrap' | 'seatbelt';
+  /** The wrapped command: `/bin/bash -c <command>` with stderr joined to stdout, inside the sandbox. */
+  prepare(policy: SandboxPolicy, command: string): LaunchSpec;
+}
+
+/**
+ * Runs `command` in a fresh bash whose stderr is joined to stdout, so the output keeps its order;
+ * the launcher's own stderr stays apart and tells a sandbox failure from the command's output.
+ */
+export function shellArgv(command: string): string[] {
+  return ['/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', command];
+}

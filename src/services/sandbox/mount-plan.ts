@@ -1,0 +1,161 @@
+/**
+ * @module services/sandbox/mount-plan
+ * The Linux (bubblewrap) view of a `SandboxPolicy`: which paths bash sees writable, read-only or
+ * hidden. Every boundary's mode is `policy.check(boundary, ..., 'bash')`, so the mounts and the
+ * file-tool fence answer from the same function (reference §4.4). The file system starts
+ * read-only; each boundary overrides its nearest ancestor.
+ *
+ * bubblewrap mounts paths, not patterns, so the in-workspace names of the sensitive tier (`.git`,
+ * `.env*`, ...) are found by scanning the workspace when the command starts; a command can create
+ * a new one that did not exist then (the file tools would still refuse it). `node_modules` is not
+ * scanned.
+ */
+import { mkdirSync, readdirSync, statSync, writeFileSync, type Dirent } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { PathGrant, SandboxPolicy } from '../permissions/policy.js';
+import { isWithin } from '../permissions/paths.js';
+import { credentialPaths, isSensitiveName } from '../permissions/tiers.js';
+
+export type MountMode = 'rw' | 'ro' | 'hidden';
+
+export interface MountOp {
+  path: string;
+  mode: MountMode;
+  isDirectory: boolean;
+}
+
+export interface MountPlan {
+  /** Ordered ancestors first: a later op overrides an earlier one below its path. */
+  ops: MountOp[];
+  /** Hidden paths, for classifying "Permission denied" lines as sandbox denials. */
+  hidden: string[];
+  /** Files created so that an exact write grant has something to bind; removed if still empty. */
+  placeholders: string[];
+}
+
+/** Directories below which the workspace scan does not look for sensitive names. */
+const UNSCANNED = new Set(['node_modules']);
+const MAX_SCANNED_DIRECTORIES = 100_000;
+
+function exists(path: string): { isDirectory: boolean } | null {
+  try {
+    const st = statSync(path);
+    return { isDirectory: st.isDirectory() };
+  } catch {
+    return null;
+  }
+}
+
+/** Sensitive entries of the workspace (not descended into), and the `hooks` of each `.git`. */
+export function scanWorkspace(workspaceRoot: string): string[] {
+  const found: string[] = [];
+  const queue: string[] = [workspaceRoot];
+  let scanned = 0;
+  while (queue.length > 0 && scanned < MAX_SCANNED_DIRECTORIES) {
+    const dir = queue.shift()!;
+    scanned += 1;
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (isSensitiveName(entry.name)) {
+        found.push(path);
+        if (entry.name.toLowerCase() === '.git' && entry.isDirectory()) {
+          const hooks = safeReaddir(path).find((e) => e.name.toLowerCase() === 'hooks');
+          found.push(join(path, hooks?.name ?? 'hooks'));
+        }
+        continue;
+      }
+      if (entry.isDirectory() && !entry.isSymbolicLink() && !UNSCANNED.has(entry.name)) queue.push(path);
+    }
+  }
+  return found;
+}
+
+function safeReaddir(dir: string): Dirent[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+}
+
+function depth(path: string): number {
+  return path.split('/').filter((c) => c !== '').length;
+}
+
+function modeOf(policy: SandboxPolicy, path: string): MountMode {
+  if (!policy.check(path, 'read', 'bash')) return 'hidden';
+  return policy.check(path, 'write', 'bash') ? 'rw' : 'ro';
+}
+
+/** Makes what an approved write grant names exist, so that it can be bound writable. */
+function materialiseGrant(grant: PathGrant, placeholders: string[]): void {
+  if (grant.access !== 'write' || exists(grant.path)) return;
+  if (grant.scope === 'subtree') {
+    mkdirSync(grant.path, { recursive: true });
+    return;
+  }
+  mkdirSync(dirname(grant.path), { recursive: true });
+  writeFileSync(grant.path, '', { flag: 'wx' });
+  placeholders.push(grant.path);
+}
+
+/**
+ * Derives the mounts of one bash call. Creates what approved write grants name when it is missing
+ * (a subtree directory, or an empty placeholder file for an exact grant) and `.git/hooks` when a
+ * writable `.git` lacks it, so that the hard-protected path can be mounted read-only.
+ */
+export function buildMountPlan(policy: SandboxPolicy): MountPlan {
+  const placeholders: string[] = [];
+  for (const grant of policy.pathGrants) materialiseGrant(grant, placeholders);
+  const env = policy.environment;
+  const candidates = new Set<string>([
+    ...env.tempDirs,
+    policy.workspaceRoot,
+    ...policy.pathGrants.map((g) => g.path),
+    env.openworkHome,
+    ...env.skillRoots,
+    ...credentialPaths(env),
+  ]);
+  const writableRoots = [...env.tempDirs, ...(policy.bashWritesWorkspace() ? [policy.workspaceRoot] : []), ...policy.pathGrants.filter((g) => g.access === 'write').map((g) => g.path)];
+  const workspaceReachable = writableRoots.some((r) => isWithin(r, policy.workspaceRoot) || isWithin(policy.workspaceRoot, r));
+  if (workspaceReachable) {
+    for (const path of scanWorkspace(policy.workspaceRoot)) {
+      const base = path.split('/').pop()!.toLowerCase();
+      if (base === 'hooks' && !exists(path) && policy.check(dirname(path), 'write', 'bash')) mkdirSync(path, { recursive: true });
+      candidates.add(path);
+    }
+  }
+  const present: MountOp[] = [];
+  for (const path of candidates) {
+    const info = exists(path);
+    if (!info) continue;
+    present.push({ path, mode: modeOf(policy, path), isDirectory: info.isDirectory });
+  }
+  present.sort((a, b) => depth(a.path) - depth(b.path) || a.path.localeCompare(b.path));
+  const ops: MountOp[] = [];
+  for (const op of present) {
+    const inherited = inheritedMode(ops, op.path);
+    if (inherited !== op.mode) ops.push(op);
+  }
+  return { ops, hidden: ops.filter((o) => o.mode === 'hidden').map((o) => o.path), placeholders };
+}
+
+function inheritedMode(ops: readonly MountOp[], path: string): MountMode {
+  for (let i = ops.length - 1; i >= 0; i -= 1) {
+    const op = ops[i]!;
+    if (op.path === path || (op.isDirectory && isWithin(path, op.path))) return op.mode;
+  }
+  return 'ro';
+}
+
+/** What a path's access would be inside the sandbox built from `plan` (for the parity tests). */
+export function planAllows(plan: MountPlan, path: string, access: 'read' | 'write'): boolean {
+  const mode = inheritedMode(plan.ops, path);
+  return access === 'read' ? mode !== 'hidden' : mode === 'rw';
+}

@@ -1,0 +1,166 @@
+/**
+ * @module services/tools/bash
+ * `bash`: one command in a fresh bash inside the platform sandbox, cwd = the workspace root, with
+ * a minimal environment. stdout and stderr are merged; the result keeps the first 2 KiB and the
+ * last 14 KiB (the whole output goes to a spill file past 16 KiB) and ends with a status line. A
+ * kernel denial appends the denial marker and the escalation hint. bash never runs outside the
+ * sandbox: without one it answers `sandbox_unavailable`.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { StringDecoder } from 'node:string_decoder';
+import { z } from 'zod';
+import { escalationParameters } from '../permissions/escalation.js';
+import { bashDenialText, DENIAL_IS_POLICY_TEXT, sandboxUnavailableText } from '../permissions/texts.js';
+import type { SandboxPolicy } from '../permissions/policy.js';
+import { classify } from '../sandbox/classify.js';
+import { runProcess } from '../sandbox/process.js';
+import { defineTool, type ToolContext, type ToolResult } from './define.js';
+import { OutputCollector, spillPath } from './output.js';
+import { callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
+import type { ToolRuntime } from './tool-runtime.js';
+
+export const BASH_DEFAULT_TIMEOUT_MS = 30_000;
+export const BASH_MAX_TIMEOUT_MS = 120_000;
+/** Progress is forwarded in batches at most this often. */
+const PROGRESS_INTERVAL_MS = 50;
+
+const baseParameters = {
+  command: z.string().min(1).describe('The bash command line to run (cwd is the workspace root).'),
+  timeoutMs: z.number().int().optional().describe(`Milliseconds before the command is killed (default ${BASH_DEFAULT_TIMEOUT_MS}, at most ${BASH_MAX_TIMEOUT_MS}).`),
+  description: z.string().optional().describe('A few words saying what the command does, for the user.'),
+};
+
+const DESCRIPTION = [
+  'Runs a bash command in a fresh shell inside a file-system sandbox, with the workspace root as the working directory, and returns its merged stdout and stderr followed by a status line such as "[exit 0; duration 12 ms]".',
+  'Long output keeps its first 2 KiB and last 14 KiB; the full output is saved to a file you can read or grep.',
+  'The sandbox lets commands read everything except credential directories and write the temp directories, and the workspace when the mode allows it; .git, .env files, editor settings and protected paths are not writable.',
+  'Commands that delete files recursively or by force ask the user first. Prefer read, grep, glob, list, write and edit for file work.',
+  DENIAL_IS_POLICY_TEXT,
+].join(' ');
+
+function commandEnv(policy: SandboxPolicy): Record<string, string> {
+  const temp = policy.environment.tempDirs[policy.environment.tempDirs.length - 1] ?? '/tmp';
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: policy.environment.home,
+    SHELL: '/bin/bash',
+    LANG: process.env.LANG ?? 'C.UTF-8',
+    TMPDIR: temp,
+    // Go's build cache would otherwise sit in $HOME, which bash may not write (reference §4.5).
+    GOCACHE: join(temp, 'openwork', 'go-build'),
+  };
+  if (process.env.LC_ALL) env.LC_ALL = process.env.LC_ALL;
+  return env;
+}
+
+function withStatus(output: string, status: string): string {
+  return `${output}${output === '' || output.endsWith('\n') ? '' : '\n'}${status}`;
+}
+
+export function bashTool(runtime: ToolRuntime): SandboxedTool {
+  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
+  const tool = defineTool({
+    name: 'bash',
+    description: DESCRIPTION,
+    parameters,
+    async execute(args, ctx: ToolContext): Promise<ToolResult> {
+      const { command, timeoutMs: requested } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const launcher = runtime.launcher;
+      if (!launcher) {
+        const text = sandboxUnavailableText(runtime.sandbox.detail ?? 'no sandbox');
+        return { status: 'denied', text, error: { code: 'sandbox_unavailable', message: text, retryable: false } };
+      }
+      const timeoutMs = Math.min(BASH_MAX_TIMEOUT_MS, Math.max(1, requested ?? BASH_DEFAULT_TIMEOUT_MS));
+      const policy = callPolicy(runtime, ctx);
+      if (!existsSync(policy.workspaceRoot)) return failedResult('execution_failed', `the working directory ${policy.workspaceRoot} does not exist`);
+      let spec;
+      try {
+        spec = launcher.prepare(policy, command);
+      } catch (error) {
+        return failedResult('execution_failed', `the sandbox could not be prepared: ${(error as Error).message}`);
+      }
+      const collector = new OutputCollector(spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId));
+      const decoder = new StringDecoder('utf8');
+      let pending = '';
+      let flushTimer: NodeJS.Timeout | undefined;
+      const flush = () => {
+        flushTimer = undefined;
+        if (pending !== '') ctx.progress({ kind: 'stdout', chunk: pending });
+        pending = '';
+      };
+      let outcome;
+      try {
+        outcome = await runProcess({
+          file: spec.file,
+          args: spec.args,
+          env: commandEnv(policy),
+          cwd: policy.workspaceRoot,
+          timeoutMs,
+          signal: ctx.signal,
+          statusFd: spec.statusFd,
+          onOutput: (chunk) => {
+            collector.push(chunk);
+            pending += decoder.write(chunk);
+            flushTimer ??= setTimeout(flush, PROGRESS_INTERVAL_MS);
+          },
+        });
+      } finally {
+        clearTimeout(flushTimer);
+        pending += decoder.end();
+        flush();
+        spec.cleanup();
+      }
+      const { text: output } = collector.finish();
+      switch (outcome.kind) {
+        case 'spawn_failed':
+          return failedResult('execution_failed', `${spec.file} could not be started: ${outcome.message}`);
+        case 'unconfirmed': {
+          const text = withStatus(output, `[${outcome.message}; outcome unknown; duration ${outcome.durationMs} ms]`);
+          return { status: 'outcome_unknown', text, error: { code: 'outcome_unknown', message: outcome.message, retryable: false } };
+        }
+        case 'timeout': {
+          const text = withStatus(output, `[timed out after ${timeoutMs} ms; duration ${outcome.durationMs} ms]`);
+          return { status: 'failed', text, error: { code: 'timeout', message: `the command timed out after ${timeoutMs} ms`, retryable: false } };
+        }
+        case 'cancelled': {
+          const text = withStatus(output, `[cancelled; duration ${outcome.durationMs} ms]`);
+          return { status: 'cancelled', text, error: { code: 'cancelled', message: 'the command was cancelled', retryable: false } };
+        }
+        case 'exited': {
+          const verdict = classify({
+            launcher: launcher.kind,
+            exitCode: outcome.exitCode,
+            output,
+            launcherStderr: outcome.launcherStderr,
+            status: outcome.status,
+            hidden: spec.hidden,
+            cwd: policy.workspaceRoot,
+          });
+          if (verdict.kind === 'unavailable') {
+            const text = sandboxUnavailableText(verdict.reason);
+            return { status: 'failed', text, error: { code: 'sandbox_unavailable', message: text, retryable: false } };
+          }
+          const exit = outcome.exitCode ?? 128;
+          const status = outcome.signal && outcome.exitCode === null ? `[killed by ${outcome.signal}; duration ${outcome.durationMs} ms]` : `[exit ${exit}; duration ${outcome.durationMs} ms]`;
+          if (verdict.kind === 'denied') {
+            runtime.denials.record(ctx.sessionId, ctx.turnId, verdict.line);
+            return { status: 'succeeded', text: `${withStatus(output, status)}\n${bashDenialText(policy.mode)}`, sandboxDenied: true };
+          }
+          return { status: 'succeeded', text: withStatus(output, status), sandboxDenied: false };
+        }
+        default: {
+          const never: never = outcome;
+          throw new Error(`unknown outcome ${JSON.stringify(never)}`);
+        }
+      }
+    },
+  });
+  return Object.assign(tool, {
+    sandboxed: {
+      actor: 'bash' as const,
+      targets: () => [],
+      command: (args: unknown) => (args as { command: string }).command,
+    },
+  });
+}

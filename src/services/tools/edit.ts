@@ -1,0 +1,71 @@
+/**
+ * @module services/tools/edit
+ * `edit`: replaces an exact string in an existing text file. The file must have been read in this
+ * session and not changed since; the string must occur once (or `replaceAll`).
+ */
+import { z } from 'zod';
+import { escalationParameters } from '../permissions/escalation.js';
+import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { defineTool } from './define.js';
+import { commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
+import { callPolicy, failedResult, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
+import type { ToolRuntime } from './tool-runtime.js';
+
+const baseParameters = {
+  path: z.string().min(1).describe('The file: absolute, or relative to the workspace root.'),
+  oldString: z.string().describe('The exact text to replace (including whitespace and indentation).'),
+  newString: z.string().describe('The text to put in its place.'),
+  replaceAll: z.boolean().optional().describe('Replace every occurrence (default: oldString must occur exactly once).'),
+};
+
+const DESCRIPTION = [
+  'Replaces an exact piece of text in an existing text file (at most 1 MiB).',
+  'Read the file first in this session; if it changed since (for example through bash), read it again.',
+  'oldString must occur exactly once unless replaceAll is true; include enough surrounding lines to make it unique. Use write to create files.',
+  DENIAL_IS_POLICY_TEXT,
+].join(' ');
+
+function occurrences(text: string, needle: string): number {
+  let count = 0;
+  for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) count += 1;
+  return count;
+}
+
+export function editTool(runtime: ToolRuntime): SandboxedTool {
+  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
+  const tool = defineTool({
+    name: 'edit',
+    description: DESCRIPTION,
+    parameters,
+    async execute(args, ctx) {
+      const { path: raw, oldString, newString, replaceAll = false } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      if (oldString === '') return invalidArguments('oldString must not be empty; use write to create a file');
+      if (oldString === newString) return invalidArguments('oldString and newString are the same');
+      const policy = callPolicy(runtime, ctx);
+      const resolved = resolvePath(runtime, policy, raw);
+      if (!resolved.ok) return resolved.result;
+      const path = resolved.path;
+      const denied = fence(runtime, ctx, policy, path, 'write');
+      if (denied) return denied;
+      const current = await currentContent(runtime, ctx, path);
+      if (!current.ok) return current.result;
+      if (current.content === null) return failedResult('execution_failed', `${path} does not exist; use write to create it.`);
+      const before = current.content;
+      const count = occurrences(before, oldString);
+      if (count === 0) return failedResult('execution_failed', `oldString was not found in ${path}.`);
+      if (count > 1 && !replaceAll) {
+        return failedResult('execution_failed', `oldString occurs ${count} times in ${path}; include more surrounding text to make it unique, or set replaceAll.`);
+      }
+      // split/join, not String.replace: `$&` and friends in newString must stay literal.
+      const after = replaceAll ? before.split(oldString).join(newString) : before.replace(oldString, () => newString);
+      if (Buffer.byteLength(after) > MAX_WRITE_BYTES) return failedResult('execution_failed', `the edited file would be larger than ${MAX_WRITE_BYTES} bytes.`);
+      return commitWrite(runtime, ctx, policy, path, before, after, (a) => `Edited ${path}: replaced ${replaceAll ? count : 1} occurrence${(replaceAll ? count : 1) === 1 ? '' : 's'} (+${a.additions} -${a.deletions} lines).`);
+    },
+  });
+  return Object.assign(tool, {
+    sandboxed: {
+      actor: 'file_tool' as const,
+      targets: (args: unknown) => [{ path: (args as { path: string }).path, access: 'write' as const }],
+    },
+  });
+}

@@ -1,0 +1,62 @@
+/**
+ * @module services/tools/list
+ * `list`: the entries of a directory (optionally recursive, breadth-first), directories marked
+ * with a trailing `/`. Default 200 entries, at most 2,000.
+ */
+import { z } from 'zod';
+import { escalationParameters } from '../permissions/escalation.js';
+import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { defineTool } from './define.js';
+import { boundResultText, spillPath } from './output.js';
+import { callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
+import { displayPath, searchRoot, SEARCH_TIMEOUT_MS, skippedNote, stoppedNote } from './search-common.js';
+import type { ToolRuntime } from './tool-runtime.js';
+import { walk, type WalkState } from './walk.js';
+
+export const LIST_DEFAULT_LIMIT = 200;
+export const LIST_MAX_LIMIT = 2_000;
+
+const baseParameters = {
+  path: z.string().optional().describe('The directory (default: the workspace root).'),
+  recursive: z.boolean().optional().describe('Also list everything below, breadth-first (honours .gitignore, skips .git).'),
+  limit: z.number().int().min(1).max(LIST_MAX_LIMIT).optional().describe(`At most this many entries (default ${LIST_DEFAULT_LIMIT}).`),
+};
+
+const DESCRIPTION = ['Lists the entries of a directory; directories end with "/".', DENIAL_IS_POLICY_TEXT].join(' ');
+
+export function listTool(runtime: ToolRuntime): SandboxedTool {
+  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
+  const tool = defineTool({
+    name: 'list',
+    description: DESCRIPTION,
+    parameters,
+    async execute(args, ctx) {
+      const { path, recursive = false, limit = LIST_DEFAULT_LIMIT } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const policy = callPolicy(runtime, ctx);
+      const root = await searchRoot(runtime, ctx, policy, path);
+      if (!root.ok) return root.result;
+      if (!root.isDirectory) return failedResult('execution_failed', `${root.path} is not a directory; use read for files.`);
+      const state: WalkState = { skipped: 0, stopped: null };
+      const lines: string[] = [];
+      let more = false;
+      for await (const entry of walk(root.path, { policy, signal: ctx.signal, deadline: Date.now() + SEARCH_TIMEOUT_MS, now: Date.now, recursive, showGit: true }, state)) {
+        if (lines.length >= limit) {
+          more = true;
+          break;
+        }
+        lines.push(entry.isDirectory ? `${entry.relative}/` : entry.relative);
+      }
+      if (state.stopped === 'aborted' || ctx.signal.aborted) throw ctx.signal.reason ?? new Error('cancelled');
+      const header = `${displayPath(policy, root.path)}:`;
+      const notes = (more ? `\n(first ${limit} entries shown; raise limit (at most ${LIST_MAX_LIMIT}) or list a subdirectory)` : '') + skippedNote(state.skipped) + stoppedNote(state.stopped);
+      const text = lines.length === 0 ? `${header}\n(empty)${notes}` : `${header}\n${lines.join('\n')}${notes}`;
+      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId));
+    },
+  });
+  return Object.assign(tool, {
+    sandboxed: {
+      actor: 'file_tool' as const,
+      targets: (args: unknown) => [{ path: (args as { path?: string }).path ?? '.', access: 'read' as const }],
+    },
+  });
+}

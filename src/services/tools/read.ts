@@ -1,0 +1,99 @@
+/**
+ * @module services/tools/read
+ * `read`: a text file's lines with their numbers. At most 2,000 lines, 31,488 bytes of content
+ * (ending at the last full line) and 2,000 characters per line; never spills. Reading records the
+ * file's hash for read-before-edit.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { z } from 'zod';
+import { escalationParameters } from '../permissions/escalation.js';
+import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { defineTool } from './define.js';
+import { sha256 } from './file-change.js';
+import { FOOTER_RESERVE_BYTES, MAX_RESULT_BYTES } from './output.js';
+import { callPolicy, failedResult, fence, resolvePath, type SandboxedTool } from './sandboxed.js';
+import type { ToolRuntime } from './tool-runtime.js';
+
+export const READ_MAX_LINES = 2_000;
+export const READ_MAX_CONTENT_BYTES = MAX_RESULT_BYTES - FOOTER_RESERVE_BYTES;
+export const READ_MAX_LINE_CHARS = 2_000;
+/** Larger files are refused: use bash (`head`, `sed -n`) or grep on them. */
+export const READ_MAX_FILE_BYTES = 64 * 1024 * 1024;
+
+const baseParameters = {
+  path: z.string().min(1).describe('The file: absolute, or relative to the workspace root.'),
+  offset: z.number().int().min(1).optional().describe('The first line to read (1-based; default 1).'),
+  limit: z.number().int().min(1).max(READ_MAX_LINES).optional().describe(`How many lines to read (default and maximum ${READ_MAX_LINES}).`),
+};
+
+const DESCRIPTION = [
+  'Reads a text file and returns its lines, each prefixed with its line number and a tab.',
+  `At most ${READ_MAX_LINES} lines and about 31 KB per call; use offset and limit to page through longer files (the footer says where to continue).`,
+  'Any file outside the credential directories can be read. Reading a file is required before editing or overwriting it.',
+  DENIAL_IS_POLICY_TEXT,
+].join(' ');
+
+function isBinary(buf: Buffer): boolean {
+  return buf.subarray(0, 8192).includes(0);
+}
+
+export function readTool(runtime: ToolRuntime): SandboxedTool {
+  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
+  const tool = defineTool({
+    name: 'read',
+    description: DESCRIPTION,
+    parameters,
+    async execute(args, ctx) {
+      const { path: raw, offset = 1, limit = READ_MAX_LINES } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const policy = callPolicy(runtime, ctx);
+      const resolved = resolvePath(runtime, policy, raw);
+      if (!resolved.ok) return resolved.result;
+      const path = resolved.path;
+      const denied = fence(runtime, ctx, policy, path, 'read');
+      if (denied) return denied;
+      let info;
+      try {
+        info = await stat(path);
+      } catch {
+        return failedResult('execution_failed', `File not found: ${path}`);
+      }
+      if (info.isDirectory()) return failedResult('execution_failed', `${path} is a directory; use list to see what it contains.`);
+      if (info.size > READ_MAX_FILE_BYTES) {
+        return failedResult('execution_failed', `${path} is ${info.size} bytes, larger than read handles (${READ_MAX_FILE_BYTES} bytes); use grep, or bash with head/tail/sed, to look at parts of it.`);
+      }
+      const buf = await readFile(path);
+      runtime.observations.record(ctx.sessionId, path, sha256(buf));
+      if (isBinary(buf)) return `${path} is a binary file (${buf.length} bytes); it was not read.`;
+      const text = buf.toString('utf8');
+      if (text === '') return `${path} is empty.`;
+      const lines = text.split('\n');
+      if (lines[lines.length - 1] === '') lines.pop();
+      const total = lines.length;
+      if (offset > total) return failedResult('execution_failed', `offset ${offset} is past the end of ${path} (${total} lines).`);
+      const out: string[] = [];
+      let bytes = 0;
+      let last = offset - 1;
+      for (let i = offset - 1; i < total && out.length < limit; i += 1) {
+        let line = lines[i]!;
+        if (line.length > READ_MAX_LINE_CHARS) line = `${line.slice(0, READ_MAX_LINE_CHARS)}... (line truncated to ${READ_MAX_LINE_CHARS} characters)`;
+        const rendered = `${i + 1}\t${line}`;
+        const size = Buffer.byteLength(rendered) + 1;
+        if (bytes + size > READ_MAX_CONTENT_BYTES) break;
+        out.push(rendered);
+        bytes += size;
+        last = i + 1;
+      }
+      if (out.length === 0) {
+        return failedResult('execution_failed', `line ${offset} of ${path} does not fit in one result; use grep or bash to look at it.`);
+      }
+      const footer = last < total ? `\n(lines ${offset}-${last} of ${total}; continue with offset=${last + 1})` : `\n(lines ${offset}-${last} of ${total}; end of file)`;
+      return `${out.join('\n')}${footer}`;
+    },
+  });
+  return Object.assign(tool, {
+    sandboxed: {
+      actor: 'file_tool' as const,
+      targets: (args: unknown) => [{ path: (args as { path: string }).path, access: 'read' as const }],
+    },
+  });
+}

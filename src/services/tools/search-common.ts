@@ -1,0 +1,45 @@
+/**
+ * @module services/tools/search-common
+ * The walk root of `grep`, `glob` and `list`: the `path` argument (default: the workspace root),
+ * fenced for reading, and how a result mentions paths.
+ */
+import { stat } from 'node:fs/promises';
+import { relative, sep } from 'node:path';
+import type { SandboxPolicy } from '../permissions/policy.js';
+import { isWithin } from '../permissions/paths.js';
+import type { ToolContext, ToolResult } from './define.js';
+import { failedResult, fence, resolvePath } from './sandboxed.js';
+import type { ToolRuntime } from './tool-runtime.js';
+
+/** grep and glob stop after this long and return what they found. */
+export const SEARCH_TIMEOUT_MS = 30_000;
+
+export type Root = { ok: true; path: string; isDirectory: boolean } | { ok: false; result: ToolResult };
+
+export async function searchRoot(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, raw: string | undefined): Promise<Root> {
+  const resolved = resolvePath(runtime, policy, raw ?? '.');
+  if (!resolved.ok) return resolved;
+  const denied = fence(runtime, ctx, policy, resolved.path, 'read');
+  if (denied) return { ok: false, result: denied };
+  try {
+    const info = await stat(resolved.path);
+    return { ok: true, path: resolved.path, isDirectory: info.isDirectory() };
+  } catch {
+    return { ok: false, result: failedResult('execution_failed', `Path not found: ${resolved.path}`) };
+  }
+}
+
+/** Workspace paths are shown relative to the workspace root, others in full. */
+export function displayPath(policy: SandboxPolicy, path: string): string {
+  if (path !== policy.workspaceRoot && isWithin(path, policy.workspaceRoot)) return relative(policy.workspaceRoot, path).split(sep).join('/');
+  return path;
+}
+
+export function skippedNote(skipped: number): string {
+  return skipped > 0 ? `\n(${skipped} path${skipped === 1 ? ' was' : 's were'} skipped: not readable under the current mode)` : '';
+}
+
+export function stoppedNote(stopped: 'deadline' | 'aborted' | null): string {
+  if (stopped === 'deadline') return `\n(search stopped after ${SEARCH_TIMEOUT_MS / 1000} s; results are partial)`;
+  return '';
+}

@@ -1,0 +1,99 @@
+/**
+ * @module services/tools/tool-runtime
+ * `ToolRuntime`: what the built-in tools and the permission policy of one process share — the
+ * environment, the sandbox (after its self-check), the danger detector, the read-before-edit
+ * observations, the last denial of each turn, and the spill directory (purged of old output at
+ * start-up). Prepare it once, then hand it to `builtinTools` and `permissionPolicy`.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { PermissionMode } from '../../protocol/input.js';
+import type { SandboxStatus } from '../../protocol/snapshot.js';
+import { loadDangerDetector, type DangerDetector } from '../permissions/danger.js';
+import { detectEnvironment, type SandboxEnvironment, type SandboxEnvironmentOptions } from '../permissions/environment.js';
+import { SandboxPolicy, type PathGrant } from '../permissions/policy.js';
+import type { SandboxLauncher } from '../sandbox/launcher.js';
+import { sandboxSelfCheck } from '../sandbox/self-check.js';
+import { FileObservations } from './observations.js';
+import { purgeSpill, SPILL_MAX_AGE_MS } from './output.js';
+
+export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
+  /** `auto` (default) runs the platform sandbox's self-check; `disabled` makes bash unavailable. */
+  sandbox?: 'auto' | 'disabled';
+  /** The bubblewrap executable (default: `bwrap` on PATH). */
+  bwrapPath?: string;
+  /** The Seatbelt executable (default `/usr/bin/sandbox-exec`). */
+  sandboxExec?: string;
+  /** Clock for the spill purge. */
+  now?: () => number;
+  spillMaxAgeMs?: number;
+}
+
+/** The last sandbox denial of each turn, shown on the next escalation card of that turn. */
+export class DenialMemory {
+  private readonly lines = new Map<string, string>();
+
+  record(sessionId: string, turnId: string, line: string): void {
+    const key = `${sessionId}\u0000${turnId}`;
+    this.lines.delete(key);
+    this.lines.set(key, line);
+    if (this.lines.size > 1024) this.lines.delete(this.lines.keys().next().value!);
+  }
+
+  get(sessionId: string, turnId: string): string | undefined {
+    return this.lines.get(`${sessionId}\u0000${turnId}`);
+  }
+}
+
+export interface ToolRuntime {
+  readonly environment: SandboxEnvironment;
+  /** Shown in `snapshot().sandbox` (pass it to `createCore({ sandbox })`). */
+  readonly sandbox: SandboxStatus;
+  /** null when the sandbox is unavailable: bash then never runs. */
+  readonly launcher: SandboxLauncher | null;
+  readonly danger: DangerDetector;
+  readonly observations: FileObservations;
+  readonly denials: DenialMemory;
+  readonly spillRoot: string;
+  readonly startup: { purgedSpillDirectories: number };
+  /** The policy of one call: the mode it runs under, its workspace, and its approved grants. */
+  policy(mode: PermissionMode, workingDirectory: string, grants?: readonly PathGrant[]): SandboxPolicy;
+}
+
+/**
+ * Detects the environment, runs the sandbox self-check (cached per process), loads the bash
+ * grammar and purges spill directories older than 7 days.
+ *
+ * @example
+ * const tools = await prepareToolRuntime();
+ * const core = await createCore({ storage, model, tools: builtinTools(tools), authorizer: permissionPolicy(tools), sandbox: tools.sandbox });
+ */
+export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Promise<ToolRuntime> {
+  const environment = detectEnvironment(options);
+  mkdirSync(environment.openworkHome, { recursive: true });
+  const spillRoot = join(environment.openworkHome, 'spill');
+  const purged = purgeSpill(spillRoot, (options.now ?? Date.now)(), options.spillMaxAgeMs ?? SPILL_MAX_AGE_MS);
+  const stateDir = join(environment.openworkHome, 'sandbox');
+  const [check, danger] = await Promise.all([
+    options.sandbox === 'disabled'
+      ? Promise.resolve({ status: { available: false, kind: 'none', detail: 'the sandbox was disabled by configuration' }, launcher: null })
+      : sandboxSelfCheck({
+          platform: environment.platform,
+          stateDir,
+          ...(options.bwrapPath !== undefined ? { bwrapPath: options.bwrapPath } : {}),
+          ...(options.sandboxExec !== undefined ? { sandboxExec: options.sandboxExec } : {}),
+        }),
+    loadDangerDetector(),
+  ]);
+  return {
+    environment,
+    sandbox: check.status,
+    launcher: check.launcher,
+    danger,
+    observations: new FileObservations(),
+    denials: new DenialMemory(),
+    spillRoot,
+    startup: { purgedSpillDirectories: purged },
+    policy: (mode, workingDirectory, grants = []) => new SandboxPolicy({ mode, workspaceRoot: workingDirectory, pathGrants: grants, environment }),
+  };
+}

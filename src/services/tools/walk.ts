@@ -1,0 +1,117 @@
+/**
+ * @module services/tools/walk
+ * The directory walk behind `grep`, `glob` and `list`: breadth-first, never following directory
+ * symlinks, skipping `.git`, honouring `.gitignore` files (via the `ignore` package), and skipping
+ * every entry the policy does not let the file tools read (credential paths, symlinks pointing into
+ * them). It stops at a deadline or on abort and says so.
+ */
+import { readFileSync } from 'node:fs';
+import { opendir, stat } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
+import ignore, { type Ignore } from 'ignore';
+import { canonicalize } from '../permissions/paths.js';
+import type { SandboxPolicy } from '../permissions/policy.js';
+
+export interface WalkEntry {
+  /** As found (below the walk root, symlinks not resolved). */
+  path: string;
+  /** Relative to the walk root, with `/` separators. */
+  relative: string;
+  isDirectory: boolean;
+  /** The canonical path (a symlink's target). */
+  real: string;
+}
+
+export interface WalkOptions {
+  policy: SandboxPolicy;
+  signal: AbortSignal;
+  deadline: number;
+  now: () => number;
+  /** Descend into directories (default true). */
+  recursive?: boolean;
+  /** Show `.git` entries (never descended into); grep and glob leave them out. */
+  showGit?: boolean;
+}
+
+export interface WalkState {
+  /** Entries the policy did not allow reading. */
+  skipped: number;
+  /** The walk ran out of time or was cancelled. */
+  stopped: 'deadline' | 'aborted' | null;
+}
+
+interface IgnoreLayer {
+  base: string;
+  rules: Ignore;
+}
+
+function loadGitignore(dir: string): IgnoreLayer | null {
+  try {
+    const text = readFileSync(join(dir, '.gitignore'), 'utf8');
+    return { base: dir, rules: ignore().add(text) };
+  } catch {
+    return null;
+  }
+}
+
+function ignored(layers: readonly IgnoreLayer[], path: string, isDirectory: boolean): boolean {
+  for (const layer of layers) {
+    const rel = relative(layer.base, path).split(sep).join('/');
+    if (rel === '' || rel.startsWith('..')) continue;
+    if (layer.rules.ignores(isDirectory ? `${rel}/` : rel)) return true;
+  }
+  return false;
+}
+
+/** Walks below `root` (canonical, readable); yields files and directories in breadth-first order. */
+export async function* walk(root: string, options: WalkOptions, state: WalkState): AsyncGenerator<WalkEntry> {
+  const queue: Array<{ dir: string; layers: IgnoreLayer[] }> = [{ dir: root, layers: [] }];
+  while (queue.length > 0) {
+    const { dir, layers: parentLayers } = queue.shift()!;
+    const own = loadGitignore(dir);
+    const layers = own ? [...parentLayers, own] : parentLayers;
+    let handle;
+    try {
+      handle = await opendir(dir);
+    } catch {
+      continue;
+    }
+    const names: Array<{ name: string; isDirectory: boolean; isSymlink: boolean }> = [];
+    for await (const entry of handle) names.push({ name: entry.name, isDirectory: entry.isDirectory(), isSymlink: entry.isSymbolicLink() });
+    names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of names) {
+      if (options.signal.aborted) {
+        state.stopped = 'aborted';
+        return;
+      }
+      if (options.now() > options.deadline) {
+        state.stopped = 'deadline';
+        return;
+      }
+      const path = join(dir, entry.name);
+      if (entry.name === '.git') {
+        if (options.showGit) yield { path, relative: relative(root, path).split(sep).join('/'), isDirectory: entry.isDirectory, real: path };
+        continue;
+      }
+      let isDirectory = entry.isDirectory;
+      let real = path;
+      if (entry.isSymlink) {
+        try {
+          real = canonicalize(path);
+          // A symlinked directory is listed but not descended into (no cycles, no escapes).
+          isDirectory = (await stat(real)).isDirectory();
+        } catch {
+          continue;
+        }
+      }
+      if (!options.policy.check(real, 'read', 'file_tool')) {
+        state.skipped += 1;
+        continue;
+      }
+      if (ignored(layers, path, isDirectory)) continue;
+      const rel = relative(root, path).split(sep).join('/');
+      yield { path, relative: rel, isDirectory, real };
+      if (isDirectory && !entry.isSymlink && options.recursive !== false) queue.push({ dir: path, layers });
+    }
+  }
+}

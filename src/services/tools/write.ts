@@ -1,0 +1,56 @@
+/**
+ * @module services/tools/write
+ * `write`: creates a file or replaces its whole content (text, at most 1 MiB). Replacing an
+ * existing file needs a read of its current content first.
+ */
+import { z } from 'zod';
+import { escalationParameters } from '../permissions/escalation.js';
+import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { defineTool } from './define.js';
+import { commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
+import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
+import type { ToolRuntime } from './tool-runtime.js';
+
+const baseParameters = {
+  path: z.string().min(1).describe('The file: absolute, or relative to the workspace root. Missing parent directories are created.'),
+  content: z.string().describe('The complete new content of the file.'),
+};
+
+const DESCRIPTION = [
+  'Creates a text file, or replaces the whole content of one (at most 1 MiB).',
+  'To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for small changes.',
+  'Writes inside the workspace and the temp directories are allowed; protected paths (.git/hooks, ~/.openwork, skill roots) can never be written.',
+  DENIAL_IS_POLICY_TEXT,
+].join(' ');
+
+export function writeTool(runtime: ToolRuntime): SandboxedTool {
+  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
+  const tool = defineTool({
+    name: 'write',
+    description: DESCRIPTION,
+    parameters,
+    async execute(args, ctx) {
+      const { path: raw, content } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      if (Buffer.byteLength(content) > MAX_WRITE_BYTES) return invalidArguments(`content is larger than ${MAX_WRITE_BYTES} bytes`);
+      const policy = callPolicy(runtime, ctx);
+      const resolved = resolvePath(runtime, policy, raw);
+      if (!resolved.ok) return resolved.result;
+      const path = resolved.path;
+      const denied = fence(runtime, ctx, policy, path, 'write');
+      if (denied) return denied;
+      const current = await currentContent(runtime, ctx, path);
+      if (!current.ok) return current.result;
+      return commitWrite(runtime, ctx, policy, path, current.content, content, (a) =>
+        a.kind === 'created'
+          ? `Created ${path} (${Buffer.byteLength(content)} bytes).`
+          : `Wrote ${path} (${Buffer.byteLength(content)} bytes; +${a.additions} -${a.deletions} lines).`,
+      );
+    },
+  });
+  return Object.assign(tool, {
+    sandboxed: {
+      actor: 'file_tool' as const,
+      targets: (args: unknown) => [{ path: (args as { path: string }).path, access: 'write' as const }],
+    },
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * Danger-command detection (reference §4.10, acceptance 26-30): the closed list, wrappers, nested
+ * `bash -c`, and what never hits.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadDangerDetector, MAX_NESTING, type DangerDetector } from '../../../src/services/permissions/danger.js';
+
+let detector: DangerDetector;
+beforeAll(async () => {
+  detector = await loadDangerDetector();
+});
+
+function key(command: string): string | null {
+  return detector.detect(command)?.key ?? null;
+}
+
+function quote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function nested(depth: number, inner = 'rm a.txt'): string {
+  let command = inner;
+  for (let i = 0; i < depth; i += 1) command = `bash -c ${quote(command)}`;
+  return command;
+}
+
+describe('danger detection', () => {
+  it('acc 26: rm -r/-f, find -delete / -exec rm, git clean -f hit with their key and sub-command', () => {
+    expect(detector.detect('rm -rf src')).toEqual({ key: 'rm_recursive_or_force', match: 'rm -rf src', span: { start: 0, end: 10 } });
+    expect(key('rm -f a.log')).toBe('rm_recursive_or_force');
+    expect(key('rm --recursive dir')).toBe('rm_recursive_or_force');
+    expect(key('rm --force x')).toBe('rm_recursive_or_force');
+    expect(key('rm -R dir')).toBe('rm_recursive_or_force');
+    expect(key('rm -vfr dir')).toBe('rm_recursive_or_force');
+    expect(key("find . -name '*.o' -delete")).toBe('find_delete');
+    expect(key('find . -exec rm {} +')).toBe('find_delete');
+    expect(key('find . -execdir /bin/rm -- {} \\;')).toBe('find_delete');
+    expect(key('git clean -fdx')).toBe('git_clean_force');
+    expect(key('git clean --force')).toBe('git_clean_force');
+    expect(key('git -C sub clean -f')).toBe('git_clean_force');
+  });
+
+  it('acc 27: hits inside lists, loops, pipes, substitutions, functions and behind wrappers', () => {
+    const hits: Array<[string, string]> = [
+      ['cargo build && rm -rf target', 'rm -rf target'],
+      ['for d in a b; do rm -rf "$d"; done', 'rm -rf "$d"'],
+      ['xargs rm -rf < list', 'xargs rm -rf'],
+      ['sudo rm -rf x', 'sudo rm -rf x'],
+      ['sudo -u root rm -rf x', 'sudo -u root rm -rf x'],
+      ['env FOO=1 rm -rf x', 'env FOO=1 rm -rf x'],
+      ['env -i -u HOME BAR=2 rm -rf x', 'env -i -u HOME BAR=2 rm -rf x'],
+      ['timeout 10 rm -rf x', 'timeout 10 rm -rf x'],
+      ['nice -n 5 rm -r x', 'nice -n 5 rm -r x'],
+      ['nohup rm -rf x', 'nohup rm -rf x'],
+      ['time rm -rf x', 'time rm -rf x'],
+      ['command rm -rf x', 'command rm -rf x'],
+      ['echo $(rm -rf x)', 'rm -rf x'],
+      ['f() { rm -rf x; }', 'rm -rf x'],
+      ['ls | xargs -n 1 rm -f', 'xargs -n 1 rm -f'],
+      ['if true; then rm -rf x; fi', 'rm -rf x'],
+      ['/bin/rm -rf x', '/bin/rm -rf x'],
+      ['"rm" -rf x', '"rm" -rf x'],
+    ];
+    for (const [command, match] of hits) {
+      expect(detector.detect(command), command).toMatchObject({ key: expect.any(String), match });
+    }
+  });
+
+  it('acc 27: bash -c, sh -c and combined flags like -lc are re-parsed', () => {
+    expect(detector.detect("bash -c 'rm -rf src'")).toEqual({ key: 'rm_recursive_or_force', match: 'rm -rf src', span: { start: 0, end: 20 } });
+    expect(key('sh -c "rm -rf x"')).toBe('rm_recursive_or_force');
+    expect(key("bash -lc 'git clean -fd'")).toBe('git_clean_force');
+    expect(key("zsh -ec 'find . -delete'")).toBe('find_delete');
+    expect(key("bash -o pipefail -c 'rm -rf x'")).toBe('rm_recursive_or_force');
+    expect(key('bash script.sh -rf')).toBeNull();
+  });
+
+  it(`bash -c nesting up to ${MAX_NESTING} is parsed; deeper is itself a hit (nesting_too_deep)`, () => {
+    expect(key(nested(MAX_NESTING))).toBeNull();
+    expect(key(nested(MAX_NESTING, 'rm -rf x'))).toBe('rm_recursive_or_force');
+    expect(key(nested(MAX_NESTING + 1))).toBe('nesting_too_deep');
+  });
+
+  it('acc 28: rm -rf $DIR hits (literal program and flags); $CMD -rf x does not (dynamic program)', () => {
+    expect(key('rm -rf $DIR')).toBe('rm_recursive_or_force');
+    expect(key('rm -rf "$DIR"/*')).toBe('rm_recursive_or_force');
+    expect(key('$CMD -rf x')).toBeNull();
+    expect(key('${RM} -rf x')).toBeNull();
+    expect(key('bash -c "$SCRIPT"')).toBeNull();
+  });
+
+  it('acc 29: rm without -r/-f, echo rm -rf x and the git commands the kernel denies do not hit', () => {
+    for (const command of ['rm a.txt', 'echo rm -rf x', 'printf "%s" "rm -rf /"', 'git reset --hard', 'git restore .', 'git checkout -- .', 'git stash', 'mv a b', '> file', 'rm -- -rf', 'command -v rm', 'command -V rm', 'git clean -n', 'find . -name x', 'grep -rf patterns .']) {
+      expect(key(command), command).toBeNull();
+    }
+  });
+
+  it('acc 30: syntax errors never hit', () => {
+    expect(key('if [ ; then rm -rf x')).toBeNull();
+    expect(key('rm -rf x; (')).toBeNull();
+    expect(key("bash -c 'rm -rf x; ('")).toBeNull();
+  });
+
+  it('spans are string offsets into the checked command, also after non-ASCII text', () => {
+    const command = 'echo é && rm -rf x';
+    const hit = detector.detect(command)!;
+    expect(command.slice(hit.span.start, hit.span.end)).toBe('rm -rf x');
+  });
+});

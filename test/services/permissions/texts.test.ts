@@ -1,0 +1,69 @@
+/**
+ * The model-visible texts (reference §4.6, §4.11, §4.13) are format constants, and nothing the
+ * model sees claims network isolation (acc 11).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toolDefinition } from '../../../src/services/tools/define.js';
+import {
+  bashDenialText,
+  bashUnavailablePolicyLine,
+  fileDenialText,
+  NON_INTERACTIVE_REFUSAL_TEXT,
+  protectedPathText,
+  renderSandboxPolicySection,
+  sandboxUnavailableText,
+} from '../../../src/services/permissions/texts.js';
+import { toolEnv, type ToolEnv } from '../../support/tool-env.js';
+
+let env: ToolEnv;
+beforeAll(async () => {
+  env = await toolEnv();
+});
+afterAll(() => env.cleanup());
+
+describe('model-visible texts', () => {
+  it('are the reference constants, with the mode word of the current mode', () => {
+    expect(bashDenialText('accept_edits')).toBe(
+      '[sandbox: file access denied under accept-edits mode]\n[sandbox: to proceed, retry this exact command once with sandboxPermissions listing only the paths it needs, and a one-sentence justification; the user will be asked. If the paths cannot be listed, ask the user to run the command instead]',
+    );
+    expect(fileDenialText('read', '/h/.ssh/id', 'auto')).toBe(
+      '[sandbox: read access to /h/.ssh/id denied under auto mode]\n[sandbox: to proceed, retry this call once with sandboxPermissions listing /h/.ssh/id (read, exact), and a one-sentence justification; the user will be asked]',
+    );
+    expect(protectedPathText('/w/.git/hooks/x')).toBe('[sandbox: /w/.git/hooks/x is protected and cannot be written in any mode; do not retry]');
+    expect(sandboxUnavailableText('bwrap missing')).toBe(
+      '[sandbox: unavailable, so bash cannot run commands in this session (bwrap missing). File tools still work; ask the user to run the command in their own terminal if it is needed.]',
+    );
+    expect(bashUnavailablePolicyLine('darwin')).toBe('bash: unavailable, because the macOS sandbox failed its self-check. Use read / grep / glob / edit for file work, and tell the user which command you need them to run.');
+    expect(NON_INTERACTIVE_REFUSAL_TEXT).toMatch(/sub-agent cannot ask for authorization/);
+    expect(NON_INTERACTIVE_REFUSAL_TEXT).toMatch(/report to the parent agent/);
+  });
+
+  it('the sandbox-policy section states mode, workspace, write / edit and bash, without claims about the network', () => {
+    const auto = renderSandboxPolicySection({ mode: 'auto', workspace: '/w', bashAvailable: true, bashWritesWorkspace: true, platform: 'linux' });
+    expect(auto.split('\n')).toEqual([
+      '<sandbox_policy>',
+      'mode: auto',
+      'workspace: /w',
+      'write / edit: may write the workspace and the temp directories; protected, sensitive and credential paths and paths outside the workspace need sandboxPermissions.',
+      'bash: runs in the sandbox; it can write the workspace and the temp directories.',
+      '</sandbox_policy>',
+    ]);
+    expect(renderSandboxPolicySection({ mode: 'accept_edits', workspace: '/w', bashAvailable: true, bashWritesWorkspace: false, platform: 'linux' })).toContain('workspace writes need sandboxPermissions');
+    expect(renderSandboxPolicySection({ mode: 'auto', workspace: '/w', bashAvailable: false, bashWritesWorkspace: false, platform: 'linux' })).toContain(bashUnavailablePolicyLine('linux'));
+  });
+
+  it('acc 11: no tool description, schema or policy text mentions the network or isolation, or says read-only', () => {
+    const texts = [
+      ...[...env.tools.values()].map((t) => JSON.stringify(toolDefinition(t))),
+      bashDenialText('auto'),
+      fileDenialText('write', '/x', 'auto'),
+      sandboxUnavailableText('r'),
+      NON_INTERACTIVE_REFUSAL_TEXT,
+      renderSandboxPolicySection({ mode: 'auto', workspace: '/w', bashAvailable: true, bashWritesWorkspace: true, platform: 'linux' }),
+    ];
+    for (const text of texts) {
+      expect(text).not.toMatch(/network|isolat|internet|offline/i);
+      expect(text).not.toMatch(/read-only/i);
+    }
+  });
+});

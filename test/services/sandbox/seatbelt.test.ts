@@ -1,0 +1,48 @@
+/**
+ * The Seatbelt profile (reference §4.5). macOS is not available here, so only the profile text and
+ * its parameters are checked, not its effect.
+ */
+import { describe, expect, it } from 'vitest';
+import { detectEnvironment } from '../../../src/services/permissions/environment.js';
+import { SandboxPolicy } from '../../../src/services/permissions/policy.js';
+import { CREDENTIAL_PATHS } from '../../../src/services/permissions/tiers.js';
+import { escapeRegex, seatbeltLauncher, seatbeltProfile } from '../../../src/services/sandbox/seatbelt.js';
+
+const environment = detectEnvironment({ home: '/Users/ada', tempDirs: ['/private/tmp', '/private/var/folders/x/T'], platform: 'darwin' });
+
+function profile(mode: 'auto' | 'accept_edits', grants: Array<{ path: string; access: 'read' | 'write'; scope: 'exact' | 'subtree' }> = []) {
+  return seatbeltProfile(new SandboxPolicy({ mode, workspaceRoot: '/Users/ada/work/app', pathGrants: grants, environment }));
+}
+
+describe('Seatbelt profile', () => {
+  it('holds only parameter names; every path and regex is a -D definition, numbered in order', () => {
+    const { profile: text, params } = profile('auto');
+    expect(text.startsWith('(version 1)\n(allow default)\n(deny file-write*)\n')).toBe(true);
+    expect(text).not.toContain('/Users/ada');
+    expect(params.map(([k]) => k)).toEqual(params.map((_, i) => `P${i}`));
+    expect(params.slice(0, 5).map(([, v]) => v)).toEqual(['/dev/null', '/dev/zero', '/dev/tty', '^/dev/fd/[0-9]+$', '^/dev/ttys[0-9]+$']);
+    const values = params.map(([, v]) => v);
+    expect(values).toContain('/Users/ada/.openwork');
+    expect(values).toContain('/Users/ada/.ssh');
+    expect(values).toContain(`^${escapeRegex('/Users/ada/work/app')}/(.*/)?\\.[gG][iI][tT]/[hH][oO][oO][kK][sS](/.*)?$`);
+    // The workspace is a writable root in auto, not in accept-edits.
+    expect(values).toContain('/Users/ada/work/app');
+    expect(profile('accept_edits').params.map(([, v]) => v)).not.toContain('/Users/ada/work/app');
+  });
+
+  it('a read grant inside a credential path is subtracted from its read denial; no rule mentions the network', () => {
+    const { profile: text, params } = profile('auto', [{ path: '/Users/ada/.ssh', access: 'read', scope: 'subtree' }]);
+    // Registered last: the credential read denials, each followed by the grants it subtracts.
+    const sshParams = params.filter(([, v]) => v === '/Users/ada/.ssh').map(([k]) => k).slice(-2);
+    expect(text).toContain(`(deny file-read* (require-all (subpath (param "${sshParams[0]}")) (require-not (subpath (param "${sshParams[1]}")))))`);
+    expect(text.trimEnd().split('\n').filter((l) => l.startsWith('(deny file-read*'))).toHaveLength(CREDENTIAL_PATHS.length);
+    expect(text).not.toMatch(/network/i);
+  });
+
+  it('runs /bin/bash under sandbox-exec with stderr joined to stdout', () => {
+    const spec = seatbeltLauncher().prepare(new SandboxPolicy({ mode: 'auto', workspaceRoot: '/Users/ada/work/app', environment }), 'make test');
+    expect(spec.file).toBe('/usr/bin/sandbox-exec');
+    expect(spec.args[0]).toBe('-p');
+    expect(spec.args.slice(-5)).toEqual(['--', '/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', 'make test']);
+  });
+});
