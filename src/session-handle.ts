@@ -278,6 +278,7 @@ export class SessionHandle {
       sandbox: this.deps.sandbox,
       reloadRequired: ctx.reloadRequired,
       runtime,
+      rateLimits: ctx.rateLimits,
     };
   }
 
