@@ -2,15 +2,13 @@
  * `openaiModel` on the wire: every case goes through the real `openai` client to a local server that
  * speaks the real SSE formats of the Responses API and Chat Completions.
  */
-import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { InputError, ModelError } from '../../../src/errors.js';
 import { INTERRUPTED_RESULT_TEXT } from '../../../src/services/context/assemble.js';
 import { openaiModel, type OpenAIModelOptions } from '../../../src/services/model/openai.js';
 import { RESPONSES_OPAQUE_PROVIDER } from '../../../src/services/model/openai-responses.js';
 import type { ModelRequest, ModelStreamEvent } from '../../../src/services/model/port.js';
-import { CONTEXT_LENGTH_ERROR, startFakeOpenAI, type FakeOpenAIServer } from '../../support/fake-openai-server.js';
+import { CONTEXT_LENGTH_ERROR, closedPort, startFakeOpenAI, type FakeOpenAIServer } from '../../support/fake-openai-server.js';
 
 let server: FakeOpenAIServer;
 beforeAll(async () => {
@@ -53,15 +51,6 @@ async function failure(stream: AsyncIterable<ModelStreamEvent>): Promise<{ error
 
 function run(api: 'responses' | 'chat', extra: Partial<OpenAIModelOptions> = {}, req: ModelRequest = request) {
   return model(api, extra).stream(req, { signal: new AbortController().signal });
-}
-
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 const text = (events: ModelStreamEvent[]) => events.flatMap((e) => (e.type === 'text_delta' ? [e.delta] : [])).join('');
