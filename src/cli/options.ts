@@ -55,7 +55,8 @@ function parse(argv: string[], options: NonNullable<ParseArgsConfig['options']>)
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    // The parser explains over several lines; the first one says what is wrong.
+    throw new UsageError((error as Error).message.split('\n')[0]!);
   }
 }
 
