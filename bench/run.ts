@@ -2,10 +2,11 @@
  * `npm run bench`: every benchmark, each printing ratios against a baseline measured in the same run.
  * Not part of `npm test`; see docs/benchmarks.md for figures and how to reproduce them.
  */
+import { runOpenAIBench } from './openai.bench.js';
 import { runRuntimeBench } from './runtime.bench.js';
 
 const only = process.argv[2];
-const suites: Record<string, () => Promise<string[]>> = { runtime: runRuntimeBench };
+const suites: Record<string, () => Promise<string[]>> = { runtime: runRuntimeBench, openai: runOpenAIBench };
 
 for (const [name, run] of Object.entries(suites)) {
   if (only && only !== name) continue;

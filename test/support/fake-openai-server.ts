@@ -35,6 +35,8 @@ export interface FakeStream {
   argsChunk?: number;
   /** Milliseconds between events (default 0). */
   delayMs?: number;
+  /** Write the whole stream in one write (benchmarks: the server's cost out of the way). */
+  oneWrite?: boolean;
   /** Extra response headers (rate limits, for instance). */
   headers?: Record<string, string>;
   /** Responses API: attach this encrypted content to the reasoning item. */
@@ -323,6 +325,10 @@ export async function startFakeOpenAI(): Promise<FakeOpenAIServer> {
         clientAborts += 1;
       }
     });
+    if (reply.oneWrite) {
+      res.end(events.join(''));
+      return;
+    }
     for (const [i, event] of events.entries()) {
       if (closed) return;
       if (reply.cutAfterEvents !== undefined && i >= reply.cutAfterEvents) {
