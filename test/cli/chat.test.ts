@@ -9,23 +9,30 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
 import { cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
+import { createTestDatabase } from '../support/databases.js';
 
 let server: FakeOpenAIServer;
 let dir: string;
 const running: CliRun[] = [];
 
+let databaseUrl: string;
+
 beforeAll(async () => {
   ensureBuilt();
   server = await startFakeOpenAI();
+  // Most runs use the suite's Postgres server (a child process starts on it in well under a second);
+  // the first test and the demo use the PGlite default under .openwork/.
+  databaseUrl = await createTestDatabase();
 }, 180_000);
 afterEach(async () => {
   for (const run of running.splice(0)) {
     if (run.child.exitCode === null) run.child.kill('SIGKILL');
   }
-  expect(server.unexpected).toEqual([]);
-  expect(server.remaining).toBe(0);
-  server.requests.length = 0;
+  const leftover = { unexpected: server.unexpected.length, remaining: server.remaining };
+  // A failed test must not leave its replies to the next one.
+  server.reset();
   if (dir) await rm(dir, { recursive: true, force: true });
+  expect(leftover).toEqual({ unexpected: 0, remaining: 0 });
 });
 afterAll(async () => {
   await server.close();
@@ -36,8 +43,10 @@ async function workspace(): Promise<string> {
   return dir;
 }
 
+/** `openwork chat` on the fake server; storage on Postgres unless `pglite` is asked for. */
 function chat(cwd: string, ...args: string[]): CliRun {
-  const run = runCli(['chat', '--base-url', server.url, '--model', 'fake-model', ...args], { cwd });
+  const storage = args[0] === '--pglite' ? [] : ['--database-url', databaseUrl];
+  const run = runCli(['chat', '--base-url', server.url, '--model', 'fake-model', ...storage, ...args.filter((a) => a !== '--pglite')], { cwd });
   running.push(run);
   return run;
 }
@@ -46,11 +55,11 @@ function userTexts(request: RecordedRequest): string[] {
   return (request.body.messages as Array<{ role: string; content: string }>).filter((m) => m.role === 'user').map((m) => m.content);
 }
 
-describe('openwork chat', () => {
+describe('openwork chat', { timeout: 120_000 }, () => {
   it('a conversation turn streams the answer, and --session continues the stored session', async () => {
     const cwd = await workspace();
     server.script({ text: 'Hello from the fake model.', chunk: 3, delayMs: 2 });
-    const first = chat(cwd, 'say hello');
+    const first = chat(cwd, '--pglite', 'say hello');
     first.child.stdin.end();
     expect(await first.exit).toBe(0);
     expect(first.stdout).toContain('Hello from the fake model.');
@@ -74,7 +83,7 @@ describe('openwork chat', () => {
       expect(request.body.messages).toContainEqual({ role: 'assistant', content: 'Hello from the fake model.' });
       return { text: 'Hello again.' };
     });
-    const second = chat(cwd, '--session', sessionId!);
+    const second = chat(cwd, '--pglite', '--session', sessionId!);
     second.type('and again');
     second.child.stdin.end();
     expect(await second.exit).toBe(0);
@@ -102,8 +111,8 @@ describe('openwork chat', () => {
     const run = chat(cwd, 'what is in .env?');
     await run.waitFor(/allow \[o\]nce \/ this \[t\]urn \/ this \[s\]ession \/ \[d\]eny\?/);
     expect(run.stdout).toContain('→ list_directory');
-    // The listing: .env, .openwork/ (the session store) and notes.txt.
-    expect(run.stdout).toMatch(/✓ list_directory \.env \(\+2 lines\)/);
+    // The listing: .env and notes.txt (the sessions are in Postgres here, so no .openwork/).
+    expect(run.stdout).toMatch(/✓ list_directory \.env \(\+1 lines\)/);
     expect(run.stdout).toContain('? read_file asks: read .env');
     run.type('maybe');
     await run.waitFor(/please answer/);
@@ -156,7 +165,7 @@ describe('openwork chat', () => {
   it('an unreachable server is one clear line', async () => {
     const cwd = await workspace();
     const port = await closedPort();
-    const run = runCli(['chat', '--base-url', `http://127.0.0.1:${port}/v1`, '--model', 'm', 'hello'], { cwd });
+    const run = runCli(['chat', '--base-url', `http://127.0.0.1:${port}/v1`, '--model', 'm', '--database-url', databaseUrl, 'hello'], { cwd });
     running.push(run);
     run.child.stdin.end();
     expect(await run.exit).toBe(1);
@@ -177,11 +186,11 @@ describe('openwork chat', () => {
     const cwd = await workspace();
     const run = chat(cwd, '--session', 'ses_nope');
     expect(await run.exit).toBe(2);
-    expect(run.stderr).toMatch(/^openwork: no session ses_nope in pglite \.openwork\/db \(see `openwork sessions`\)\n$/);
+    expect(run.stderr).toBe(`openwork: no session ses_nope in postgres ${databaseUrl} (see \`openwork sessions\`)\n`);
   });
 });
 
-describe('openwork demo', () => {
+describe('openwork demo', { timeout: 120_000 }, () => {
   it('runs offline and says the model is scripted; shows a tool call, a permission card and a plan', async () => {
     const cwd = await workspace();
     const run = runCli(['demo', '--yes'], { cwd });

@@ -76,7 +76,7 @@ export function runCli(args: string[], options: { cwd: string; env?: NodeJS.Proc
     get stderr() {
       return stderr;
     },
-    waitFor(pattern, stream = 'stdout', timeoutMs = 20_000) {
+    waitFor(pattern, stream = 'stdout', timeoutMs = 60_000) {
       return new Promise<void>((resolve, reject) => {
         const check = () => {
           if (pattern.test(stream === 'stdout' ? stdout : stderr)) {

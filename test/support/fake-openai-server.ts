@@ -84,6 +84,8 @@ export interface FakeOpenAIServer {
   readonly unexpected: RecordedRequest[];
   /** Adds replies, used in order. */
   script(...replies: FakeScript[]): void;
+  /** Drops unused replies and forgets every request (between tests). */
+  reset(): void;
   readonly remaining: number;
   /** Connections the server has seen closed by the client before the response ended. */
   readonly clientAborts: number;
@@ -367,6 +369,11 @@ export async function startFakeOpenAI(): Promise<FakeOpenAIServer> {
     unexpected,
     script(...replies) {
       queue.push(...replies);
+    },
+    reset() {
+      queue.length = 0;
+      requests.length = 0;
+      unexpected.length = 0;
     },
     get remaining() {
       return queue.length;
