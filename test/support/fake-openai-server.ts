@@ -35,8 +35,8 @@ export interface FakeStream {
   argsChunk?: number;
   /** Milliseconds between events (default 0). */
   delayMs?: number;
-  /** Write the whole stream in one write (benchmarks: the server's cost out of the way). */
-  oneWrite?: boolean;
+  /** Without `delayMs`: let the socket flush after every this many events (benchmarks), as a provider does token by token. */
+  flushEvery?: number;
   /** Extra response headers (rate limits, for instance). */
   headers?: Record<string, string>;
   /** Responses API: attach this encrypted content to the reasoning item. */
@@ -327,10 +327,6 @@ export async function startFakeOpenAI(): Promise<FakeOpenAIServer> {
         clientAborts += 1;
       }
     });
-    if (reply.oneWrite) {
-      res.end(events.join(''));
-      return;
-    }
     for (const [i, event] of events.entries()) {
       if (closed) return;
       if (reply.cutAfterEvents !== undefined && i >= reply.cutAfterEvents) {
@@ -345,6 +341,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAIServer> {
         return;
       }
       if (reply.delayMs) await sleep(reply.delayMs);
+      else if (reply.flushEvery && i > 0 && i % reply.flushEvery === 0) await new Promise((r) => setImmediate(r));
       res.write(event);
     }
     res.end();
