@@ -120,8 +120,12 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   let cancelling = false;
   let exitCode: number = EXIT.ok;
   let resolveExit!: () => void;
+  const exitSignal = new AbortController();
   const exitRequested = new Promise<'exit'>((resolve) => {
-    resolveExit = () => resolve('exit');
+    resolveExit = () => {
+      exitSignal.abort();
+      resolve('exit');
+    };
   });
   let exiting = false;
 
@@ -155,8 +159,11 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   /** Asks each pending card on the input; resolves when the turn is over. */
   const answerCards = async (turnId: string, finished: Promise<TurnOutcome>) => {
     let done = false;
+    // A question still open when the turn ends (cancelled, say) gives its line back to the prompt.
+    const turnOver = new AbortController();
     void finished.then(() => {
       done = true;
+      turnOver.abort();
       wakeApproval?.();
     });
     while (!done) {
@@ -173,7 +180,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
       for (const line of cardLines(card, style)) print(line);
       let decision: PermissionDecision | undefined;
       while (decision === undefined && !done) {
-        const answer = await Promise.race([lines.ask(question(card)), finished.then(() => undefined)]);
+        const answer = await lines.ask(question(card), turnOver.signal);
         if (answer === undefined) break;
         if (answer === null) {
           print(style.dim('  (input ended: denying)'));
@@ -222,8 +229,8 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
       await runTurn(options.prompt, n);
     }
     while (!exiting) {
-      const next = await Promise.race([terminal ? lines.ask('> ') : lines.next(), exitRequested]);
-      if (next === 'exit' || next === null) break;
+      const next = terminal ? await lines.ask('> ', exitSignal.signal) : await lines.next(exitSignal.signal);
+      if (next === undefined || next === null) break;
       if (next.trim() === '') continue;
       if (!terminal) print(style.bold(`> ${next}`));
       n += 1;

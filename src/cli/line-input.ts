@@ -24,19 +24,35 @@ export class LineInput {
     });
   }
 
-  /** The next line, or null once the input has ended. */
-  next(): Promise<string | null> {
+  /**
+   * The next line, or null once the input has ended, or undefined when `signal` aborts first
+   * (then the line, when it comes, stays for the next reader).
+   */
+  next(signal?: AbortSignal): Promise<string | null | undefined> {
     const line = this.lines.shift();
     if (line !== undefined) return Promise.resolve(line);
     if (this.ended) return Promise.resolve(null);
-    return new Promise((resolve) => this.waiters.push(resolve));
+    if (signal?.aborted) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const waiter = (value: string | null) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(value);
+      };
+      const onAbort = () => {
+        const i = this.waiters.indexOf(waiter);
+        if (i >= 0) this.waiters.splice(i, 1);
+        resolve(undefined);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.waiters.push(waiter);
+    });
   }
 
-  /** Shows a prompt (on a terminal) and waits for the next line. */
-  ask(prompt: string): Promise<string | null> {
+  /** Shows a prompt and waits for the next line (see `next`). */
+  ask(prompt: string, signal?: AbortSignal): Promise<string | null | undefined> {
     this.rl.setPrompt(prompt);
     if (this.lines.length === 0 && !this.ended) this.rl.prompt();
-    return this.next();
+    return this.next(signal);
   }
 
   close(): void {

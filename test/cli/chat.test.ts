@@ -152,6 +152,24 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(run.stderr).toBe('');
   });
 
+  it('Ctrl-C while a card is asked cancels the turn, and the next line is the next prompt', async () => {
+    const cwd = await workspace();
+    await writeFile(join(cwd, '.env'), 'A=1\n');
+    server.script({ toolCalls: [{ name: 'read_file', arguments: { path: '.env' }, callId: 'env' }] });
+    const run = chat(cwd, 'read .env');
+    await run.waitFor(/\[d\]eny\?/);
+    run.child.kill('SIGINT');
+    await run.waitFor(/turn cancelled/);
+    server.script((request) => {
+      expect(userTexts(request).at(-1)).toBe('something else');
+      return { text: 'Sure, something else.' };
+    });
+    run.type('something else');
+    await run.waitFor(/Sure, something else\./);
+    run.child.stdin.end();
+    expect(await run.exit).toBe(0);
+  });
+
   it('a missing key is one clear line', async () => {
     const cwd = await workspace();
     const run = runCli(['chat', 'hello'], { cwd, env: cleanEnv() });
