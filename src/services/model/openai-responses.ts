@@ -30,8 +30,12 @@ function opaqueItem(data: unknown, store: boolean): InputItem | null {
   const item = (data as { item: unknown }).item;
   if (!item || typeof item !== 'object') return null;
   const copy = { ...(item as InputItem) };
-  // Without `store`, an item id refers to nothing the provider kept; the encrypted content carries it.
-  if (!store) delete copy.id;
+  if (!store) {
+    // Without `store`, an item id refers to nothing the provider kept: only the encrypted content
+    // carries the item, and an item without it cannot be sent back at all.
+    if (typeof copy.encrypted_content !== 'string') return null;
+    delete copy.id;
+  }
   delete copy.status;
   return copy;
 }

@@ -317,6 +317,8 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
             { type: 'text', text: 'On it.' },
             { type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item: { id: 'rs_9', type: 'reasoning', summary: [], encrypted_content: 'enc', status: 'completed' } } },
             { type: 'provider_opaque', provider: 'another.provider', data: { anything: true } },
+            // Without encrypted content (no `include`), an unstored item cannot be sent back.
+            { type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item: { id: 'rs_10', type: 'reasoning', summary: [] } } },
             { type: 'tool_call', callId: 'c1', name: 'echo', arguments: '{"text":"1"}' },
             { type: 'tool_call', callId: 'c2', name: 'echo', arguments: '{"text":"2"}' },
             { type: 'tool_call', callId: 'c3', name: 'echo', arguments: '{"text":"3"}' },
@@ -380,6 +382,22 @@ describe('openaiModel specifics', () => {
     server.script({ text: 'cut short', incomplete: 'max_output_tokens' });
     const events = await collect(run('responses'));
     expect(events.at(-1)).toMatchObject({ type: 'completed', finishReason: 'length' });
+  });
+
+  it('Responses with store: reasoning items go back by id', async () => {
+    const history: ModelRequest = {
+      ...request,
+      messages: [
+        ...request.messages,
+        { role: 'assistant', content: [{ type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item: { id: 'rs_1', type: 'reasoning', summary: [], status: 'completed' } } }, { type: 'text', text: 'hi' }] },
+        { role: 'user', kind: 'normal', content: [{ type: 'text', text: 'again' }] },
+      ],
+    };
+    server.script({ text: 'ok' });
+    await collect(run('responses', { store: true }, history));
+    const body = server.requests[0]!.body;
+    expect(body.store).toBe(true);
+    expect((body.input as unknown[]).slice(1, 3)).toEqual([{ id: 'rs_1', type: 'reasoning', summary: [] }, { role: 'assistant', content: 'hi' }]);
   });
 
   it('Responses: a server_error failure before output is retried', async () => {
