@@ -47,8 +47,10 @@ export interface OpenAIModelOptions {
   retryBaseDelayMs?: number;
   /** Upper bound of one backoff delay, `retry-after` included (default 8 s). */
   retryMaxDelayMs?: number;
-  /** Per-request timeout of the client (default 10 minutes). */
+  /** Time to the response headers, per attempt (the client's timeout; default 10 minutes). */
   timeoutMs?: number;
+  /** A stream with no event for this long fails with `model_error` (default 5 minutes). */
+  streamIdleTimeoutMs?: number;
   /** Extra HTTP headers of every request. */
   headers?: Record<string, string>;
   /** A `fetch` to use instead of the global one (proxies, tests). */
@@ -144,6 +146,7 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
   const baseDelay = Math.max(0, options.retryBaseDelayMs ?? 500);
   const maxDelay = Math.max(0, options.retryMaxDelayMs ?? 8_000);
   const provider = options.provider ?? 'openai';
+  const idleTimeout = Math.max(1, options.streamIdleTimeoutMs ?? 300_000);
 
   const client = new OpenAI({
     apiKey,
@@ -278,28 +281,51 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
     for (let attempt = 1; ; attempt += 1) {
       if (signal.aborted) throw signal.reason;
       const decoder = api === 'responses' ? new ResponsesDecoder() : new ChatDecoder();
+      // A stream that goes quiet is ended by its own signal, apart from the caller's cancellation.
+      const stall = new AbortController();
+      let timer: NodeJS.Timeout | undefined;
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => stall.abort(), idleTimeout);
+      };
+      const stalled = () =>
+        modelFailure('model_error', `the stream from ${baseURL} stalled: no event for ${idleTimeout} ms`, {
+          errorPhase: 'response_body',
+          deliveryState: 'accepted_no_semantic_output',
+          semanticOutput: decoder.semantic,
+          retryable: !decoder.semantic,
+        });
       let opened = false;
       let emitted = false;
       try {
-        const events = await open(request, signal);
+        const events = await open(request, AbortSignal.any([signal, stall.signal]));
         opened = true;
+        arm();
         for await (const raw of events) {
+          // Only the wait for the provider counts, not the time the consumer takes.
+          clearTimeout(timer);
           for (const event of decoder.push(raw)) {
             emitted = true;
             yield event;
           }
+          arm();
         }
+        clearTimeout(timer);
         // The client ends a stream quietly when its request is aborted.
         if (signal.aborted) throw signal.reason;
+        if (stall.signal.aborted) throw stalled();
         for (const event of decoder.finish()) yield event;
         return;
       } catch (error) {
+        clearTimeout(timer);
         if (signal.aborted) throw signal.reason;
-        const failure = classify(error, opened, decoder.semantic);
+        const failure = stall.signal.aborted ? stalled() : classify(error, opened, decoder.semantic);
         // Only a failure before any output is retried: the consumer has seen nothing to take back.
         if (!failure.retryable || emitted || attempt > maxRetries) throw failure;
         yield { type: 'retry', attempt: attempt + 1, reason: failure.message };
         await abortable(backoff(failure, attempt), signal);
+      } finally {
+        clearTimeout(timer);
       }
     }
   }

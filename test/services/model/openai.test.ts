@@ -256,6 +256,7 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
 
   it('an abort mid-stream: ends with the signal reason, not a ModelError', async () => {
     server.script({ text: 'streaming forever', chunk: 2, hangAfterEvents: 5 });
+    const abortsBefore = server.clientAborts;
     const controller = new AbortController();
     const reason = new Error('cancelled by the user');
     const events: ModelStreamEvent[] = [];
@@ -270,7 +271,17 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
     }
     expect(caught).toBe(reason);
     expect(text(events).length).toBeGreaterThan(0);
-    await expect.poll(() => server.clientAborts).toBeGreaterThan(0);
+    await expect.poll(() => server.clientAborts).toBeGreaterThan(abortsBefore);
+  });
+
+  it('a stream that stalls: model_error once the idle timeout passes (retried only before output)', async () => {
+    server.script({ text: 'and then nothing', chunk: 4, hangAfterEvents: api === 'responses' ? 6 : 3 });
+    const abortsBefore = server.clientAborts;
+    const { error, events } = await failure(run(api, { streamIdleTimeoutMs: 150 }));
+    expect(text(events).length).toBeGreaterThan(0);
+    expect(error).toMatchObject({ code: 'model_error', semanticOutput: true, details: { errorPhase: 'response_body' } });
+    expect((error as Error).message).toMatch(/stalled: no event for 150 ms/);
+    await expect.poll(() => server.clientAborts).toBeGreaterThan(abortsBefore);
   });
 
   it('an abort during the retry backoff ends with the signal reason', async () => {
