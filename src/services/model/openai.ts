@@ -284,9 +284,12 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
       // A stream that goes quiet is ended by its own signal, apart from the caller's cancellation.
       const stall = new AbortController();
       let timer: NodeJS.Timeout | undefined;
-      const arm = () => {
-        clearTimeout(timer);
-        timer = setTimeout(() => stall.abort(), idleTimeout);
+      // One timer per attempt, not one per event: each event only notes the time.
+      let waitingSince: number | null = null;
+      const check = () => {
+        const idle = waitingSince === null ? 0 : Date.now() - waitingSince;
+        if (idle >= idleTimeout) stall.abort();
+        else timer = setTimeout(check, idleTimeout - idle);
       };
       const stalled = () =>
         modelFailure('model_error', `the stream from ${baseURL} stalled: no event for ${idleTimeout} ms`, {
@@ -300,15 +303,16 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
       try {
         const events = await open(request, AbortSignal.any([signal, stall.signal]));
         opened = true;
-        arm();
+        waitingSince = Date.now();
+        timer = setTimeout(check, idleTimeout);
         for await (const raw of events) {
           // Only the wait for the provider counts, not the time the consumer takes.
-          clearTimeout(timer);
+          waitingSince = null;
           for (const event of decoder.push(raw)) {
             emitted = true;
             yield event;
           }
-          arm();
+          waitingSince = Date.now();
         }
         clearTimeout(timer);
         // The client ends a stream quietly when its request is aborted.
