@@ -23,6 +23,7 @@ export type { ModelPort, ModelRequest, ModelMessage, ModelStreamEvent, ToolDefin
 export { openaiModel } from './services/model/openai.js';
 export type { OpenAIModel, OpenAIModelOptions } from './services/model/openai.js';
 export { mergeRateLimits, DEFAULT_RATE_LIMIT_ID } from './protocol/rate-limits.js';
+export type { RateLimitWindow } from './protocol/rate-limits.js';
 export type { AgentMessage, AgentMessageKind } from './services/agents/mailbox.js';
 export { agentMessageId } from './services/agents/mailbox.js';
 export { INTERRUPTED_RESULT_TEXT } from './services/context/assemble.js';
