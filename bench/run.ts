@@ -3,10 +3,11 @@
  * Not part of `npm test`; see docs/benchmarks.md for figures and how to reproduce them.
  */
 import { runAssemblyBench } from './assembly.bench.js';
+import { runOpenAIBench } from './openai.bench.js';
 import { runRuntimeBench } from './runtime.bench.js';
 
 const only = process.argv[2];
-const suites: Record<string, () => Promise<string[]>> = { runtime: runRuntimeBench, assembly: runAssemblyBench };
+const suites: Record<string, () => Promise<string[]>> = { runtime: runRuntimeBench, openai: runOpenAIBench, assembly: runAssemblyBench };
 
 for (const [name, run] of Object.entries(suites)) {
   if (only && only !== name) continue;

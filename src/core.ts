@@ -69,8 +69,12 @@ export interface CoreOptions {
   /** A custom trace recorder, or options of the built-in bounded queue. */
   trace?: TraceRecorder | { capacity?: number; batchSize?: number };
   sandbox?: SandboxStatus;
-  /** Summary attempts, their time limit and the pause between them (reference §3.5: 3, 120 s, 3 s). */
-  compaction?: Partial<CompactionOptions> & CompactionHooks;
+  /**
+   * Summary attempts, their time limit and the pause between them (reference §3.5: 3, 120 s, 3 s).
+   * `false` turns automatic compaction off: no threshold compaction, and an explicit context
+   * overflow fails the turn with `model_error` (manual compaction still works).
+   */
+  compaction?: false | (Partial<CompactionOptions> & CompactionHooks);
   /**
    * World State sections appended before model calls (reference §2.3): on by default; `false` turns
    * sampling off (the model then sees no project layout, AGENTS.md, skill catalog or sandbox policy).
@@ -256,7 +260,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   };
 
   const toolCallLogic = toolCallMachine.provide({ actors: createToolCallActors(services) });
-  const { beforeInstall, ...compactionOptions } = options.compaction ?? {};
+  const { beforeInstall, ...compactionOptions } = options.compaction || {};
   const compactor = new Compactor(services, { ...DEFAULT_COMPACTION_OPTIONS, ...compactionOptions }, beforeInstall ? { beforeInstall } : {});
   const turnLogic = turnMachine.provide({
     actors: { ...createTurnActors(services, compactor), toolCall: toolCallLogic },
@@ -297,7 +301,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       nonInteractive: sessionServices.nonInteractive,
       systemContext: isChild ? explorerSystemContext : systemContext,
       limits: isChild ? EXPLORER_LIMITS : limits,
-      compactAtTokens: contextLimits(model)?.autoCompactTokenLimit ?? 0,
+      compactAtTokens: options.compaction === false ? 0 : (contextLimits(model)?.autoCompactTokenLimit ?? 0),
+      compactionEnabled: options.compaction !== false,
       tokenTotals: loadedSession.tokenTotals,
       acceptedRequests: Object.fromEntries(loadedSession.acceptedRequests.map((r) => [r.clientRequestId, r.turnId])),
       lastTerminal: lastTerminalOf(loadedSession),

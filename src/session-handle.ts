@@ -424,6 +424,7 @@ export class SessionHandle {
       sandbox: this.deps.sandbox,
       reloadRequired: ctx.reloadRequired,
       runtime,
+      rateLimits: ctx.rateLimits,
     };
   }
 

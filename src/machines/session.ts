@@ -11,6 +11,7 @@ import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, t
 import type { NewMessage } from '../protocol/content.js';
 import type { PermissionDecision, PermissionMode } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
+import { mergeRateLimits, type RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import type { SystemPart } from '../services/model/port.js';
@@ -44,7 +45,8 @@ export type SessionEvent =
   | { type: 'session.spawn_child'; childId: string; systemId: string; input: SessionInput }
   | { type: 'session.stop_child'; childId: string }
   | { type: 'turn.update'; update: SessionUpdate }
-  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
+  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
 
 export type SessionEmitted =
   | { type: 'session.reply'; commandId: string; reply: CommandReply }
@@ -64,6 +66,7 @@ export interface SessionInput {
   systemContext: SystemPart[];
   limits: TurnLimits;
   compactAtTokens: number;
+  compactionEnabled: boolean;
   tokenTotals: TokenUsage;
   acceptedRequests: Record<string, string>;
   lastTerminal: LastTerminal | null;
@@ -86,6 +89,8 @@ export interface SessionContext extends SessionInput {
   pendingInput: NewMessage[];
   shuttingDown: boolean;
   systemError: string | null;
+  /** The provider's rate limits as last reported, merged by seed 004 §2's rule. */
+  rateLimits: RateLimitSnapshot | null;
 }
 
 function reply(commandId: string, value: CommandReply) {
@@ -210,6 +215,7 @@ export const sessionMachine = sessionSetup.createMachine({
     pendingInput: [],
     shuttingDown: false,
     systemError: null,
+    rateLimits: null,
   }),
   initial: 'idle',
   on: {
@@ -341,6 +347,7 @@ export const sessionMachine = sessionSetup.createMachine({
           mailbox: context.activeTurn!.mailbox,
           pendingInput: context.activeTurn!.pendingInput,
           compactAtTokens: context.compactAtTokens,
+          compactionEnabled: context.compactionEnabled,
           disabledSkillNames: context.activeTurn!.disabledSkillNames,
         }),
         onDone: [
@@ -439,6 +446,7 @@ export const sessionMachine = sessionSetup.createMachine({
             { type: 'publish', params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, update: event.update }) },
           ],
         },
+        'turn.rate_limits': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },
         'turn.grant': {
           guard: ({ event }) => event.scope === 'session',
           actions: assign({ sessionGrants: ({ context, event }) => addGrant(context.sessionGrants, event.environmentId, event.grantKey) }),

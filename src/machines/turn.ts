@@ -297,6 +297,8 @@ export const turnMachine = turnSetup.createMachine({
     'turn.steer': { actions: assign({ pendingInput: ({ context, event }) => [...context.pendingInput, event.message] }) },
     'turn.mailbox': { actions: assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }) },
     'turn.set_mode': { actions: assign({ permissionMode: ({ event }) => event.mode }) },
+    // Rate limits are session state (seed 004 §2): the turn only passes them up.
+    'model.rate_limits': { actions: sendParent(({ event }) => ({ type: 'turn.rate_limits' as const, snapshot: event.snapshot })) },
   },
   states: {
     starting: {
@@ -456,6 +458,8 @@ export const turnMachine = turnSetup.createMachine({
               {
                 guard: ({ context, event }) =>
                   (event.error as ModelFailure)?.code === 'context_overflow' &&
+                  // Without automatic compaction there is nothing to resubmit after: the turn fails.
+                  context.compactionEnabled &&
                   !(event.error as ModelFailure).semanticOutput &&
                   !context.draft.semantic &&
                   !context.overflowResubmitted &&

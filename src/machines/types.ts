@@ -6,6 +6,7 @@
 import type { NewMessage, StoredMessage, ToolCallBlock } from '../protocol/content.js';
 import type { PermissionDecision, PermissionMode } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
+import type { RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
 import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
@@ -111,6 +112,8 @@ export interface TurnInput {
   pendingInput: NewMessage[];
   /** The model request's size limit; automatic compaction starts at this estimate (0 = never). */
   compactAtTokens: number;
+  /** Whether an explicit context overflow may be compacted and resubmitted (reference §3.1). */
+  compactionEnabled: boolean;
   /** Skills hidden from the catalog, snapshotted when the turn was accepted (reference §7.7). */
   disabledSkillNames: string[];
 }
@@ -141,6 +144,8 @@ export type TurnEvent =
   | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
   | { type: 'model.provider_opaque'; provider: string; data: unknown }
   | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
+  /** The provider's latest rate-limit headers, read after a model call; the session merges them. */
+  | { type: 'model.rate_limits'; snapshot: RateLimitSnapshot }
   | { type: 'toolcall.update'; update: SessionUpdate; live?: Partial<LiveToolCall> & { toolCallId: string } }
   | { type: 'toolcall.status'; toolCallId: string; status: LiveToolCall['status'] }
   | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
@@ -156,7 +161,8 @@ export type ToolCallEvent =
 
 export type SessionParentEvent =
   | { type: 'turn.update'; update: SessionUpdate }
-  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
+  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
 
 export interface AssembledCall extends PreparedModelCall {
   /** Whether the estimate reached the automatic compaction line. */

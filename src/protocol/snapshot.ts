@@ -6,6 +6,7 @@ import type { PermissionMode } from './input.js';
 import type { TurnPlanSnapshot } from './plan.js';
 import type { PermissionCard, Phase, TurnOutcome } from './updates.js';
 import type { ToolResultStatus } from './content.js';
+import type { RateLimitSnapshot } from './rate-limits.js';
 
 export interface LiveToolCall {
   toolCallId: string;
@@ -55,6 +56,8 @@ export interface SessionSnapshot {
   sandbox: SandboxStatus;
   reloadRequired: boolean;
   runtime: SessionRuntimeSnapshot;
+  /** The provider's rate limits as last reported (seed 004 §2 merge), null until a provider sends any. */
+  rateLimits: RateLimitSnapshot | null;
 }
 
 export type SessionStatus =

@@ -177,6 +177,12 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         let partial = { text: '', reasoning: '', toolCalls: 0 };
         let finished = false;
 
+        /** The adapter's latest rate-limit headers travel to the session, which merges them (seed 004 §2). */
+        const reportRateLimits = () => {
+          const snapshot = session.model.rateLimits?.() ?? null;
+          if (snapshot) subscriber.next({ type: 'model.rate_limits', snapshot });
+        };
+
         const fail = (error: unknown) => {
           if (finished) return;
           finished = true;
@@ -184,10 +190,12 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             error instanceof ModelError
               ? new ModelError(error.code as 'model_error' | 'model_protocol_error' | 'context_overflow', error.message, {
                   cause: error.cause,
+                  details: error.details,
                   semanticOutput: error.semanticOutput || semantic,
                   retryable: error.retryable,
                 })
               : new ModelError('model_error', `model call failed: ${errorMessage(error)}`, { cause: error, semanticOutput: semantic });
+          const facts = failure.details;
           endModelSpan(
             span.id,
             {
@@ -196,13 +204,18 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
               errorCode: failure.code,
               errorMessage: failure.message,
               attributes: {
-                deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output',
+                // Reference §11.1: the adapter knows where the exchange broke; semantic output overrides.
+                deliveryState: semantic || failure.semanticOutput ? 'semantic_output_emitted' : (facts.deliveryState ?? 'accepted_no_semantic_output'),
+                errorPhase: facts.errorPhase ?? (failure.code === 'model_protocol_error' ? 'stream_decode' : 'response_body'),
+                ...(facts.httpStatus !== undefined ? { httpStatus: facts.httpStatus } : {}),
+                ...(facts.providerCode !== undefined ? { providerCode: facts.providerCode } : {}),
                 ttftMs: firstTokenMs,
                 streamMs: services.clock.now() - started,
               },
             },
             partial.text || partial.reasoning || partial.toolCalls ? partial : undefined,
           );
+          reportRateLimits();
           subscriber.error(failure);
         };
 
@@ -267,6 +280,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           finished = true;
           span.attemptCount = attempts;
           span.attributes = { ...span.attributes, ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' };
+          reportRateLimits();
           subscriber.complete();
         })().catch((error: unknown) => {
           if (controller.signal.aborted) return;
@@ -277,7 +291,11 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           if (finished) return;
           finished = true;
           controller.abort(new Error('the model call was cancelled'));
-          endModelSpan(span.id, { status: 'cancelled', attemptCount: attempts, attributes: { errorPhase: 'cancelled', finishReason: 'cancelled' } });
+          endModelSpan(span.id, {
+            status: 'cancelled',
+            attemptCount: attempts,
+            attributes: { errorPhase: 'cancelled', finishReason: 'cancelled', deliveryState: semantic ? 'semantic_output_emitted' : 'possibly_sent' },
+          });
         };
       });
     }),

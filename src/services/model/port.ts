@@ -3,6 +3,7 @@
  * The provider-neutral model port: a request in, a stream of events out.
  */
 import type { MessageKind, ModelToolStatus, ProviderOpaqueBlock, ReasoningBlock, TextBlock, ToolCallBlock } from '../../protocol/content.js';
+import type { RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import type { TokenUsage } from '../../storage/storage.js';
 
 export interface SystemPart {
@@ -47,14 +48,6 @@ export interface ModelCallOptions {
   signal: AbortSignal;
 }
 
-export interface RateLimitSnapshot {
-  limitId: string | null;
-  primary?: { usedPercent?: number; windowMinutes?: number; resetsAt?: string } | null;
-  secondary?: { usedPercent?: number; windowMinutes?: number; resetsAt?: string } | null;
-  credits?: Record<string, unknown> | null;
-  plan?: string | null;
-}
-
 export interface ModelPort {
   /** `<provider>/<model>` as stored in `turns.model_id`. */
   readonly id: string;
@@ -68,4 +61,4 @@ export interface ModelPort {
   rateLimits?(): RateLimitSnapshot | null;
 }
 
-export type { ReasoningBlock, ProviderOpaqueBlock, ToolCallBlock };
+export type { ReasoningBlock, ProviderOpaqueBlock, ToolCallBlock, RateLimitSnapshot };

@@ -1,0 +1,249 @@
+/**
+ * @module cli/chat
+ * `openwork chat [prompt]`: a terminal conversation in the working directory on a real model.
+ * It streams the answer, shows each tool call and result in brief, asks each permission card inline,
+ * cancels the running turn on Ctrl-C and exits on a second one. Sessions are stored (PGlite under
+ * `.openwork/` or Postgres) and continued with `--session <id>`.
+ */
+import { createCore, type Core } from '../core.js';
+import { isOpenworkError, errorMessage } from '../errors.js';
+import type { PermissionDecision } from '../protocol/input.js';
+import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
+import type { SessionHandle } from '../session-handle.js';
+import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
+import { LineInput } from './line-input.js';
+import type { ChatOptions } from './options.js';
+import { UpdateRenderer, cardLines, styleFor } from './render.js';
+import { openStorage, storageLabel } from './storage.js';
+import { cliTools } from './tools.js';
+
+export interface ChatIO {
+  input: NodeJS.ReadableStream;
+  output: NodeJS.WritableStream;
+  error: NodeJS.WritableStream;
+  env?: NodeJS.ProcessEnv;
+  /** Where Ctrl-C comes from (default: this process). */
+  signals?: NodeJS.EventEmitter;
+}
+
+/** Exit codes: 0 done, 1 the last turn failed, 2 could not start, 130 interrupted. */
+export const EXIT = { ok: 0, turnFailed: 1, cannotStart: 2, interrupted: 130 } as const;
+
+const ANSWERS: Record<string, PermissionDecision> = {
+  o: 'allow_once',
+  once: 'allow_once',
+  y: 'allow_once',
+  yes: 'allow_once',
+  t: 'allow_for_turn',
+  turn: 'allow_for_turn',
+  s: 'allow_for_session',
+  session: 'allow_for_session',
+  d: 'deny',
+  deny: 'deny',
+  n: 'deny',
+  no: 'deny',
+};
+
+const LABELS: Record<PermissionDecision, string> = {
+  allow_once: '[o]nce',
+  allow_for_turn: 'this [t]urn',
+  allow_for_session: 'this [s]ession',
+  deny: '[d]eny',
+};
+
+function question(card: PermissionCard): string {
+  const offered = (['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'] as const).filter((d) => card.decisions.includes(d));
+  return `  allow ${offered.map((d) => LABELS[d]).join(' / ')}? `;
+}
+
+function outcomeLine(outcome: TurnOutcome): string | null {
+  if (outcome.status !== 'failed') return null;
+  return `openwork: the turn failed (${outcome.code}): ${outcome.message}`;
+}
+
+/** Runs the conversation; resolves with the exit code. */
+export async function runChat(options: ChatOptions, io: ChatIO): Promise<number> {
+  const env = io.env ?? process.env;
+  const style = styleFor(io.output, env);
+  const fail = (message: string) => {
+    io.error.write(`openwork: ${message}\n`);
+    return EXIT.cannotStart;
+  };
+
+  let model: OpenAIModel;
+  try {
+    model = openaiModel({
+      model: options.model,
+      api: options.api,
+      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
+      ...(options.reasoningEffort ? { reasoningEffort: options.reasoningEffort } : {}),
+      ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
+    });
+  } catch (error) {
+    if (isOpenworkError(error) && error.code === 'invalid_request' && /API key/.test(error.message)) {
+      return fail('no OpenAI API key: set OPENAI_API_KEY, or use --base-url with a local OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)');
+    }
+    return fail(errorMessage(error));
+  }
+
+  let core: Core;
+  try {
+    core = await createCore({ storage: openStorage(options), model, tools: cliTools(), resolveModel: () => model });
+  } catch (error) {
+    return fail(`cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
+  }
+
+  let session: SessionHandle;
+  try {
+    session = options.sessionId
+      ? await core.loadSession(options.sessionId)
+      : await core.createSession({ workingDirectory: options.workingDirectory, ...(options.prompt ? { title: options.prompt.slice(0, 80) } : {}) });
+  } catch (error) {
+    await core.shutdown().catch(() => undefined);
+    const code = isOpenworkError(error) ? error.code : undefined;
+    return fail(code === 'session_not_found' ? `no session ${options.sessionId} in ${storageLabel(options)} (see \`openwork sessions\`)` : errorMessage(error));
+  }
+
+  const terminal = (io.input as { isTTY?: boolean }).isTTY === true;
+  const lines = new LineInput(io.input, io.output, terminal);
+  const renderer = new UpdateRenderer(io.output, style);
+  const print = (text: string) => {
+    renderer.breakLine();
+    io.output.write(`${text}\n`);
+  };
+
+  print(style.bold(`openwork chat · session ${session.sessionId}`));
+  print(style.dim(`model ${model.id} over ${model.api} at ${model.baseURL} · storage ${storageLabel(options)} · cwd ${session.info.workingDirectory}`));
+  print(style.dim(terminal ? 'Ctrl-C cancels the running turn; Ctrl-C again (or Ctrl-D) exits.' : 'reading prompts from stdin; SIGINT cancels the running turn, a second one exits.'));
+
+  let activeTurn: string | null = null;
+  let cancelling = false;
+  let exitCode: number = EXIT.ok;
+  let resolveExit!: () => void;
+  const exitSignal = new AbortController();
+  const exitRequested = new Promise<'exit'>((resolve) => {
+    resolveExit = () => {
+      exitSignal.abort();
+      resolve('exit');
+    };
+  });
+  let exiting = false;
+
+  const onInterrupt = () => {
+    if (activeTurn !== null && !cancelling) {
+      cancelling = true;
+      print(style.yellow('^C cancelling the turn (Ctrl-C again to exit)'));
+      session.cancelTurn(activeTurn).catch(() => undefined);
+      return;
+    }
+    if (!exiting) {
+      exiting = true;
+      exitCode = EXIT.interrupted;
+      resolveExit();
+    }
+  };
+  const signals = io.signals ?? process;
+  signals.on('SIGINT', onInterrupt);
+  lines.rl.on('SIGINT', onInterrupt);
+
+  const approvals: SessionUpdateEnvelope[] = [];
+  let wakeApproval: (() => void) | null = null;
+  const subscription = session.updates$.subscribe((envelope) => {
+    renderer.render(envelope);
+    if (envelope.update.type === 'permission_requested') {
+      approvals.push(envelope);
+      wakeApproval?.();
+    }
+  });
+
+  /** Asks each pending card on the input; resolves when the turn is over. */
+  const answerCards = async (turnId: string, finished: Promise<TurnOutcome>) => {
+    let done = false;
+    // A question still open when the turn ends (cancelled, say) gives its line back to the prompt.
+    const turnOver = new AbortController();
+    void finished.then(() => {
+      done = true;
+      turnOver.abort();
+      wakeApproval?.();
+    });
+    while (!done) {
+      const envelope = approvals.shift();
+      if (!envelope) {
+        await new Promise<void>((resolve) => {
+          wakeApproval = resolve;
+        });
+        wakeApproval = null;
+        continue;
+      }
+      if (envelope.update.type !== 'permission_requested' || envelope.turnId !== turnId) continue;
+      const { card, toolCallId } = envelope.update;
+      for (const line of cardLines(card, style)) print(line);
+      let decision: PermissionDecision | undefined;
+      while (decision === undefined && !done) {
+        const answer = await lines.ask(question(card), turnOver.signal);
+        if (answer === undefined) break;
+        if (answer === null) {
+          print(style.dim('  (input ended: denying)'));
+          decision = 'deny';
+          break;
+        }
+        const picked = ANSWERS[answer.trim().toLowerCase()];
+        if (picked && card.decisions.includes(picked)) decision = picked;
+        else print(style.dim(`  please answer ${question(card).trim()}`));
+      }
+      if (decision === undefined) continue;
+      try {
+        await session.resolvePermission(turnId, toolCallId, decision);
+      } catch (error) {
+        // The turn may have ended meanwhile (cancelled); the card is gone with it.
+        if (!isOpenworkError(error)) throw error;
+      }
+    }
+  };
+
+  const runTurn = async (text: string, n: number) => {
+    let turnId: string;
+    try {
+      ({ turnId } = await session.startTurn({ clientRequestId: `cli-${process.pid}-${Date.now()}-${n}`, input: [{ type: 'text', text }] }));
+    } catch (error) {
+      print(style.red(`openwork: ${errorMessage(error)}`));
+      return;
+    }
+    activeTurn = turnId;
+    cancelling = false;
+    const finished = session.waitForTurn(turnId);
+    await Promise.race([Promise.all([finished, answerCards(turnId, finished)]), exitRequested]);
+    activeTurn = null;
+    if (exiting) return;
+    const outcome = await finished;
+    const line = outcomeLine(outcome);
+    if (line) print(style.red(line));
+    exitCode = outcome.status === 'failed' ? EXIT.turnFailed : EXIT.ok;
+  };
+
+  try {
+    let n = 0;
+    if (options.prompt) {
+      n += 1;
+      print(style.bold(`> ${options.prompt}`));
+      await runTurn(options.prompt, n);
+    }
+    while (!exiting) {
+      const next = terminal ? await lines.ask('> ', exitSignal.signal) : await lines.next(exitSignal.signal);
+      if (next === undefined || next === null) break;
+      if (next.trim() === '') continue;
+      if (!terminal) print(style.bold(`> ${next}`));
+      n += 1;
+      await runTurn(next, n);
+    }
+  } finally {
+    signals.off('SIGINT', onInterrupt);
+    subscription.unsubscribe();
+    lines.close();
+    renderer.breakLine();
+    // A hung provider must not keep the process: the session store is closed or abandoned after 5 s.
+    await Promise.race([core.shutdown(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
+  }
+  if (exitCode === EXIT.interrupted) io.output.write(style.dim('bye\n'));
+  return exitCode;
+}

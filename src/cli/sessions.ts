@@ -1,0 +1,36 @@
+/**
+ * @module cli/sessions
+ * `openwork sessions`: the stored sessions, newest first, with what `--session` needs.
+ */
+import { existsSync } from 'node:fs';
+import { errorMessage } from '../errors.js';
+import type { SessionsOptions } from './options.js';
+import { openStorage, storageLabel } from './storage.js';
+
+export async function runSessions(options: SessionsOptions, out: NodeJS.WritableStream, err: NodeJS.WritableStream): Promise<number> {
+  if (!options.databaseUrl && !existsSync(options.dataDir)) {
+    out.write(`no sessions yet (${storageLabel(options)} does not exist; \`openwork chat\` creates it)\n`);
+    return 0;
+  }
+  const storage = openStorage(options);
+  try {
+    await storage.migrate();
+    const sessions = await storage.listSessions({ limit: options.limit });
+    if (sessions.length === 0) {
+      out.write(`no sessions in ${storageLabel(options)}\n`);
+      return 0;
+    }
+    for (const s of sessions) {
+      const when = (s.lastTurnAt ?? s.updatedAt).replace(/\.\d+Z$/, 'Z');
+      const title = s.title ?? '(untitled)';
+      out.write(`${s.id}  ${when}  ${s.defaultModelId ?? '-'}  ${title}  [${s.workingDirectory}]\n`);
+    }
+    out.write(`continue one with: openwork chat --session <id>\n`);
+    return 0;
+  } catch (error) {
+    err.write(`openwork: cannot read the session store (${storageLabel(options)}): ${errorMessage(error)}\n`);
+    return 2;
+  } finally {
+    await storage.close().catch(() => undefined);
+  }
+}

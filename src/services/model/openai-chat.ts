@@ -1,0 +1,226 @@
+/**
+ * @module services/model/openai-chat
+ * The Chat Completions wire format, as OpenAI and the compatible servers (vLLM, Ollama, llama.cpp,
+ * LM Studio) speak it: a `ModelRequest` as a `chat.completions.create` body, and a decoder that
+ * assembles tool calls from their indexed fragments. Pure: no SDK import, no I/O.
+ */
+import { z } from 'zod';
+import type { TokenUsage } from '../../storage/storage.js';
+import { protocolError, systemText, toolResultText, userText } from './openai-wire.js';
+import type { FinishReason, ModelRequest, ModelStreamEvent } from './port.js';
+
+export interface ChatSettings {
+  model: string;
+  reasoningEffort?: string;
+  maxOutputTokens?: number;
+  /** OpenAI takes `max_completion_tokens`; several compatible servers only read `max_tokens`. */
+  maxTokensField: 'max_completion_tokens' | 'max_tokens';
+  /** Ask for the final usage chunk (`stream_options.include_usage`). */
+  includeUsage: boolean;
+}
+
+type ChatMessage = Record<string, unknown>;
+
+/** The `chat.completions.create` body of a request (without `stream`, which the caller sets). */
+export function encodeChatRequest(request: ModelRequest, settings: ChatSettings): Record<string, unknown> {
+  const messages: ChatMessage[] = [];
+  // One system message: several chat templates of local servers accept only one, and only first.
+  if (request.system.length > 0) messages.push({ role: 'system', content: systemText(request.system) });
+  for (const message of request.messages) {
+    switch (message.role) {
+      case 'user':
+        messages.push({ role: 'user', content: userText(message.content) });
+        break;
+      case 'assistant': {
+        let text = '';
+        const calls: ChatMessage[] = [];
+        for (const block of message.content) {
+          if (block.type === 'text') text += block.text;
+          else if (block.type === 'tool_call') calls.push({ id: block.callId, type: 'function', function: { name: block.name, arguments: block.arguments } });
+          // Reasoning and other providers' opaque items are not part of this format's history.
+        }
+        messages.push({ role: 'assistant', content: text === '' && calls.length > 0 ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) });
+        break;
+      }
+      case 'tool':
+        messages.push({ role: 'tool', tool_call_id: message.callId, content: toolResultText(message) });
+        break;
+      default: {
+        const never: never = message;
+        throw new Error(`unknown message role ${JSON.stringify(never)}`);
+      }
+    }
+  }
+  const body: Record<string, unknown> = { model: settings.model, messages };
+  if (request.tools.length > 0) {
+    body.tools = request.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    body.tool_choice = 'auto';
+  }
+  const effort = request.reasoningEffort ?? settings.reasoningEffort;
+  if (effort !== undefined) body.reasoning_effort = effort;
+  const maxOutput = request.maxOutputTokens ?? settings.maxOutputTokens;
+  if (maxOutput !== undefined) body[settings.maxTokensField] = maxOutput;
+  if (settings.includeUsage) body.stream_options = { include_usage: true };
+  return body;
+}
+
+const toolCallFragmentSchema = z.object({
+  index: z.number().nullish(),
+  id: z.string().nullish(),
+  function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+});
+const chunkSchema = z.object({
+  id: z.string().nullish(),
+  model: z.string().nullish(),
+  choices: z
+    .array(
+      z.object({
+        index: z.number().nullish(),
+        delta: z
+          .object({
+            content: z.string().nullish(),
+            refusal: z.string().nullish(),
+            // `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, LM Studio, vLLM newer).
+            reasoning_content: z.string().nullish(),
+            reasoning: z.string().nullish(),
+            tool_calls: z.array(toolCallFragmentSchema).nullish(),
+          })
+          .nullish(),
+        finish_reason: z.string().nullish(),
+      }),
+    )
+    .nullish(),
+  usage: z
+    .object({
+      prompt_tokens: z.number().nullish(),
+      completion_tokens: z.number().nullish(),
+      prompt_tokens_details: z.object({ cached_tokens: z.number().nullish() }).nullish(),
+      completion_tokens_details: z.object({ reasoning_tokens: z.number().nullish() }).nullish(),
+    })
+    .nullish(),
+});
+type Chunk = z.infer<typeof chunkSchema>;
+
+interface PartialCall {
+  index: number;
+  id: string | null;
+  name: string | null;
+  arguments: string;
+}
+
+function finishReasonOf(reason: string, hasCalls: boolean): FinishReason {
+  if (hasCalls) return 'tool_use';
+  switch (reason) {
+    case 'stop':
+      return 'stop';
+    case 'tool_calls':
+    case 'function_call':
+      return 'tool_use';
+    case 'length':
+      return 'length';
+    case 'content_filter':
+      return 'content_filter';
+    default:
+      return 'unknown';
+  }
+}
+
+/**
+ * Decodes one Chat Completions stream (choice 0). Tool calls are assembled from fragments keyed by
+ * `index` and emitted when the choice finishes; the completion is held back until the stream ends,
+ * so that the usage chunk after `finish_reason` is included and a second finish is caught.
+ */
+export class ChatDecoder {
+  /** True once text, reasoning or a tool call has been produced. */
+  semantic = false;
+  private readonly calls: PartialCall[] = [];
+  private finish_reason: string | null = null;
+  private usage: TokenUsage | null = null;
+  private responseId: string | undefined;
+  private model: string | undefined;
+  private emittedCalls = 0;
+
+  push(raw: unknown): ModelStreamEvent[] {
+    const parsed = chunkSchema.safeParse(raw);
+    if (!parsed.success) throw protocolError(`malformed chat completion chunk: ${parsed.error.issues[0]?.message ?? 'invalid'}`, this.semantic);
+    return this.handle(parsed.data);
+  }
+
+  private handle(chunk: Chunk): ModelStreamEvent[] {
+    if (chunk.id) this.responseId = chunk.id;
+    if (chunk.model) this.model = chunk.model;
+    if (chunk.usage) {
+      this.usage = {
+        inputTokens: chunk.usage.prompt_tokens ?? 0,
+        outputTokens: chunk.usage.completion_tokens ?? 0,
+        cachedInputTokens: chunk.usage.prompt_tokens_details?.cached_tokens ?? 0,
+        reasoningTokens: chunk.usage.completion_tokens_details?.reasoning_tokens ?? 0,
+      };
+    }
+    const out: ModelStreamEvent[] = [];
+    for (const choice of chunk.choices ?? []) {
+      if ((choice.index ?? 0) !== 0) continue;
+      const delta = choice.delta;
+      if (delta) {
+        const reasoning = delta.reasoning_content ?? delta.reasoning;
+        if (reasoning) {
+          this.semantic = true;
+          out.push({ type: 'reasoning_delta', delta: reasoning });
+        }
+        const text = delta.content ?? delta.refusal;
+        if (text) {
+          this.semantic = true;
+          out.push({ type: 'text_delta', delta: text });
+        }
+        for (const [position, fragment] of (delta.tool_calls ?? []).entries()) this.addFragment(fragment, position);
+      }
+      if (choice.finish_reason) {
+        if (this.finish_reason !== null) throw protocolError('the response finished twice', this.semantic);
+        this.finish_reason = choice.finish_reason;
+        out.push(...this.completeCalls());
+      }
+    }
+    return out;
+  }
+
+  private addFragment(fragment: z.infer<typeof toolCallFragmentSchema>, position: number): void {
+    if (this.finish_reason !== null) throw protocolError('a tool call fragment arrived after the response finished', this.semantic);
+    // Servers that send whole calls in one chunk may leave out `index`: the position stands in.
+    const index = fragment.index ?? position;
+    let call = this.calls.findLast((c) => c.index === index);
+    // A fragment with a new id at a used index starts another call (some servers reuse index 0).
+    if (call && fragment.id && call.id && fragment.id !== call.id) call = undefined;
+    if (!call) {
+      call = { index, id: null, name: null, arguments: '' };
+      this.calls.push(call);
+    }
+    if (fragment.id) call.id = fragment.id;
+    if (fragment.function?.name) call.name = (call.name ?? '') === '' ? fragment.function.name : call.name;
+    if (fragment.function?.arguments) call.arguments += fragment.function.arguments;
+  }
+
+  private completeCalls(): ModelStreamEvent[] {
+    const out: ModelStreamEvent[] = [];
+    for (const call of this.calls.slice(this.emittedCalls)) {
+      if (!call.id || !call.name) throw protocolError(`tool call ${call.index} arrived without ${call.id ? 'a name' : 'an id'}`, this.semantic);
+      this.semantic = true;
+      out.push({ type: 'tool_call', callId: call.id, name: call.name, arguments: call.arguments });
+    }
+    this.emittedCalls = this.calls.length;
+    return out;
+  }
+
+  /** The completion, once the stream has ended; a stream without a finish is a protocol error. */
+  finish(): ModelStreamEvent[] {
+    if (this.finish_reason === null) throw protocolError('the stream ended without a completed response', this.semantic);
+    return [
+      {
+        type: 'completed',
+        usage: this.usage ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 },
+        finishReason: finishReasonOf(this.finish_reason, this.calls.length > 0),
+        ...(this.responseId ? { responseId: this.responseId } : {}),
+        ...(this.model ? { actualModel: this.model } : {}),
+      },
+    ];
+  }
+}

@@ -1,0 +1,303 @@
+/**
+ * @module services/model/openai-responses
+ * The Responses API wire format: a `ModelRequest` as a `responses.create` body, and a decoder that
+ * turns the stream's events into `ModelStreamEvent`s. Pure: no SDK import, no I/O; `openai.ts`
+ * sends the body and feeds the decoder.
+ */
+import { z } from 'zod';
+import type { TokenUsage } from '../../storage/storage.js';
+import { isContextOverflow, isTransientCode, modelFailure, protocolError, systemText, toolResultText, userText } from './openai-wire.js';
+import type { FinishReason, ModelRequest, ModelStreamEvent } from './port.js';
+
+/** The `provider` of the opaque blocks this format stores (reasoning items, sent back verbatim). */
+export const RESPONSES_OPAQUE_PROVIDER = 'openai.responses';
+
+export interface ResponsesSettings {
+  model: string;
+  reasoningEffort?: string;
+  reasoningSummary?: 'auto' | 'concise' | 'detailed' | null;
+  /** Ask for encrypted reasoning items so that a stateless conversation keeps the model's reasoning. */
+  encryptedReasoning: boolean;
+  /** Whether the provider keeps the response (`store`); false keeps the history ours alone. */
+  store: boolean;
+  maxOutputTokens?: number;
+}
+
+type InputItem = Record<string, unknown>;
+
+function opaqueItem(data: unknown, store: boolean): InputItem | null {
+  if (!data || typeof data !== 'object' || !('item' in data)) return null;
+  const item = (data as { item: unknown }).item;
+  if (!item || typeof item !== 'object') return null;
+  const copy = { ...(item as InputItem) };
+  if (!store) {
+    // Without `store`, an item id refers to nothing the provider kept: only the encrypted content
+    // carries the item, and an item without it cannot be sent back at all.
+    if (typeof copy.encrypted_content !== 'string') return null;
+    delete copy.id;
+  }
+  delete copy.status;
+  return copy;
+}
+
+/** The `responses.create` body of a request (without `stream`, which the caller sets). */
+export function encodeResponsesRequest(request: ModelRequest, settings: ResponsesSettings): Record<string, unknown> {
+  const input: InputItem[] = [];
+  for (const message of request.messages) {
+    switch (message.role) {
+      case 'user':
+        input.push({ type: 'message', role: 'user', content: [{ type: 'input_text', text: userText(message.content) }] });
+        break;
+      case 'assistant': {
+        const text: string[] = [];
+        const calls: InputItem[] = [];
+        for (const block of message.content) {
+          if (block.type === 'provider_opaque') {
+            const item = block.provider === RESPONSES_OPAQUE_PROVIDER ? opaqueItem(block.data, settings.store) : null;
+            if (item) input.push(item);
+          } else if (block.type === 'text') {
+            text.push(block.text);
+          } else if (block.type === 'tool_call') {
+            calls.push({ type: 'function_call', call_id: block.callId, name: block.name, arguments: block.arguments });
+          }
+          // Reasoning text travels inside the opaque reasoning item; alone it cannot be sent back.
+        }
+        if (text.length > 0 && text.join('') !== '') input.push({ role: 'assistant', content: text.join('') });
+        input.push(...calls);
+        break;
+      }
+      case 'tool':
+        input.push({ type: 'function_call_output', call_id: message.callId, output: toolResultText(message) });
+        break;
+      default: {
+        const never: never = message;
+        throw new Error(`unknown message role ${JSON.stringify(never)}`);
+      }
+    }
+  }
+  const body: Record<string, unknown> = { model: settings.model, input, store: settings.store };
+  if (request.system.length > 0) body.instructions = systemText(request.system);
+  if (request.tools.length > 0) {
+    body.tools = request.tools.map((t) => ({ type: 'function', name: t.name, description: t.description, parameters: t.parameters, strict: false }));
+    body.tool_choice = 'auto';
+  }
+  const effort = request.reasoningEffort ?? settings.reasoningEffort;
+  if (effort !== undefined) {
+    body.reasoning = { effort, ...(settings.reasoningSummary !== null ? { summary: settings.reasoningSummary ?? 'auto' } : {}) };
+  }
+  if (settings.encryptedReasoning) body.include = ['reasoning.encrypted_content'];
+  const maxOutput = request.maxOutputTokens ?? settings.maxOutputTokens;
+  if (maxOutput !== undefined) body.max_output_tokens = maxOutput;
+  return body;
+}
+
+// The events the decoder reads; every other event type is ignored (the API adds types over time).
+const itemSchema = z.looseObject({
+  type: z.string(),
+  id: z.string().nullish(),
+  call_id: z.string().nullish(),
+  name: z.string().nullish(),
+  arguments: z.string().nullish(),
+});
+const usageSchema = z
+  .object({
+    input_tokens: z.number().nullish(),
+    output_tokens: z.number().nullish(),
+    input_tokens_details: z.object({ cached_tokens: z.number().nullish() }).nullish(),
+    output_tokens_details: z.object({ reasoning_tokens: z.number().nullish() }).nullish(),
+  })
+  .nullish();
+const errorBodySchema = z.object({ code: z.string().nullish(), message: z.string().nullish(), type: z.string().nullish() }).nullish();
+const responseSchema = z.object({
+  id: z.string().nullish(),
+  model: z.string().nullish(),
+  status: z.string().nullish(),
+  usage: usageSchema,
+  incomplete_details: z.object({ reason: z.string().nullish() }).nullish(),
+  error: errorBodySchema,
+  output: z.array(itemSchema).nullish(),
+});
+const deltaSchema = z.object({ item_id: z.string().nullish(), delta: z.string() });
+const eventSchemas = {
+  'response.created': z.object({ response: responseSchema }),
+  'response.in_progress': z.object({ response: responseSchema }),
+  'response.completed': z.object({ response: responseSchema }),
+  'response.incomplete': z.object({ response: responseSchema }),
+  'response.failed': z.object({ response: responseSchema }),
+  'response.output_item.added': z.object({ item: itemSchema }),
+  'response.output_item.done': z.object({ item: itemSchema }),
+  'response.output_text.delta': deltaSchema,
+  'response.refusal.delta': deltaSchema,
+  'response.reasoning_summary_text.delta': deltaSchema.extend({ summary_index: z.number().nullish() }),
+  'response.reasoning_text.delta': deltaSchema.extend({ content_index: z.number().nullish() }),
+  'response.function_call_arguments.delta': deltaSchema,
+  'response.function_call_arguments.done': z.object({ item_id: z.string().nullish(), arguments: z.string() }),
+  error: z.object({ code: z.string().nullish(), message: z.string().nullish(), type: z.string().nullish() }),
+} as const;
+type EventType = keyof typeof eventSchemas;
+type Parsed<T extends EventType> = z.infer<(typeof eventSchemas)[T]>;
+type Response = z.infer<typeof responseSchema>;
+
+function usageOf(response: Response): TokenUsage {
+  const u = response.usage;
+  return {
+    inputTokens: u?.input_tokens ?? 0,
+    outputTokens: u?.output_tokens ?? 0,
+    cachedInputTokens: u?.input_tokens_details?.cached_tokens ?? 0,
+    reasoningTokens: u?.output_tokens_details?.reasoning_tokens ?? 0,
+  };
+}
+
+/**
+ * Decodes one Responses stream. `push` returns the events an SSE event produces (tool calls only
+ * once their item is done); `finish` returns the completion, which it holds back until the stream
+ * has ended so that a second completion is caught. Both throw `ModelError` on protocol faults.
+ */
+export class ResponsesDecoder {
+  /** True once text, reasoning or a tool call has been produced. */
+  semantic = false;
+  private terminal: { response: Response; finishReason: FinishReason } | null = null;
+  private responseId: string | undefined;
+  private model: string | undefined;
+  private readonly calls = new Map<string, { callId: string | null; name: string | null; arguments: string }>();
+  private readonly emittedCalls = new Set<string>();
+  private reasoningPart: string | null = null;
+  private refused = false;
+
+  push(raw: unknown): ModelStreamEvent[] {
+    const type = (raw as { type?: unknown } | null)?.type;
+    if (typeof type !== 'string' || !(type in eventSchemas)) return [];
+    const parsed = eventSchemas[type as EventType].safeParse(raw);
+    if (!parsed.success) throw protocolError(`malformed ${type} event: ${parsed.error.issues[0]?.message ?? 'invalid'}`, this.semantic);
+    return this.handle(type as EventType, parsed.data);
+  }
+
+  private handle(type: EventType, event: Parsed<EventType>): ModelStreamEvent[] {
+    switch (type) {
+      case 'response.created':
+      case 'response.in_progress': {
+        const { response } = event as Parsed<'response.created'>;
+        this.responseId = response.id ?? this.responseId;
+        this.model = response.model ?? this.model;
+        return [];
+      }
+      case 'response.output_text.delta':
+      case 'response.refusal.delta': {
+        const { delta } = event as Parsed<'response.output_text.delta'>;
+        if (type === 'response.refusal.delta') this.refused = true;
+        if (delta === '') return [];
+        this.semantic = true;
+        return [{ type: 'text_delta', delta }];
+      }
+      case 'response.reasoning_summary_text.delta':
+      case 'response.reasoning_text.delta': {
+        const e = event as Parsed<'response.reasoning_summary_text.delta'> & { content_index?: number | null };
+        if (e.delta === '') return [];
+        // Summary parts are separate paragraphs: keep them apart in the one reasoning text.
+        const part = `${e.item_id ?? ''}:${e.summary_index ?? e.content_index ?? 0}`;
+        const separator = this.reasoningPart !== null && this.reasoningPart !== part ? '\n\n' : '';
+        this.reasoningPart = part;
+        this.semantic = true;
+        return [{ type: 'reasoning_delta', delta: separator + e.delta }];
+      }
+      case 'response.output_item.added': {
+        const { item } = event as Parsed<'response.output_item.added'>;
+        if (item.type === 'function_call' && item.id) {
+          this.calls.set(item.id, { callId: item.call_id ?? null, name: item.name ?? null, arguments: item.arguments ?? '' });
+        }
+        return [];
+      }
+      case 'response.function_call_arguments.delta': {
+        const e = event as Parsed<'response.function_call_arguments.delta'>;
+        const call = e.item_id ? this.calls.get(e.item_id) : undefined;
+        if (call) call.arguments += e.delta;
+        return [];
+      }
+      case 'response.function_call_arguments.done': {
+        const e = event as Parsed<'response.function_call_arguments.done'>;
+        const call = e.item_id ? this.calls.get(e.item_id) : undefined;
+        if (call) call.arguments = e.arguments;
+        return [];
+      }
+      case 'response.output_item.done': {
+        const { item } = event as Parsed<'response.output_item.done'>;
+        if (item.type === 'function_call') return this.completeCall(item);
+        if (item.type === 'reasoning') return [{ type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item } }];
+        return [];
+      }
+      case 'response.completed':
+      case 'response.incomplete': {
+        const { response } = event as Parsed<'response.completed'>;
+        if (this.terminal) throw protocolError('the response completed twice', this.semantic);
+        const out: ModelStreamEvent[] = [];
+        // A call the stream never closed with `output_item.done` is complete in the final output.
+        for (const item of response.output ?? []) {
+          if (item.type === 'function_call' && !this.emittedCalls.has(item.call_id ?? item.id ?? '')) out.push(...this.completeCall(item));
+        }
+        this.terminal = { response, finishReason: this.finishReason(type, response) };
+        return out;
+      }
+      case 'response.failed': {
+        const { response } = event as Parsed<'response.failed'>;
+        throw this.failure(response.error?.code, response.error?.type, response.error?.message ?? 'the response failed');
+      }
+      case 'error': {
+        const e = event as Parsed<'error'>;
+        throw this.failure(e.code, e.type, e.message ?? 'the provider reported an error in the stream');
+      }
+      default: {
+        const never: never = type;
+        return never;
+      }
+    }
+  }
+
+  private failure(code: string | null | undefined, type: string | null | undefined, message: string) {
+    const overflow = isContextOverflow(code, type, message);
+    return modelFailure(overflow ? 'context_overflow' : 'model_error', `the provider failed the response: ${message}`, {
+      errorPhase: 'response_body',
+      deliveryState: 'accepted_no_semantic_output',
+      ...(code ? { providerCode: code } : {}),
+      semanticOutput: this.semantic,
+      retryable: !overflow && !this.semantic && isTransientCode(code),
+    });
+  }
+
+  private completeCall(item: z.infer<typeof itemSchema>): ModelStreamEvent[] {
+    const assembled = item.id ? this.calls.get(item.id) : undefined;
+    const callId = item.call_id ?? assembled?.callId ?? null;
+    const name = item.name ?? assembled?.name ?? null;
+    if (!callId || !name) throw protocolError(`a function call arrived without ${callId ? 'a name' : 'a call id'}`, this.semantic);
+    if (this.emittedCalls.has(callId)) return [];
+    this.emittedCalls.add(callId);
+    this.semantic = true;
+    const args = item.arguments ?? assembled?.arguments ?? '';
+    return [{ type: 'tool_call', callId, name, arguments: args }];
+  }
+
+  private finishReason(type: 'response.completed' | 'response.incomplete', response: Response): FinishReason {
+    if (type === 'response.incomplete') {
+      const reason = response.incomplete_details?.reason;
+      return reason === 'max_output_tokens' ? 'length' : reason === 'content_filter' ? 'content_filter' : 'incomplete';
+    }
+    if (this.emittedCalls.size > 0) return 'tool_use';
+    return this.refused ? 'refusal' : 'stop';
+  }
+
+  /** The completion, once the stream has ended; a stream without one is a protocol error. */
+  finish(): ModelStreamEvent[] {
+    if (!this.terminal) throw protocolError('the stream ended without a completed response', this.semantic);
+    const { response, finishReason } = this.terminal;
+    const responseId = response.id ?? this.responseId;
+    const actualModel = response.model ?? this.model;
+    return [
+      {
+        type: 'completed',
+        usage: usageOf(response),
+        finishReason,
+        ...(responseId ? { responseId } : {}),
+        ...(actualModel ? { actualModel } : {}),
+      },
+    ];
+  }
+}

@@ -1,0 +1,224 @@
+/**
+ * The `openwork` command end to end as a spawned process against the fake OpenAI server: a
+ * conversation turn continued with --session, an approval answered on stdin, a Ctrl-C (SIGINT)
+ * cancel, the one-line failures, `sessions`, and the offline demo.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
+import { cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
+import { createTestDatabase } from '../support/databases.js';
+
+let server: FakeOpenAIServer;
+let dir: string;
+const running: CliRun[] = [];
+
+let databaseUrl: string;
+
+beforeAll(async () => {
+  ensureBuilt();
+  server = await startFakeOpenAI();
+  // Most runs use the suite's Postgres server (a child process starts on it in well under a second);
+  // the first test and the demo use the PGlite default under .openwork/.
+  databaseUrl = await createTestDatabase();
+}, 180_000);
+afterEach(async () => {
+  for (const run of running.splice(0)) {
+    if (run.child.exitCode === null) run.child.kill('SIGKILL');
+  }
+  const leftover = { unexpected: server.unexpected.length, remaining: server.remaining };
+  // A failed test must not leave its replies to the next one.
+  server.reset();
+  if (dir) await rm(dir, { recursive: true, force: true });
+  expect(leftover).toEqual({ unexpected: 0, remaining: 0 });
+});
+afterAll(async () => {
+  await server.close();
+});
+
+async function workspace(): Promise<string> {
+  dir = await mkdtemp(join(tmpdir(), 'openwork-cli-'));
+  return dir;
+}
+
+/** `openwork chat` on the fake server; storage on Postgres unless `pglite` is asked for. */
+function chat(cwd: string, ...args: string[]): CliRun {
+  const storage = args[0] === '--pglite' ? [] : ['--database-url', databaseUrl];
+  const run = runCli(['chat', '--base-url', server.url, '--model', 'fake-model', ...storage, ...args.filter((a) => a !== '--pglite')], { cwd });
+  running.push(run);
+  return run;
+}
+
+function userTexts(request: RecordedRequest): string[] {
+  return (request.body.messages as Array<{ role: string; content: string }>).filter((m) => m.role === 'user').map((m) => m.content);
+}
+
+describe('openwork chat', { timeout: 120_000 }, () => {
+  it('a conversation turn streams the answer, and --session continues the stored session', async () => {
+    const cwd = await workspace();
+    server.script({ text: 'Hello from the fake model.', chunk: 3, delayMs: 2 });
+    const first = chat(cwd, '--pglite', 'say hello');
+    first.child.stdin.end();
+    expect(await first.exit).toBe(0);
+    expect(first.stdout).toContain('Hello from the fake model.');
+    expect(first.stderr).toBe('');
+    const sessionId = /session (ses_\S+)/.exec(first.stdout)?.[1];
+    expect(sessionId).toBeDefined();
+    expect(server.requests).toHaveLength(1);
+    expect(server.requests[0]!.path).toBe('/v1/chat/completions');
+    expect(userTexts(server.requests[0]!)).toEqual(['say hello']);
+
+    const list = runCli(['sessions'], { cwd });
+    running.push(list);
+    expect(await list.exit).toBe(0);
+    expect(list.stdout).toContain(sessionId);
+    expect(list.stdout).toContain('openai/fake-model');
+    expect(list.stdout).toContain('say hello');
+
+    server.script((request) => {
+      // The stored conversation comes back: the first question and answer, then the new one.
+      expect(userTexts(request)).toEqual(['say hello', 'and again']);
+      expect(request.body.messages).toContainEqual({ role: 'assistant', content: 'Hello from the fake model.' });
+      return { text: 'Hello again.' };
+    });
+    const second = chat(cwd, '--pglite', '--session', sessionId!);
+    second.type('and again');
+    second.child.stdin.end();
+    expect(await second.exit).toBe(0);
+    expect(second.stdout).toContain(`session ${sessionId}`);
+    expect(second.stdout).toContain('Hello again.');
+  });
+
+  it('shows tool calls in brief and asks a permission card on stdin', async () => {
+    const cwd = await workspace();
+    await writeFile(join(cwd, '.env'), 'TOKEN=swordfish\n');
+    await writeFile(join(cwd, 'notes.txt'), 'plain notes\n');
+    server.script(
+      { toolCalls: [{ name: 'list_directory', arguments: {}, callId: 'ls' }] },
+      (request) => {
+        const listing = (request.body.messages as Array<{ role: string; tool_call_id?: string; content: string }>).find((m) => m.tool_call_id === 'ls');
+        expect(listing?.content.split('\n')).toEqual(expect.arrayContaining(['.env', 'notes.txt']));
+        return { toolCalls: [{ name: 'read_file', arguments: { path: '.env' }, callId: 'env' }] };
+      },
+      (request) => {
+        const read = (request.body.messages as Array<{ tool_call_id?: string; content: string }>).find((m) => m.tool_call_id === 'env');
+        expect(read?.content).toBe('TOKEN=swordfish\n');
+        return { text: 'The token is set.' };
+      },
+    );
+    const run = chat(cwd, 'what is in .env?');
+    await run.waitFor(/allow \[o\]nce \/ this \[t\]urn \/ this \[s\]ession \/ \[d\]eny\?/);
+    expect(run.stdout).toContain('→ list_directory');
+    // The listing: .env and notes.txt (the sessions are in Postgres here, so no .openwork/).
+    expect(run.stdout).toMatch(/✓ list_directory \.env \(\+1 lines\)/);
+    expect(run.stdout).toContain('? read_file asks: read .env');
+    run.type('maybe');
+    await run.waitFor(/please answer/);
+    run.type('o');
+    await run.waitFor(/The token is set\./);
+    run.child.stdin.end();
+    expect(await run.exit).toBe(0);
+    expect(run.stdout).toContain('permission: allow_once');
+    expect(run.stdout).toContain('✓ read_file TOKEN=swordfish');
+  });
+
+  it('a denied card ends the turn with one line naming permission_denied', async () => {
+    const cwd = await workspace();
+    await writeFile(join(cwd, '.env'), 'SECRET=1\n');
+    server.script({ toolCalls: [{ name: 'read_file', arguments: { path: '.env' }, callId: 'env' }] });
+    const run = chat(cwd, 'read .env');
+    await run.waitFor(/\[d\]eny\?/);
+    run.type('d');
+    run.child.stdin.end();
+    expect(await run.exit).toBe(1);
+    expect(run.stdout).toMatch(/^openwork: the turn failed \(permission_denied\): .+$/m);
+  });
+
+  it('Ctrl-C cancels the running turn; a second Ctrl-C exits', async () => {
+    const cwd = await workspace();
+    server.script({ text: 'I will talk for a very long time about everything', chunk: 2, hangAfterEvents: 8 });
+    const abortsBefore = server.clientAborts;
+    const run = chat(cwd, 'talk forever');
+    await run.waitFor(/I will/);
+    run.child.kill('SIGINT');
+    await run.waitFor(/turn cancelled/);
+    expect(run.stdout).toContain('cancelling the turn');
+    await expect.poll(() => server.clientAborts).toBeGreaterThan(abortsBefore);
+    expect(run.child.exitCode).toBeNull();
+    run.child.kill('SIGINT');
+    expect(await run.exit).toBe(130);
+    expect(run.stderr).toBe('');
+  });
+
+  it('Ctrl-C while a card is asked cancels the turn, and the next line is the next prompt', async () => {
+    const cwd = await workspace();
+    await writeFile(join(cwd, '.env'), 'A=1\n');
+    server.script({ toolCalls: [{ name: 'read_file', arguments: { path: '.env' }, callId: 'env' }] });
+    const run = chat(cwd, 'read .env');
+    await run.waitFor(/\[d\]eny\?/);
+    run.child.kill('SIGINT');
+    await run.waitFor(/turn cancelled/);
+    server.script((request) => {
+      expect(userTexts(request).at(-1)).toBe('something else');
+      return { text: 'Sure, something else.' };
+    });
+    run.type('something else');
+    await run.waitFor(/Sure, something else\./);
+    run.child.stdin.end();
+    expect(await run.exit).toBe(0);
+  });
+
+  it('a missing key is one clear line', async () => {
+    const cwd = await workspace();
+    const run = runCli(['chat', 'hello'], { cwd, env: cleanEnv() });
+    running.push(run);
+    expect(await run.exit).toBe(2);
+    expect(run.stderr).toBe(
+      'openwork: no OpenAI API key: set OPENAI_API_KEY, or use --base-url with a local OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)\n',
+    );
+  });
+
+  it('an unreachable server is one clear line', async () => {
+    const cwd = await workspace();
+    const port = await closedPort();
+    const run = runCli(['chat', '--base-url', `http://127.0.0.1:${port}/v1`, '--model', 'm', '--database-url', databaseUrl, 'hello'], { cwd });
+    running.push(run);
+    run.child.stdin.end();
+    expect(await run.exit).toBe(1);
+    const failures = run.stdout.split('\n').filter((l) => l.startsWith('openwork:'));
+    expect(failures).toEqual([`openwork: the turn failed (model_error): cannot reach http://127.0.0.1:${port}/v1 (ECONNREFUSED)`]);
+    expect(run.stdout + run.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('bad options are one line with the usage hint', async () => {
+    const cwd = await workspace();
+    const run = runCli(['chat', '--api', 'soap'], { cwd });
+    running.push(run);
+    expect(await run.exit).toBe(2);
+    expect(run.stderr).toBe('openwork: --api must be "responses" or "chat", not "soap" (see openwork --help)\n');
+  });
+
+  it('--session with an unknown id is one line', async () => {
+    const cwd = await workspace();
+    const run = chat(cwd, '--session', 'ses_nope');
+    expect(await run.exit).toBe(2);
+    expect(run.stderr).toBe(`openwork: no session ses_nope in postgres ${databaseUrl} (see \`openwork sessions\`)\n`);
+  });
+});
+
+describe('openwork demo', { timeout: 120_000 }, () => {
+  it('runs offline and says the model is scripted; shows a tool call, a permission card and a plan', async () => {
+    const cwd = await workspace();
+    const run = runCli(['demo', '--yes'], { cwd });
+    running.push(run);
+    expect(await run.exit).toBe(0);
+    expect(run.stdout).toMatch(/the model is SCRIPTED/);
+    expect(run.stdout).toMatch(/tool list_directory/);
+    expect(run.stdout).toMatch(/permission requested: write \.openwork\/demo\/hello\.txt/);
+    expect(run.stdout).toMatch(/plan: .*\[completed\] Look at the working directory/);
+    expect(run.stdout).toMatch(/turn finished: completed/);
+    expect(server.requests).toEqual([]);
+  });
+});

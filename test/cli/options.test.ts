@@ -1,0 +1,49 @@
+/**
+ * The CLI's command line and its environment defaults.
+ */
+import { describe, expect, it } from 'vitest';
+import { UsageError, parseChatOptions, parseSessionsOptions } from '../../src/cli/options.js';
+
+describe('parseChatOptions', () => {
+  it('defaults: the Responses API on OpenAI, PGlite under .openwork/db', () => {
+    expect(parseChatOptions([], {}, '/work/p')).toEqual({ model: 'gpt-5-mini', api: 'responses', dataDir: '/work/p/.openwork/db', workingDirectory: '/work/p' });
+  });
+
+  it('a base URL (flag or OPENAI_BASE_URL) defaults to Chat Completions; flags beat the environment', () => {
+    expect(parseChatOptions(['hi', 'there'], { OPENAI_BASE_URL: 'http://localhost:11434/v1', OPENAI_MODEL: 'qwen3' }, '/w')).toMatchObject({
+      prompt: 'hi there',
+      api: 'chat',
+      baseURL: 'http://localhost:11434/v1',
+      model: 'qwen3',
+    });
+    expect(
+      parseChatOptions(['--api', 'responses', '--base-url', 'http://h/v1', '--model', 'm', '--session', 'ses_1', '--max-output-tokens', '512', '--reasoning-effort', 'low'], { OPENAI_BASE_URL: 'http://x/v1' }, '/w'),
+    ).toMatchObject({ api: 'responses', baseURL: 'http://h/v1', model: 'm', sessionId: 'ses_1', maxOutputTokens: 512, reasoningEffort: 'low' });
+  });
+
+  it('storage: --database-url or DATABASE_URL, --data-dir relative to the cwd', () => {
+    expect(parseChatOptions([], { DATABASE_URL: 'postgres://u@h/db' }, '/w')).toMatchObject({ databaseUrl: 'postgres://u@h/db' });
+    expect(parseChatOptions(['--data-dir', 'state'], {}, '/w')).toMatchObject({ dataDir: '/w/state' });
+  });
+
+  it('refuses what it cannot use, as usage_error', () => {
+    expect(() => parseChatOptions(['--api', 'soap'], {}, '/w')).toThrow(UsageError);
+    expect(() => parseChatOptions(['--max-output-tokens', '0'], {}, '/w')).toThrow('--max-output-tokens must be a positive integer');
+    expect(() => parseChatOptions(['--nope'], {}, '/w')).toThrow(UsageError);
+    let caught: unknown;
+    try {
+      parseChatOptions(['--max-output-tokens', '-1'], {}, '/w');
+    } catch (error) {
+      caught = error;
+    }
+    // One line, whatever the argument parser had to say.
+    expect(caught).toMatchObject({ code: 'usage_error', message: expect.not.stringContaining('\n') });
+  });
+});
+
+describe('parseSessionsOptions', () => {
+  it('takes a limit and the storage options only', () => {
+    expect(parseSessionsOptions(['--limit', '5'], {}, '/w')).toEqual({ limit: 5, dataDir: '/w/.openwork/db', workingDirectory: '/w' });
+    expect(() => parseSessionsOptions(['extra'], {}, '/w')).toThrow('unexpected argument "extra"');
+  });
+});
