@@ -15,7 +15,7 @@ import { LineInput } from './line-input.js';
 import type { ChatOptions } from './options.js';
 import { UpdateRenderer, cardLines, styleFor } from './render.js';
 import { openStorage, storageLabel } from './storage.js';
-import { cliTools } from './tools.js';
+import { cliToolOptions } from './tools.js';
 
 export interface ChatIO {
   input: NodeJS.ReadableStream;
@@ -88,7 +88,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
 
   let core: Core;
   try {
-    core = await createCore({ storage: openStorage(options), model, tools: cliTools(), resolveModel: () => model });
+    core = await createCore({ storage: openStorage(options), model, ...(await cliToolOptions()), resolveModel: () => model });
   } catch (error) {
     return fail(`cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
   }

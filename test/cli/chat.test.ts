@@ -51,8 +51,25 @@ function chat(cwd: string, ...args: string[]): CliRun {
   return run;
 }
 
+/** The user's own words: World State sections (also user-role) left out. */
 function userTexts(request: RecordedRequest): string[] {
-  return (request.body.messages as Array<{ role: string; content: string }>).filter((m) => m.role === 'user').map((m) => m.content);
+  return (request.body.messages as Array<{ role: string; content: string }>)
+    .filter((m) => m.role === 'user' && !/^(<user_project_context|<sandbox_policy>|<project_instructions>|<available_skills>|The following )/.test(m.content))
+    .map((m) => m.content);
+}
+
+/** A call that writes `.env` (sensitive: not writable without escalation), asking for it. */
+function escalatedEnvWrite(cwd: string, content: string, callId: string) {
+  return {
+    name: 'write',
+    callId,
+    arguments: {
+      path: '.env',
+      content,
+      sandboxPermissions: { paths: [{ path: join(cwd, '.env'), access: 'write', scope: 'exact' }] },
+      justification: 'The user asked to set the token in .env.',
+    },
+  };
 }
 
 describe('openwork chat', { timeout: 120_000 }, () => {
@@ -91,29 +108,31 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(second.stdout).toContain('Hello again.');
   });
 
-  it('shows tool calls in brief and asks a permission card on stdin', async () => {
+  it('shows tool calls in brief and asks a permission card on stdin', async (ctx) => {
     const cwd = await workspace();
-    await writeFile(join(cwd, '.env'), 'TOKEN=swordfish\n');
+    await writeFile(join(cwd, '.env'), 'TOKEN=old\n');
     await writeFile(join(cwd, 'notes.txt'), 'plain notes\n');
     server.script(
-      { toolCalls: [{ name: 'list_directory', arguments: {}, callId: 'ls' }] },
+      { toolCalls: [{ name: 'list', arguments: {}, callId: 'ls' }] },
       (request) => {
         const listing = (request.body.messages as Array<{ role: string; tool_call_id?: string; content: string }>).find((m) => m.tool_call_id === 'ls');
-        expect(listing?.content.split('\n')).toEqual(expect.arrayContaining(['.env', 'notes.txt']));
-        return { toolCalls: [{ name: 'read_file', arguments: { path: '.env' }, callId: 'env' }] };
+        expect(listing?.content).toContain('notes.txt');
+        // A file is read before it is edited (read-before-edit).
+        return { toolCalls: [{ name: 'read', arguments: { path: '.env' }, callId: 'rd' }] };
       },
+      // Without sandboxPermissions the write would be refused; with them the user is asked.
+      { toolCalls: [escalatedEnvWrite(cwd, 'TOKEN=swordfish\n', 'env')] },
       (request) => {
-        const read = (request.body.messages as Array<{ tool_call_id?: string; content: string }>).find((m) => m.tool_call_id === 'env');
-        expect(read?.content).toBe('TOKEN=swordfish\n');
+        const written = (request.body.messages as Array<{ tool_call_id?: string; content: string }>).find((m) => m.tool_call_id === 'env');
+        expect(written?.content).not.toMatch(/^\[/);
         return { text: 'The token is set.' };
       },
     );
-    const run = chat(cwd, 'what is in .env?');
-    await run.waitFor(/allow \[o\]nce \/ this \[t\]urn \/ this \[s\]ession \/ \[d\]eny\?/);
-    expect(run.stdout).toContain('→ list_directory');
-    // The listing: .env and notes.txt (the sessions are in Postgres here, so no .openwork/).
-    expect(run.stdout).toMatch(/✓ list_directory \.env \(\+1 lines\)/);
-    expect(run.stdout).toContain('? read_file asks: read .env');
+    const run = chat(cwd, 'set the token in .env');
+    const asked = await Promise.race([run.waitFor(/allow \[o\]nce \/ this \[t\]urn \/ this \[s\]ession \/ \[d\]eny\?/).then(() => true), run.exit.then(() => false)]);
+    if (!asked) ctx.skip('the escalation card needs the sandbox (bubblewrap), which is unavailable here');
+    expect(run.stdout).toContain('→ list');
+    expect(run.stdout).toContain(`? write asks: this once, additionally allow writing ${join(cwd, '.env')} (file)`);
     run.type('maybe');
     await run.waitFor(/please answer/);
     run.type('o');
@@ -121,14 +140,15 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     run.child.stdin.end();
     expect(await run.exit).toBe(0);
     expect(run.stdout).toContain('permission: allow_once');
-    expect(run.stdout).toContain('✓ read_file TOKEN=swordfish');
+    const { readFile } = await import('node:fs/promises');
+    expect(await readFile(join(cwd, '.env'), 'utf8')).toBe('TOKEN=swordfish\n');
   });
 
   it('a denied card ends the turn with one line naming permission_denied', async () => {
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'SECRET=1\n');
-    server.script({ toolCalls: [{ name: 'read_file', arguments: { path: '.env' }, callId: 'env' }] });
-    const run = chat(cwd, 'read .env');
+    server.script({ toolCalls: [{ name: 'read', arguments: { path: '.env' }, callId: 'rd' }, escalatedEnvWrite(cwd, 'SECRET=2\n', 'env')] });
+    const run = chat(cwd, 'change .env');
     await run.waitFor(/\[d\]eny\?/);
     run.type('d');
     run.child.stdin.end();
@@ -155,8 +175,8 @@ describe('openwork chat', { timeout: 120_000 }, () => {
   it('Ctrl-C while a card is asked cancels the turn, and the next line is the next prompt', async () => {
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'A=1\n');
-    server.script({ toolCalls: [{ name: 'read_file', arguments: { path: '.env' }, callId: 'env' }] });
-    const run = chat(cwd, 'read .env');
+    server.script({ toolCalls: [{ name: 'read', arguments: { path: '.env' }, callId: 'rd' }, escalatedEnvWrite(cwd, 'A=2\n', 'env')] });
+    const run = chat(cwd, 'change .env');
     await run.waitFor(/\[d\]eny\?/);
     run.child.kill('SIGINT');
     await run.waitFor(/turn cancelled/);
