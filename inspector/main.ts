@@ -7,6 +7,11 @@
 import { parseArgs } from 'node:util';
 import { errorMessage } from '../src/errors.js';
 import { configuredModel } from './model-config.js';
+import type { CoreOptions } from '../src/core.js';
+import { openaiModel } from '../src/services/model/openai.js';
+import type { AnyTool } from '../src/services/tools/define.js';
+import { prepareToolRuntime } from '../src/services/tools/tool-runtime.js';
+import { workspaceToolOptions } from '../src/services/tools/workspace.js';
 import { startInspectorRuntime } from './runtime.js';
 
 const USAGE = `usage: npm run inspector -- [options]
@@ -14,6 +19,10 @@ const USAGE = `usage: npm run inspector -- [options]
   --port <n>            port on 127.0.0.1 (default 4477; 0 = any free port)
   --data-dir <dir>      keep sessions in a PGlite directory (default: in memory)
   --cwd <dir>           working directory of new sessions (default: the current one)
+  --model <name>        a real OpenAI-compatible model, as in \`openwork chat\` (env OPENWORK_MODEL);
+                        with it the sessions get the built-in file and shell tools
+  --api <responses|chat>, --base-url <url>
+                        the API and server (OPENAI_BASE_URL, OPENAI_API_KEY as in the CLI)
   --model-module <file> a module whose default export is a ModelPort or (env) => ModelPort
                         (env OPENWORK_INSPECTOR_MODEL_MODULE); default: the scripted scenario
   --stately <ws-url>    also send inspection events to a @statelyai/inspect relay
@@ -27,6 +36,9 @@ async function main(): Promise<number> {
       'data-dir': { type: 'string' },
       cwd: { type: 'string' },
       'model-module': { type: 'string' },
+      model: { type: 'string' },
+      api: { type: 'string' },
+      'base-url': { type: 'string' },
       stately: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -40,13 +52,22 @@ async function main(): Promise<number> {
     process.stderr.write(`inspector: invalid port ${values.port}\n${USAGE}`);
     return 2;
   }
-  const model = await configuredModel(values['model-module'], process.env);
+  const modelName = values.model ?? process.env.OPENWORK_MODEL;
+  let model = await configuredModel(values['model-module'], process.env);
+  let coreOptions: Partial<CoreOptions> = {};
+  if (!model && modelName) {
+    const api = (values.api ?? (values['base-url'] ? 'chat' : 'responses')) as 'responses' | 'chat';
+    if (api !== 'responses' && api !== 'chat') throw new Error(`--api must be "responses" or "chat", not ${JSON.stringify(values.api)}`);
+    model = openaiModel({ model: modelName, api, ...(values['base-url'] ? { baseURL: values['base-url'] } : {}) });
+    coreOptions = workspaceToolOptions(await prepareToolRuntime());
+  }
   const statelyUrl = values.stately ?? process.env.OPENWORK_STATELY_RELAY;
   const runtime = await startInspectorRuntime({
     port,
     ...(values['data-dir'] ? { dataDir: values['data-dir'] } : {}),
     ...(values.cwd ? { workingDirectory: values.cwd } : {}),
     ...(model ? { model } : {}),
+    ...(coreOptions.tools ? { tools: coreOptions.tools as AnyTool[], coreOptions } : {}),
     ...(statelyUrl ? { statelyUrl } : {}),
   });
   process.stdout.write(`openwork inspector: ${runtime.label}\n`);

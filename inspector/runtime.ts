@@ -8,7 +8,7 @@
 import { resolve } from 'node:path';
 import { filter } from 'rxjs';
 import type { InspectionEvent, Observer } from 'xstate';
-import { createCore, type Core } from '../src/core.js';
+import { createCore, type CoreOptions, type Core } from '../src/core.js';
 import { createActorTracker, type ActorTracker } from '../src/inspection/actor-tracker.js';
 import { combineInspectors } from '../src/inspection/combine.js';
 import { startInspectorServer, type InspectorServer } from '../src/inspection/server.js';
@@ -34,6 +34,8 @@ export interface InspectorRuntimeOptions {
   model?: ModelSource;
   /** Tools of the sessions (default: the scenario's `list_directory`, `run_checks`, `write_note`). */
   tools?: AnyTool[];
+  /** More `createCore` options (a real model brings the built-in tools, permission policy and sandbox). */
+  coreOptions?: Partial<CoreOptions>;
   /** Multiplies the scenario's delays (default 1). */
   timeScale?: number;
   host?: string;
@@ -81,6 +83,7 @@ export async function startInspectorRuntime(options: InspectorRuntimeOptions = {
     tools: options.tools ?? scenarioTools({ timeScale }),
     inspect: combineInspectors(tracker.inspect, stately?.inspect, options.inspect),
     ...(configured ? {} : { resolveModel: () => loadedScenario! }),
+    ...options.coreOptions,
   });
 
   const turnStarts = core.updates$.pipe(filter((e) => e.update.type === 'turn_started')).subscribe((e) => {
