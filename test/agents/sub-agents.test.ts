@@ -369,3 +369,36 @@ describe('sub-agents (reference §5.10)', () => {
     }
   });
 });
+
+describe('sub-agents in the inspector', () => {
+  it('a child Session actor appears under its root in the actor tree, with its own turn', async () => {
+    const { createActorTracker } = await import('../../src/inspection/actor-tracker.js');
+    const storage = pgliteStorage();
+    const tracker = createActorTracker();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const model = router(
+      (_r, i) => (i === 0 ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'watched', message: 'look' } }] } : { text: 'root done' }),
+      async () => {
+        await gate;
+        return { text: 'child done' };
+      },
+    );
+    const core = await createCore({ storage, model, tools: [read], worldState: false, inspect: tracker.inspect });
+    try {
+      const root = await core.createSession({ workingDirectory: process.cwd() });
+      const { turnId } = await root.startTurn({ clientRequestId: 'x', input: [{ type: 'text', text: 'spawn' }] });
+      await root.waitForTurn(turnId);
+      const [child] = await core.listChildSessions(root.sessionId);
+      const actors = tracker.actors(root.sessionId);
+      const rootActor = actors.find((a) => a.actorId === `session:${root.sessionId}`)!;
+      const childActor = actors.find((a) => a.actorId === `agent:${child!.id}`)!;
+      expect(childActor).toMatchObject({ machine: 'session', parentKey: rootActor.key });
+      expect(actors.some((a) => a.machine === 'turn' && a.parentKey === childActor.key)).toBe(true);
+      release();
+      await expect.poll(() => core.session(child!.id)!.snapshot().runtime.type).toBe('terminal');
+    } finally {
+      await core.shutdown();
+    }
+  });
+});
