@@ -5,6 +5,7 @@
  * working directory, take time, and write a file under `.openwork/inspector/`.
  */
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import { sleep } from '../src/services/abortable.js';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { defineTool, type AnyTool } from '../src/services/tools/define.js';
@@ -14,23 +15,6 @@ export interface ScenarioToolOptions {
   timeScale?: number;
 }
 
-function wait(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 /** The scenario's tools: `list_directory`, `run_checks` (progress) and `write_note` (asks first). */
 export function scenarioTools(options: ScenarioToolOptions = {}): AnyTool[] {
@@ -56,7 +40,7 @@ export function scenarioTools(options: ScenarioToolOptions = {}): AnyTool[] {
     parameters: z.object({ count: z.number().int().min(1).max(20).default(5) }),
     execute: async ({ count }, ctx) => {
       for (let i = 1; i <= count; i += 1) {
-        await wait(300 * scale, ctx.signal);
+        await sleep(300 * scale, ctx.signal);
         ctx.progress({ kind: 'stdout', chunk: `check ${i}/${count}: ok\n` });
       }
       return `${count} checks passed`;

@@ -16,6 +16,7 @@
  * the same in the request.
  */
 import { ModelError } from '../src/errors.js';
+import { sleep } from '../src/services/abortable.js';
 import type { ModelCallOptions, ModelMessage, ModelPort, ModelRequest, ModelStreamEvent } from '../src/services/model/port.js';
 import { estimateTokens } from '../src/services/context/estimate.js';
 
@@ -220,23 +221,15 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
     }
   }
 
-  async function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  /** A zero delay must not yield to the event loop: a flood arrives in one burst. */
+  async function pause(ms: number, signal: AbortSignal): Promise<void> {
     if (ms <= 0) {
       if (signal.aborted) throw signal.reason;
       return;
     }
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      }, ms);
-      const onAbort = () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
+    await sleep(ms, signal);
   }
+
 
   async function* play(request: ModelRequest, signal: AbortSignal): AsyncGenerator<ModelStreamEvent> {
     calls += 1;
@@ -251,7 +244,7 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
     }
     turnCalls += 1;
     for (const { event, delayMs } of events) {
-      await sleep(delayMs, signal);
+      await pause(delayMs, signal);
       if (event.type === 'text_delta' && event.delta === '') continue;
       yield event;
     }

@@ -196,6 +196,14 @@ const sessionSetup = setup({
         systemError: `the turn actor failed: ${message}`,
       };
     }),
+    refuseTurnNotActive: enqueueActions(({ event, enqueue }) => {
+      if (!('commandId' in event) || !('turnId' in event)) return;
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) });
+    }),
+    refuseSessionActive: enqueueActions(({ event, enqueue }, params: { reason: string }) => {
+      if (!('commandId' in event)) return;
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', params.reason) });
+    }),
     replyOk: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event)) return;
       enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: { ok: true } });
@@ -270,16 +278,12 @@ export const sessionMachine = sessionSetup.createMachine({
             ],
           },
         ],
-        'session.cancel_turn': { actions: enqueueActions(({ event, enqueue }) => enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) })) },
+        'session.cancel_turn': { actions: 'refuseTurnNotActive' },
         'session.resolve_permission': {
-          actions: enqueueActions(({ event, enqueue }) =>
-            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
-          ),
+          actions: 'refuseTurnNotActive',
         },
         'session.steer_turn': {
-          actions: enqueueActions(({ event, enqueue }) =>
-            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
-          ),
+          actions: 'refuseTurnNotActive',
         },
         'session.deliver_agent_message': {
           actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
@@ -294,28 +298,20 @@ export const sessionMachine = sessionSetup.createMachine({
     maintenance: {
       on: {
         'session.start_turn': {
-          actions: enqueueActions(({ event, enqueue }) =>
-            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', 'a compaction or rewind is running') }),
-          ),
+          actions: { type: 'refuseSessionActive', params: { reason: 'a compaction or rewind is running' } },
         },
         'session.begin_maintenance': {
-          actions: enqueueActions(({ event, enqueue }) =>
-            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', 'a compaction or rewind is running') }),
-          ),
+          actions: { type: 'refuseSessionActive', params: { reason: 'a compaction or rewind is running' } },
         },
         'session.deliver_agent_message': {
           actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
         },
-        'session.cancel_turn': { actions: enqueueActions(({ event, enqueue }) => enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) })) },
+        'session.cancel_turn': { actions: 'refuseTurnNotActive' },
         'session.resolve_permission': {
-          actions: enqueueActions(({ event, enqueue }) =>
-            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
-          ),
+          actions: 'refuseTurnNotActive',
         },
         'session.steer_turn': {
-          actions: enqueueActions(({ event, enqueue }) =>
-            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
-          ),
+          actions: 'refuseTurnNotActive',
         },
         'session.maintenance_update': {
           actions: { type: 'publish', params: ({ event }) => ({ turnId: null, update: event.update }) },
@@ -378,7 +374,7 @@ export const sessionMachine = sessionSetup.createMachine({
             guard: 'isActiveTurn',
             actions: [assign({ pendingApproval: null }), sendTo('turn', { type: 'turn.cancel' }), 'replyOk'],
           },
-          { actions: enqueueActions(({ event, enqueue }) => enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) })) },
+          { actions: 'refuseTurnNotActive' },
         ],
         'session.resolve_permission': [
           {
@@ -407,26 +403,20 @@ export const sessionMachine = sessionSetup.createMachine({
             ),
           },
           {
-            actions: enqueueActions(({ event, enqueue }) =>
-              enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
-            ),
+            actions: 'refuseTurnNotActive',
           },
         ],
         'session.steer_turn': [
           { guard: 'isActiveTurn', actions: [sendTo('turn', ({ event }) => ({ type: 'turn.steer', message: event.message })), 'replyOk'] },
           {
-            actions: enqueueActions(({ event, enqueue }) =>
-              enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
-            ),
+            actions: 'refuseTurnNotActive',
           },
         ],
         'session.deliver_agent_message': {
           actions: [sendTo('turn', ({ event }) => ({ type: 'turn.mailbox', message: event.message })), 'replyOk'],
         },
         'session.begin_maintenance': {
-          actions: enqueueActions(({ event, enqueue }) =>
-            enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', 'a turn is active') }),
-          ),
+          actions: { type: 'refuseSessionActive', params: { reason: 'a turn is active' } },
         },
         'session.shutdown': {
           actions: [assign({ shuttingDown: true, pendingApproval: null }), sendTo('turn', { type: 'turn.stop' }), 'replyOk'],

@@ -11,6 +11,12 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
+/** The clock's time as ISO-8601 UTC, never before `notBefore` (an end is never before its start). */
+export function isoNow(clock: Clock, notBefore?: string): string {
+  const now = clock.now();
+  return new Date(notBefore ? Math.max(now, Date.parse(notBefore)) : now).toISOString();
+}
+
 export interface IdGenerator {
   /** A new unique id with the given prefix, e.g. `turn_…`. */
   next(prefix: string): string;

@@ -4,6 +4,7 @@
  * request assembly, model-call counters, the model stream, the assistant message, cancelled
  * remainders and the end of the turn. Provided to `turnMachine` by the core.
  */
+import { isoNow as isoAt } from './clock.js';
 import { Observable } from 'rxjs';
 import { fromEventObservable, fromPromise } from 'xstate';
 import { ModelError, errorMessage } from '../errors.js';
@@ -56,8 +57,7 @@ export function requestPointers(prepared: AssembledCall): Record<string, unknown
 }
 
 function isoNow(services: RuntimeServices, notBefore?: string): string {
-  const now = services.clock.now();
-  return new Date(notBefore ? Math.max(now, Date.parse(notBefore)) : now).toISOString();
+  return isoAt(services.clock, notBefore);
 }
 
 export function createTurnActors(services: RuntimeServices, compactor: Compactor) {

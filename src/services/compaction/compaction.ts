@@ -4,6 +4,7 @@
  * `rewindConversation` (§3.10). A compaction never deletes a message: it writes a checkpoint whose
  * boundaries say which stretch the summary replaces, then installs the projection in Chat State.
  */
+import { isoNow as isoAt } from '../clock.js';
 import { randomUUID } from 'node:crypto';
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -17,6 +18,7 @@ import { isPrunable, spillPath } from '../context/prune.js';
 import type { ModelRequest, SystemPart } from '../model/port.js';
 import type { RuntimeServices, SessionServices } from '../runtime.js';
 import type { SpanData } from '../trace/signals.js';
+import { sleep } from '../abortable.js';
 import { CompactionError, collectRuntimeState, renderReminder } from './runtime-state.js';
 import { SUMMARY_INSTRUCTION, SUMMARY_MAX_OUTPUT_TOKENS, validateSummary, type SummaryFailureClass } from './summary.js';
 
@@ -75,27 +77,9 @@ export interface CompactionHooks {
 }
 
 function isoNow(services: RuntimeServices, notBefore?: string): string {
-  const now = services.clock.now();
-  return new Date(notBefore ? Math.max(now, Date.parse(notBefore)) : now).toISOString();
+  return isoAt(services.clock, notBefore);
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      'abort',
-      () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      },
-      { once: true },
-    );
-  });
-}
 
 /** The last real user request of the projection (reference §3.7): normal kind, real or replayed. */
 export function lastRealUserMessage(items: readonly ConversationItem[]): StoredMessage | null {

@@ -7,6 +7,7 @@
 import { ModelError } from '../../errors.js';
 import type { TokenUsage } from '../../storage/storage.js';
 import { estimateTokens } from '../context/estimate.js';
+import { sleep } from '../abortable.js';
 import type { FinishReason, ModelCallOptions, ModelPort, ModelRequest, ModelStreamEvent } from './port.js';
 
 export interface ScriptedToolCall {
@@ -66,23 +67,6 @@ export interface ScriptedModel extends ModelPort {
   assertDone(): void;
 }
 
-function abortable(signal: AbortSignal, ms: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 function waitForAbort(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {
@@ -166,7 +150,7 @@ export function scriptedModel(
     const events = 'events' in step ? step.events : eventsOf(step, request);
     const delay = step.delayMs ?? options.delayMs ?? 0;
     for (const event of events) {
-      if (delay > 0) await abortable(signal, delay);
+      if (delay > 0) await sleep(delay, signal);
       if (signal.aborted) throw signal.reason;
       yield event;
     }
