@@ -570,16 +570,20 @@ export class SqlSessionStorage implements SessionStorage {
       // Bodies this process already stored are not sent again (an LRU of hashes); a body swept in
       // the meantime only sends the batch to the one-by-one path, which writes it.
       const bodyRows = [...bodies.entries()].filter(([hash]) => !this.knownPayloads.has(hash));
-      if (bodyRows.length > 0) await tx.query(
-        `INSERT INTO trace_payloads (hash, body, byte_size) VALUES ${bodyRows.map((_, i) => `($${i * 3 + 1}, $${i * 3 + 2}::jsonb, $${i * 3 + 3})`).join(', ')}
-         ON CONFLICT (hash) DO NOTHING`,
-        bodyRows.flatMap(([hash, b]) => [hash, b.body, b.size]),
-      );
+      if (bodyRows.length > 0) {
+        await tx.query(
+          `INSERT INTO trace_payloads (hash, body, byte_size)
+           SELECT hash, body::jsonb, byte_size FROM jsonb_to_recordset($1::jsonb) AS r(hash text, body text, byte_size bigint)
+           ON CONFLICT (hash) DO NOTHING`,
+          [JSON.stringify(bodyRows.map(([hash, b]) => ({ hash, body: b.body, byte_size: b.size })))],
+        );
+      }
       await tx.query(
         `INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
-         VALUES ${mappings.map((_, i) => `($${i * 5 + 1}, $${i * 5 + 2}, $${i * 5 + 3}, $${i * 5 + 4}, $${i * 5 + 5})`).join(', ')}
+         SELECT span_id, slot, payload_hash, truncated, original_byte_size
+         FROM jsonb_to_recordset($1::jsonb) AS r(span_id text, slot text, payload_hash text, truncated boolean, original_byte_size bigint)
          ON CONFLICT (span_id, slot) DO NOTHING`,
-        mappings.flat(),
+        [JSON.stringify(mappings.map(([span_id, slot, payload_hash, truncated, original_byte_size]) => ({ span_id, slot, payload_hash, truncated, original_byte_size })))],
       );
       for (const hash of bodies.keys()) this.rememberPayload(hash);
     }
@@ -615,45 +619,54 @@ export class SqlSessionStorage implements SessionStorage {
     return { written, failed };
   }
 
+  /**
+   * One statement whatever the batch size: the rows travel as one JSON parameter, so the text is the
+   * same every time (one parse and plan on the server) and the client serialises once.
+   */
   private async upsertSpans(tx: SqlExecutor, spans: readonly SpanData[], isEnd: boolean): Promise<void> {
-    const columns = 26;
-    const params = spans.flatMap((s) => [
-      s.id,
-      s.traceId,
-      s.sessionId,
-      s.turnId,
-      s.parentSpanId,
-      s.kind,
-      s.name,
-      s.status,
-      s.modelId ?? null,
-      s.resolvedModelName ?? null,
-      s.providerRequestId ?? null,
-      s.providerCallId ?? null,
-      s.requestedToolName ?? null,
-      s.resolvedToolName ?? null,
-      s.attemptCount ?? null,
-      s.inputTokens ?? null,
-      s.outputTokens ?? null,
-      s.cachedInputTokens ?? null,
-      s.reasoningTokens ?? null,
-      s.responseMessageId ?? null,
-      s.permissionWaitMs ?? null,
-      s.startedAt,
-      s.endedAt ?? null,
-      s.errorCode?.slice(0, 256) ?? null,
-      s.errorMessage?.slice(0, 512) ?? null,
-      JSON.stringify(s.attributes),
-    ]);
-    const values = spans
-      .map((_, r) => `(${Array.from({ length: columns }, (_, c) => `$${r * columns + c + 1}${c === columns - 1 ? '::jsonb' : ''}`).join(', ')})`)
-      .join(', ');
+    const rows = spans.map((s) => ({
+      id: s.id,
+      trace_id: s.traceId,
+      session_id: s.sessionId,
+      turn_id: s.turnId,
+      parent_span_id: s.parentSpanId,
+      kind: s.kind,
+      name: s.name,
+      status: s.status,
+      model_id: s.modelId ?? null,
+      resolved_model_name: s.resolvedModelName ?? null,
+      provider_request_id: s.providerRequestId ?? null,
+      provider_call_id: s.providerCallId ?? null,
+      requested_tool_name: s.requestedToolName ?? null,
+      resolved_tool_name: s.resolvedToolName ?? null,
+      attempt_count: s.attemptCount ?? null,
+      input_tokens: s.inputTokens ?? null,
+      output_tokens: s.outputTokens ?? null,
+      cached_input_tokens: s.cachedInputTokens ?? null,
+      reasoning_tokens: s.reasoningTokens ?? null,
+      response_message_id: s.responseMessageId ?? null,
+      permission_wait_ms: s.permissionWaitMs ?? null,
+      started_at: s.startedAt,
+      ended_at: s.endedAt ?? null,
+      error_code: s.errorCode?.slice(0, 256) ?? null,
+      error_message: s.errorMessage?.slice(0, 512) ?? null,
+      attributes: s.attributes,
+    }));
     await tx.query(
       `INSERT INTO trace_spans (id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
          resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
          attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
          permission_wait_ms, started_at, ended_at, error_code, error_message, attributes)
-       VALUES ${values}
+       SELECT id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
+         resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
+         attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
+         permission_wait_ms, started_at, ended_at, error_code, error_message, COALESCE(attributes, '{}'::jsonb)
+       FROM jsonb_to_recordset($1::jsonb) AS r(id text, trace_id text, session_id text, turn_id text, parent_span_id text,
+         kind text, name text, status text, model_id text, resolved_model_name text, provider_request_id text,
+         provider_call_id text, requested_tool_name text, resolved_tool_name text, attempt_count integer,
+         input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, reasoning_tokens bigint,
+         response_message_id text, permission_wait_ms bigint, started_at timestamptz, ended_at timestamptz,
+         error_code text, error_message text, attributes jsonb)
        ON CONFLICT (id) DO ${
          isEnd
            ? `UPDATE SET status = EXCLUDED.status, ended_at = EXCLUDED.ended_at,
@@ -667,7 +680,7 @@ export class SqlSessionStorage implements SessionStorage {
                error_message = EXCLUDED.error_message, attributes = trace_spans.attributes || EXCLUDED.attributes`
            : 'NOTHING'
        }`,
-      params,
+      [JSON.stringify(rows)],
     );
   }
 
