@@ -24,15 +24,16 @@ const POOL = 10;
 
 const instant = defineTool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: ({ i }) => `ok ${i}` });
 
+/** One script per session: the model's own cost is O(1) per call, as a real provider's is for the client. */
 function model() {
-  return scriptedModel((request) => {
-    const done = request.messages.filter((m) => m.role === 'tool').length;
-    const inTurn = done % STEPS;
-    const lastUser = request.messages.map((m) => m.role).lastIndexOf('user');
-    const sinceUser = request.messages.slice(lastUser).filter((m) => m.role === 'tool').length;
-    if (sinceUser >= STEPS) return { text: 'finished', usage: { inputTokens: 100, outputTokens: 5 } };
-    return { toolCalls: [{ name: 'instant', arguments: { i: inTurn } }], usage: { inputTokens: 100, outputTokens: 10 } };
-  }, { record: false });
+  return scriptedModel(
+    (_request, i) => {
+      const step = i % (STEPS + 1);
+      if (step === STEPS) return { text: 'finished', usage: { inputTokens: 100, outputTokens: 5 } };
+      return { toolCalls: [{ name: 'instant', arguments: { i: step } }], usage: { inputTokens: 100, outputTokens: 10 } };
+    },
+    { record: false },
+  );
 }
 
 interface Sample {
@@ -64,7 +65,7 @@ async function runtimeTurns(url: string, sessions: number, turnsPerSession: numb
   const storage = postgresStorage({ connectionString: url, max: POOL });
   // World State sampling (a readdir, an lstat, a skill scan per call) is off: the baseline does no such work.
   const core = await createCore({ storage, model: model(), tools: [instant], limits: { maxModelCalls: STEPS + 5 }, worldState: false });
-  const handles = await Promise.all(Array.from({ length: sessions }, () => core.createSession({ workingDirectory: '/bench' })));
+  const handles = await Promise.all(Array.from({ length: sessions }, () => core.createSession({ workingDirectory: '/bench', model: model() })));
   const latencies: number[] = [];
   const sample = await measure(async () => {
     await Promise.all(
