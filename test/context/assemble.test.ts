@@ -58,8 +58,18 @@ describe('request assembly', () => {
     expect(projected.truncated).toBe(true);
     expect(projected.text.startsWith('HEAD')).toBe(true);
     expect(projected.text.endsWith('TAIL')).toBe(true);
-    expect(estimateTokens(projected.text)).toBeLessThanOrEqual(8_000);
+    expect(Buffer.byteLength(projected.text)).toBeLessThanOrEqual(32_000);
+    const head = projected.text.split('\n')[0]!;
+    expect(head.length).toBeGreaterThan(23_000);
     expect(projectToolResultText('short')).toEqual({ text: 'short', truncated: false });
+  });
+
+  it('leaves a result at the tools\' 32,000-byte cap alone, even with many newlines (the limits are aligned)', () => {
+    const atCap = 'line\n'.repeat(6_400);
+    expect(Buffer.byteLength(atCap)).toBe(32_000);
+    expect(projectToolResultText(atCap)).toEqual({ text: atCap, truncated: false });
+    const multibyte = 'é'.repeat(16_001);
+    expect(projectToolResultText(multibyte).truncated).toBe(true);
   });
 
   it('estimates exactly ceil(JSON bytes / 4) per region, and the same sources give the same bytes', () => {

@@ -66,13 +66,29 @@ function validateSystem(parts: readonly SystemPart[]): void {
 
 /** Head 75% and tail 25% of the token budget of one oversized tool result (reference §2.5 step 2). */
 export function projectToolResultText(text: string, maxTokens = TOOL_RESULT_PROJECTION_MAX_TOKENS): { text: string; truncated: boolean } {
-  if (estimateTokens(text) <= maxTokens) return { text, truncated: false };
-  const budgetChars = maxTokens * 4 - 64;
+  // Measured on the text's own UTF-8 bytes (4 per token), so the cap meets the tools' 32,000-byte
+  // result limit exactly (reference §10.2: the two are aligned); JSON escaping would cut again.
+  const budget = maxTokens * 4;
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size <= budget) return { text, truncated: false };
   const chars = [...text];
-  const head = chars.slice(0, Math.floor(budgetChars * 0.75)).join('');
-  const tail = chars.slice(chars.length - Math.floor(budgetChars * 0.25)).join('');
-  const omitted = chars.length - Math.floor(budgetChars * 0.75) - Math.floor(budgetChars * 0.25);
-  return { text: `${head}\n[... ${omitted} characters truncated ...]\n${tail}`, truncated: true };
+  const markerReserve = 64;
+  const headBudget = Math.floor((budget - markerReserve) * 0.75);
+  const tailBudget = Math.floor((budget - markerReserve) * 0.25);
+  let headEnd = 0;
+  for (let used = 0; headEnd < chars.length; headEnd += 1) {
+    const b = Buffer.byteLength(chars[headEnd]!, 'utf8');
+    if (used + b > headBudget) break;
+    used += b;
+  }
+  let tailStart = chars.length;
+  for (let used = 0; tailStart > headEnd; tailStart -= 1) {
+    const b = Buffer.byteLength(chars[tailStart - 1]!, 'utf8');
+    if (used + b > tailBudget) break;
+    used += b;
+  }
+  const omitted = tailStart - headEnd;
+  return { text: `${chars.slice(0, headEnd).join('')}\n[... ${omitted} characters truncated ...]\n${chars.slice(tailStart).join('')}`, truncated: true };
 }
 
 function textBlocks(message: StoredMessage): TextBlock[] {
