@@ -290,10 +290,18 @@ export const sessionMachine = sessionSetup.createMachine({
             enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) }),
           ),
         },
-        'session.end_maintenance': {
-          target: 'idle',
-          actions: assign({ reloadRequired: ({ context, event }) => context.reloadRequired || event.reloadRequired }),
-        },
+        'session.end_maintenance': [
+          // A shutdown asked for during maintenance waited for it to end; it takes effect now.
+          {
+            guard: ({ context }) => context.shuttingDown,
+            target: 'stopped',
+            actions: assign({ reloadRequired: ({ context, event }) => context.reloadRequired || event.reloadRequired }),
+          },
+          {
+            target: 'idle',
+            actions: assign({ reloadRequired: ({ context, event }) => context.reloadRequired || event.reloadRequired }),
+          },
+        ],
         'session.shutdown': {
           actions: [assign({ shuttingDown: true }), 'replyOk'],
         },
