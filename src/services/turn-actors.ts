@@ -303,8 +303,11 @@ export function createTurnActors(services: RuntimeServices, compaction?: Compact
       const usage = draft.completion!.usage;
       const message: NewMessage = { id: services.ids.next('msg'), role: 'assistant', kind: 'normal', content };
       try {
+        const chat = services.session(input.sessionId).chat;
+        // A response the conversation would refuse (duplicate call ids) is never written.
+        chat.assertAppendable([{ ...message, turnId: input.turnId }]);
         const stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length);
-        services.session(input.sessionId).chat.append([stored]);
+        chat.append([stored]);
       } catch (error) {
         endModelSpan(input.spanId, {
           status: 'failed',
