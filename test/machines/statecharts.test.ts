@@ -14,7 +14,7 @@ import { toolCallMachine } from '../../src/machines/tool-call.js';
 import { turnMachine } from '../../src/machines/turn.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { CONFIGS } from '../support/model/configs.js';
+import { CONFIGS, DEEP_CONFIGS } from '../support/model/configs.js';
 import { coveringPaths, traverse, type ModelPath } from '../support/model/model-paths.js';
 import { describeStimuli, replay } from '../support/model/replay.js';
 import { atRest } from '../support/model/stimuli.js';
@@ -36,14 +36,21 @@ export const UNREACHABLE: Record<string, string> = {
 
 const MACHINES: AnyStateMachine[] = [sessionMachine, turnMachine, toolCallMachine] as unknown as AnyStateMachine[];
 
+/**
+ * Every configuration gets its own full cover, so each transition is fired in every context that
+ * reaches it. `MODEL_DEPTH=deep` (`npm run fuzz`) adds the larger configurations of configs.ts.
+ */
+const DEEP = process.env.MODEL_DEPTH === 'deep';
+
 // Generation happens at collection time: the paths become the test cases.
 const generatedAt = Date.now();
 const covered = new Set<string>();
 const generated: ModelPath[] = [];
 const graphs: string[] = [];
-for (const config of CONFIGS) {
+for (const config of [...CONFIGS, ...(DEEP ? DEEP_CONFIGS : [])]) {
   const traversal = traverse(config);
-  const paths = coveringPaths(traversal, covered);
+  const paths = coveringPaths(traversal, new Set());
+  for (const path of paths) for (const key of path.fired) covered.add(key);
   generated.push(...paths);
   graphs.push(`${config.name}: ${traversal.states} states, ${traversal.edges} edges, ${paths.length} paths`);
 }
@@ -61,7 +68,7 @@ describe('statechart paths on the real runtime (PGlite)', () => {
 
   afterAll(async () => {
     await storage.close();
-    const lines = [`statechart paths: ${generated.length} generated in ${generationMs} ms`, ...graphs.map((g) => `  ${g}`)];
+    const lines = [`statechart paths${DEEP ? ' (deep)' : ''}: ${generated.length} generated in ${generationMs} ms`, ...graphs.map((g) => `  ${g}`)];
     for (const machine of MACHINES) {
       const own = new Set([...fired].filter((k) => machineOf(k) === machine.id));
       lines.push(formatCoverage(coverageReport(machine, own), UNREACHABLE));
@@ -90,7 +97,7 @@ describe('statechart paths on the real runtime (PGlite)', () => {
         assertRequestsFollowResults(world.requests, stored);
         assertSequences(world.updates, { fromOne: true });
         const status = world.session.status();
-        assertNoRunningAfterTerminal(stored.turns, status);
+        assertNoRunningAfterTerminal(stored.turns, status, world.failedEnds);
 
         // Whatever happened, a session that is idle accepts a new turn once the ports work again.
         const session = world.actors().session;

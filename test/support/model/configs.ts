@@ -77,3 +77,29 @@ export const CONFIGS: WorldConfig[] = [
   { ...base, name: 'cancel while validating', interrupt: { machine: 'toolCall', state: JSON.stringify('validating'), cmd: 'cancel' } },
   { ...base, name: 'shutdown while validating', interrupt: { machine: 'toolCall', state: JSON.stringify('validating'), cmd: 'shutdown' } },
 ];
+
+/** Larger worlds for `npm run fuzz` (MODEL_DEPTH=deep): more interleavings, minutes rather than seconds. */
+export const DEEP_CONFIGS: WorldConfig[] = [
+  {
+    ...base,
+    name: 'deep: stream and tools',
+    limits: { maxModelCalls: 2, doomLoopThreshold: 2 },
+    toolKinds: ALL_TOOLS,
+    model: ['text', 'reasoning', 'opaque', 'completed', 'end', 'protocol', 'error', 'overflow'],
+    commands: ['start', 'cancel', 'shutdown', 'resolve_allow_once', 'resolve_deny', 'resolve_allow_for_turn'],
+  },
+  {
+    ...base,
+    name: 'deep: batches with every outcome',
+    maxCallsPerResponse: 2,
+    toolKinds: ['ok_a', 'ok_b', 'plan', 'bad_json'],
+    commands: ['start', 'cancel', 'shutdown', ...DECISIONS],
+  },
+  {
+    ...base,
+    name: 'deep: two turns with commands',
+    maxTurns: 2,
+    commands: ['start', 'start_dup', 'cancel', 'steer', 'deliver', 'set_mode', 'maintenance_begin', 'maintenance_end', 'shutdown', 'resolve_allow_for_session'],
+    ports: { ...OK_TURN, finishTurn: ['ok', 'fail'], drainInbox: ['ok', 'fail'], authorize: ['card', 'execute'], execute: ['succeed'] },
+  },
+];

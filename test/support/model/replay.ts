@@ -206,8 +206,10 @@ async function perform(world: World, state: ReplayState, stimulus: Stimulus): Pr
             // Another process's startup correction got there first: the row is no longer running.
             await world.storage.db.query(`UPDATE turns SET status = 'interrupted', ended_at = now(), error_code = 'process_restart' WHERE id = $1`, [gate.args[0]]);
           }
-          if (stimulus.outcome === 'fail') gate.fail();
-          else gate.pass();
+          if (stimulus.outcome === 'fail') {
+            world.failedEnds.add(gate.args[0] as string);
+            gate.fail();
+          } else gate.pass();
           return null;
         }
         case 'compactConversation': {
@@ -278,7 +280,10 @@ export async function replay(world: World, path: ModelPath): Promise<void> {
     const published = world.updates.slice(seen).map((e: SessionUpdateEnvelope) => updateShape(e.update));
     expect(published, `${where(i)}: updates`).toEqual(step.state.last.updates.map((u) => updateShape(u.update)));
   }
-  if (interrupt) expect(world.armed, `${path.config.name}: the interrupt fired`).toBe(path.steps.at(-1)!.state.env.interruptFired ? false : world.armed);
+  if (interrupt) {
+    expect(!world.armed, `${path.config.name}: the interrupt fired as in the path`).toBe(path.steps.at(-1)!.state.env.interruptFired);
+    world.disarm();
+  }
   await Promise.all(state.background);
 }
 

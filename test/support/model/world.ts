@@ -411,6 +411,13 @@ export class World {
     this.trigger = { machine, state, fire };
   }
 
+  disarm(): void {
+    this.trigger = null;
+  }
+
+  /** Turns whose end write the path made fail: their rows may stay running (the next start writes them). */
+  readonly failedEnds = new Set<string>();
+
   get armed(): boolean {
     return this.trigger !== null;
   }
