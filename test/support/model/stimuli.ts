@@ -307,6 +307,7 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
       ev('overflow');
       continue;
     }
+    if (id === 'compactConversation' && !config.compaction) continue;
     if (id in DEFAULT_PORTS) for (const outcome of ports(id as PortActor)) out.push(stim({ kind: 'port', actor: id as PortActor, outcome }));
   }
   for (const id of toolWaits) {
@@ -390,6 +391,11 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
           ? { type: 'xstate.error.actor.assembleRequest', error: { code: 'model_protocol_error', message: 'request assembly failed: system context part too large' }, actorId: 'assembleRequest' }
           : { type: 'xstate.done.actor.assembleRequest', output: { overThreshold: config.compaction }, actorId: 'assembleRequest' },
       );
+      continue;
+    }
+    if ('compactConversation' in turnWaits && !config.compaction) {
+      // Without a compaction hook the actor fails at once (services/turn-actors.ts).
+      sim.send('turn', { type: 'xstate.error.actor.compactConversation', error: new Error('automatic compaction is not configured for this runtime'), actorId: 'compactConversation' });
       continue;
     }
     const cancelled = turnWaits.recordCancelledCalls as { calls: unknown[] } | undefined;
