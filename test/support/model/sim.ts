@@ -121,14 +121,11 @@ export type EntryHook = (machine: MachineName, snapshot: AnySnap, sim: SimSystem
 export class SimSystem {
   readonly effects: SimEffects = { fired: [], replies: [], updates: [], executeAborted: false };
   private readonly slots: Record<MachineName, Slot>;
-  private readonly system: { _sendInspectionEvent: (event: any) => void };
-  private active: MachineName | null = null;
   entryHook: EntryHook | null = null;
 
   private constructor(actors: SimActors | null, sessionInput: unknown) {
     const selves = standIns();
     current = this;
-    this.system = selves.system;
     const slot = (name: MachineName, self: AnyActorRef, snap: AnySnap | null): Slot => ({
       name,
       machine: MACHINES[name],
@@ -209,13 +206,7 @@ export class SimSystem {
   private init(name: MachineName, input: unknown): AnySnap {
     const slot = this.slots[name];
     const captured: Array<{ type: string; params: any }> = [];
-    const previous = this.active;
-    this.active = name;
-    try {
-      slot.snap = slot.machine.getInitialSnapshot(this.scope(slot, captured) as never, input) as unknown as AnySnap;
-    } finally {
-      this.active = previous;
-    }
+    slot.snap = slot.machine.getInitialSnapshot(this.scope(slot, captured) as never, input) as unknown as AnySnap;
     slot.processing = true;
     try {
       this.execute(slot, captured);
@@ -229,15 +220,11 @@ export class SimSystem {
 
   private process(slot: Slot, event: { type: string }): void {
     const captured: Array<{ type: string; params: any }> = [];
-    const previous = this.active;
-    this.active = slot.name;
     let next: AnySnap;
     try {
       next = slot.machine.transition(slot.snap as never, event as never, this.scope(slot, captured) as never) as unknown as AnySnap;
     } catch (error) {
       throw new Error(`the ${slot.name} machine threw on ${event.type}: ${(error as Error).message}`, { cause: error });
-    } finally {
-      this.active = previous;
     }
     slot.snap = next;
     this.execute(slot, captured);

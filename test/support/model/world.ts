@@ -14,7 +14,6 @@ import type { SessionHandle } from '../../../src/session-handle.js';
 import type { ModelCallOptions, ModelPort, ModelRequest, ModelStreamEvent } from '../../../src/services/model/port.js';
 import type { Authorizer } from '../../../src/services/runtime.js';
 import { defineTool, type Authorization, type ToolContext, type ToolExecuteResult } from '../../../src/services/tools/define.js';
-import { sequentialIds } from '../../../src/services/clock.js';
 import type { SessionStorage } from '../../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { transitionKey, type TransitionDefinitionLike } from './transitions.js';
@@ -374,13 +373,14 @@ export class World {
   private async start(): Promise<void> {
     const { config, storage } = this.options;
     const gated = this.gatedStorage(storage);
-    const ids = sequentialIds();
+    let idCounter = 0;
     this.core = await createCore({
       storage: gated,
       model: this.model(),
       tools: this.tools(),
       authorizer: this.authorizer(),
-      ids: { next: (prefix) => `${prefix}_${this.sessionId}_${ids.next('n').slice(2)}` },
+      // Ids unique across the paths that share one database, deterministic within a path.
+      ids: { next: (prefix) => `${prefix}_${this.sessionId}_${(idCounter += 1)}` },
       limits: config.limits,
       closeStorageOnShutdown: false,
       toolCancelGraceMs: 5_000,
