@@ -313,10 +313,13 @@ describe('a Postgres server stopped and restarted mid-turn', () => {
     const model = scriptedModel(steps);
     const h = await harness(storage, model, { tools: [tool] });
     const turnId = await h.start('first');
-    if (where === 'model') await h.waitFor((e) => e.update.type === 'phase_changed' && e.update.phase === 'running_model');
-    else await atPoint;
-    // Let the model call's counter write land before the server goes away.
-    await new Promise((r) => setTimeout(r, 50));
+    if (where === 'model') {
+      // The model is called (after its counter write committed) and waits for the gate.
+      for (let i = 0; i < 400 && h.model.requests.length === 0; i += 1) await new Promise((r) => setTimeout(r, 5));
+      expect(h.model.requests).toHaveLength(1);
+    } else {
+      await atPoint;
+    }
     server.halt();
     release();
     const outcome = await h.session.waitForTurn(turnId);
