@@ -57,11 +57,14 @@ const slowJournal = defineTool({
   },
 });
 
-/** The text of the last user message of a request, and how many model answers follow it. */
-function progress(request: { messages: Array<{ role: string; content?: unknown }> }): { text: string; answered: number } {
+/**
+ * The text of the last user request of a request (World State messages are user-role too, but not
+ * requests), and how many model answers follow it.
+ */
+function progress(request: { messages: Array<{ role: string; kind?: string; content?: unknown }> }): { text: string; answered: number } {
   let last = -1;
   request.messages.forEach((m, i) => {
-    if (m.role === 'user') last = i;
+    if (m.role === 'user' && m.kind === 'normal') last = i;
   });
   const user = request.messages[last] as { content: Array<{ type: string; text?: string }> } | undefined;
   const text = user?.content.map((b) => b.text ?? '').join('') ?? '';
