@@ -1,10 +1,14 @@
 /**
  * Concurrent commands (issue 6, item 3): several callers issue random commands — start, cancel,
- * resolve, steer, deliver, set mode, snapshot, replay — against one session while its turns run;
- * fast-check's scheduler interleaves the callers, the model calls and the tool runs. Every command
- * gets exactly the answer seed 000 §2 gives for the state it met (a command is decided when it is
- * sent, so the state right before the call is the state it met), and afterwards the stored rows,
- * the model requests and the update stream keep the invariants.
+ * resolve, steer, deliver, set mode, snapshot, replay, manual compaction — against one session while
+ * its turns run; fast-check's scheduler interleaves the callers, the model calls (summaries too) and
+ * the tool runs. Every command gets exactly the answer seed 000 §2 (and reference §3.1 for
+ * compaction) gives for the state it met, and afterwards the stored rows, the model requests and the
+ * update stream keep the invariants.
+ *
+ * The state a command meets: most commands are decided when they are sent, so the state right
+ * before the call is the one they meet. `startTurn` first reconciles sub-agents (an await on the
+ * database), so the state it meets is read at the moment its event reaches the Session actor.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +21,9 @@ import { defineTool } from '../../src/services/tools/define.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { approvalTool, echoTool } from '../../src/testing/tools.js';
+import type { SessionEvent } from '../../src/machines/session.js';
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.js';
+import { isSummaryRequest, validSummary } from '../support/summaries.js';
 import { assertAllRequests, assertNoRunningAfterTerminal, assertSequences, assertStoredInvariants } from '../support/invariants.js';
 
 let scheduler: fc.Scheduler | null = null;
@@ -49,6 +55,8 @@ type Cmd =
   | { type: 'set_mode'; mode: string }
   | { type: 'snapshot' }
   | { type: 'replay'; from: 'zero' | 'mid' | 'last' | 'beyond' | 'negative' }
+  /** A manual compaction (reference §3.1): the session is in maintenance until its summary is written. */
+  | { type: 'compact' }
   /** The caller thinks for a while: the runtime's own work (database writes) moves on meanwhile. */
   | { type: 'pause'; ms: number }
   /** The caller waits (briefly) for a card and answers it, racing the other callers. */
@@ -73,6 +81,7 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ type: fc.constant('pause' as const), ms: fc.constantFrom(1, 5, 15) }) },
   { weight: 2, arbitrary: fc.record({ type: fc.constant('answer_card' as const), decision: fc.constantFrom('allow_once', 'deny', 'allow_for_turn', 'allow_for_session') }) },
   { weight: 1, arbitrary: fc.record({ type: fc.constant('replay' as const), from: fc.constantFrom('zero' as const, 'mid' as const, 'last' as const, 'beyond' as const, 'negative' as const) }) },
+  { weight: 1, arbitrary: fc.constant({ type: 'compact' as const }) },
 );
 
 const stepArb: fc.Arbitrary<ScriptedStep> = fc.constantFrom<ScriptedStep>(
@@ -95,6 +104,13 @@ function answerOf(promise: Promise<unknown>): Promise<Answer> {
   );
 }
 
+/** What a start met when its event reached the Session actor. */
+interface MetState {
+  maintenance: boolean;
+  active: string | null;
+  accepted: string | undefined;
+}
+
 interface CaseState {
   session: SessionHandle;
   envelopes: SessionUpdateEnvelope[];
@@ -102,6 +118,28 @@ interface CaseState {
   turns: string[];
   lastTurn: string | null;
   log: string[];
+  /** Per start (keyed by its unique text): the state its event met. */
+  met: Map<string, MetState>;
+  starts: number;
+  compactions: number;
+}
+
+/** Records, for every start, the Session actor's state at the moment the event is delivered. */
+function watchStarts(session: SessionHandle, met: Map<string, MetState>): void {
+  const actor = session.actorRef;
+  const send = actor.send.bind(actor);
+  (actor as { send: (event: SessionEvent) => void }).send = (event: SessionEvent) => {
+    if (event.type === 'session.start_turn') {
+      const snapshot = actor.getSnapshot();
+      const text = event.messages.at(-1)!.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+      met.set(text, {
+        maintenance: snapshot.value === 'maintenance',
+        active: snapshot.context.activeTurn?.turnId ?? null,
+        accepted: snapshot.context.acceptedRequests[event.clientRequestId],
+      });
+    }
+    send(event);
+  };
 }
 
 /** Issues one command and checks its answer against seed 000 §2 for the state it met. */
@@ -119,7 +157,8 @@ async function issue(state: CaseState, caller: number, cmd: Cmd): Promise<void> 
   const runtime = snapshot.runtime;
   const active = runtime.type === 'running' ? runtime.turnId : null;
   const pending = runtime.type === 'running' ? (runtime.pendingApprovals[0]?.toolCallId ?? null) : null;
-  const label = `caller ${caller}: ${JSON.stringify(cmd)} (active ${active}, pending ${pending})`;
+  const maintenance = session.actorRef.getSnapshot().value === 'maintenance';
+  const label = `caller ${caller}: ${JSON.stringify(cmd)} (active ${active}, pending ${pending}${maintenance ? ', maintenance' : ''})`;
   state.log.push(label);
   const check = async (promise: Promise<unknown>, expected: Answer | ((a: Answer) => void)) => {
     const answer = await answerOf(promise);
@@ -135,13 +174,18 @@ async function issue(state: CaseState, caller: number, cmd: Cmd): Promise<void> 
       return;
     case 'start': {
       const clientRequestId = `req-${cmd.req}`;
-      const promise = session.startTurn({ clientRequestId, input: [{ type: 'text', text: cmd.blank ? '   ' : `request ${cmd.req}` }] });
+      state.starts += 1;
+      const text = `request ${cmd.req} #${state.starts}`;
+      const promise = session.startTurn({ clientRequestId, input: [{ type: 'text', text: cmd.blank ? '   ' : text }] });
       await check(promise, (answer) => {
         if (cmd.blank) return expect(answer, label).toEqual({ ok: false, code: 'empty_input' });
-        const earlier = state.accepted.get(clientRequestId);
-        if (earlier) return expect(answer, label).toEqual({ ok: true, turnId: earlier });
-        if (active) return expect(answer, label).toEqual({ ok: false, code: 'busy', activeTurnId: active });
-        expect(answer.ok, label).toBe(true);
+        const met = state.met.get(text);
+        const where = `${label}, met ${JSON.stringify(met)}`;
+        expect(met, `${where}: the start reached the actor`).toBeDefined();
+        if (met!.maintenance) return expect(answer, where).toEqual({ ok: false, code: 'session_active' });
+        if (met!.accepted) return expect(answer, where).toEqual({ ok: true, turnId: met!.accepted });
+        if (met!.active) return expect(answer, where).toEqual({ ok: false, code: 'busy', activeTurnId: met!.active });
+        expect(answer.ok, where).toBe(true);
         const turnId = (answer as { turnId: string }).turnId;
         expect(state.turns, label).not.toContain(turnId);
         state.accepted.set(clientRequestId, turnId);
@@ -187,7 +231,8 @@ async function issue(state: CaseState, caller: number, cmd: Cmd): Promise<void> 
     case 'snapshot': {
       const last = state.envelopes.at(-1)?.sequence ?? 0;
       expect(snapshot.lastUpdateSequence, label).toBe(last);
-      expect(runtime.type === 'running', label).toBe(session.status().type === 'active');
+      // A compaction holds the session too: status() says active, the snapshot has no running turn.
+      expect(runtime.type === 'running' || maintenance, label).toBe(session.status().type === 'active');
       if (runtime.type === 'running') expect(runtime.turnId, label).toBe(state.lastTurn);
       return;
     }
@@ -198,6 +243,14 @@ async function issue(state: CaseState, caller: number, cmd: Cmd): Promise<void> 
       if (cmd.from === 'negative') return void expect(run, label).toThrow(expect.objectContaining({ code: 'invalid_request' }));
       if (cmd.from === 'beyond') return void expect(run, label).toThrow(expect.objectContaining({ code: 'snapshot_required' }));
       expect(run(), label).toEqual(state.envelopes.filter((e) => e.sequence > after));
+      return;
+    }
+    case 'compact': {
+      // session_active during a turn or another compaction; without a real user request there is
+      // nothing to summarise (compaction_error, the conversation unchanged); otherwise a checkpoint.
+      const busy = active !== null || maintenance;
+      const answer = await check(session.compactConversation(), busy ? { ok: false, code: 'session_active' } : state.turns.length === 0 ? { ok: false, code: 'compaction_error' } : { ok: true });
+      if (answer.ok) state.compactions += 1;
       return;
     }
   }
@@ -237,9 +290,15 @@ describe('concurrent commands', () => {
         async (s, script, callers) => {
           n += 1;
           scheduler = s;
-          const model = scriptedModel((_request, i) => ({ gate: s.schedule(Promise.resolve(), `model call ${i + 1}`), step: script[i % script.length]! }));
+          let turnCalls = 0;
+          const model = scriptedModel((request) => {
+            if (isSummaryRequest(request)) return { gate: s.schedule(Promise.resolve(), 'summary call'), step: { text: validSummary('the fuzzed requests') } };
+            turnCalls += 1;
+            return { gate: s.schedule(Promise.resolve(), `model call ${turnCalls}`), step: script[(turnCalls - 1) % script.length]! };
+          });
           const session = await core.createSession({ workingDirectory: process.cwd(), model, id: `ses_fuzz_cmd_${n}` });
-          const state: CaseState = { session, envelopes: [], accepted: new Map(), turns: [], lastTurn: null, log: [] };
+          const state: CaseState = { session, envelopes: [], accepted: new Map(), turns: [], lastTurn: null, log: [], met: new Map(), starts: 0, compactions: 0 };
+          watchStarts(session, state.met);
           session.updates$.subscribe((e) => state.envelopes.push(e));
 
           const runs = callers.map(async (commands, caller) => {
@@ -258,6 +317,9 @@ describe('concurrent commands', () => {
             await s.waitFor(session.waitForTurn(runtime.turnId));
           }
           expect(session.status().type, state.log.join('\n')).not.toBe('active');
+          const checkpoints = await storage.listCheckpoints(session.sessionId);
+          expect(checkpoints.map((c) => c.kind), 'one checkpoint per compaction that answered ok').toEqual(Array(state.compactions).fill('manual'));
+          expect(state.envelopes.filter((e) => e.update.type === 'conversation_compacted' && e.turnId === null)).toHaveLength(state.compactions);
 
           const stored = await assertStoredInvariants(storage, session.sessionId);
           assertNoRunningAfterTerminal(stored.turns, session.status());

@@ -1,10 +1,12 @@
 /**
  * Fuzzed model streams (issue 6, item 3): random event sequences for a turn's first model call —
  * text split anywhere, events duplicated, responses truncated, tool-call arguments cut off or
- * malformed, completions doubled, the stream failing at any point. Whatever arrives, the turn ends
- * with the outcome an independent oracle predicts (seed 000 §3, §4, §6), no tool runs unless its
- * call came in a completed response with valid arguments, the stored rows keep the invariants, the
- * live conversation equals the stored one, and the session takes the next turn.
+ * malformed, completions doubled, the stream failing (or refusing the request as too long) at any
+ * point. Whatever arrives, the turn ends with the outcome an independent oracle predicts (seed 000
+ * §3, §4, §6; an overflow before semantic output is compacted with a real summary and resubmitted
+ * once, reference §3.1), no tool runs unless its call came in a completed response with valid
+ * arguments, the stored rows keep the invariants, the live conversation equals the one a reload
+ * rebuilds from the stored rows and checkpoints, and the session takes the next turn.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +14,7 @@ import { z } from 'zod';
 import { createCore, DEFAULT_SYSTEM_PROMPT, type Core } from '../../src/core.js';
 import type { TurnOutcome } from '../../src/protocol/updates.js';
 import { assembleRequest, buildSystemContext } from '../../src/services/context/assemble.js';
-import type { ModelStreamEvent } from '../../src/services/model/port.js';
+import type { ModelRequest, ModelStreamEvent } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { ModelError } from '../../src/errors.js';
 import { defineTool } from '../../src/services/tools/define.js';
@@ -22,6 +24,7 @@ import { pgliteStorage } from '../../src/storage/pglite.js';
 import { canonicalJson, type SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.js';
 import { assertAllRequests, assertSequences, assertStoredInvariants } from '../support/invariants.js';
+import { isSummaryRequest, validSummary } from '../support/summaries.js';
 
 const USAGE = { inputTokens: 5, outputTokens: 3, cachedInputTokens: 0, reasoningTokens: 0 };
 
@@ -43,7 +46,12 @@ type Termination = 'end' | 'error' | 'overflow';
 interface StreamCase {
   events: ModelStreamEvent[];
   termination: Termination;
+  /** What the summary request of an overflow compaction answers (every attempt). */
+  summary: 'valid' | 'invalid';
 }
+
+/** Summary attempts of the fuzzed runtime (reference §3.5 allows configuring them). */
+const SUMMARY_ATTEMPTS = 2;
 
 const validArgs = fc.integer({ min: 0, max: 1 }).map((n) => JSON.stringify({ n }));
 const argsArb = fc.oneof(
@@ -75,36 +83,44 @@ const mutatedArb: fc.Arbitrary<StreamCase> = fc
     calls: fc.array(toolCallArb, { maxLength: 4 }),
     mutation: fc.constantFrom('none', 'none', 'duplicate', 'double_completion', 'truncate', 'fail_at'),
     at: fc.nat(),
+    summary: fc.constantFrom('valid' as const, 'valid' as const, 'invalid' as const),
   })
-  .map(({ text, calls, mutation, at }) => {
+  .map(({ text, calls, mutation, at, summary }) => {
     const events: ModelStreamEvent[] = [...text, ...calls, { type: 'completed', usage: USAGE, finishReason: 'tool_use' }];
     const i = at % events.length;
     switch (mutation) {
       case 'duplicate':
         events.splice(i, 0, events[i]!);
-        return { events, termination: 'end' as const };
+        return { events, termination: 'end' as const, summary };
       case 'double_completion':
         events.splice(i, 0, { type: 'completed', usage: USAGE });
-        return { events, termination: 'end' as const };
+        return { events, termination: 'end' as const, summary };
       case 'truncate':
-        return { events: events.slice(0, i), termination: 'end' as const };
+        return { events: events.slice(0, i), termination: 'end' as const, summary };
       case 'fail_at':
-        return { events: events.slice(0, i), termination: at % 3 === 0 ? ('overflow' as const) : ('error' as const) };
+        return { events: events.slice(0, i), termination: at % 3 === 0 ? ('overflow' as const) : ('error' as const), summary };
       default:
-        return { events, termination: 'end' as const };
+        return { events, termination: 'end' as const, summary };
     }
   });
 
 const caseArb: fc.Arbitrary<StreamCase> = fc.oneof(
   mutatedArb,
-  fc.record({ events: fc.array(eventArb, { maxLength: 10 }), termination: fc.constantFrom<Termination>('end', 'end', 'end', 'error', 'overflow') }),
+  fc.record({
+    events: fc.array(eventArb, { maxLength: 10 }),
+    termination: fc.constantFrom<Termination>('end', 'end', 'end', 'error', 'overflow'),
+    summary: fc.constantFrom('valid' as const, 'invalid' as const),
+  }),
 );
 
 interface Expected {
   outcome: { status: 'completed'; finalText: string } | { status: 'failed'; code: string };
   /** Arguments of the calls that must run, in order. */
   executed: unknown[];
+  /** Requests of the turn itself (the first call, a resubmission, the call after the tools). */
   modelCalls: number;
+  /** Summary requests of an overflow compaction. */
+  summaryCalls: number;
 }
 
 function parseSpyArgs(call: Extract<ModelStreamEvent, { type: 'tool_call' }>): { n: number } | null {
@@ -120,29 +136,32 @@ function parseSpyArgs(call: Extract<ModelStreamEvent, { type: 'tool_call' }>): {
 }
 
 /** What seed 000 says must happen, computed without the runtime. */
-function oracle({ events, termination }: StreamCase): Expected {
+function oracle({ events, termination, summary }: StreamCase): Expected {
   let semantic = false;
   let completions = 0;
+  const failed = (code: string, extra: Partial<Expected> = {}): Expected => ({ outcome: { status: 'failed', code }, executed: [], modelCalls: 1, summaryCalls: 0, ...extra });
   for (const event of events) {
     if (event.type === 'text_delta' || event.type === 'reasoning_delta' || event.type === 'tool_call') semantic = true;
     if (event.type === 'completed') {
       completions += 1;
-      if (completions === 2) return { outcome: { status: 'failed', code: 'model_protocol_error' }, executed: [], modelCalls: 1 };
+      if (completions === 2) return failed('model_protocol_error');
     }
   }
-  if (termination === 'error') return { outcome: { status: 'failed', code: 'model_error' }, executed: [], modelCalls: 1 };
+  if (termination === 'error') return failed('model_error');
   if (termination === 'overflow') {
-    // An overflow before any semantic output asks for a compaction, which this runtime does not have.
-    return { outcome: { status: 'failed', code: semantic ? 'model_error' : 'compaction_error' }, executed: [], modelCalls: 1 };
+    // After semantic output an overflow is an ordinary model failure; before it, the conversation
+    // is compacted (a summary checkpoint: nothing here is long enough to prune) and the request
+    // resubmitted once, which then answers.
+    if (semantic) return failed('model_error');
+    if (summary === 'invalid') return failed('compaction_error', { summaryCalls: SUMMARY_ATTEMPTS });
+    return { outcome: { status: 'completed', finalText: 'final' }, executed: [], modelCalls: 2, summaryCalls: 1 };
   }
-  if (completions === 0) return { outcome: { status: 'failed', code: 'model_protocol_error' }, executed: [], modelCalls: 1 };
+  if (completions === 0) return failed('model_protocol_error');
   const calls = events.filter((e): e is Extract<ModelStreamEvent, { type: 'tool_call' }> => e.type === 'tool_call');
-  if (new Set(calls.map((c) => c.callId)).size !== calls.length) {
-    return { outcome: { status: 'failed', code: 'chat_state_error' }, executed: [], modelCalls: 1 };
-  }
+  if (new Set(calls.map((c) => c.callId)).size !== calls.length) return failed('chat_state_error');
   if (calls.length === 0) {
     const text = events.filter((e): e is Extract<ModelStreamEvent, { type: 'text_delta' }> => e.type === 'text_delta').map((e) => e.delta).join('');
-    return { outcome: { status: 'completed', finalText: text }, executed: [], modelCalls: 1 };
+    return { outcome: { status: 'completed', finalText: text }, executed: [], modelCalls: 1, summaryCalls: 0 };
   }
   const executed: unknown[] = [];
   let doom = { signature: '', count: 0 };
@@ -151,10 +170,10 @@ function oracle({ events, termination }: StreamCase): Expected {
     if (!args) continue;
     const signature = `${call.name}\u0000${canonicalJson(args)}`;
     doom = { signature, count: doom.signature === signature ? doom.count + 1 : 1 };
-    if (doom.count >= 3) return { outcome: { status: 'failed', code: 'doom_loop' }, executed, modelCalls: 1 };
+    if (doom.count >= 3) return { outcome: { status: 'failed', code: 'doom_loop' }, executed, modelCalls: 1, summaryCalls: 0 };
     executed.push(args);
   }
-  return { outcome: { status: 'completed', finalText: 'final' }, executed, modelCalls: 2 };
+  return { outcome: { status: 'completed', finalText: 'final' }, executed, modelCalls: 2, summaryCalls: 0 };
 }
 
 function outcomeShape(outcome: TurnOutcome): Expected['outcome'] {
@@ -173,6 +192,7 @@ describe('fuzzed model streams', () => {
       model: scriptedModel([]),
       tools: [spyTool],
       closeStorageOnShutdown: false,
+      compaction: { attempts: SUMMARY_ATTEMPTS, retryDelayMs: 0 },
       onActorError: (id, error) => {
         throw new Error(`actor of ${id} failed: ${String(error)}`);
       },
@@ -194,9 +214,16 @@ describe('fuzzed model streams', () => {
           streamCase.termination === 'end'
             ? { events: streamCase.events }
             : { error: new ModelError(streamCase.termination === 'overflow' ? 'context_overflow' : 'model_error', 'fuzzed failure'), afterEvents: streamCase.events };
-        const model = scriptedModel((request, i) => {
-          if (i === 0) return first;
-          const last = request.messages.at(-1);
+        const turnRequests: ModelRequest[] = [];
+        const summaryRequests: ModelRequest[] = [];
+        const model = scriptedModel((request) => {
+          if (isSummaryRequest(request)) {
+            summaryRequests.push(request);
+            return streamCase.summary === 'valid' ? { text: validSummary('the fuzzed request') } : { text: 'no summary here' };
+          }
+          turnRequests.push(request);
+          if (turnRequests.length === 1) return first;
+          const last = request.messages.filter((m) => m.role === 'user' && m.kind === 'normal').at(-1);
           return last?.role === 'user' && last.content.some((b) => b.type === 'text' && b.text === 'again') ? { text: 'next turn' } : { text: 'final' };
         });
         const session = await core.createSession({ workingDirectory: process.cwd(), model, id: `ses_fuzz_stream_${n}` });
@@ -207,26 +234,35 @@ describe('fuzzed model streams', () => {
 
         expect(outcomeShape(outcome)).toEqual(expected.outcome);
         expect(executions.get(session.sessionId) ?? []).toEqual(expected.executed);
-        expect(model.requests).toHaveLength(expected.modelCalls);
-        const firstTurnRequests = model.requests.length;
+        expect(turnRequests).toHaveLength(expected.modelCalls);
+        expect(summaryRequests).toHaveLength(expected.summaryCalls);
+        const firstTurnRequests = turnRequests.length;
         // The second call of the turn comes only after every result of the first response is written.
-        if (expected.modelCalls === 2) expect(model.requests[1]!.messages.some((m) => m.role === 'tool' && m.synthetic)).toBe(false);
+        if (expected.modelCalls === 2) expect(turnRequests[1]!.messages.some((m) => m.role === 'tool' && m.synthetic)).toBe(false);
         const turn = await storage.getTurn(turnId);
         expect(turn?.status).toBe(expected.outcome.status);
         if (expected.outcome.status === 'failed') expect(turn?.errorCode).toBe(expected.outcome.code);
-        // A response that was not completed leaves no assistant message behind.
+        // A checkpoint exactly when the overflow was compacted.
+        expect((await storage.listCheckpoints(session.sessionId)).map((c) => c.kind)).toEqual(expected.summaryCalls === 1 ? ['overflow'] : []);
+        // A response that was not completed leaves no assistant message behind (World State messages aside).
         const stored = await assertStoredInvariants(storage, session.sessionId);
         if (expected.outcome.status === 'failed' && ['model_error', 'model_protocol_error', 'compaction_error'].includes(expected.outcome.code)) {
-          expect(stored.messages.map((m) => m.role)).toEqual(['user']);
+          expect(stored.messages.filter((m) => m.kind !== 'world_state').map((m) => m.role)).toEqual(['user']);
         }
 
-        // The session takes the next turn, and its request is exactly what the stored rows assemble to.
+        // The session takes the next turn, and its request is exactly what a reload would assemble
+        // from the stored rows and checkpoints.
         const next = await session.startTurn({ clientRequestId: 'after', input: [{ type: 'text', text: 'again' }] });
         expect(await session.waitForTurn(next.turnId)).toEqual({ status: 'completed', finalText: 'next turn' });
-        const rows = (await storage.listMessages(session.sessionId)).slice(0, -1);
-        const fromRows = assembleRequest({ system: systemContext, conversation: rows, tools: model.requests.at(-1)!.tools });
-        expect(model.requests.at(-1)!.messages, 'live conversation = stored conversation').toEqual(fromRows.request.messages);
-        expect(model.requests).toHaveLength(firstTurnRequests + 1);
+        const rows = await storage.listMessages(session.sessionId);
+        const beforeAnswer = rows.filter((m) => m.role !== 'assistant' || m.turnId !== next.turnId).at(-1)!;
+        const fromRows = assembleRequest({
+          system: systemContext,
+          conversation: await session.replayConversation({ throughMessageSequence: beforeAnswer.sequence }),
+          tools: turnRequests.at(-1)!.tools,
+        });
+        expect(turnRequests.at(-1)!.messages, 'live conversation = stored conversation').toEqual(fromRows.request.messages);
+        expect(turnRequests).toHaveLength(firstTurnRequests + 1);
         assertAllRequests(model.requests);
         assertSequences(updates, { fromOne: true });
         await session.shutdown();
