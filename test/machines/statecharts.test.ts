@@ -25,13 +25,15 @@ import { assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequen
 /** Transitions no stimulus can fire, and why (docs/verification.md lists them too). */
 export const UNREACHABLE: Record<string, string> = {
   'session.active|session.start_turn|0':
-    'reload_required is only set when maintenance ends, and maintenance never overlaps a turn',
+    'reload_required is set only when a maintenance or a turn ends, and an idle session with it refuses every turn, so no turn is ever active with it',
   'session.active|xstate.error.actor.turn|0': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
   'session.active|xstate.error.actor.turn|1': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
   'turn.running_model.streaming|xstate.done.actor.callModel|1':
     'the callModel actor turns a stream without a completed response into model_protocol_error itself',
   'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',
   'toolCall.executing|xstate.error.actor.execute|0': 'executeTool reports every tool failure as a result; it throws only if the session is gone',
+  'toolCall.control.agent|xstate.error.actor.runAgentTool|0':
+    'agent control reports every failure as a failed result; wait_agent rejects only on its abort, after the call has left this state',
 };
 
 const MACHINES: AnyStateMachine[] = [sessionMachine, turnMachine, toolCallMachine] as unknown as AnyStateMachine[];

@@ -1,7 +1,7 @@
 /**
  * The world configurations the statechart paths are generated under. Each keeps its graph small by
- * varying one area (the model stream, the tool calls, the host commands, compaction, ...); together
- * they reach every transition that a stimulus can fire.
+ * varying one area (the model stream, the tool calls, the host commands, World State, compaction,
+ * sub-agents, ...); together they reach every transition that a stimulus can fire.
  */
 import type { CommandKind, ToolKind, WorldConfig } from './stimuli.js';
 
@@ -12,7 +12,9 @@ const base: WorldConfig = {
   name: 'base',
   maxTurns: 1,
   limits: { maxModelCalls: 2, doomLoopThreshold: 3 },
-  compaction: false,
+  // The runtime's default: compaction on, the model's window unknown (only an explicit overflow compacts).
+  compaction: 'overflow',
+  worldState: false,
   assembleFails: false,
   nonInteractive: false,
   maxCallsPerResponse: 1,
@@ -23,9 +25,17 @@ const base: WorldConfig = {
 };
 
 const OK_TURN: WorldConfig['ports'] = { beginTurn: ['ok'], recordModelCallStart: ['ok'], persistAssistantMessage: ['ok'], finishTurn: ['ok'], record: ['ok'] };
+const RUN_TOOLS: WorldConfig['ports'] = { authorize: ['execute'], execute: ['succeed'] };
 
 export const CONFIGS: WorldConfig[] = [
-  { ...base, name: 'model stream', model: ['text', 'reasoning', 'opaque', 'completed', 'end', 'protocol', 'error'], commands: ['start', 'cancel', 'shutdown'] },
+  {
+    ...base,
+    name: 'model stream',
+    // Without automatic compaction an overflow is an ordinary model failure.
+    compaction: 'off',
+    model: ['text', 'reasoning', 'opaque', 'completed', 'end', 'protocol', 'error', 'overflow'],
+    commands: ['start', 'cancel', 'shutdown'],
+  },
   {
     ...base,
     name: 'tool calls',
@@ -45,20 +55,19 @@ export const CONFIGS: WorldConfig[] = [
   {
     ...base,
     name: 'answers',
-    commands: ['start', 'start_dup', 'cancel_other', 'steer_other', 'resolve_wrong_call', 'resolve_other_turn', 'shutdown'],
-    ports: { ...OK_TURN, authorize: ['card'], execute: ['succeed'] },
+    commands: ['start', 'start_dup', 'cancel_other', 'steer_other', 'resolve_wrong_call', 'resolve_other_turn', 'compact', 'shutdown'],
+    ports: { ...OK_TURN, authorize: ['card'], execute: ['succeed'], manual: ['ok'] },
   },
   {
     ...base,
     name: 'steering and mailbox',
     commands: ['start', 'steer', 'deliver', 'cancel'],
-    ports: { ...OK_TURN, drainInbox: ['ok', 'fail'], authorize: ['execute'], execute: ['succeed'] },
+    ports: { ...OK_TURN, ...RUN_TOOLS, drainInbox: ['ok', 'fail'] },
   },
   {
     ...base,
-    name: 'maintenance and modes',
-    commands: ['start', 'maintenance_begin', 'maintenance_end', 'maintenance_end_reload', 'deliver', 'set_mode', 'cancel_other', 'steer_other', 'resolve_other_turn', 'shutdown'],
-    model: ['completed', 'end'],
+    name: 'manual compaction and modes',
+    commands: ['start', 'compact', 'deliver', 'set_mode', 'cancel_other', 'steer_other', 'resolve_other_turn', 'shutdown'],
     toolKinds: [],
     ports: { ...OK_TURN, finishTurn: ['ok', 'not_running', 'fail'] },
   },
@@ -68,10 +77,41 @@ export const CONFIGS: WorldConfig[] = [
     commands: ['start', 'set_mode', 'resolve_allow_for_session', 'resolve_allow_once'],
     ports: { ...OK_TURN, authorize: ['card'], execute: ['succeed'] },
   },
-  { ...base, name: 'compaction', compaction: true, model: ['completed', 'end', 'overflow', 'text'], commands: ['start', 'cancel', 'shutdown'] },
+  {
+    ...base,
+    name: 'World State',
+    worldState: true,
+    commands: ['start', 'cancel', 'shutdown'],
+    ports: { ...OK_TURN, ...RUN_TOOLS },
+  },
+  {
+    ...base,
+    name: 'overflow compaction',
+    model: ['completed', 'end', 'overflow', 'text'],
+    toolKinds: [],
+    commands: ['start', 'cancel', 'shutdown'],
+    ports: { ...OK_TURN },
+  },
+  {
+    ...base,
+    name: 'threshold compaction',
+    compaction: 'threshold',
+    model: ['completed', 'end', 'overflow'],
+    commands: ['start', 'cancel', 'shutdown'],
+    ports: { ...OK_TURN, ...RUN_TOOLS, compactConversation: ['ok', 'fail', 'reload'] },
+  },
+  {
+    ...base,
+    name: 'sub-agent tools',
+    limits: { maxModelCalls: 3, doomLoopThreshold: 2 },
+    toolKinds: ['spawn', 'wait', 'list'],
+    commands: ['start', 'cancel', 'deliver', 'stop_child', 'shutdown'],
+    ports: { ...OK_TURN },
+  },
   { ...base, name: 'assembly failure', assembleFails: true },
-  { ...base, name: 'sub-agent', nonInteractive: true, ports: { authorize: ['card'] } },
+  { ...base, name: 'explorer session', nonInteractive: true, toolKinds: ['ok_a', 'spawn'], limits: { maxModelCalls: 3, doomLoopThreshold: 3 }, ports: { ...OK_TURN, authorize: ['card'] } },
   { ...base, name: 'model call limit', limits: { maxModelCalls: 1, doomLoopThreshold: 3 } },
+  { ...base, name: 'cancel while sampling', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: 'sampling' }), cmd: 'cancel' } },
   { ...base, name: 'cancel while assembling', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: 'assembling' }), cmd: 'cancel' } },
   { ...base, name: 'shutdown while assembling', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: 'assembling' }), cmd: 'shutdown' } },
   { ...base, name: 'cancel while validating', interrupt: { machine: 'toolCall', state: JSON.stringify('validating'), cmd: 'cancel' } },
@@ -92,14 +132,25 @@ export const DEEP_CONFIGS: WorldConfig[] = [
     ...base,
     name: 'deep: batches with every outcome',
     maxCallsPerResponse: 2,
-    toolKinds: ['ok_a', 'ok_b', 'plan', 'bad_json'],
-    commands: ['start', 'cancel', 'shutdown', ...DECISIONS],
+    toolKinds: ['ok_a', 'ok_b', 'plan', 'bad_json', 'wait'],
+    commands: ['start', 'cancel', 'shutdown', 'deliver', ...DECISIONS],
   },
   {
     ...base,
     name: 'deep: two turns with commands',
     maxTurns: 2,
-    commands: ['start', 'start_dup', 'cancel', 'steer', 'deliver', 'set_mode', 'maintenance_begin', 'maintenance_end', 'shutdown', 'resolve_allow_for_session'],
-    ports: { ...OK_TURN, finishTurn: ['ok', 'fail'], drainInbox: ['ok', 'fail'], authorize: ['card', 'execute'], execute: ['succeed'] },
+    commands: ['start', 'start_dup', 'cancel', 'steer', 'deliver', 'set_mode', 'compact', 'shutdown', 'resolve_allow_for_session'],
+    ports: { ...OK_TURN, finishTurn: ['ok', 'fail'], drainInbox: ['ok', 'fail'], authorize: ['card', 'execute'], execute: ['succeed'], manual: ['ok', 'reload'] },
+  },
+  {
+    ...base,
+    name: 'deep: World State, threshold compaction and sub-agents',
+    maxTurns: 2,
+    worldState: true,
+    compaction: 'threshold',
+    limits: { maxModelCalls: 2, doomLoopThreshold: 2 },
+    toolKinds: ['spawn', 'wait', 'ok_a'],
+    commands: ['start', 'cancel', 'deliver', 'stop_child', 'compact', 'shutdown'],
+    ports: { ...OK_TURN, ...RUN_TOOLS, sampleWorldState: ['ok', 'fail'], compactConversation: ['ok', 'invalid'], manual: ['ok'] },
   },
 ];

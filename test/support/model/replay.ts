@@ -1,16 +1,16 @@
 /**
  * Replays a generated path on the real runtime: each stimulus is produced for real (a gate passed or
- * failed, a model event streamed, a host command called), the runtime is left to settle, and then the
- * three actors, the command's answer and the updates published must be exactly what the simulated
- * path says.
+ * failed, a model event streamed, a summary answered, a catalog read answered, a timer fired, a host
+ * command called), the runtime is left to settle, and then the three actors, the command's answer and
+ * the updates published must be exactly what the simulated path says.
  */
 import { expect } from 'vitest';
-import { CommandError } from '../../../src/errors.js';
 import type { SessionUpdate, SessionUpdateEnvelope } from '../../../src/protocol/updates.js';
 import { ModelError } from '../../../src/errors.js';
+import { validSummary } from '../summaries.js';
 import type { ModelPath } from './model-paths.js';
 import { observe, TOOL_CONTENTS, type SimReply, type Stimulus } from './stimuli.js';
-import { World, type GatedWrite } from './world.js';
+import { SUMMARY_ATTEMPTS, World, type GatedWrite } from './world.js';
 
 export function describeStimuli(path: ModelPath): string {
   return path.steps.map((s) => s.stimulus.type).join(' → ');
@@ -31,6 +31,8 @@ export function updateShape(update: SessionUpdate): string {
       return `turn_finished:${update.outcome.status}${update.outcome.status === 'failed' ? `:${update.outcome.code}` : ''}`;
     case 'draft_cleared':
       return `draft_cleared:${update.reason}`;
+    case 'conversation_compacted':
+      return `conversation_compacted:${update.kind}`;
     default:
       return update.type;
   }
@@ -38,13 +40,19 @@ export function updateShape(update: SessionUpdate): string {
 
 const USAGE = { inputTokens: 3, outputTokens: 2, cachedInputTokens: 0, reasoningTokens: 0 };
 
+/** A command's answer, still to come (boxed: an async function would wait for a bare promise). */
+type Answer = { reply: Promise<SimReply> } | null;
+
 interface ReplayState {
   accepted: string[];
   requests: number;
   modeToggle: boolean;
   delivered: number;
-  replies: Array<Promise<SimReply>>;
   background: Array<Promise<unknown>>;
+  /** The host's manual compaction while it waits for its summary. */
+  compaction: Answer;
+  /** Explorers spawned by the path and not yet stopped. */
+  children: string[];
 }
 
 function asReply(promise: Promise<unknown>): Promise<SimReply> {
@@ -58,7 +66,7 @@ function asReply(promise: Promise<unknown>): Promise<SimReply> {
   );
 }
 
-function command(world: World, state: ReplayState, cmd: Extract<Stimulus, { kind: 'cmd' }>['cmd']): Promise<SimReply> | null {
+async function command(world: World, state: ReplayState, cmd: Extract<Stimulus, { kind: 'cmd' }>['cmd']): Promise<Answer> {
   const session = world.session;
   const active = world.activeTurnId() ?? 'turn_none';
   const snapshot = world.actors().session;
@@ -75,56 +83,81 @@ function command(world: World, state: ReplayState, cmd: Extract<Stimulus, { kind
         },
         () => undefined,
       );
-      return asReply(reply);
+      return { reply: asReply(reply) };
     }
     case 'start_dup':
-      return asReply(session.startTurn({ clientRequestId: state.accepted[state.accepted.length - 1]!, input: [{ type: 'text', text: 'again' }] }));
+      return { reply: asReply(session.startTurn({ clientRequestId: state.accepted[state.accepted.length - 1]!, input: [{ type: 'text', text: 'again' }] })) };
     case 'cancel':
-      return asReply(session.cancelTurn(active));
+      return { reply: asReply(session.cancelTurn(active)) };
     case 'cancel_other':
-      return asReply(session.cancelTurn('turn_other'));
+      return { reply: asReply(session.cancelTurn('turn_other')) };
     case 'resolve_allow_once':
     case 'resolve_deny':
     case 'resolve_allow_for_turn':
     case 'resolve_allow_for_session':
-      return asReply(session.resolvePermission(pending?.turnId ?? active, pending?.toolCallId ?? 'tc_none', cmd.slice('resolve_'.length) as never));
+      return { reply: asReply(session.resolvePermission(pending?.turnId ?? active, pending?.toolCallId ?? 'tc_none', cmd.slice('resolve_'.length) as never)) };
     case 'resolve_wrong_call':
-      return asReply(session.resolvePermission(active, 'tc_wrong', 'allow_once'));
+      return { reply: asReply(session.resolvePermission(active, 'tc_wrong', 'allow_once')) };
     case 'resolve_other_turn':
-      return asReply(session.resolvePermission('turn_other', 'tc_wrong', 'allow_once'));
+      return { reply: asReply(session.resolvePermission('turn_other', 'tc_wrong', 'allow_once')) };
     case 'steer':
-      return asReply(session.steerTurn(active, [{ type: 'text', text: 'steer' }]));
+      return { reply: asReply(session.steerTurn(active, [{ type: 'text', text: 'steer' }])) };
     case 'steer_other':
-      return asReply(session.steerTurn('turn_other', [{ type: 'text', text: 'steer other' }]));
+      return { reply: asReply(session.steerTurn('turn_other', [{ type: 'text', text: 'steer other' }])) };
     case 'deliver':
       state.delivered += 1;
-      return asReply(session.deliverAgentMessage({ id: `agent-msg:${world.sessionId}:${state.delivered}`, taskName: 't', kind: 'final_answer', body: 'b' }));
+      return { reply: asReply(session.deliverAgentMessage({ id: `agent-msg:${world.sessionId}:${state.delivered}`, taskName: 't', kind: 'final_answer', body: 'b' })) };
     case 'set_mode':
       state.modeToggle = !state.modeToggle;
-      return asReply(session.setPermissionMode(state.modeToggle ? 'accept_edits' : 'auto'));
-    case 'maintenance_begin':
-      return asReply(session.beginMaintenance('compact'));
-    case 'maintenance_end':
-      session.endMaintenance(false);
+      return { reply: asReply(session.setPermissionMode(state.modeToggle ? 'accept_edits' : 'auto')) };
+    case 'compact':
+      return { reply: asReply(session.compactConversation()) };
+    case 'stop_child': {
+      // The explorer's first turn is held at its first write: its handle's shutdown times out and
+      // the parent stops the child actor (SessionHandle.shutdown → stopActor → session.stop_child).
+      const child = world.core.session(state.children.shift()!);
+      if (!child) throw new Error('the spawned explorer is not loaded');
+      await child.shutdown(1);
       return null;
-    case 'maintenance_end_reload':
-      session.endMaintenance(true);
-      return null;
+    }
     case 'shutdown': {
       const done = session.shutdown();
       state.background.push(done);
-      return Promise.resolve({ ok: true });
+      return { reply: Promise.resolve({ ok: true }) };
     }
   }
 }
 
-async function passStorage(world: World, method: GatedWrite, outcome: string): Promise<void> {
+function passStorage(world: World, method: GatedWrite, outcome: string): void {
   const gate = world.gate('storage', method);
   if (outcome === 'fail') gate.fail();
   else gate.pass();
 }
 
-async function perform(world: World, state: ReplayState, stimulus: Stimulus): Promise<Promise<SimReply> | null> {
+/** Answers the open summary request (valid or not). */
+function answerSummary(world: World, valid: boolean): void {
+  const gate = world.gate('summary');
+  gate.push({ type: 'text_delta', delta: valid ? validSummary('the model-based path') : 'not a summary' });
+  gate.push({ type: 'completed', usage: USAGE, finishReason: 'stop' });
+  gate.end();
+}
+
+/** A compaction's summary and checkpoint, as the outcome says (turn or manual alike). */
+async function compaction(world: World, outcome: string): Promise<void> {
+  if (outcome === 'invalid') {
+    for (let attempt = 1; attempt <= SUMMARY_ATTEMPTS; attempt += 1) {
+      await world.until(() => world.has('summary'), `summary attempt ${attempt}`);
+      answerSummary(world, false);
+    }
+    return;
+  }
+  if (outcome === 'reload') world.failInstall = true;
+  answerSummary(world, true);
+  await world.until(() => world.has('storage', 'insertCheckpoint'), 'the checkpoint write');
+  passStorage(world, 'insertCheckpoint', outcome === 'fail' ? 'fail' : 'ok');
+}
+
+async function perform(world: World, state: ReplayState, stimulus: Stimulus): Promise<Answer> {
   switch (stimulus.kind) {
     case 'cmd':
       return command(world, state, stimulus.cmd);
@@ -168,23 +201,62 @@ async function perform(world: World, state: ReplayState, stimulus: Stimulus): Pr
     case 'port':
       switch (stimulus.actor) {
         case 'beginTurn':
-          await passStorage(world, 'beginTurn', stimulus.outcome);
+          passStorage(world, 'beginTurn', stimulus.outcome);
           return null;
         case 'drainInbox':
-          await passStorage(world, 'appendTurnMessages', stimulus.outcome);
+          passStorage(world, 'appendTurnMessages', stimulus.outcome);
           return null;
+        case 'sampleWorldState': {
+          const gate = world.gate('catalog');
+          if (stimulus.outcome === 'catalog_error') {
+            gate.fail(new Error('the skill root cannot be read'));
+            return null;
+          }
+          // A failed write needs a write: a changed catalog always makes one.
+          if (stimulus.outcome === 'fail') world.catalogVersion += 1;
+          gate.answer(`<available_skills>\ncatalog version ${world.catalogVersion}\n</available_skills>`);
+          const sampling = () => Boolean(world.actors().turn?.children.sampleWorldState);
+          await world.until(() => !sampling() || world.has('storage', 'appendTurnMessages'), 'the World State write or the end of sampling');
+          if (stimulus.outcome === 'fail') passStorage(world, 'appendTurnMessages', 'fail');
+          else if (world.has('storage', 'appendTurnMessages')) passStorage(world, 'appendTurnMessages', 'ok');
+          return null;
+        }
         case 'recordModelCallStart':
-          await passStorage(world, 'recordModelCallStart', stimulus.outcome);
+          passStorage(world, 'recordModelCallStart', stimulus.outcome);
           return null;
         case 'persistAssistantMessage':
-          await passStorage(world, 'commitAssistantMessage', stimulus.outcome);
+          passStorage(world, 'commitAssistantMessage', stimulus.outcome);
           return null;
         case 'record':
-          await passStorage(world, 'commitToolResult', stimulus.outcome);
+          passStorage(world, 'commitToolResult', stimulus.outcome);
           return null;
         case 'commitPlan':
-          await passStorage(world, 'commitPlanUpdate', stimulus.outcome);
+          passStorage(world, 'commitPlanUpdate', stimulus.outcome);
           return null;
+        case 'compactConversation':
+          await compaction(world, stimulus.outcome);
+          return null;
+        case 'manual': {
+          await compaction(world, stimulus.outcome);
+          const reply = state.compaction;
+          state.compaction = null;
+          return reply;
+        }
+        case 'runAgentTool': {
+          if (stimulus.outcome === 'timeout') {
+            world.gate('timer').fire();
+            return null;
+          }
+          const gate = world.gate('storage', 'createSession');
+          const childId = (gate.args[0] as { id: string }).id;
+          if (stimulus.outcome === 'fail') gate.fail();
+          else {
+            gate.pass();
+            state.children.push(childId);
+            world.children.push(childId);
+          }
+          return null;
+        }
         case 'recordCancelledCalls': {
           if (stimulus.outcome === 'fail') {
             world.gate('storage', 'commitToolResult').fail();
@@ -194,9 +266,8 @@ async function perform(world: World, state: ReplayState, stimulus: Stimulus): Pr
           for (;;) {
             const turn = world.actors().turn;
             if (!turn?.children.recordCancelledCalls) return null;
-            const open = world.gates.find((g) => !g.answered && g.kind === 'storage' && g.method === 'commitToolResult');
-            if (!open) throw new Error('recordCancelledCalls is running but writes nothing');
-            (open as { pass(): void }).pass();
+            if (!world.has('storage', 'commitToolResult')) throw new Error('recordCancelledCalls is running but writes nothing');
+            passStorage(world, 'commitToolResult', 'ok');
             await world.settle();
           }
         }
@@ -210,12 +281,6 @@ async function perform(world: World, state: ReplayState, stimulus: Stimulus): Pr
             world.failedEnds.add(gate.args[0] as string);
             gate.fail();
           } else gate.pass();
-          return null;
-        }
-        case 'compactConversation': {
-          const gate = world.gate('compaction');
-          if (stimulus.outcome === 'ok') gate.answer();
-          else gate.fail(new Error('compaction failed'));
           return null;
         }
         case 'authorize': {
@@ -261,7 +326,7 @@ async function perform(world: World, state: ReplayState, stimulus: Stimulus): Pr
 
 /** Replays `path` on `world`, asserting the state, answer and updates after every step. */
 export async function replay(world: World, path: ModelPath): Promise<void> {
-  const state: ReplayState = { accepted: [], requests: 0, modeToggle: false, delivered: 0, replies: [], background: [] };
+  const state: ReplayState = { accepted: [], requests: 0, modeToggle: false, delivered: 0, background: [], compaction: null, children: [] };
   const interrupt = path.config.interrupt;
   if (interrupt) {
     world.arm(interrupt.machine, interrupt.state, () => {
@@ -272,11 +337,16 @@ export async function replay(world: World, path: ModelPath): Promise<void> {
   const where = (i: number) => `${path.config.name} step ${i + 1}/${path.steps.length} (${path.steps[i]!.stimulus.type})\n  path: ${describeStimuli(path)}`;
   for (const [i, step] of path.steps.entries()) {
     const seen = world.updates.length;
-    const reply = await perform(world, state, step.stimulus);
+    let answer = await perform(world, state, step.stimulus);
     await world.settle();
     const expected = step.state.actors;
     expect(world.observe(), where(i)).toEqual(observe(expected.session, expected.turn, expected.toolCall));
-    if (reply) expect(await reply, `${where(i)}: the command's answer`).toEqual(step.reply);
+    if (step.stimulus.kind === 'cmd' && step.stimulus.cmd === 'compact' && step.reply === null) {
+      // The compaction waits for its summary: its answer is checked when it ends.
+      state.compaction = answer;
+      answer = null;
+    }
+    if (answer) expect(await answer.reply, `${where(i)}: the command's answer`).toEqual(step.reply);
     const published = world.updates.slice(seen).map((e: SessionUpdateEnvelope) => updateShape(e.update));
     expect(published, `${where(i)}: updates`).toEqual(step.state.last.updates.map((u) => updateShape(u.update)));
   }
@@ -284,7 +354,6 @@ export async function replay(world: World, path: ModelPath): Promise<void> {
     expect(!world.armed, `${path.config.name}: the interrupt fired as in the path`).toBe(path.steps.at(-1)!.state.env.interruptFired);
     world.disarm();
   }
+  expect(state.compaction, 'no compaction is left waiting at the end of a path').toBeNull();
   await Promise.all(state.background);
 }
-
-export { CommandError };

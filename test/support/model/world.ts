@@ -1,23 +1,32 @@
 /**
- * The real runtime with every port held by the test: each storage write, each model stream, each
- * authorisation, each tool run and each compaction waits at a gate until the test lets it commit,
- * fail or emit. Storage is a real database (PGlite or Postgres); a passed gate runs the real SQL, a
- * failed one rejects as a broken connection would. The actors are reached through XState inspection,
- * which is also where transition coverage of the running charts is measured.
+ * The real runtime with every port held by the test: each storage write, each model stream (a
+ * turn's call or a compaction's summary), each World State catalog read, each authorisation, each
+ * tool run and each wait_agent timer waits at a gate until the test lets it commit, fail, answer or
+ * fire. Storage is a real database (PGlite or Postgres); a passed gate runs the real SQL, a failed
+ * one rejects as a broken connection would. Compaction is the real Compactor (pruning, a strictly
+ * validated summary, a checkpoint); sub-agents are real child sessions under the root's actor. The
+ * session's actors are reached through XState inspection, which is also where transition coverage
+ * of the running charts is measured (only this session's Session, Turn and tool-call actors count:
+ * a spawned explorer's actors are not part of the path).
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { createCore, type Core } from '../../../src/core.js';
 import { ModelError, StorageError } from '../../../src/errors.js';
 import type { SessionUpdateEnvelope } from '../../../src/protocol/updates.js';
 import type { SessionHandle } from '../../../src/session-handle.js';
+import type { Timers } from '../../../src/services/agents/signal.js';
 import type { ModelCallOptions, ModelPort, ModelRequest, ModelStreamEvent } from '../../../src/services/model/port.js';
 import type { Authorizer } from '../../../src/services/runtime.js';
 import { defineTool, type Authorization, type ToolContext, type ToolExecuteResult } from '../../../src/services/tools/define.js';
 import type { SessionStorage } from '../../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
+import { isSummaryRequest, validSummary } from '../summaries.js';
 import { transitionKey, type TransitionDefinitionLike } from './transitions.js';
-import { observe, SESSION_ID, type Observation, type WorldConfig } from './stimuli.js';
+import { observe, RATE_LIMITS, SESSION_ID, TINY_CONTEXT_WINDOW, type Observation, type WorldConfig } from './stimuli.js';
 
 export const GATED_WRITES = [
   'beginTurn',
@@ -27,8 +36,13 @@ export const GATED_WRITES = [
   'commitToolResult',
   'commitPlanUpdate',
   'finishTurn',
+  'insertCheckpoint',
+  'createSession',
 ] as const;
 export type GatedWrite = (typeof GATED_WRITES)[number];
+
+/** Summary attempts of the world's compactor (each answered by the path). */
+export const SUMMARY_ATTEMPTS = 2;
 
 interface Deferred<T> {
   promise: Promise<T>;
@@ -49,6 +63,8 @@ function deferred<T>(): Deferred<T> {
 export interface StorageGate {
   kind: 'storage';
   method: GatedWrite;
+  /** The session the write belongs to (a spawned explorer's writes are not the path's). */
+  owner: string | null;
   args: unknown[];
   answered: boolean;
   pass(): void;
@@ -56,7 +72,8 @@ export interface StorageGate {
 }
 
 export interface ModelGate {
-  kind: 'model';
+  /** `summary`: a compaction's summary request (no tools, the summary instruction last). */
+  kind: 'model' | 'summary';
   request: ModelRequest;
   turnId: string | null;
   answered: boolean;
@@ -82,14 +99,23 @@ export interface ToolGate {
   fail(error: Error): void;
 }
 
-export interface CompactionGate {
-  kind: 'compaction';
+/** The World State skill catalog source: answered with a body, or failing. */
+export interface CatalogGate {
+  kind: 'catalog';
   answered: boolean;
-  answer(): void;
+  answer(body: string): void;
   fail(error: Error): void;
 }
 
-export type Gate = StorageGate | ModelGate | AuthorizeGate | ToolGate | CompactionGate;
+/** A wait_agent timeout (the world's injected timers). */
+export interface TimerGate {
+  kind: 'timer';
+  answered: boolean;
+  fire(): void;
+}
+
+export type Gate = StorageGate | ModelGate | AuthorizeGate | ToolGate | CatalogGate | TimerGate;
+type GateOf<K extends Gate['kind']> = K extends 'model' | 'summary' ? ModelGate : Extract<Gate, { kind: K }>;
 
 /** What the model port saw, with the turn that asked. */
 export interface RecordedRequest {
@@ -119,19 +145,36 @@ async function quiet(world: { activity: number; inFlight: number }, timeoutMs = 
   }
 }
 
+let workspace: string | null = null;
+
+/** One empty working directory for every world: World State samples a fixed project layout. */
+function worldWorkspace(): string {
+  workspace ??= mkdtempSync(join(tmpdir(), 'openwork-model-'));
+  return workspace;
+}
+
+type Ref = AnyActorRef & { _parent?: Ref };
+
 export class World {
   core!: Core;
   session!: SessionHandle;
   readonly gates: Gate[] = [];
   readonly updates: SessionUpdateEnvelope[] = [];
   readonly requests: RecordedRequest[] = [];
+  /** Explorer sessions spawned by the path, in order. */
+  readonly children: string[] = [];
   activity = 0;
   inFlight = 0;
   /** When set, every gate answers itself with success (a healthy runtime, to finish a path). */
   autopilot = false;
-  private root: AnyActorRef | undefined;
+  /** The next committed checkpoint fails to install (reference §3.9 step 8). */
+  failInstall = false;
+  /** The skill catalog body the World State sampler reads; a new one is a changed section. */
+  catalogVersion = 1;
+  private root: Ref | undefined;
   private trigger: { machine: string; state: string; fire: () => void } | null = null;
   private callCounter = 0;
+  private readonly turnOwners = new Map<string, string>();
 
   private constructor(private readonly options: WorldOptions) {}
 
@@ -147,6 +190,15 @@ export class World {
 
   private touch(): void {
     this.activity += 1;
+  }
+
+  /** Which session a storage call writes to. */
+  private ownerOf(method: string, args: unknown[]): string | null {
+    const first = args[0] as { sessionId?: string; parentSessionId?: string } | string | undefined;
+    if (method === 'createSession') return (first as { parentSessionId?: string }).parentSessionId ?? null;
+    if (typeof first === 'object' && first?.sessionId) return first.sessionId;
+    if (typeof first === 'string') return this.turnOwners.get(first) ?? null;
+    return null;
   }
 
   private gatedStorage(inner: SessionStorage): SessionStorage {
@@ -165,11 +217,17 @@ export class World {
         };
         if (!(GATED_WRITES as readonly string[]).includes(method)) return call;
         return (...args: unknown[]) => {
-          if (this.autopilot) return call(...args);
+          if (method === 'beginTurn') {
+            const input = args[0] as { turnId: string; sessionId: string };
+            this.turnOwners.set(input.turnId, input.sessionId);
+          }
+          // Only a spawned explorer's row is held; the world's own sessions are created freely.
+          if (this.autopilot || (method === 'createSession' && !(args[0] as { parentSessionId?: string }).parentSessionId)) return call(...args);
           const d = deferred<unknown>();
           const gate: StorageGate = {
             kind: 'storage',
             method: method as GatedWrite,
+            owner: this.ownerOf(method, args),
             args,
             answered: false,
             pass: () => {
@@ -195,13 +253,16 @@ export class World {
       id: 'gated/model',
       providerId: 'gated',
       model: 'model',
+      ...(this.options.config.compaction === 'threshold' ? { contextWindow: TINY_CONTEXT_WINDOW } : {}),
+      rateLimits: () => RATE_LIMITS,
       stream(request: ModelRequest, { signal }: ModelCallOptions): AsyncIterable<ModelStreamEvent> {
+        const summary = isSummaryRequest(request);
         const turnId = world.activeTurnId();
-        world.requests.push({ request: structuredClone(request), turnId });
+        if (!summary) world.requests.push({ request: structuredClone(request), turnId });
         const queue: Array<{ event?: ModelStreamEvent; end?: true; error?: Error }> = [];
         let wake: (() => void) | null = null;
         const gate: ModelGate = {
-          kind: 'model',
+          kind: summary ? 'summary' : 'model',
           request,
           turnId,
           answered: false,
@@ -226,8 +287,8 @@ export class World {
         world.gates.push(gate);
         world.touch();
         if (world.autopilot) {
-          gate.push({ type: 'text_delta', delta: 'fine' });
-          gate.push({ type: 'completed', usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 } });
+          gate.push({ type: 'text_delta', delta: summary ? validSummary('a healthy runtime') : 'fine' });
+          gate.push({ type: 'completed', usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 }, finishReason: 'stop' });
           gate.end();
         }
         return (async function* () {
@@ -322,34 +383,71 @@ export class World {
     return [gated, explode];
   }
 
-  private compaction() {
+  /** The World State skill catalog: each sample waits for the path to answer it. */
+  private catalog(): () => Promise<string | null> {
+    return () => {
+      const body = `<available_skills>\ncatalog version ${this.catalogVersion}\n</available_skills>`;
+      if (this.autopilot) return Promise.resolve(body);
+      const d = deferred<string | null>();
+      const gate: CatalogGate = {
+        kind: 'catalog',
+        answered: false,
+        answer: (text) => {
+          gate.answered = true;
+          d.resolve(text);
+        },
+        fail: (error) => {
+          gate.answered = true;
+          d.reject(error);
+        },
+      };
+      this.gates.push(gate);
+      this.touch();
+      return d.promise;
+    };
+  }
+
+  /** wait_agent's timers: a timeout fires only when the path says so. */
+  private timers(): Timers {
     return {
-      compactAtTokens: 1,
-      compact: () => {
-        if (this.autopilot) return Promise.resolve();
-        const d = deferred<void>();
-        const gate: CompactionGate = {
-          kind: 'compaction',
+      setTimeout: (fn, ms) => {
+        if (this.autopilot) return setTimeout(fn, 0);
+        const gate: TimerGate = {
+          kind: 'timer',
           answered: false,
-          answer: () => {
+          fire: () => {
             gate.answered = true;
-            d.resolve();
-          },
-          fail: (error) => {
-            gate.answered = true;
-            d.reject(error);
+            fn();
           },
         };
+        void ms;
         this.gates.push(gate);
         this.touch();
-        return d.promise;
+        return gate;
+      },
+      clearTimeout: (handle) => {
+        if (handle && typeof handle === 'object' && 'kind' in (handle as object)) (handle as TimerGate).answered = true;
+        else clearTimeout(handle as NodeJS.Timeout);
       },
     };
   }
 
+  /** Whether an actor belongs to this session's Session → Turn → tool-call chain. */
+  private ours(ref: Ref): boolean {
+    const root = this.root;
+    if (!root) return false;
+    if (ref === root) return true;
+    if (ref.id === 'turn') return ref._parent === root;
+    if (ref.id === 'toolCall') return ref._parent?.id === 'turn' && ref._parent._parent === root;
+    return false;
+  }
+
   private inspect(event: InspectionEvent): void {
     this.touch();
-    if (event.type === '@xstate.actor' && (event.actorRef as AnyActorRef).id === `session:${this.sessionId}`) this.root = event.actorRef as AnyActorRef;
+    const ref = event.actorRef as Ref;
+    const rootId = this.options.config.nonInteractive ? `agent:${this.sessionId}` : `session:${this.sessionId}`;
+    if (event.type === '@xstate.actor' && ref.id === rootId) this.root = ref;
+    if (!this.ours(ref)) return;
     if (event.type === '@xstate.microstep' && this.options.onTransition) {
       for (const t of (event as unknown as { _transitions: TransitionDefinitionLike[] })._transitions) {
         const key = transitionKey(t);
@@ -359,7 +457,7 @@ export class World {
     if (event.type === '@xstate.snapshot' && this.trigger) {
       const trigger = this.trigger;
       const snapshot = event.snapshot as { value?: unknown; status?: string };
-      if ((event.actorRef as AnyActorRef).id === trigger.machine && snapshot.status === 'active' && JSON.stringify(snapshot.value) === trigger.state) {
+      if (ref.id === trigger.machine && snapshot.status === 'active' && JSON.stringify(snapshot.value) === trigger.state) {
         this.trigger = null;
         trigger.fire();
       }
@@ -374,10 +472,11 @@ export class World {
     const { config, storage } = this.options;
     const gated = this.gatedStorage(storage);
     let idCounter = 0;
+    const [gatedTool, explodeTool] = this.tools();
     this.core = await createCore({
       storage: gated,
       model: this.model(),
-      tools: this.tools(),
+      tools: [gatedTool!, explodeTool!],
       authorizer: this.authorizer(),
       // Ids unique across the paths that share one database, deterministic within a path.
       ids: { next: (prefix) => `${prefix}_${this.sessionId}_${(idCounter += 1)}` },
@@ -386,7 +485,25 @@ export class World {
       toolCancelGraceMs: 5_000,
       // An over-long system prompt makes every request assembly fail (the part limit is 10,000 tokens).
       ...(config.assembleFails ? { systemPrompt: 'x'.repeat(48_000) } : {}),
-      ...(config.compaction ? { compaction: this.compaction() } : {}),
+      compaction:
+        config.compaction === 'off'
+          ? false
+          : {
+              attempts: SUMMARY_ATTEMPTS,
+              retryDelayMs: 0,
+              attemptTimeoutMs: 60_000,
+              beforeInstall: () => {
+                if (!this.failInstall) return;
+                this.failInstall = false;
+                throw new Error('injected install failure');
+              },
+            },
+      worldState: config.worldState ? { skillsCatalog: this.catalog() } : false,
+      skills: { root: null },
+      // Explorers run the world's tools, so that a sub-agent session meets the same gates.
+      agents: { explorerTools: [gatedTool!, explodeTool!] },
+      timers: this.timers(),
+      openworkHome: join(worldWorkspace(), '.openwork'),
       inspect: (event) => this.inspect(event),
       onActorError: (_id, error) => {
         throw error;
@@ -394,11 +511,11 @@ export class World {
     });
     if (config.nonInteractive) {
       const parentId = `${this.sessionId}_parent`;
-      await storage.createSession({ id: parentId, workingDirectory: process.cwd() });
-      await storage.createSession({ id: this.sessionId, workingDirectory: process.cwd(), parentSessionId: parentId, taskName: 'child', agentRole: 'explorer' });
+      await storage.createSession({ id: parentId, workingDirectory: worldWorkspace() });
+      await storage.createSession({ id: this.sessionId, workingDirectory: worldWorkspace(), parentSessionId: parentId, taskName: 'child', agentRole: 'explorer' });
       this.session = await this.core.loadSession(this.sessionId);
     } else {
-      this.session = await this.core.createSession({ workingDirectory: process.cwd(), id: this.sessionId });
+      this.session = await this.core.createSession({ workingDirectory: worldWorkspace(), id: this.sessionId });
     }
     this.session.updates$.subscribe((e) => {
       this.updates.push(e);
@@ -426,6 +543,17 @@ export class World {
     return quiet(this);
   }
 
+  /** Waits (settling) until `test` holds; effects that no gate holds (file reads, a retry pause) finish meanwhile. */
+  async until(test: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      await this.settle();
+      if (test()) return;
+      if (Date.now() > deadline) throw new Error(`the runtime did not reach: ${what}; pending: ${this.pending().join(', ') || 'none'}`);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  }
+
   activeTurnId(): string | null {
     return (this.root?.getSnapshot() as { context?: { activeTurn: { turnId: string } | null } } | undefined)?.context?.activeTurn?.turnId ?? null;
   }
@@ -443,19 +571,30 @@ export class World {
     return observe(session, turn, toolCall);
   }
 
-  /** The latest unanswered gate of a kind (storage gates by method). */
-  gate<K extends Gate['kind']>(kind: K, method?: GatedWrite): Extract<Gate, { kind: K }> {
+  private open(kind: Gate['kind'], method?: GatedWrite): Gate | undefined {
     for (let i = this.gates.length - 1; i >= 0; i -= 1) {
       const g = this.gates[i]!;
       if (g.answered || g.kind !== kind) continue;
-      if (method && (g as StorageGate).method !== method) continue;
-      return g as Extract<Gate, { kind: K }>;
+      if (g.kind === 'storage' && (g.owner !== this.sessionId || (method && g.method !== method))) continue;
+      return g;
     }
-    throw new Error(`no pending ${kind}${method ? ` ${method}` : ''} gate; pending: ${this.pending().join(', ') || 'none'}`);
+    return undefined;
+  }
+
+  /** Whether an unanswered gate of this session is open. */
+  has(kind: Gate['kind'], method?: GatedWrite): boolean {
+    return this.open(kind, method) !== undefined;
+  }
+
+  /** The latest unanswered gate of a kind (storage gates of this session, by method). */
+  gate<K extends Gate['kind']>(kind: K, method?: GatedWrite): GateOf<K> {
+    const found = this.open(kind, method);
+    if (!found) throw new Error(`no pending ${kind}${method ? ` ${method}` : ''} gate; pending: ${this.pending().join(', ') || 'none'}`);
+    return found as GateOf<K>;
   }
 
   pending(): string[] {
-    return this.gates.filter((g) => !g.answered).map((g) => (g.kind === 'storage' ? `storage.${g.method}` : g.kind));
+    return this.gates.filter((g) => !g.answered).map((g) => (g.kind === 'storage' ? `storage.${g.method}${g.owner === this.sessionId ? '' : `(${g.owner})`}` : g.kind));
   }
 
   nextCallId(): string {
@@ -468,7 +607,8 @@ export class World {
     for (const g of this.gates) {
       if (g.answered) continue;
       if (g.kind === 'storage') g.fail();
-      else if (g.kind === 'model') g.fail(new ModelError('model_error', 'released'));
+      else if (g.kind === 'model' || g.kind === 'summary') g.fail(new ModelError('model_error', 'released'));
+      else if (g.kind === 'timer') g.answered = true;
       else g.fail(new Error('released'));
     }
   }
@@ -476,10 +616,6 @@ export class World {
   async shutdown(): Promise<void> {
     this.autopilot = true;
     this.release();
-    // A compaction or rewind the path left open would hold the shutdown until its timeout.
-    if (this.root?.getSnapshot().status === 'active' && (this.root.getSnapshot() as { value: unknown }).value === 'maintenance') {
-      this.session.endMaintenance(false);
-    }
     await this.core.shutdown();
   }
 }
