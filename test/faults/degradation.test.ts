@@ -1,10 +1,13 @@
 /**
  * Fault injection (issue 6, item 5): a failure at each storage write — turn start, assistant
- * message, tool result, plan, mailbox message, end of turn — and a Postgres server stopped and
- * restarted mid-turn. Every row of seed 000 §11's degradation table is checked exactly, and after
- * each fault the session accepts a new turn once the database works again.
+ * message, tool result, plan, mailbox message, World State message, checkpoint (in a turn and
+ * manual), prune watermark, explorer row, end of turn — and a Postgres server stopped and restarted
+ * mid-turn (during the model call, a tool run, a compaction's summary). Every row of seed 000 §11's
+ * degradation table (and reference §3.2 / §3.9 for the compaction writes) is checked exactly, and
+ * after each fault the session accepts a new turn once the database works again.
  */
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { SUMMARY_PREFIX } from '../../src/services/context/chat-state.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { config as rxjsConfig } from 'rxjs';
@@ -22,6 +25,7 @@ import { failTool } from '../../src/testing/tools.js';
 import { backends } from '../support/databases.js';
 import { faultyStorage, type FaultyStorage } from '../support/faults.js';
 import { harness, updateTypes, type Harness } from '../support/harness.js';
+import { compactingModel, validSummary } from '../support/summaries.js';
 import { assertNoRunningAfterTerminal, assertSequences, assertStoredInvariants } from '../support/invariants.js';
 import { startPostgres, type PostgresServer } from '../support/postgres-server.js';
 
@@ -257,18 +261,150 @@ describe.each(backends)('degradation table (seed 000 §11) on $name', (backend) 
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a checkpoint committed but not installed: reload_required refuses turns until the session is reloaded', async () => {
-    const h = await harness(storage, [{ text: 'after reload' }]);
-    await h.session.beginMaintenance('compact');
-    h.session.endMaintenance(true);
+  it('World State message write fails: no model call, persistence_error; the next turn sends the sections', async () => {
+    const faulty = faultyStorage(storage);
+    faulty.failOn('appendTurnMessages', 1);
+    const workingDirectory = mkdtempSync(join(tmpdir(), 'openwork-ws-'));
+    const h = await harness(faulty, [{ text: 'back' }], { worldState: {}, workingDirectory });
+    const { turnId, outcome } = await h.run('first');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
+    expect(h.model.requests).toHaveLength(0);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'persistence_error', modelCallCount: 0 });
+    expect((await storage.listMessages(h.session.sessionId)).map((m) => m.kind)).toEqual(['normal']);
+    await recovers(h, storage, faulty);
+    // Nothing of the failed sample counts as sent: the next turn samples and writes the sections.
+    const kinds = h.model.requests[0]!.messages.map((m) => (m.role === 'user' ? m.kind : m.role));
+    expect(kinds.filter((k) => k === 'world_state').length).toBeGreaterThan(0);
+    rmSync(workingDirectory, { recursive: true, force: true });
+  });
+
+  it('checkpoint write fails during an overflow compaction: compaction_error, no checkpoint, the conversation unchanged', async () => {
+    const faulty = faultyStorage(storage);
+    faulty.failOn('insertCheckpoint', 1);
+    const model = compactingModel([{ error: new ModelError('context_overflow', 'prompt is too long') }, { text: 'back' }]);
+    const h = await harness(faulty, model, { compaction: { retryDelayMs: 0 } });
+    const { turnId, outcome } = await h.run('first');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'compaction_error' });
+    expect(model.summaryRequests).toHaveLength(1);
+    expect(model.turnRequests).toHaveLength(1);
+    expect(await storage.listCheckpoints(h.session.sessionId)).toEqual([]);
+    expect(updateTypes(h.updates)).not.toContain('conversation_compacted');
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'compaction_error' });
+    await recovers(h, storage, faulty);
+    // The old conversation is kept as it was: no summary replaced the first request.
+    const texts = model.turnRequests.at(-1)!.messages.map((m) => (m.role === 'user' ? m.content.map((b) => b.text).join('') : m.role));
+    expect(texts).toEqual(['first', 'again']);
+  });
+
+  it('checkpoint write fails during a manual compaction: compaction_error, no checkpoint, the session goes on as before', async () => {
+    const faulty = faultyStorage(storage);
+    const model = compactingModel([{ text: 'one' }, { text: 'back' }]);
+    const h = await harness(faulty, model, { compaction: { retryDelayMs: 0 } });
+    await h.run('first');
+    faulty.failOn('insertCheckpoint', 1);
+    await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'compaction_error' });
+    expect(h.session.status()).toEqual({ type: 'idle' });
+    expect(await storage.listCheckpoints(h.session.sessionId)).toEqual([]);
+    expect(updateTypes(h.updates)).not.toContain('conversation_compacted');
+    await recovers(h, storage, faulty);
+    const texts = model.turnRequests.at(-1)!.messages.map((m) => (m.role === 'user' ? m.content.map((b) => b.text).join('') : m.role));
+    expect(texts).toEqual(['first', 'assistant', 'again']);
+  });
+
+  it('prune watermark write fails: no pruning this time, the compaction summarises the unpruned conversation and the turn goes on', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'openwork-home-'));
+    const big = defineTool({ name: 'big', description: 'Returns a long text.', parameters: z.object({}), execute: () => `BEGIN${'x'.repeat(10_000)}END` });
+    const run = async (failWatermark: boolean) => {
+      const faulty = faultyStorage(storage);
+      const model = compactingModel([
+        { toolCalls: [{ name: 'big', arguments: {}, callId: 'long1' }] },
+        { text: 'first done' },
+        { error: new ModelError('context_overflow', 'prompt is too long') },
+        { text: 'resubmitted' },
+        { text: 'back' },
+      ]);
+      const h = await harness(faulty, model, { compaction: { retryDelayMs: 0 }, tools: [big], openworkHome: home });
+      await h.run('first');
+      if (failWatermark) faulty.failOn('advancePruneWatermark', 1);
+      const { outcome } = await h.run('second');
+      expect(outcome).toEqual({ status: 'completed', finalText: 'resubmitted' });
+      expect(model.summaryRequests).toHaveLength(1);
+      expect(await storage.listCheckpoints(h.session.sessionId)).toHaveLength(1);
+      const summaryInput = JSON.stringify(model.summaryRequests[0]!.messages);
+      const watermark = (await storage.getSession(h.session.sessionId))!.toolResultPrunedThroughSequence;
+      await recovers(h, storage, faulty);
+      return { summaryInput, watermark };
+    };
+    const failed = await run(true);
+    expect(failed.watermark).toBeNull();
+    expect(failed.summaryInput).toContain('x'.repeat(10_000));
+    expect(failed.summaryInput).not.toContain('[tool result pruned:');
+    // The same turn with a working database prunes first (the difference is only the pruning).
+    const healthy = await run(false);
+    expect(healthy.watermark).not.toBeNull();
+    expect(healthy.summaryInput).toContain('[tool result pruned:');
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('explorer row write fails: spawn_agent answers agent_start_failed and the parent turn goes on', async () => {
+    const faulty = faultyStorage(storage);
+    const h = await harness(faulty, [{ toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'probe', message: 'look' }, callId: 's1' }] }, { text: 'went on' }, { text: 'back' }]);
+    faulty.failOn('createSession', 1);
+    const { outcome } = await h.run('delegate');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'went on' });
+    expect(h.model.requests[1]!.messages.at(-1)).toMatchObject({ role: 'tool', callId: 's1', status: 'error', text: expect.stringMatching(/^agent_start_failed: /) });
+    expect(await storage.listChildSessions(h.session.sessionId)).toEqual([]);
+    await recovers(h, storage, faulty);
+  });
+
+  it('a checkpoint committed but not installed (manual): reload_required refuses turns until the session is reloaded', async () => {
+    let failInstall = true;
+    const model = compactingModel([{ text: 'one' }, { text: 'after reload' }]);
+    const h = await harness(storage, model, {
+      compaction: {
+        retryDelayMs: 0,
+        beforeInstall: () => {
+          if (failInstall) throw new Error('injected install failure');
+        },
+      },
+    });
+    await h.run('first');
+    await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'reload_required' });
+    failInstall = false;
+    // The committed checkpoint is not deleted (reference §3.9).
+    expect(await storage.listCheckpoints(h.session.sessionId)).toHaveLength(1);
     await expect(h.session.startTurn({ clientRequestId: 'refused', input: [{ type: 'text', text: 'x' }] })).rejects.toMatchObject({ code: 'reload_required' });
-    await h.session.shutdown();
-    const model = scriptedModel([{ text: 'after reload' }]);
-    const core = await createCore({ storage, model, closeStorageOnShutdown: false });
-    const reloaded = await core.loadSession(h.session.sessionId);
+    await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'reload_required' });
+    // Loading the session again rebuilds it from the database; the next request is the checkpoint's projection.
+    const reloaded = await h.core.loadSession(h.session.sessionId);
+    expect(reloaded).not.toBe(h.session);
     const { turnId } = await reloaded.startTurn({ clientRequestId: 'reloaded', input: [{ type: 'text', text: 'x' }] });
     expect(await reloaded.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'after reload' });
-    await core.shutdown();
+    expect(JSON.stringify(model.turnRequests.at(-1)!.messages)).toContain(SUMMARY_PREFIX.slice(0, 20));
+  });
+
+  it('a checkpoint committed but not installed (in a turn): compaction_error, then reload_required until the session is reloaded', async () => {
+    let failInstall = true;
+    const model = compactingModel([{ error: new ModelError('context_overflow', 'prompt is too long') }, { text: 'after reload' }]);
+    const h = await harness(storage, model, {
+      compaction: {
+        retryDelayMs: 0,
+        beforeInstall: () => {
+          if (failInstall) throw new Error('injected install failure');
+        },
+      },
+    });
+    const { turnId, outcome } = await h.run('first');
+    failInstall = false;
+    expect(outcome).toMatchObject({ status: 'failed', code: 'compaction_error' });
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'compaction_error' });
+    expect(await storage.listCheckpoints(h.session.sessionId)).toHaveLength(1);
+    expect(h.session.snapshot().reloadRequired).toBe(true);
+    await expect(h.session.startTurn({ clientRequestId: 'refused', input: [{ type: 'text', text: 'x' }] })).rejects.toMatchObject({ code: 'reload_required' });
+    const reloaded = await h.core.loadSession(h.session.sessionId);
+    const next = await reloaded.startTurn({ clientRequestId: 'reloaded', input: [{ type: 'text', text: 'x' }] });
+    expect(await reloaded.waitForTurn(next.turnId)).toEqual({ status: 'completed', finalText: 'after reload' });
+    expect(JSON.stringify(model.turnRequests.at(-1)!.messages)).toContain(SUMMARY_PREFIX.slice(0, 20));
   });
 });
 
@@ -345,5 +481,33 @@ describe('a Postgres server stopped and restarted mid-turn', () => {
 
   it('during a tool run: its result is lost, nothing more runs, the next turn works once the server is back', async () => {
     await midTurn('tool');
+  });
+
+  it('during a compaction: the checkpoint is not written, compaction_error, the next turn works once the server is back', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const model = compactingModel([{ error: new ModelError('context_overflow', 'prompt is too long') }, { text: 'back' }], {
+      summary: () => ({ gate: held, step: { text: validSummary('the stopped server') } }),
+    });
+    const h = await harness(storage, model, { compaction: { retryDelayMs: 0 } });
+    const turnId = await h.start('first');
+    for (let i = 0; i < 400 && model.summaryRequests.length === 0; i += 1) await new Promise((r) => setTimeout(r, 5));
+    expect(model.summaryRequests).toHaveLength(1);
+    server.halt();
+    release();
+    expect(await h.session.waitForTurn(turnId)).toMatchObject({ status: 'failed', code: 'compaction_error' });
+    expect(h.session.status()).toMatchObject({ type: 'system_error' });
+    expect(updateTypes(h.updates)).not.toContain('conversation_compacted');
+
+    server.restart();
+    const next = await h.run('again');
+    expect(next.outcome).toEqual({ status: 'completed', finalText: 'back' });
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'compaction_error' });
+    expect(await storage.listCheckpoints(h.session.sessionId)).toEqual([]);
+    const texts = model.turnRequests.at(-1)!.messages.map((m) => (m.role === 'user' ? m.content.map((b) => b.text).join('') : m.role));
+    expect(texts).toEqual(['first', 'again']);
+    const stored = await assertStoredInvariants(storage, h.session.sessionId);
+    assertNoRunningAfterTerminal(stored.turns, h.session.status());
+    expect(h.session.status()).toEqual({ type: 'idle' });
   });
 });
