@@ -3,9 +3,10 @@
  * the suite's real Postgres, with tools that append to a journal file; the test kills it with
  * SIGKILL at seeded random points and starts the next process on the same database. After each
  * kill it checks: the startup correction leaves no running turn, running spans become
- * `outcome_unknown`, every update the host saw that announces a durable fact is backed by its row,
- * no journal entry appears twice (and none without its committed call), and the next turn's request
- * carries the synthesized `interrupted` result for every call that has no result.
+ * `outcome_unknown`, every update the host saw that announces a durable fact is backed by its row
+ * (results, answers, plans, ends, checkpoints), no journal entry appears twice (and none without its
+ * committed call), and the next turn's request carries the synthesized `interrupted` result for every
+ * call that has no result (or, when a checkpoint summarised the call away, holds the summary).
  *
  * CRASH_KILLS (default 50) seeded kill points per CI run, each interrupting CRASH_SESSIONS (default 2)
  * concurrently running sessions at their own point; `npm run crash` runs 200 kills. CRASH_SEED
@@ -21,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoredMessage, ToolCallBlock, ToolResultBlock } from '../../src/protocol/content.js';
 import type { SessionUpdate } from '../../src/protocol/updates.js';
 import { INTERRUPTED_RESULT_TEXT } from '../../src/services/context/assemble.js';
+import { SUMMARY_PREFIX } from '../../src/services/context/chat-state.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -149,7 +151,8 @@ describe('crash-restart on real Postgres', () => {
       }
     };
     refill();
-    const stats = { killed: 0, finishedBeforeKill: 0, interruptedTurns: 0, unknownSpans: 0, synthesized: 0, journalEntries: 0 };
+    const stats = { killed: 0, finishedBeforeKill: 0, interruptedTurns: 0, unknownSpans: 0, synthesized: 0, summarized: 0, journalEntries: 0, checkpoints: 0 };
+    const checkpointIds = new Set<string>();
 
     for (let iteration = 0; iteration <= KILLS; iteration += 1) {
       const last = iteration === KILLS;
@@ -169,7 +172,8 @@ describe('crash-restart on real Postgres', () => {
       await child.line('ready');
 
       // The startup correction: no running turn, running spans are outcome_unknown.
-      const resultless = new Map<string, Set<string>>();
+      /** Per session: result-less call id → the sequence of its assistant message. */
+    const resultless = new Map<string, Map<string, number>>();
       /** Sessions the killed process left with turns: the new process starts them with a recovery turn. */
       const hadTurns = new Set<string>();
       for (const [s, id] of sessions.entries()) {
@@ -184,11 +188,13 @@ describe('crash-restart on real Postgres', () => {
         stats.unknownSpans += spans.filter((sp) => leftSpans.has(sp.id)).length;
 
         // Every update the killed host saw that announces a durable fact has its row.
-        if (previous) checkAcknowledged(previous, id, messages, turns, await storage.loadSessionTurnPlans(id), where);
+        const checkpoints = await storage.listCheckpoints(id);
+        if (previous) checkAcknowledged(previous, id, messages, turns, await storage.loadSessionTurnPlans(id), checkpoints, where);
+        for (const c of checkpoints) checkpointIds.add(c.id);
 
         const results = new Set(messages.filter((m) => m.role === 'tool').map((m) => `${m.turnId}:${m.providerCallId}`));
-        const open = new Set<string>();
-        for (const m of messages) if (m.role === 'assistant') for (const c of callsOf(m)) if (!results.has(`${m.turnId}:${c.callId}`)) open.add(c.callId);
+        const open = new Map<string, number>();
+        for (const m of messages) if (m.role === 'assistant') for (const c of callsOf(m)) if (!results.has(`${m.turnId}:${c.callId}`)) open.set(c.callId, m.sequence);
         resultless.set(String(s), open);
       }
 
@@ -203,7 +209,8 @@ describe('crash-restart on real Postgres', () => {
       child.tell('go');
       refill();
 
-      // The first request after the crash carries a synthesized interrupted result for every result-less call.
+      // The first request after the crash carries a synthesized interrupted result for every
+      // result-less call it holds; a call it does not hold is covered by a checkpoint's summary.
       for (const [s, id] of sessions.entries()) {
         if (!hadTurns.has(id)) continue;
         await child.until(() => child.lines.some((l) => l.kind === 'request' && l.text === `continue ${s}`) || child.dead);
@@ -211,7 +218,15 @@ describe('crash-restart on real Postgres', () => {
         expect(line, `${where}: session ${id} made its recovery request`).toBeDefined();
         const request = line!.request as ModelRequest;
         assertRequestInvariants(request);
-        for (const callId of resultless.get(String(s)) ?? []) {
+        const summarized = request.messages.some((m) => m.role === 'user' && m.content.some((b) => b.text.startsWith(SUMMARY_PREFIX)));
+        const boundary = line!.boundary as number;
+        for (const [callId, sequence] of resultless.get(String(s)) ?? []) {
+          const held = request.messages.some((m) => m.role === 'assistant' && m.content.some((b) => b.type === 'tool_call' && b.callId === callId));
+          if (!held) {
+            expect(summarized && sequence <= boundary, `${where}: ${callId} (sequence ${sequence}) is absent from the request only behind a checkpoint (boundary ${boundary})`).toBe(true);
+            stats.summarized += 1;
+            continue;
+          }
           const synthesized = request.messages.find((m) => m.role === 'tool' && m.callId === callId);
           expect(synthesized, `${where}: ${callId} has a synthesized result`).toMatchObject({ status: 'interrupted', text: INTERRUPTED_RESULT_TEXT, synthetic: true });
           stats.synthesized += 1;
@@ -238,6 +253,7 @@ describe('crash-restart on real Postgres', () => {
       expect(error, `${where}: the child failed`).toBeUndefined();
       previous = child;
     }
+    stats.checkpoints = checkpointIds.size;
     console.log(`crash-restart: ${JSON.stringify(stats)}`);
     expect(stats.killed + stats.finishedBeforeKill).toBe(KILLS);
   });
@@ -249,6 +265,7 @@ function checkAcknowledged(
   messages: StoredMessage[],
   turns: Array<{ id: string; status: string }>,
   plans: Array<{ turnId: string }>,
+  checkpoints: Array<{ id: string }>,
   where: string,
 ): void {
   const updates = child.lines.filter((l) => l.kind === 'update' && l.sessionId === sessionId) as unknown as Array<{ turnId: string; update: SessionUpdate }>;
@@ -269,6 +286,9 @@ function checkAcknowledged(
         break;
       case 'turn_finished':
         expect(turns.find((t) => t.id === turnId)?.status, `${where}: acknowledged end of ${turnId}`).toBe(update.outcome.status);
+        break;
+      case 'conversation_compacted':
+        expect(checkpoints.some((c) => c.id === update.compactionId), `${where}: acknowledged checkpoint ${update.compactionId} has its row`).toBe(true);
         break;
       default:
         break;

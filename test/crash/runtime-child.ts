@@ -6,7 +6,9 @@
  *
  * Per session: if the session already has turns (a previous process crashed under it), one recovery
  * turn whose first request is reported; then the workload turn (journal writes, a plan, journal
- * writes, an answer), with small delays so that the kill lands anywhere.
+ * writes, an answer), with small delays so that the kill lands anywhere. World State is sampled
+ * before model calls and the model's window is small, so World State writes, prune watermarks,
+ * summaries and checkpoints are among the writes a kill interrupts.
  */
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
@@ -15,11 +17,16 @@ import { scriptedModel } from '../../src/services/model/scripted.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import { journalTool } from '../../src/testing/tools.js';
+import { isSummaryRequest, validSummary } from '../support/summaries.js';
+
+/** About 1,500 tokens of conversation above an empty session's request reach the compaction line. */
+const CONTEXT_WINDOW = 3_300;
 
 const url = process.env.CRASH_DATABASE_URL!;
 const journal = process.env.CRASH_JOURNAL!;
 const iteration = Number(process.env.CRASH_ITERATION);
 const sessions = (process.env.CRASH_SESSIONS ?? '').split(',').filter(Boolean);
+const storage = postgresStorage({ connectionString: url, max: 4 });
 const workload = process.env.CRASH_WORKLOAD !== '0';
 
 function send(message: Record<string, unknown>): void {
@@ -57,28 +64,41 @@ const slowJournal = defineTool({
   },
 });
 
-/**
- * The text of the last user request of a request (World State messages are user-role too, but not
- * requests), and how many model answers follow it.
- */
-function progress(request: { messages: Array<{ role: string; kind?: string; content?: unknown }> }): { text: string; answered: number } {
+/** The text of the last user request of a request (World State messages are user-role too, but not requests). */
+function progress(request: { messages: Array<{ role: string; kind?: string; content?: unknown }> }): { text: string } {
   let last = -1;
   request.messages.forEach((m, i) => {
     if (m.role === 'user' && m.kind === 'normal') last = i;
   });
   const user = request.messages[last] as { content: Array<{ type: string; text?: string }> } | undefined;
   const text = user?.content.map((b) => b.text ?? '').join('') ?? '';
-  return { text, answered: request.messages.slice(last + 1).filter((m) => m.role === 'assistant').length };
+  return { text };
 }
 
-/** One model for every session: a stateless script keyed by the turn's user text and its progress. */
+/** Model calls made so far by each workload turn of this process (a compaction hides earlier answers). */
+const calls = new Map<string, number>();
+
+/**
+ * One model for every session, keyed by the turn's user text: the recovery turn reports its request;
+ * the workload turn plays its steps; a compaction's summary request gets a valid summary. The window
+ * is small enough that threshold compaction (pruning, a summary, a checkpoint) happens every few turns.
+ */
 const model = scriptedModel(
   (request) => {
-    const { text, answered } = progress(request);
+    if (isSummaryRequest(request)) return { text: validSummary('the journal workload'), delayMs: 1 };
+    const { text } = progress(request);
     if (text.startsWith('continue')) {
-      send({ kind: 'request', text, request });
-      return { text: 'recovered' };
+      // With the request, the checkpoint boundary it was assembled under (what a summary replaced).
+      return (async () => {
+        const sessionId = sessions[Number(text.split(' ').at(-1))]!;
+        const checkpoints = await storage.listCheckpoints(sessionId);
+        const boundary = Math.max(0, ...checkpoints.map((c) => c.replacedThroughMessageSequence));
+        send({ kind: 'request', text, request, boundary });
+        return { text: 'recovered' };
+      })();
     }
+    const answered = calls.get(text) ?? 0;
+    calls.set(text, answered + 1);
     const s = Number(text.split(' ').at(-1));
     const id = (n: number) => `i${iteration}-s${s}-c${n}`;
     const steps = [
@@ -99,17 +119,18 @@ const model = scriptedModel(
     ];
     return { ...(steps[answered] ?? { text: 'extra' }), delayMs: 1 };
   },
-  { delayMs: 1, record: false },
+  { delayMs: 1, record: false, contextWindow: CONTEXT_WINDOW },
 );
 
 async function main(): Promise<void> {
   send({ kind: 'booted' });
   await expectLine('start');
   const core = await createCore({
-    storage: postgresStorage({ connectionString: url, max: 4 }),
+    storage,
     model,
     tools: [slowJournal],
     trace: { batchSize: 8 },
+    compaction: { retryDelayMs: 50 },
   });
   send({ kind: 'ready', correction: core.startup.correction });
   await expectLine('go');
