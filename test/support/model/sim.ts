@@ -255,6 +255,8 @@ export class SimSystem {
           break;
         }
         case 'xstate.spawnChild': {
+          // The Turn (invoked by the Session) and the tool call (by the Turn) are simulated; an
+          // explorer's Session actor (`session.spawn_child`) stays an unstarted child ref.
           const link = CHILD_OF[slot.name];
           if (link && action.params.id === link.id) {
             const child = this.slots[link.child];
