@@ -132,8 +132,8 @@ export const DEEP_CONFIGS: WorldConfig[] = [
     ...base,
     name: 'deep: batches with every outcome',
     maxCallsPerResponse: 2,
-    toolKinds: ['ok_a', 'ok_b', 'plan', 'bad_json', 'wait'],
-    commands: ['start', 'cancel', 'shutdown', 'deliver', ...DECISIONS],
+    toolKinds: ['ok_a', 'ok_b', 'plan', 'bad_json'],
+    commands: ['start', 'cancel', 'shutdown', ...DECISIONS],
   },
   {
     ...base,
