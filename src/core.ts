@@ -369,12 +369,24 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     });
   }
 
-  /** Reference §5.8, before each user turn of a root: zero-turn children go, missing outcomes are re-delivered. */
+  /**
+   * Reference §5.8, before each user turn of a root: zero-turn children go, missing outcomes are
+   * re-delivered. Only when the root is idle: a start that meets a busy root is refused anyway, and
+   * its turn may be spawning an explorer right now. An explorer of this process whose first turn is
+   * accepted but not yet written is not a half-failed spawn, so it is kept.
+   */
   async function reconcile(rootId: string): Promise<void> {
     const root = loaded.get(rootId)?.handle;
     if (!root) return;
-    const report = await storage.reconcileChildren(rootId, (child, turn, status) =>
-      agentMessageId(child, turn, agentMessageKindOfStatus(status === 'running' ? 'failed' : status)),
+    const snapshot = root.actorRef.getSnapshot();
+    if (snapshot.status !== 'active' || snapshot.value !== 'idle') return;
+    const starting = [...loaded.values()]
+      .filter((e) => e.handle.info.parentSessionId === rootId && e.handle.actorRef.getSnapshot().status === 'active' && e.handle.actorRef.getSnapshot().context.activeTurn !== null)
+      .map((e) => e.handle.sessionId);
+    const report = await storage.reconcileChildren(
+      rootId,
+      (child, turn, status) => agentMessageId(child, turn, agentMessageKindOfStatus(status === 'running' ? 'failed' : status)),
+      starting,
     );
     for (const childId of report.deletedChildren) {
       await loaded.get(childId)?.handle.shutdown();

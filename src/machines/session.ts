@@ -316,10 +316,18 @@ export const sessionMachine = sessionSetup.createMachine({
         'session.maintenance_update': {
           actions: { type: 'publish', params: ({ event }) => ({ turnId: null, update: event.update }) },
         },
-        'session.end_maintenance': {
-          target: 'idle',
-          actions: assign({ reloadRequired: ({ context, event }) => context.reloadRequired || event.reloadRequired }),
-        },
+        'session.end_maintenance': [
+          // A shutdown asked for during maintenance waited for it to end; it takes effect now.
+          {
+            guard: ({ context }) => context.shuttingDown,
+            target: 'stopped',
+            actions: assign({ reloadRequired: ({ context, event }) => context.reloadRequired || event.reloadRequired }),
+          },
+          {
+            target: 'idle',
+            actions: assign({ reloadRequired: ({ context, event }) => context.reloadRequired || event.reloadRequired }),
+          },
+        ],
         'session.shutdown': {
           actions: [assign({ shuttingDown: true }), 'replyOk'],
         },

@@ -516,10 +516,14 @@ export const toolCallMachine = toolCallSetup.createMachine({
             },
           },
           on: {
-            // wait_agent ends at once on cancel; the other agent tools finish what they started.
+            // wait_agent ends at once on cancel or stop; the other agent tools finish what they started.
             'toolcall.cancel': [
               { guard: ({ context }) => context.call.name === 'wait_agent', target: '#toolCall.recording', actions: 'recordStopBeforeRun' },
               { actions: assign({ stopRequest: ({ context }) => context.stopRequest ?? 'cancel' }) },
+            ],
+            'toolcall.stop': [
+              { guard: ({ context }) => context.call.name === 'wait_agent', target: '#toolCall.recording', actions: 'recordStopBeforeRun' },
+              { actions: assign({ stopRequest: () => 'stop' as const }) },
             ],
           },
         },

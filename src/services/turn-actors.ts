@@ -24,6 +24,7 @@ import type {
 } from '../machines/turn.js';
 import { REMAINING_CALL_TEXT } from '../machines/turn.js';
 import type { AssembledCall, TurnEvent } from '../machines/types.js';
+import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
 import { assembleRequest } from './context/assemble.js';
 import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessage } from './context/world-state.js';
@@ -63,6 +64,13 @@ function isoNow(services: RuntimeServices, notBefore?: string): string {
 export function createTurnActors(services: RuntimeServices, compactor: Compactor) {
   /** Model spans between their start (in callModel) and their end (after the response is stored). */
   const modelSpans = new Map<string, SpanData>();
+  /**
+   * Ends this process decided but could not write, per session. The row stays `running`, which the
+   * one-running-turn index would hold against the session's next turn, so that turn's start writes
+   * the end first. Only this process's own turns are listed: another process's running turn is
+   * never touched (its owner, or the startup correction, ends it).
+   */
+  const unrecordedEnds = new Map<string, { turnId: string; end: FinishTurn }>();
 
   const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) => {
     const span = modelSpans.get(spanId);
@@ -79,6 +87,12 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
       const session = services.session(input.sessionId);
+      const unrecorded = unrecordedEnds.get(input.sessionId);
+      if (unrecorded) {
+        // Retry the end write of the previous turn; if the database still refuses, this turn fails too.
+        await services.storage.finishTurn(unrecorded.turnId, unrecorded.end);
+        unrecordedEnds.delete(input.sessionId);
+      }
       const stored = await services.storage.beginTurn({
         turnId: input.turnId,
         sessionId: input.sessionId,
@@ -310,8 +324,11 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       const usage = draft.completion!.usage;
       const message: NewMessage = { id: services.ids.next('msg'), role: 'assistant', kind: 'normal', content };
       try {
+        const chat = services.session(input.sessionId).chat;
+        // A response the conversation would refuse (duplicate call ids) is never written.
+        chat.assertAppendable([{ ...message, turnId: input.turnId }]);
         const stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length);
-        services.session(input.sessionId).chat.append([stored]);
+        chat.append([stored]);
       } catch (error) {
         endModelSpan(input.spanId, {
           status: 'failed',
@@ -428,12 +445,19 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
     finishTurn: fromPromise<boolean, FinishInput>(async ({ input }) => {
       const outcome = input.outcome;
-      const recorded = await services.storage.finishTurn(input.turnId, {
+      const end: FinishTurn = {
         status: outcome.status,
         errorCode: outcome.status === 'failed' ? outcome.code : null,
         errorMessage: outcome.status === 'failed' ? outcome.message : null,
         planUnfinishedStepCount: input.planUnfinishedStepCount,
-      });
+      };
+      let recorded: boolean;
+      try {
+        recorded = await services.storage.finishTurn(input.turnId, end);
+      } catch (error) {
+        unrecordedEnds.set(input.sessionId, { turnId: input.turnId, end });
+        throw error;
+      }
       // Spans still open belong to this turn only if something went wrong; the writer flushes on its own.
       void services.trace.flush().catch(() => undefined);
       return recorded;

@@ -56,21 +56,33 @@ export class PostgresDatabase implements SqlDatabase {
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    try {
-      return await runTransaction(client, fn);
-    } finally {
-      client.release();
-    }
+    return this.checkedOut((client) => runTransaction(client, fn));
   }
 
   async withConnection<T>(fn: (conn: SqlExecutor & { transaction: SqlDatabase['transaction'] }) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    try {
+    return this.checkedOut((client) => {
       const exec = clientExecutor(client);
-      return await fn({ query: exec.query, transaction: (f) => runTransaction(client, f) });
+      return fn({ query: exec.query, transaction: (f) => runTransaction(client, f) });
+    });
+  }
+
+  /**
+   * Runs `fn` on a client taken from the pool. A connection lost between two statements makes the
+   * client emit `error` with no query to receive it; unheard, that would crash the host process.
+   * The next statement fails instead, and the broken client is discarded, not returned to the pool.
+   */
+  private async checkedOut<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let lost: Error | undefined;
+    const onError = (error: Error) => {
+      lost = error;
+    };
+    client.on('error', onError);
+    try {
+      return await fn(client);
     } finally {
-      client.release();
+      client.off('error', onError);
+      client.release(lost);
     }
   }
 

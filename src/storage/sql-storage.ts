@@ -869,13 +869,15 @@ export class SqlSessionStorage implements SessionStorage {
   reconcileChildren(
     parentSessionId: string,
     messageIdOf: (childSessionId: string, turnId: string, status: TurnStatus) => string,
+    keep: readonly string[] = [],
   ): Promise<ReconciliationReport> {
     return this.run('reconcile sub-agents', () =>
       this.db.transaction(async (tx) => {
         await this.lockSession(tx, parentSessionId);
         const deleted = await tx.query<{ id: string }>(
-          `DELETE FROM sessions s WHERE s.parent_session_id = $1 AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id) RETURNING s.id`,
-          [parentSessionId],
+          `DELETE FROM sessions s WHERE s.parent_session_id = $1 AND NOT (s.id = ANY($2::text[]))
+             AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id) RETURNING s.id`,
+          [parentSessionId, [...keep]],
         );
         const { rows } = await tx.query(
           `SELECT t.id AS turn_id, t.session_id, s.task_name, t.status, t.error_code, t.error_message,

@@ -267,10 +267,15 @@ export interface SessionStorage {
   /** Direct children of a session (sub-agents), oldest first. */
   listChildSessions(parentSessionId: string): Promise<SessionRecord[]>;
   /**
-   * Reference §5.8, in one transaction locking the parent: deletes children without any turn and
+   * Reference §5.8, in one transaction locking the parent: deletes children without any turn (but
+   * never those in `keep`: children whose first turn is accepted and still being written) and
    * returns the terminal child turns whose agent message id is not among the parent's messages.
    */
-  reconcileChildren(parentSessionId: string, messageIdOf: (childSessionId: string, turnId: string, status: TurnStatus) => string): Promise<ReconciliationReport>;
+  reconcileChildren(
+    parentSessionId: string,
+    messageIdOf: (childSessionId: string, turnId: string, status: TurnStatus) => string,
+    keep?: readonly string[],
+  ): Promise<ReconciliationReport>;
 
   /** Skill enable state by name (reference §7.7): no row or `false` means enabled. */
   listSkillStatus(): Promise<Array<{ name: string; disabled: boolean }>>;

@@ -344,6 +344,69 @@ describe('sub-agents (reference §5.10)', () => {
     expect((delivered[0]!.content[0] as { text: string }).text).toContain(RESTART_BODY);
   });
 
+  it('reconciliation never deletes an explorer whose first turn is being written (a start refused meanwhile as busy)', async () => {
+    // The child's first turn row waits for the test; meanwhile the host asks the busy root for a turn.
+    let releaseChild!: () => void;
+    const childHeld = new Promise<void>((r) => (releaseChild = r));
+    let rootId = '';
+    let childBegins!: () => void;
+    const childBegun = new Promise<void>((r) => (childBegins = r));
+    const held = new Proxy(storage, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        if (prop !== 'beginTurn' || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
+        return async (input: { sessionId: string }) => {
+          if (input.sessionId !== rootId) {
+            childBegins();
+            await childHeld;
+          }
+          return (value as (i: unknown) => Promise<unknown>).call(target, input);
+        };
+      },
+    });
+    let releaseRoot!: () => void;
+    const rootHeld = new Promise<void>((r) => (releaseRoot = r));
+    const model = router(
+      (_r, i) => (i === 0 ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'slow_start', message: 'look' } }] } : i === 1 ? { gate: rootHeld, step: { text: 'root done' } } : { text: 'later' }),
+      () => ({ text: 'child answer' }),
+    );
+    const { root, core } = await runtime(model, { storage: held });
+    rootId = root.sessionId;
+    const { turnId } = await root.startTurn({ clientRequestId: 'spawn', input: [{ type: 'text', text: 'spawn' }] });
+    await childBegun;
+    const started = Date.now();
+    await expect(root.startTurn({ clientRequestId: 'second', input: [{ type: 'text', text: 'second' }] })).rejects.toMatchObject({ code: 'busy' });
+    expect(Date.now() - started, 'the refused start did not wait for an explorer to stop').toBeLessThan(5_000);
+    releaseChild();
+    releaseRoot();
+    expect(await root.waitForTurn(turnId)).toMatchObject({ status: 'completed' });
+    const [child] = await core.listChildSessions(root.sessionId);
+    expect(child?.taskName).toBe('slow_start');
+    const childHandle = core.session(child!.id)!;
+    for (let i = 0; i < 200 && childHandle.snapshot().runtime.type !== 'terminal'; i += 1) await new Promise((r) => setTimeout(r, 5));
+    expect(childHandle.snapshot().runtime).toMatchObject({ type: 'terminal', outcome: { status: 'completed', finalText: 'child answer' } });
+  });
+
+  it('a shutdown during wait_agent ends the call at once (actor_stopped), not at its timeout', async () => {
+    const model = router((_r, i) => (i === 0 ? { toolCalls: [{ name: 'wait_agent', arguments: { timeout_ms: 600_000 } }] } : { text: 'never' }), () => ({ text: 'x' }));
+    const { root } = await runtime(model, { timers: undefined });
+    const waiting = new Promise<void>((resolve) => {
+      root.updates$.subscribe((e) => {
+        if (e.update.type === 'tool_call_started' && e.update.toolName === 'wait_agent') resolve();
+      });
+    });
+    const { turnId } = await root.startTurn({ clientRequestId: 'wait', input: [{ type: 'text', text: 'wait' }] });
+    await waiting;
+    await new Promise((r) => setTimeout(r, 20));
+    const started = Date.now();
+    await root.shutdown();
+    expect(Date.now() - started, 'the shutdown did not wait for the wait_agent timeout').toBeLessThan(5_000);
+    const turn = await storage.getTurn(turnId);
+    expect(turn).toMatchObject({ status: 'failed', errorCode: 'actor_stopped' });
+    const result = (await storage.listMessages(root.sessionId)).find((m) => m.role === 'tool');
+    expect(result?.content[0]).toMatchObject({ type: 'tool_result', status: 'outcome_unknown' });
+  });
+
   it('acc 21-23: children are listed with status, their transcript is readable, their trace is their own; deleting the root removes them and stops their actors', async () => {
     const model = router((_r, i) => (i === 0 ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'traced', message: 'trace me' } }] } : i === 1 ? { toolCalls: [{ name: 'wait_agent', arguments: {} }] } : { text: 'done' }), () => ({ text: 'child answer' }));
     const { core, root, run } = await runtime(model);

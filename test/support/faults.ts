@@ -25,6 +25,10 @@ const WRITES = new Set<StorageMethod>([
   'finishTurn',
   'writeTraceSignals',
   'setSandboxMode',
+  'insertCheckpoint',
+  'advancePruneWatermark',
+  'createSession',
+  'reconcileChildren',
 ]);
 
 export function faultyStorage(inner: SessionStorage): FaultyStorage {

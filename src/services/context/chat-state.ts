@@ -92,20 +92,31 @@ export class ChatState {
     }
   }
 
-  /** Appends committed messages; a tool result must answer an open call of its turn. */
-  append(messages: readonly StoredMessage[]): void {
+  /**
+   * Throws `ChatStateError` if `messages` could not be appended, without changing anything. Called
+   * before a message is written, so that the database never holds what the conversation refuses.
+   */
+  assertAppendable(messages: ReadonlyArray<Pick<StoredMessage, 'role' | 'content' | 'turnId' | 'providerCallId'>>): void {
+    const open = new Set(this.openCalls);
     for (const message of messages) {
       if ((message.role as string) === 'system') throw new ChatStateError('system messages never enter the conversation');
       if (message.role === 'tool') {
         const key = `${message.turnId}:${message.providerCallId}`;
-        if (!this.openCalls.has(key)) {
-          throw new ChatStateError(`tool result ${message.providerCallId} does not answer an open tool call`);
-        }
+        if (!open.has(key)) throw new ChatStateError(`tool result ${message.providerCallId} does not answer an open tool call`);
+        open.delete(key);
       }
       if (message.role === 'assistant') {
         const ids = message.content.filter((b): b is ToolCallBlock => b.type === 'tool_call').map((b) => b.callId);
         if (new Set(ids).size !== ids.length) throw new ChatStateError('tool call ids must be unique within a response');
+        for (const id of ids) open.add(`${message.turnId}:${id}`);
       }
+    }
+  }
+
+  /** Appends committed messages, all or none; a tool result must answer an open call of its turn. */
+  append(messages: readonly StoredMessage[]): void {
+    this.assertAppendable(messages);
+    for (const message of messages) {
       this.track(message);
       this.items.push({ message });
     }

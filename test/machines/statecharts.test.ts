@@ -1,0 +1,120 @@
+/**
+ * Tests generated from the statecharts (issue 6, item 1). xstate/graph traverses the REAL Session,
+ * Turn and tool-call machines, composed as they run (test/support/model/sim.ts), under several world
+ * configurations; a greedy cover picks paths that together fire every transition a stimulus can
+ * reach. Each path is replayed on the real runtime on PGlite with every effect produced for real,
+ * and after every step the runtime must be in exactly the state the path expects, with the same
+ * answer to the command and the same updates; after every path the invariants hold and the session
+ * accepts a new turn. Transition coverage per machine is printed, measured in the running runtime.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AnyStateMachine } from 'xstate';
+import { sessionMachine } from '../../src/machines/session.js';
+import { toolCallMachine } from '../../src/machines/tool-call.js';
+import { turnMachine } from '../../src/machines/turn.js';
+import { pgliteStorage } from '../../src/storage/pglite.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { CONFIGS, DEEP_CONFIGS } from '../support/model/configs.js';
+import { coveringPaths, traverse, type ModelPath } from '../support/model/model-paths.js';
+import { describeStimuli, replay } from '../support/model/replay.js';
+import { atRest } from '../support/model/stimuli.js';
+import { coverageReport, formatCoverage, machineOf } from '../support/model/transitions.js';
+import { World } from '../support/model/world.js';
+import { assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequences, assertStoredInvariants } from '../support/invariants.js';
+
+/** Transitions no stimulus can fire, and why (docs/verification.md lists them too). */
+export const UNREACHABLE: Record<string, string> = {
+  'session.active|session.start_turn|0':
+    'reload_required is set only when a maintenance or a turn ends, and an idle session with it refuses every turn, so no turn is ever active with it',
+  'session.active|xstate.error.actor.turn|0': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
+  'session.active|xstate.error.actor.turn|1': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
+  'turn.running_model.streaming|xstate.done.actor.callModel|1':
+    'the callModel actor turns a stream without a completed response into model_protocol_error itself',
+  'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',
+  'toolCall.executing|xstate.error.actor.execute|0': 'executeTool reports every tool failure as a result; it throws only if the session is gone',
+  'toolCall.control.agent|xstate.error.actor.runAgentTool|0':
+    'agent control reports every failure as a failed result; wait_agent rejects only on its abort, after the call has left this state',
+};
+
+const MACHINES: AnyStateMachine[] = [sessionMachine, turnMachine, toolCallMachine] as unknown as AnyStateMachine[];
+
+/**
+ * Every configuration gets its own full cover, so each transition is fired in every context that
+ * reaches it. `MODEL_DEPTH=deep` (`npm run fuzz`) adds the larger configurations of configs.ts.
+ */
+const DEEP = process.env.MODEL_DEPTH === 'deep';
+
+// Generation happens at collection time: the paths become the test cases.
+const generatedAt = Date.now();
+const covered = new Set<string>();
+const generated: ModelPath[] = [];
+const graphs: string[] = [];
+for (const config of [...CONFIGS, ...(DEEP ? DEEP_CONFIGS : [])]) {
+  const traversal = traverse(config);
+  const paths = coveringPaths(traversal, new Set());
+  for (const path of paths) for (const key of path.fired) covered.add(key);
+  generated.push(...paths);
+  graphs.push(`${config.name}: ${traversal.states} states, ${traversal.edges} edges, ${paths.length} paths`);
+}
+const generationMs = Date.now() - generatedAt;
+
+describe('statechart paths on the real runtime (PGlite)', () => {
+  let storage: SqlSessionStorage;
+  const fired = new Set<string>();
+  let serial = 0;
+
+  beforeAll(async () => {
+    storage = pgliteStorage();
+    await storage.migrate();
+  });
+
+  afterAll(async () => {
+    await storage.close();
+    const lines = [`statechart paths${DEEP ? ' (deep)' : ''}: ${generated.length} generated in ${generationMs} ms`, ...graphs.map((g) => `  ${g}`)];
+    for (const machine of MACHINES) {
+      const own = new Set([...fired].filter((k) => machineOf(k) === machine.id));
+      lines.push(formatCoverage(coverageReport(machine, own), UNREACHABLE));
+    }
+    console.log(lines.join('\n'));
+  });
+
+  it('the generated paths reach every transition except the documented unreachable ones', () => {
+    const missing = MACHINES.flatMap((m) => coverageReport(m, covered).uncovered.map((t) => t.key));
+    expect(missing.sort()).toEqual(Object.keys(UNREACHABLE).sort());
+  });
+
+  for (const path of generated) {
+    it(`${path.config.name}: ${path.target} — ${describeStimuli(path)}`, async () => {
+      serial += 1;
+      const local = new Set<string>();
+      const world = await World.create({ storage, config: path.config, sessionId: `ses_path_${serial}`, onTransition: (k) => local.add(k) });
+      try {
+        await replay(world, path);
+        // The runtime fired exactly the transitions the path fired.
+        expect([...local].sort()).toEqual([...new Set(path.fired)].sort());
+        for (const k of local) fired.add(k);
+
+        expect(atRest(path.steps.at(-1)!.state)).toBe(true);
+        const stored = await assertStoredInvariants(storage, world.sessionId);
+        assertRequestsFollowResults(world.requests, stored);
+        assertSequences(world.updates, { fromOne: true });
+        const status = world.session.status();
+        assertNoRunningAfterTerminal(stored.turns, status, world.failedEnds);
+
+        // Whatever happened, a session that is idle accepts a new turn once the ports work again.
+        const session = world.actors().session;
+        if (session.status === 'active' && session.value === 'idle' && !session.context.reloadRequired && !path.config.assembleFails) {
+          world.autopilot = true;
+          world.release();
+          const { turnId } = await world.session.startTurn({ clientRequestId: `${world.sessionId}-after`, input: [{ type: 'text', text: 'again' }] });
+          expect(await world.session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'fine' });
+          const after = await assertStoredInvariants(storage, world.sessionId);
+          assertNoRunningAfterTerminal(after.turns, world.session.status());
+          expect(world.session.status()).toEqual({ type: 'idle' });
+        }
+      } finally {
+        await world.shutdown();
+      }
+    });
+  }
+});
