@@ -165,7 +165,8 @@ describe('inspector page (headless Chromium)', () => {
     await waitForDraft(page, 10);
     expect(await page.getAttribute('[data-testid=send]', 'data-mode')).toBe('steer');
     await send(page, 'mention the weather');
-    expect(await page.inputValue('[data-testid=prompt]')).toBe('');
+    // The box empties once the server has accepted the steering input (an answered command).
+    await page.waitForFunction(() => (document.querySelector('[data-testid=prompt]') as HTMLTextAreaElement).value === '');
     await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor({ timeout: 20_000 });
     await page.waitForFunction(() =>
       [...document.querySelectorAll('[data-testid=transcript] .message-assistant .block-text')].some((b) => b.textContent === 'Noted: “mention the weather”. I will keep that in mind.'),
