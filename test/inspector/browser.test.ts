@@ -166,7 +166,7 @@ describe('inspector page (headless Chromium)', () => {
     expect(await page.getAttribute('[data-testid=send]', 'data-mode')).toBe('steer');
     await send(page, 'mention the weather');
     // The box empties once the server has accepted the steering input (an answered command).
-    await page.waitForFunction(() => (document.querySelector('[data-testid=prompt]') as HTMLTextAreaElement).value === '');
+    await expect.poll(() => page.inputValue('[data-testid=prompt]')).toBe('');
     await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor({ timeout: 20_000 });
     await page.waitForFunction(() =>
       [...document.querySelectorAll('[data-testid=transcript] .message-assistant .block-text')].some((b) => b.textContent === 'Noted: “mention the weather”. I will keep that in mind.'),
