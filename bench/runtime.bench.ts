@@ -59,8 +59,6 @@ async function measure(fn: () => Promise<number>): Promise<Sample> {
 
 // ---------- runtime ----------
 
-export async function runtimeTurnsForProfile(url: string) { const r = await runtimeTurns(url, Number(process.env.PS ?? 1), Number(process.env.PT ?? 30)); console.log((r.cpuUs/(r.turns*10)).toFixed(0), "us cpu per step"); }
-
 async function runtimeTurns(url: string, sessions: number, turnsPerSession: number): Promise<Sample & { latencies: number[] }> {
   const storage = postgresStorage({ connectionString: url, max: POOL });
   // World State sampling (a readdir, an lstat, a skill scan per call) is off: the baseline does no such work.
@@ -191,8 +189,6 @@ async function rawTurn(pool: pg.Pool, sessionId: string): Promise<void> {
   }
   await pool.query(`UPDATE turns SET status = 'completed', ended_at = GREATEST(now(), started_at), updated_at = now() WHERE id = $1 AND status = 'running'`, [turnId]);
 }
-
-export async function rawTurnsForProfile(url: string) { const r = await rawTurns(url, Number(process.env.PS ?? 1), Number(process.env.PT ?? 30)); console.log((r.cpuUs/(r.turns*10)).toFixed(0), "us cpu per step raw"); }
 
 async function rawTurns(url: string, sessions: number, turnsPerSession: number): Promise<Sample & { latencies: number[] }> {
   const pool = new pg.Pool({ connectionString: url, max: POOL });
