@@ -3,15 +3,13 @@
  * `openwork demo`: an offline, scripted session through the real runtime and the embedded PGlite
  * storage. The model is scripted; everything else (machines, storage, updates, approvals) is real.
  */
-import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { z } from 'zod';
 import { createCore } from '../core.js';
 import type { SessionUpdateEnvelope } from '../protocol/updates.js';
 import { scriptedModel } from '../services/model/scripted.js';
-import { defineTool } from '../services/tools/define.js';
 import { pgliteStorage } from '../storage/pglite.js';
+import { listDirectoryTool, writeNoteTool } from './example-tools.js';
 
 export interface DemoOptions {
   dataDir?: string;
@@ -21,42 +19,8 @@ export interface DemoOptions {
   out?: NodeJS.WritableStream;
 }
 
-const listTool = defineTool({
-  name: 'list_directory',
-  description: 'Lists the entries of the working directory.',
-  parameters: z.object({}),
-  execute: async (_args, ctx) => {
-    const entries = await readdir(ctx.workingDirectory, { withFileTypes: true });
-    return entries
-      .slice(0, 20)
-      .map((e) => `${e.isDirectory() ? 'dir ' : 'file'} ${e.name}`)
-      .join('\n');
-  },
-});
-
-const writeNoteTool = defineTool({
-  name: 'write_note',
-  description: 'Writes a note file under .openwork/demo/ (asks first).',
-  parameters: z.object({ name: z.string().regex(/^[\w.-]+$/), text: z.string() }),
-  authorize: ({ name }, ctx) => ({
-    kind: 'card',
-    card: {
-      toolName: 'write_note',
-      kind: 'approval',
-      summary: `write .openwork/demo/${name}`,
-      path: join(ctx.workingDirectory, '.openwork', 'demo', name),
-      reason: 'the demo agent wants to leave a note',
-      environmentId: 'local',
-      grantKey: 'write_note',
-    },
-  }),
-  execute: async ({ name, text }, ctx) => {
-    const dir = join(ctx.workingDirectory, '.openwork', 'demo');
-    await mkdir(dir, { recursive: true });
-    await writeFile(join(dir, name), text);
-    return `wrote ${join('.openwork', 'demo', name)} (${text.length} characters)`;
-  },
-});
+const listTool = listDirectoryTool(20);
+const noteTool = writeNoteTool('demo', 'the demo agent wants to leave a note');
 
 function describe(e: SessionUpdateEnvelope): string | null {
   const u = e.update;
@@ -154,7 +118,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<number> {
     ],
     { provider: 'scripted', model: 'demo' },
   );
-  const core = await createCore({ storage: pgliteStorage({ dataDir }), model, tools: [listTool, writeNoteTool] });
+  const core = await createCore({ storage: pgliteStorage({ dataDir }), model, tools: [listTool, noteTool] });
   const session = await core.createSession({ workingDirectory, title: 'openwork demo' });
   print(`session ${session.sessionId}`);
   const rl = autoApprove ? null : createInterface({ input: process.stdin, output: process.stdout });
