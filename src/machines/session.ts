@@ -15,7 +15,7 @@ import { mergeRateLimits, type RateLimitSnapshot } from '../protocol/rate-limits
 import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import type { SystemPart } from '../services/model/port.js';
-import type { TokenUsage } from '../storage/storage.js';
+import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { turnMachine } from './turn.js';
 import type { Grants, TurnLimits, TurnOutput } from './types.js';
 
@@ -104,15 +104,6 @@ function refuse(code: string, message: string, extra: { activeTurnId?: string } 
 function addGrant(grants: Grants, environmentId: string, grantKey: string): Grants {
   const existing = grants[environmentId] ?? [];
   return existing.includes(grantKey) ? grants : { ...grants, [environmentId]: [...existing, grantKey] };
-}
-
-function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
-  return {
-    inputTokens: a.inputTokens + b.inputTokens,
-    outputTokens: a.outputTokens + b.outputTokens,
-    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
-    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
-  };
 }
 
 const sessionSetup = setup({

@@ -15,7 +15,7 @@ import type { NewMessage, ToolCallBlock } from '../protocol/content.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
-import type { TokenUsage } from '../storage/storage.js';
+import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { toolCallMachine } from './tool-call.js';
 import type {
   AssembledCall,
@@ -181,15 +181,6 @@ function errorText(error: unknown): string {
 function storageFailure(error: unknown): TurnOutcome {
   const code = (error as { code?: string } | null)?.code === 'chat_state_error' ? 'chat_state_error' : 'persistence_error';
   return failedOutcome(code, errorText(error));
-}
-
-function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
-  return {
-    inputTokens: a.inputTokens + b.inputTokens,
-    outputTokens: a.outputTokens + b.outputTokens,
-    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
-    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
-  };
 }
 
 function stopOutcome(stop: 'cancel' | 'stop' | null): TurnOutcome {

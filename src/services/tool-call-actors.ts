@@ -41,7 +41,8 @@ export function toolSpanId(toolCallId: string): string {
   return `span.${toolCallId}`;
 }
 
-function toolSpan(services: RuntimeServices, input: { sessionId: string; turnId: string; toolCallId: string; providerCallId: string; toolName: string; parentSpanId: string | null; startedAt: string }): SpanData {
+/** The span of one tool call as it starts: `tool.call`, running, under the model call that asked for it. */
+export function toolSpan(input: { sessionId: string; turnId: string; toolCallId: string; providerCallId: string; toolName: string; parentSpanId: string | null; startedAt: string }): SpanData {
   return {
     id: toolSpanId(input.toolCallId),
     traceId: input.turnId,
@@ -79,7 +80,7 @@ export function createToolCallActors(services: RuntimeServices) {
   return {
     validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async ({ input }) => {
       const { call } = input;
-      const span = toolSpan(services, {
+      const span = toolSpan({
         sessionId: input.sessionId,
         turnId: input.turnId,
         toolCallId: input.toolCallId,
@@ -293,28 +294,23 @@ export function createToolCallActors(services: RuntimeServices) {
       };
       const permissionWaitMs =
         approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;
-      try {
-        const stored = await services.storage.commitToolResult(input.turnId, message);
-        services.session(input.sessionId).chat.append([stored]);
-      } catch (error) {
+      const end = (resultPersisted: boolean) =>
         endToolSpan(services, openSpans, input.toolCallId, {
           status: spanStatus(input.result),
           resolvedToolName: input.resolvedName,
           permissionWaitMs,
           errorCode: input.result.error?.code ?? null,
           errorMessage: input.result.error?.message ?? null,
-          attributes: { ...attributes, resultPersisted: false },
+          attributes: { ...attributes, resultPersisted },
         });
+      try {
+        const stored = await services.storage.commitToolResult(input.turnId, message);
+        services.session(input.sessionId).chat.append([stored]);
+      } catch (error) {
+        end(false);
         throw error;
       }
-      endToolSpan(services, openSpans, input.toolCallId, {
-        status: spanStatus(input.result),
-        resolvedToolName: input.resolvedName,
-        permissionWaitMs,
-        errorCode: input.result.error?.code ?? null,
-        errorMessage: input.result.error?.message ?? null,
-        attributes: { ...attributes, resultPersisted: true },
-      });
+      end(true);
     }),
   };
 }

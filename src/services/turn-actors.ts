@@ -30,7 +30,7 @@ import { assembleRequest } from './context/assemble.js';
 import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessage } from './context/world-state.js';
 import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
-import { toolSpanId } from './tool-call-actors.js';
+import { toolSpan } from './tool-call-actors.js';
 import { toolResultContent } from './tools/define.js';
 import type { SpanData } from './trace/signals.js';
 
@@ -399,20 +399,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       const session = services.session(input.sessionId);
       for (const { toolCallId, call } of input.calls) {
         const startedAt = isoNow(services);
-        const span: SpanData = {
-          id: toolSpanId(toolCallId),
-          traceId: input.turnId,
-          sessionId: input.sessionId,
-          turnId: input.turnId,
-          parentSpanId: input.parentSpanId,
-          kind: 'tool_call',
-          name: 'tool.call',
-          status: 'running',
-          startedAt,
-          providerCallId: call.callId,
-          requestedToolName: call.name,
-          attributes: { schemaVersion: 1 },
-        };
+        const span = toolSpan({ sessionId: input.sessionId, turnId: input.turnId, toolCallId, providerCallId: call.callId, toolName: call.name, parentSpanId: input.parentSpanId, startedAt });
         services.trace.record({ type: 'span_started', span });
         const result = { status: 'cancelled' as const, text: REMAINING_CALL_TEXT, error: { code: 'cancelled' as const, message: REMAINING_CALL_TEXT, retryable: false } };
         const message: NewMessage = {

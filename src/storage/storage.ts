@@ -73,6 +73,16 @@ export interface TokenUsage {
   reasoningTokens: number;
 }
 
+/** The sum of two usages, field by field. */
+export function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
+  };
+}
+
 export interface BeginTurn {
   turnId: string;
   sessionId: string;
