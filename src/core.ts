@@ -298,6 +298,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     const input = {
       sessionId: record.id,
       permissionMode: record.sandboxMode,
+      // Sub-agents run under a snapshot of their parent's mode; a root's mode is its stored one.
+      permissionModeOrigin: isChild ? ('inherited' as const) : ('session_default' as const),
       nonInteractive: sessionServices.nonInteractive,
       systemContext: isChild ? explorerSystemContext : systemContext,
       limits: isChild ? EXPLORER_LIMITS : limits,

@@ -9,7 +9,7 @@
  */
 import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { NewMessage } from '../protocol/content.js';
-import type { PermissionDecision, PermissionMode } from '../protocol/input.js';
+import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
@@ -62,6 +62,7 @@ export interface LastTerminal {
 export interface SessionInput {
   sessionId: string;
   permissionMode: PermissionMode;
+  permissionModeOrigin: PermissionModeOrigin;
   nonInteractive: boolean;
   systemContext: SystemPart[];
   limits: TurnLimits;
@@ -226,11 +227,11 @@ export const sessionMachine = sessionSetup.createMachine({
     'session.stop_child': { actions: stopChild(({ event }) => event.childId) },
     'session.set_permission_mode': {
       actions: [
-        assign({ permissionMode: ({ event }) => event.mode }),
+        assign({ permissionMode: ({ event }) => event.mode, permissionModeOrigin: 'user_toggle' }),
         // The mode applies from the next tool call, in the running turn too (reference §4.2).
         enqueueActions(({ self, event, enqueue }) => {
           const turn = self.getSnapshot().children.turn;
-          if (turn) enqueue.sendTo(turn, { type: 'turn.set_mode', mode: event.mode });
+          if (turn) enqueue.sendTo(turn, { type: 'turn.set_mode', mode: event.mode, origin: 'user_toggle' });
         }),
         'replyOk',
       ],
@@ -336,6 +337,7 @@ export const sessionMachine = sessionSetup.createMachine({
           systemContext: context.systemContext,
           limits: context.limits,
           permissionMode: context.permissionMode,
+          permissionModeOrigin: context.permissionModeOrigin,
           nonInteractive: context.nonInteractive,
           sessionGrants: context.sessionGrants,
           tokenBaseline: context.tokenTotals,

@@ -38,6 +38,8 @@ export interface RecordInput {
   resolvedName: string | null;
   /** The mode the call ran (or would have run) under, for the trace's `sessionMode` / `sandboxMode`. */
   permissionMode: ToolCallInput['permissionMode'];
+  /** Where that mode came from, for the trace's `sessionModeOrigin`. */
+  permissionModeOrigin: ToolCallInput['permissionModeOrigin'];
   /** Whether the tool itself ran (the trace records `sandboxMode` only then). */
   executed: boolean;
 }
@@ -59,6 +61,9 @@ export interface PlanCommitInput {
   toolCallId: string;
   providerCallId: string;
   args: unknown;
+  /** The session's mode and its origin at call time, for the trace (a control tool has no `sandboxMode`). */
+  permissionMode: ToolCallInput['permissionMode'];
+  permissionModeOrigin: ToolCallInput['permissionModeOrigin'];
 }
 
 export type PlanCommitOutput = { ok: true; result: ToolResult; plan: TurnPlanSnapshot } | { ok: false; result: ToolResult };
@@ -469,6 +474,8 @@ export const toolCallMachine = toolCallSetup.createMachine({
               toolCallId: context.toolCallId,
               providerCallId: context.call.callId,
               args: context.args,
+              permissionMode: context.permissionMode,
+              permissionModeOrigin: context.permissionModeOrigin,
             }),
             onDone: [
               {
@@ -544,6 +551,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
           approval: context.approval,
           resolvedName: context.resolvedName,
           permissionMode: context.permissionMode,
+          permissionModeOrigin: context.permissionModeOrigin,
           executed: context.executed,
         }),
         onDone: { target: 'done', actions: assign({ recorded: true }) },

@@ -287,7 +287,7 @@ export const turnMachine = turnSetup.createMachine({
     'turn.stop': { actions: 'requestStop' },
     'turn.steer': { actions: assign({ pendingInput: ({ context, event }) => [...context.pendingInput, event.message] }) },
     'turn.mailbox': { actions: assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }) },
-    'turn.set_mode': { actions: assign({ permissionMode: ({ event }) => event.mode }) },
+    'turn.set_mode': { actions: assign({ permissionMode: ({ event }) => event.mode, permissionModeOrigin: ({ event }) => event.origin }) },
     // Rate limits are session state (seed 004 §2): the turn only passes them up.
     'model.rate_limits': { actions: sendParent(({ event }) => ({ type: 'turn.rate_limits' as const, snapshot: event.snapshot })) },
   },
@@ -651,6 +651,7 @@ export const turnMachine = turnSetup.createMachine({
               toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
               call: context.batch!.calls[context.batchIndex]!,
               permissionMode: context.permissionMode,
+              permissionModeOrigin: context.permissionModeOrigin,
               nonInteractive: context.nonInteractive,
               turnGrants: context.turnGrants,
               sessionGrants: context.sessionGrants,

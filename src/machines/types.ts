@@ -4,7 +4,7 @@
  * serialisable data: handles (storage, model, tools, clock) never enter machine context.
  */
 import type { NewMessage, StoredMessage, ToolCallBlock } from '../protocol/content.js';
-import type { PermissionDecision, PermissionMode } from '../protocol/input.js';
+import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
@@ -40,6 +40,7 @@ export interface ToolCallInput {
   toolCallId: string;
   call: ToolCallBlock;
   permissionMode: PermissionMode;
+  permissionModeOrigin: PermissionModeOrigin;
   nonInteractive: boolean;
   turnGrants: Grants;
   sessionGrants: Grants;
@@ -105,6 +106,7 @@ export interface TurnInput {
   systemContext: SystemPart[];
   limits: TurnLimits;
   permissionMode: PermissionMode;
+  permissionModeOrigin: PermissionModeOrigin;
   nonInteractive: boolean;
   sessionGrants: Grants;
   tokenBaseline: TokenUsage;
@@ -137,7 +139,7 @@ export type TurnEvent =
   | { type: 'turn.stop' }
   | { type: 'turn.steer'; message: NewMessage }
   | { type: 'turn.mailbox'; message: AgentMessage }
-  | { type: 'turn.set_mode'; mode: PermissionMode }
+  | { type: 'turn.set_mode'; mode: PermissionMode; origin: PermissionModeOrigin }
   | { type: 'turn.decide'; toolCallId: string; decision: PermissionDecision; at: number }
   | { type: 'model.text_delta'; delta: string }
   | { type: 'model.reasoning_delta'; delta: string }

@@ -22,3 +22,10 @@ export type PermissionDecision = z.infer<typeof permissionDecisionSchema>;
 
 export const permissionModeSchema = z.enum(['auto', 'accept_edits']);
 export type PermissionMode = z.infer<typeof permissionModeSchema>;
+
+/**
+ * Where the session's current mode came from (reference §4.14 `sessionModeOrigin`): the mode the
+ * session was created or loaded with, a `setPermissionMode` since it was loaded, or a sub-agent's
+ * snapshot of its parent's mode.
+ */
+export type PermissionModeOrigin = 'session_default' | 'user_toggle' | 'inherited';

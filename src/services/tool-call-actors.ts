@@ -226,6 +226,7 @@ export function createToolCallActors(services: RuntimeServices) {
         return { ok: false, result: { status: 'failed', text: checked.message, error: { code: 'invalid_arguments', message: checked.message, retryable: false } } };
       }
       const result: ToolResult = { status: 'succeeded', text: PLAN_UPDATED_TEXT };
+      const attributes = { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', sessionMode: input.permissionMode, sessionModeOrigin: input.permissionModeOrigin };
       const updatedAt = new Date(services.clock.now()).toISOString();
       const message: NewMessage = {
         id: services.ids.next('msg'),
@@ -244,14 +245,14 @@ export function createToolCallActors(services: RuntimeServices) {
           resolvedToolName: 'update_plan',
           errorCode: 'persistence_error',
           errorMessage: errorMessage(error),
-          attributes: { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', resultPersisted: false },
+          attributes: { ...attributes, resultPersisted: false },
         });
         throw error;
       }
       endToolSpan(services, openSpans, input.toolCallId, {
         status: 'succeeded',
         resolvedToolName: 'update_plan',
-        attributes: { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', resultPersisted: true },
+        attributes: { ...attributes, resultPersisted: true },
       });
       return { ok: true, result, plan: { explanation: checked.explanation, steps: checked.steps, updatedAt } };
     }),
@@ -287,6 +288,7 @@ export function createToolCallActors(services: RuntimeServices) {
         sandboxDenied: input.result.sandboxDenied ?? false,
         // Reference §4.14: the permission facts a trace reader needs to tell the categories apart.
         sessionMode: input.permissionMode,
+        sessionModeOrigin: input.permissionModeOrigin,
         ...(input.executed ? { sandboxMode: input.permissionMode } : {}),
         escalationPaths: approval.card?.kind === 'escalation' ? (approval.card.requestedPaths ?? []).map((p) => ({ path: p.path, access: p.access, scope: p.scope })) : [],
         escalationJustification: approval.card?.kind === 'escalation' ? (approval.card.reason ?? '') : '',

@@ -81,6 +81,14 @@ describe('explorers and skills on the real tools', () => {
     expect(lastResult(childRequests[3]!)).toMatchObject({ status: 'error', text: "tool 'write' not found" });
     // No card was ever shown for the explorer.
     expect(model.requests.filter(isChild).length).toBe(4);
+    // Its tool spans say it ran under a snapshot of its parent's mode (reference §4.14).
+    await core.flushTrace();
+    const childTurn = (await storage.listTurns(child!.id))[0]!;
+    const bashSpans = (await storage.listTraceSpans({ turnId: childTurn.id })).filter((s) => s.kind === 'tool_call' && s.resolvedToolName === 'bash');
+    expect(bashSpans.map((s) => [s.attributes.sessionMode, s.attributes.sessionModeOrigin, s.attributes.sandboxMode, s.attributes.sandboxDenied])).toEqual([
+      ['accept_edits', 'inherited', 'accept_edits', false],
+      ['accept_edits', 'inherited', 'accept_edits', true],
+    ]);
   });
 
   it('§7.9 acc 32-33: the skill root is readable, never writable: file tools are refused by rule, bash by the kernel', async (ctx) => {

@@ -307,6 +307,13 @@ describe('turn features', () => {
       release();
       await h.session.waitForTurn(turnId);
       expect(seen).toEqual(['auto', 'accept_edits']);
+      // Reference §4.14: each tool span says the mode at call time and where it came from.
+      await h.core.flushTrace();
+      const spans = (await storage.listTraceSpans({ turnId })).filter((s) => s.kind === 'tool_call');
+      expect(spans.map((s) => [s.attributes.sessionMode, s.attributes.sessionModeOrigin, s.attributes.sandboxMode])).toEqual([
+        ['auto', 'session_default', 'auto'],
+        ['accept_edits', 'user_toggle', 'accept_edits'],
+      ]);
       expect((await storage.getSession(h.session.sessionId))!.sandboxMode).toBe('accept_edits');
       expect(h.session.snapshot().permissionMode).toBe('accept_edits');
       await expect(h.session.setPermissionMode('yolo' as never)).rejects.toMatchObject({ code: 'invalid_request' });
@@ -329,6 +336,9 @@ describe('turn features', () => {
       ['echo', models[0]!.id, 'sandbox'],
       ['update_plan', models[0]!.id, 'control_tool'],
     ]);
+    // Reference §6.5: a control tool records the session's mode and its origin, never `sandboxMode`.
+    expect(tools[1]!.attributes).toMatchObject({ permissionDecision: 'allow', sessionMode: 'auto', sessionModeOrigin: 'session_default' });
+    expect(tools[1]!.attributes).not.toHaveProperty('sandboxMode');
     const payloads = await storage.db.query(`SELECT slot FROM trace_span_payloads WHERE span_id = $1 ORDER BY slot`, [models[0]!.id]);
     expect(payloads.rows.map((r) => r.slot)).toEqual(['request', 'system_context', 'tool_definitions']);
   });

@@ -191,6 +191,7 @@ export function sessionInput(config: WorldConfig): SessionInput {
   return {
     sessionId: SESSION_ID,
     permissionMode: 'auto',
+    permissionModeOrigin: config.nonInteractive ? 'inherited' : 'session_default',
     nonInteractive: config.nonInteractive,
     systemContext: [{ key: 'core/agent-system', content: 'model-based test' }],
     limits: config.nonInteractive ? EXPLORER_LIMITS : config.limits,
