@@ -202,6 +202,11 @@ const sessionSetup = setup({
       if (!('commandId' in event) || !('turnId' in event)) return;
       enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) });
     }),
+    /** The turn is active but the card or question the command answers is not waiting. */
+    refuseNotPending: enqueueActions(({ event, enqueue }, params: { code: 'permission_not_pending' | 'user_input_not_pending'; message: string }) => {
+      if (!('commandId' in event)) return;
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse(params.code, params.message) });
+    }),
     refuseSessionActive: enqueueActions(({ event, enqueue }, params: { reason: string }) => {
       if (!('commandId' in event)) return;
       enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', params.reason) });
@@ -412,13 +417,10 @@ export const sessionMachine = sessionSetup.createMachine({
           },
           {
             guard: 'isActiveTurn',
-            actions: enqueueActions(({ event, enqueue }) =>
-              enqueue.emit({
-                type: 'session.reply',
-                commandId: event.commandId,
-                reply: refuse('permission_not_pending', `no permission is pending for tool call ${event.toolCallId}`),
-              }),
-            ),
+            actions: {
+              type: 'refuseNotPending',
+              params: ({ event }) => ({ code: 'permission_not_pending', message: `no permission is pending for tool call ${event.toolCallId}` }),
+            },
           },
           {
             actions: 'refuseTurnNotActive',
@@ -435,13 +437,10 @@ export const sessionMachine = sessionSetup.createMachine({
           },
           {
             guard: 'isActiveTurn',
-            actions: enqueueActions(({ event, enqueue }) =>
-              enqueue.emit({
-                type: 'session.reply',
-                commandId: event.commandId,
-                reply: refuse('user_input_not_pending', `no question is waiting for an answer in tool call ${event.toolCallId}`),
-              }),
-            ),
+            actions: {
+              type: 'refuseNotPending',
+              params: ({ event }) => ({ code: 'user_input_not_pending', message: `no question is waiting for an answer in tool call ${event.toolCallId}` }),
+            },
           },
           { actions: 'refuseTurnNotActive' },
         ],
