@@ -116,6 +116,9 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
 
   print(style.bold(`openwork chat · session ${session.sessionId}`));
   print(style.dim(`model ${model.id} over ${model.api} at ${model.baseURL} · storage ${storageLabel(options)} · cwd ${session.info.workingDirectory}`));
+  // Reference §4.6: where the sandbox is unavailable the UI says so, with the reason, for as long as it lasts.
+  const sandbox = session.snapshot().sandbox;
+  print(sandbox.available ? style.dim(`sandbox: ${sandbox.kind}, bash runs inside it`) : style.yellow(`sandbox unavailable, bash disabled: ${sandbox.detail ?? 'no reason given'}`));
   print(style.dim(terminal ? 'Ctrl-C cancels the running turn; Ctrl-C again (or Ctrl-D) exits.' : 'reading prompts from stdin; SIGINT cancels the running turn, a second one exits.'));
 
   let activeTurn: string | null = null;
