@@ -71,7 +71,13 @@ export function checkCommandRequest(req: IncomingMessage, hosts: Set<string>): v
   if (type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'commands must be sent as application/json');
 }
 
+/**
+ * Reads and validates a JSON body of at most 1 MiB: a larger declared `Content-Length` is refused
+ * before anything is read, and a chunked body is refused as soon as it grows past the limit.
+ */
 export async function readJson<S extends z.ZodType>(req: IncomingMessage, schema: S): Promise<z.output<S>> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > BODY_LIMIT) throw new HttpError(413, 'payload_too_large', `the body is ${declared} bytes; the limit is ${BODY_LIMIT}`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -101,7 +107,13 @@ export function writeHead(res: ServerResponse, status: number, headers: Record<s
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  writeHead(res, status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)) });
+  // A body left unread (too large, say) cannot be skipped on a kept-alive connection: close it.
+  const unread = res.req !== undefined && !res.req.complete;
+  writeHead(res, status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': String(Buffer.byteLength(text)),
+    ...(unread ? { connection: 'close' } : {}),
+  });
   res.end(text);
 }
 
@@ -109,6 +121,7 @@ function statusOf(error: OpenworkError): number {
   if (error instanceof InputError) return 400;
   switch (error.code) {
     case 'session_not_found':
+    case 'checkpoint_not_found':
       return 404;
     case 'core_closed':
       return 503;
