@@ -139,8 +139,10 @@ function machineIdOf(ref: AnyActorRef): string | null {
   return logic?.root !== undefined && typeof logic.config?.id === 'string' ? logic.config.id : null;
 }
 
+/** XState reports a new actor before it assigns `systemId`; its options already hold it. */
 function systemIdOf(ref: AnyActorRef): string | null {
-  const systemId = (ref as { systemId?: unknown }).systemId;
+  const actor = ref as { systemId?: unknown; options?: { systemId?: unknown } };
+  const systemId = actor.systemId ?? actor.options?.systemId;
   return typeof systemId === 'string' ? systemId : null;
 }
 
