@@ -289,7 +289,8 @@ async function loadMessages(sessionId) {
   const res = await api(sessionPath(sessionId, '/messages'));
   if (!res.ok) return;
   app.messages.set(sessionId, res.body.messages);
-  if (sessionId === app.selected) render('transcript');
+  // The composer too: whether there is anything to compact depends on the messages.
+  if (sessionId === app.selected) render('session');
 }
 
 async function refreshSessions() {
@@ -655,8 +656,10 @@ function renderComposer(view, active) {
   $('prompt').disabled = child;
   $('prompt').placeholder = child ? 'A sub-agent takes its tasks from its root session (spawn_agent, followup_task).' : PROMPT_HINT;
   $('cancel').disabled = !active || child;
-  // Compaction and rewind answer session_active during a turn: offered only between turns.
-  $('compact').disabled = !view || active || child;
+  // Compaction answers session_active during a turn, and needs a request of the user to summarise.
+  const messages = app.selected ? app.messages.get(app.selected) ?? [] : [];
+  const hasRequest = messages.some((m) => m.role === 'user' && (m.kind ?? 'normal') === 'normal');
+  $('compact').disabled = !view || active || child || !hasRequest;
   const error = $('command-error');
   error.hidden = !app.commandError;
   error.textContent = app.commandError ?? '';
