@@ -181,6 +181,13 @@ describe('inspector runtime and scenario', () => {
     expect((await runtime.core.listChildSessions(session.sessionId)).map((c) => c.taskName).sort()).toEqual(['explorer_1', 'explorer_2']);
   });
 
+  it('explore on a session of the shared default scenario (as a loaded session runs): the explorer turn does not restart the root turn', async () => {
+    const session = await runtime.core.createSession({ workingDirectory });
+    const turnId = await run(session, 'explore, on the shared model');
+    expect(await session.waitForTurn(turnId)).toMatchObject({ status: 'completed', finalText: expect.stringMatching(/^The explorer reported back:/) });
+    expect((await runtime.core.listChildSessions(session.sessionId)).map((c) => c.taskName)).toHaveLength(1);
+  });
+
   it('compact: the scenario answers the summary request with a valid summary of the conversation', async () => {
     const session = await newSession(runtime);
     const { waitFor } = collect(session);
