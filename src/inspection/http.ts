@@ -105,15 +105,9 @@ export function writeHead(res: ServerResponse, status: number, headers: Record<s
   res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  // A body left unread (too large, say) cannot be skipped on a kept-alive connection: close it.
-  const unread = res.req !== undefined && !res.req.complete;
-  writeHead(res, status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': String(Buffer.byteLength(text)),
-    ...(unread ? { connection: 'close' } : {}),
-  });
+  writeHead(res, status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), ...headers });
   res.end(text);
 }
 
@@ -146,7 +140,9 @@ export function sendError(res: ServerResponse, error: unknown): void {
     return;
   }
   if (error instanceof HttpError) {
-    sendJson(res, error.status, { error: { code: error.code, message: error.message, details: error.details } });
+    // Node reads and discards an unread body to keep the connection; not one that is too large.
+    const headers: Record<string, string> = error.code === 'payload_too_large' ? { connection: 'close' } : {};
+    sendJson(res, error.status, { error: { code: error.code, message: error.message, details: error.details } }, headers);
     return;
   }
   if (error instanceof OpenworkError) {

@@ -166,6 +166,8 @@ describe('inspector server', () => {
     const info = await call(s, 'GET', '/api/info', { headers: { host: `localhost:${s.port}` } });
     expect(info.status).toBe(200);
     expect(info.json).toMatchObject({ label: 'test runtime', machines: ['session', 'turn', 'toolCall'] });
+    // A request read to its end leaves the connection open for the next one.
+    expect(info.headers.connection).toBe('keep-alive');
     await s.close();
   });
 
@@ -215,6 +217,7 @@ describe('inspector server', () => {
 
     const started = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c-1', text: 'go' }, headers: { origin: `http://127.0.0.1:${s.port}` } });
     expect(started.status).toBe(202);
+    expect(started.headers.connection).toBe('keep-alive');
     const turnId = started.json.turnId as string;
     const busy = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c-2', text: 'again' } });
     expect([busy.status, busy.json.error?.code]).toEqual([409, 'busy']);
