@@ -25,6 +25,17 @@ export interface LogEntry {
   toolCallId: string | null;
 }
 
+/** A `conversation_compacted` update as the view keeps it. */
+export interface ViewCompaction {
+  compactionId: string;
+  kind: 'manual' | 'threshold' | 'overflow' | 'rewind';
+  tokensBefore: number;
+  tokensAfter: number;
+  sequence: number;
+  turnId: string | null;
+  atMs: number;
+}
+
 export interface SessionView {
   version: number;
   sessionId: string;
@@ -41,12 +52,15 @@ export interface SessionView {
   pendingPermission: { turnId: string | null; toolCallId: string; card: PermissionCard } | null;
   plan: { explanation: string | null; steps: PlanStep[]; updatedAt: string } | null;
   terminal: { turnId: string | null; outcome: TurnOutcome } | null;
+  /** The compactions seen in this epoch, oldest first (at most COMPACTION_LIMIT). */
+  compactions: ViewCompaction[];
   log: LogEntry[];
   sync: { source: 'live' | 'replay' | 'snapshot'; count: number };
 }
 
 export const VIEW_VERSION: number;
 export const LOG_LIMIT: number;
+export const COMPACTION_LIMIT: number;
 export function createView(sessionId: string, epoch: string): SessionView;
 export function classifyEnvelope(view: SessionView, epoch: string | null, envelope: SessionUpdateEnvelope): 'ignore' | 'apply' | 'gap' | 'epoch';
 export function isTurnActive(view: SessionView): boolean;
