@@ -85,6 +85,8 @@ export async function startInspectorRuntime(options: InspectorRuntimeOptions = {
     tools,
     inspect: combineInspectors(tracker.inspect, stately?.inspect, options.inspect),
     ...(configured ? {} : { resolveModel: () => loadedScenario! }),
+    // The page shows the model's questions and answers them.
+    userInput: true,
     // The scenario's explorers list the directory; the built-in read-only tools have other names.
     ...(options.tools ? {} : { agents: { explorerTools: tools.filter((t) => t.name === 'list_directory') } }),
     ...options.coreOptions,

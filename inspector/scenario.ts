@@ -13,6 +13,8 @@
  * - `explore`: the root spawns an explorer sub-agent (`spawn_agent`), waits for it (`wait_agent`)
  *   and answers with its report. The explorer is a child Session actor under the root's actor: it
  *   lists the directory and streams its report, so the actor tree shows it while it works.
+ * - `ask`: the model asks the user two questions (`request_user_input`), the turn waits in
+ *   `waiting_user_input` until the page answers them, and the answer is repeated back.
  *
  * Two kinds of request are answered whatever the turn's scenario is: an explorer's (its system
  * context is the explorer prompt; each is answered from the request alone, since the explorer
@@ -42,7 +44,7 @@ export interface ScenarioModel extends ModelPort {
   readonly calls: number;
 }
 
-type Mode = 'tour' | 'slow' | 'flood' | 'fail' | 'explore';
+type Mode = 'tour' | 'slow' | 'flood' | 'fail' | 'explore' | 'ask';
 
 interface Timed {
   event: ModelStreamEvent;
@@ -74,9 +76,17 @@ function textOfUser(message: ModelMessage | undefined): string {
 
 function modeOf(prompt: string): Mode {
   const first = /^[a-z]+/i.exec(prompt.trim())?.[0]?.toLowerCase() ?? '';
-  if (first === 'slow' || first === 'flood' || first === 'fail' || first === 'explore') return first;
+  if (first === 'slow' || first === 'flood' || first === 'fail' || first === 'explore' || first === 'ask') return first;
   return 'tour';
 }
+
+/** The questions of the `ask` scenario. */
+export const ASK_QUESTIONS = {
+  questions: [
+    { id: 'language', header: 'Language', question: 'Which language should the note be in?', options: [{ label: 'English' }, { label: 'German' }] },
+    { id: 'name', question: 'What should the note be called?' },
+  ],
+};
 
 /** The explorer's task, as the root hands it over. */
 export const EXPLORER_TASK = 'List the working directory and tell me what kind of project it is.';
@@ -213,6 +223,15 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
           },
           request,
         );
+      case 'ask':
+        return step(
+          {
+            reasoning: 'I cannot choose for the user here; I will ask.',
+            text: 'Before I start I need two answers from you.',
+            toolCalls: [{ name: 'request_user_input', arguments: ASK_QUESTIONS }],
+          },
+          request,
+        );
       case 'tour':
         return step(
           {
@@ -295,6 +314,10 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
     }
     const lastTool = [...messages].reverse().find((m): m is Extract<ModelMessage, { role: 'tool' }> => m.role === 'tool');
     if (mode === 'explore') return exploreStep(request, lastTool, note);
+    if (mode === 'ask' && lastTool?.toolName === 'request_user_input') {
+      const answered = lastTool.status === 'success' ? `You answered ${lastTool.text}.` : `No answer (${lastTool.text}).`;
+      return step({ text: `${note}${answered} Thank you.`, chunk: 8, delayMs: 40 }, request);
+    }
     if (mode !== 'tour') return step({ text: `${note}Done.`, chunk: 8 }, request);
     switch (lastTool?.toolName) {
       case 'list_directory': {

@@ -18,7 +18,7 @@ const DECISION_LABELS = {
 };
 const DECISION_ORDER = ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'];
 
-const PROMPT_HINT = 'Show me around  ·  slow …  ·  flood …  ·  fail …  ·  explore …';
+const PROMPT_HINT = 'Show me around  ·  slow …  ·  flood …  ·  fail …  ·  explore …  ·  ask …';
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 
@@ -448,7 +448,7 @@ function renderHeader() {
 function statusOf(session) {
   const controller = app.controllers.get(session.sessionId);
   const view = controller && controller.view;
-  if (view && isTurnActive(view)) return view.pendingPermission ? 'waiting' : 'running';
+  if (view && isTurnActive(view)) return view.pendingPermission || view.pendingQuestion ? 'waiting' : 'running';
   if (session.status && session.status.type === 'active') return 'running';
   return 'idle';
 }
@@ -526,6 +526,7 @@ function renderSession() {
   $('last-sequence').dataset.sequence = view ? String(view.lastSequence) : '0';
   renderLive(view);
   renderCard(view);
+  renderQuestion(view);
   renderComposer(view, active);
   renderLog(view);
 }
@@ -645,6 +646,58 @@ function renderCard(view) {
     ),
   ];
   card.replaceChildren(...rows.filter((row) => row !== null));
+}
+
+/** The model's questions (request_user_input): one field per question, options as quick picks. */
+function renderQuestion(view) {
+  const card = $('question-card');
+  const pending = view ? view.pendingQuestion : null;
+  if (!pending) {
+    card.hidden = true;
+    card.replaceChildren();
+    delete card.dataset.toolCallId;
+    return;
+  }
+  if (card.dataset.toolCallId === pending.toolCallId && !card.hidden) return;
+  card.hidden = false;
+  card.dataset.toolCallId = pending.toolCallId;
+  const fields = new Map();
+  const submit = async (event) => {
+    event.preventDefault();
+    const answers = {};
+    for (const [id, input] of fields) answers[id] = input.value;
+    for (const control of card.querySelectorAll('button, input')) control.disabled = true;
+    const path = sessionPath(app.selected, `/turns/${encodeURIComponent(pending.turnId)}/user-input/${encodeURIComponent(pending.toolCallId)}`);
+    const res = await command(path, { answers });
+    if (!res.ok) for (const control of card.querySelectorAll('button, input')) control.disabled = false;
+  };
+  const questions = pending.request.questions.map((q) => {
+    const input = el('input', { type: 'text', 'data-testid': `answer-${q.id}`, 'aria-label': q.question, required: true });
+    fields.set(q.id, input);
+    const picks = (q.options ?? []).map((o) =>
+      el('button', {
+        type: 'button',
+        class: 'pick',
+        'data-option': o.label,
+        title: o.description ?? '',
+        text: o.label,
+        onclick: () => {
+          input.value = o.label;
+        },
+      }),
+    );
+    return el(
+      'div',
+      { class: 'question-item', 'data-question': q.id },
+      el('div', { class: 'card-kind', text: q.header ? `question · ${q.header}` : 'question' }),
+      el('div', { class: 'card-summary', text: q.question }),
+      picks.length > 0 ? el('div', { class: 'card-buttons' }, ...picks) : null,
+      input,
+    );
+  });
+  card.replaceChildren(
+    el('form', { onsubmit: submit }, ...questions, el('div', { class: 'card-buttons' }, el('button', { type: 'submit', 'data-testid': 'answer-submit', text: 'Answer' }))),
+  );
 }
 
 function renderComposer(view, active) {

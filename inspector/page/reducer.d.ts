@@ -2,6 +2,7 @@
 import type { PermissionCard, SessionUpdate, SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
 import type { SessionSnapshot } from '../../src/protocol/snapshot.js';
 import type { PlanStep } from '../../src/protocol/plan.js';
+import type { UserInputRequest } from '../../src/protocol/user-input.js';
 
 export interface ViewToolCall {
   toolCallId: string;
@@ -50,6 +51,8 @@ export interface SessionView {
   toolCalls: Record<string, ViewToolCall>;
   orderedToolCallIds: string[];
   pendingPermission: { turnId: string | null; toolCallId: string; card: PermissionCard } | null;
+  /** The model's request_user_input questions waiting for an answer. */
+  pendingQuestion: { turnId: string | null; toolCallId: string; request: UserInputRequest } | null;
   plan: { explanation: string | null; steps: PlanStep[]; updatedAt: string } | null;
   terminal: { turnId: string | null; outcome: TurnOutcome } | null;
   /** The compactions seen in this epoch, oldest first (at most COMPACTION_LIMIT). */

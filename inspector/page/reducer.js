@@ -24,6 +24,7 @@ export function createView(sessionId, epoch) {
     toolCalls: {},
     orderedToolCallIds: [],
     pendingPermission: null,
+    pendingQuestion: null,
     plan: null,
     terminal: null,
     compactions: [],
@@ -74,6 +75,10 @@ export function summarize(update) {
       return `${update.card.toolName}: ${update.card.summary}`;
     case 'permission_resolved':
       return update.decision;
+    case 'user_input_requested':
+      return update.request.questions.map((q) => q.question).join(' / ');
+    case 'user_input_resolved':
+      return update.outcome === 'answered' ? `answered: ${Object.values(update.answers ?? {}).join(' / ')}` : update.outcome;
     case 'plan_updated':
       return update.plan.map((s) => `[${s.status}] ${s.step}`).join(', ');
     case 'turn_finished':
@@ -211,12 +216,23 @@ export function applyUpdate(view, envelope) {
         decision: update.decision,
       }));
     }
+    case 'user_input_requested':
+      return patchTool(
+        { ...next, pendingQuestion: { turnId: envelope.turnId, toolCallId: update.toolCallId, request: update.request } },
+        update.toolCallId,
+        () => ({ status: 'waiting_user_input' }),
+      );
+    case 'user_input_resolved': {
+      const cleared = next.pendingQuestion && next.pendingQuestion.toolCallId === update.toolCallId ? { ...next, pendingQuestion: null } : next;
+      return patchTool(cleared, update.toolCallId, (c) => ({ status: c.status === 'finished' ? c.status : 'recording', answers: update.answers ?? null }));
+    }
     case 'plan_updated':
       return { ...next, plan: { explanation: update.explanation, steps: update.plan, updatedAt: update.updatedAt } };
     case 'turn_finished':
       return {
         ...next,
         pendingPermission: null,
+        pendingQuestion: null,
         terminal: { turnId: envelope.turnId, outcome: update.outcome },
         endedAtMs: envelope.occurredAtMs,
       };
@@ -279,6 +295,7 @@ export function applySnapshot(view, sessionId, epoch, snapshot) {
         };
       }
       const approval = runtime.pendingApprovals[0];
+      const question = (runtime.pendingUserInput ?? [])[0];
       return {
         ...next,
         turnId: runtime.turnId,
@@ -288,6 +305,7 @@ export function applySnapshot(view, sessionId, epoch, snapshot) {
         toolCalls,
         orderedToolCallIds: runtime.toolCalls.map((c) => c.toolCallId),
         pendingPermission: approval ? { turnId: runtime.turnId, toolCallId: approval.toolCallId, card: approval.card } : null,
+        pendingQuestion: question ? { turnId: runtime.turnId, toolCallId: question.toolCallId, request: question.request } : null,
         plan: runtime.plan,
       };
     }

@@ -122,6 +122,7 @@ function statusOf(error: OpenworkError): number {
     case 'busy':
     case 'turn_not_active':
     case 'permission_not_pending':
+    case 'user_input_not_pending':
     case 'session_active':
     case 'reload_required':
     case 'actor_stopped':

@@ -23,6 +23,7 @@ import { sessionMachine } from '../machines/session.js';
 import { toolCallMachine } from '../machines/tool-call.js';
 import { turnMachine } from '../machines/turn.js';
 import { permissionDecisionSchema } from '../protocol/input.js';
+import { userInputAnswersSchema } from '../protocol/user-input.js';
 import type { SessionHandle } from '../session-handle.js';
 import type { CompactionResult } from '../services/compaction/compaction.js';
 import type { CheckpointRecord } from '../storage/storage.js';
@@ -75,6 +76,7 @@ const createSessionBody = z.strictObject({ title: z.string().trim().min(1).max(2
 const startTurnBody = z.strictObject({ clientRequestId: z.string().trim().min(1).max(200), text: z.string().max(200_000) });
 const steerBody = z.strictObject({ text: z.string().max(200_000) });
 const decisionBody = z.strictObject({ decision: permissionDecisionSchema });
+const answersBody = z.strictObject({ answers: userInputAnswersSchema });
 const rewindBody = z.strictObject({ compactionId: z.string().trim().min(1).max(200) });
 const emptyBody = z.strictObject({});
 
@@ -304,6 +306,11 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     if (!isGet && parts.length === 7 && sub === 'turns' && action === 'permissions') {
       const body = await readJson(req, decisionBody);
       await handle.resolvePermission(turnId!, toolCallId!, body.decision);
+      return sendJson(res, 202, { epoch });
+    }
+    if (!isGet && parts.length === 7 && sub === 'turns' && action === 'user-input') {
+      const body = await readJson(req, answersBody);
+      await handle.answerUserInput(turnId!, toolCallId!, body.answers);
       return sendJson(res, 202, { epoch });
     }
     throw new HttpError(404, 'not_found', `nothing at ${method} ${url.pathname}`);

@@ -148,6 +148,35 @@ describe('inspector page (headless Chromium)', () => {
     await shot(page, 'denied');
   });
 
+  it('shows the model\'s questions; the answers given on the page reach the model, also after a reload', async () => {
+    const { page, sessionId } = await openInspector();
+    await send(page, 'ask me first');
+    const card = page.locator('[data-testid=question-card]');
+    await card.waitFor({ state: 'visible' });
+    expect(await page.textContent('[data-testid=phase]')).toBe('waiting_user_input');
+    expect(await card.locator('.card-summary').allTextContents()).toEqual(['Which language should the note be in?', 'What should the note be called?']);
+    expect(await card.locator('button.pick').allTextContents()).toEqual(['English', 'German']);
+    const state = await serverState(sessionId);
+    expect(state.snapshot.runtime).toMatchObject({ type: 'running', phase: 'waiting_user_input', pendingUserInput: [{ request: { questions: [{ id: 'language' }, { id: 'name' }] } }] });
+    expect(await page.locator('[data-testid=session-list] li.selected').getAttribute('data-status')).toBe('waiting');
+
+    // A reload rebuilds the open question (replayed or from the snapshot) and still answers it.
+    await page.reload();
+    await page.locator('[data-testid=connection][data-state=live]').waitFor();
+    await card.waitFor({ state: 'visible' });
+    await card.locator('button.pick[data-option=German]').click();
+    expect(await page.inputValue('[data-testid=answer-language]')).toBe('German');
+    await page.fill('[data-testid=answer-name]', 'notes');
+    await shot(page, 'question');
+    await page.click('[data-testid=answer-submit]');
+    await card.waitFor({ state: 'hidden' });
+    await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor();
+    expect(await page.locator('[data-testid=update-log] li[data-type=user_input_resolved] .summary').textContent()).toBe('answered: German / notes');
+    const messages = (await (await fetch(new URL(`/api/sessions/${sessionId}/messages`, runtime.url))).json()) as { messages: Array<{ role: string; content: Array<{ type: string; text?: string }> }> };
+    const last = messages.messages.filter((m) => m.role === 'assistant').at(-1)!;
+    expect(last.content.map((b) => b.text ?? '').join('')).toContain('You answered {"answers":{"language":"German","name":"notes"}}.');
+  });
+
   it('cancels a running turn from the page', async () => {
     const { page, sessionId } = await openInspector();
     await send(page, 'slow answer to cancel');

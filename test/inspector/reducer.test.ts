@@ -43,6 +43,7 @@ function runtimeOf(view: SessionView) {
       return { id, name: c.toolName, args: c.arguments, result: c.result ? { status: c.result.status, text: c.result.text } : null };
     }),
     pendingPermission: view.pendingPermission,
+    pendingQuestion: view.pendingQuestion,
     plan: view.plan,
     terminal: view.terminal,
   };
@@ -130,6 +131,25 @@ describe('page reducer', () => {
     expect(merged.log.at(-1)).toMatchObject({ type: 'snapshot', from: done.lastSequence });
     expect(merged.log.length).toBe(Math.min(done.log.length + 1, LOG_LIMIT));
     expect(applySnapshot(done, h.session.sessionId, 'other', h.session.snapshot()).log).toHaveLength(1);
+  });
+
+  it('a question of the model (request_user_input): replayed equals rebuilt while it waits, logged, cleared by the answer', async () => {
+    const questions = { questions: [{ id: 'lang', question: 'Which language?', options: [{ label: 'en' }, { label: 'de' }] }] };
+    const h = await harness(storage, [{ toolCalls: [{ name: 'request_user_input', arguments: questions }] }, { text: 'fine' }], { userInput: true });
+    const turnId = await h.start('ask');
+    const asked = await h.waitFor((e) => e.update.type === 'user_input_requested');
+    const toolCallId = (asked.update as { toolCallId: string }).toolCallId;
+    const waiting = reduce(h.updates);
+    expect(waiting.pendingQuestion).toEqual({ turnId, toolCallId, request: questions });
+    expect(waiting.toolCalls[toolCallId]!.status).toBe('waiting_user_input');
+    expect(waiting.log.at(-1)).toMatchObject({ type: 'user_input_requested', summary: 'Which language?' });
+    expect(runtimeOf(applySnapshot(null, h.session.sessionId, 'e1', h.session.snapshot()))).toEqual(runtimeOf(waiting));
+    await h.session.answerUserInput(turnId, toolCallId, { lang: 'de' });
+    await h.session.waitForTurn(turnId);
+    const done = reduce(h.updates);
+    expect(done.pendingQuestion).toBeNull();
+    expect(done.log.find((e) => e.type === 'user_input_resolved')).toMatchObject({ summary: 'answered: de' });
+    expect(done.toolCalls[toolCallId]!.result).toMatchObject({ status: 'succeeded', text: '{"answers":{"lang":"de"}}' });
   });
 
   it('a denied card and a cancelled turn end the view as the outcome says', async () => {
