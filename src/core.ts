@@ -407,7 +407,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
   async function attachControl(handle: SessionHandle): Promise<void> {
     if (!agentsEnabled || handle.info.parentSessionId !== null || controls.has(handle.sessionId)) return;
-    const control = new AgentControl(handle.sessionId, host, mailbox, maxActiveAgentTurns);
+    // The control's link to this runtime goes dead at shutdown (reference §5.2: agent_host_unavailable).
+    const control = new AgentControl(handle.sessionId, () => (closed ? null : host), mailbox, maxActiveAgentTurns);
     control.restore((await storage.listChildSessions(handle.sessionId)).map((c) => ({ id: c.id, taskName: c.taskName })));
     controls.set(handle.sessionId, control);
   }
