@@ -39,6 +39,7 @@ import { homedir } from 'node:os';
 import { realpath } from 'node:fs/promises';
 import { discoverSkills, type SkillDetail, type SkillSummary, type SkillWarning } from './services/skills/discovery.js';
 import { renderCatalog, resolveSelectedSkills } from './services/skills/catalog.js';
+import { resolveSkillRoot } from './services/skills/root.js';
 import { join } from 'node:path';
 import type { CorrectionReport, LoadedSession, SessionRecord, SessionStorage } from './storage/storage.js';
 import type { MigrationReport } from './storage/migrate.js';
@@ -111,6 +112,12 @@ export interface CoreOptions {
    * `null` turns skills off.
    */
   skills?: { root?: string | null };
+  /**
+   * The skill roots the authorizer hard-protects; `workspaceToolOptions` passes the tool runtime's.
+   * When given, a skill root outside all of them is refused with `configuration_invalid`: the root
+   * that is discovered is the root that is protected (reference §7.2, §7.5).
+   */
+  protectedSkillRoots?: readonly string[];
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs?: number;
   /**
@@ -201,6 +208,11 @@ function lastTerminalOf(loaded: LoadedSession): LastTerminal | null {
  * const session = await core.createSession({ workingDirectory: process.cwd() });
  */
 export async function createCore(options: CoreOptions): Promise<Core> {
+  const skillRoot = resolveSkillRoot({
+    ...(options.skills?.root !== undefined ? { root: options.skills.root } : {}),
+    ...(options.protectedSkillRoots ? { protectedRoots: options.protectedSkillRoots } : {}),
+    home: process.env.HOME,
+  });
   const storage = options.storage;
   const migrations = await storage.migrate();
   // Seed 000 §10: before any turn is accepted. Ownership would scope this when several processes share one database.
@@ -231,7 +243,6 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const mailbox = new MailboxSignal(options.timers);
   const controls = new Map<string, AgentControl>();
   const openworkHome = options.openworkHome ?? join(homedir(), '.openwork');
-  const skillRoot = options.skills?.root !== undefined ? options.skills.root : process.env.HOME ? join(process.env.HOME, '.agents', 'skills') : null;
   const disabledSkills = new Set((await storage.listSkillStatus()).filter((r) => r.disabled).map((r) => r.name));
   const customCatalog = options.worldState ? options.worldState.skillsCatalog : undefined;
   const listSkills = async () => {
@@ -419,7 +430,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
   async function attachControl(handle: SessionHandle): Promise<void> {
     if (!agentsEnabled || handle.info.parentSessionId !== null || controls.has(handle.sessionId)) return;
-    const control = new AgentControl(handle.sessionId, host, mailbox, maxActiveAgentTurns);
+    // The control's link to this runtime goes dead at shutdown (reference §5.2: agent_host_unavailable).
+    const control = new AgentControl(handle.sessionId, () => (closed ? null : host), mailbox, maxActiveAgentTurns);
     control.restore((await storage.listChildSessions(handle.sessionId)).map((c) => ({ id: c.id, taskName: c.taskName })));
     controls.set(handle.sessionId, control);
   }

@@ -119,6 +119,14 @@ function failure(code: AgentErrorCode | 'invalid_arguments', messageText: string
   return { result: { status: 'failed', text, error: { code: code === 'invalid_arguments' ? 'invalid_arguments' : 'execution_failed', message: text, retryable: false } } };
 }
 
+const HOST_GONE = 'the runtime that owns the sub-agents has shut down';
+
+/** A host call that met a runtime closing under it (`core_closed`) reports the host as gone. */
+function hostFailure(code: AgentErrorCode, error: unknown): AgentToolOutcome {
+  if (isOpenworkError(error) && error.code === 'core_closed') return failure('agent_host_unavailable', HOST_GONE);
+  return failure(code, errorMessage(error));
+}
+
 function ok(text: string): AgentToolOutcome {
   return { result: { status: 'succeeded', text } };
 }
@@ -129,9 +137,14 @@ export class AgentControl {
   /** Children whose current turn holds a slot. */
   private readonly active = new Set<string>();
 
+  /**
+   * `host` is the reference's weak link to the runtime (§5.2): it answers null once the runtime
+   * that owns the sub-agents has shut down, and every control tool but `wait_agent` then fails with
+   * `agent_host_unavailable` instead of creating or touching sessions of a closed runtime.
+   */
   constructor(
     readonly rootSessionId: string,
-    private readonly host: SubAgentHost | null,
+    private readonly host: () => SubAgentHost | null,
     private readonly mailbox: MailboxSignal,
     readonly maxActiveTurns = MAX_ACTIVE_SUB_AGENT_TURNS,
   ) {}
@@ -173,8 +186,8 @@ export class AgentControl {
       const text = `${issue.path.join('.') || '(root)'}: ${issue.message}`;
       return issue.path[0] === 'task_name' && issue.code !== 'invalid_type' ? failure('invalid_task_name', text) : failure('invalid_arguments', text);
     }
-    const host = this.host;
-    if (!host && tool !== 'wait_agent') return failure('agent_host_unavailable', 'the runtime that owns the sub-agents is gone');
+    const host = this.host();
+    if (!host && tool !== 'wait_agent') return failure('agent_host_unavailable', HOST_GONE);
     switch (tool) {
       case 'spawn_agent': {
         const { task_name: name, message: text } = parsed.data as z.infer<(typeof schemas)['spawn_agent']>;
@@ -198,7 +211,7 @@ export class AgentControl {
           this.active.delete(placeholder);
           if (childId) this.active.delete(childId);
           if (isOpenworkError(error) && error.code === 'invalid_request' && /task/.test(error.message)) return failure('duplicate_task_name', error.message);
-          return failure('agent_start_failed', errorMessage(error));
+          return hostFailure('agent_start_failed', error);
         }
       }
       case 'followup_task': {
@@ -213,7 +226,7 @@ export class AgentControl {
           return ok('Follow-up task started');
         } catch (error) {
           this.active.delete(childId);
-          return failure('agent_turn_start_failed', errorMessage(error));
+          return hostFailure('agent_turn_start_failed', error);
         }
       }
       case 'interrupt_agent': {
@@ -224,7 +237,7 @@ export class AgentControl {
           if (!(await host!.interruptChild(childId))) return failure('agent_interrupt_failed', `explorer ${name} has no running turn`);
           return ok('Interrupt requested');
         } catch (error) {
-          return failure('agent_interrupt_failed', errorMessage(error));
+          return hostFailure('agent_interrupt_failed', error);
         }
       }
       case 'list_agents': {
@@ -240,7 +253,7 @@ export class AgentControl {
           rows.sort((a, b) => (a.task_name < b.task_name ? -1 : 1));
           return ok(JSON.stringify(rows));
         } catch (error) {
-          return failure('agent_inspection_failed', errorMessage(error));
+          return hostFailure('agent_inspection_failed', error);
         }
       }
       case 'wait_agent': {

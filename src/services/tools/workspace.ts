@@ -19,6 +19,15 @@ export interface WorkspaceToolOptions {
 }
 
 /**
+ * The skill root a core discovers with this runtime: the one configured with
+ * `prepareToolRuntime({ skillRoots })` (the last, when several are given; all of them are
+ * protected), else `<home>/.agents/skills`. The permission policy protects it from writes.
+ */
+export function discoveredSkillRoot(runtime: ToolRuntime): string | null {
+  return runtime.environment.skillRoots.at(-1) ?? null;
+}
+
+/**
  * The `createCore` options that wire the built-in tools to a prepared tool runtime.
  *
  * @example
@@ -32,7 +41,9 @@ export function workspaceToolOptions(runtime: ToolRuntime, options: WorkspaceToo
     sandbox: runtime.sandbox,
     toolResultSpillRoot: runtime.spillRoot,
     openworkHome: runtime.environment.openworkHome,
-    skills: { root: runtime.environment.skillRoots[0] ?? null },
+    // One skill root, discovered and protected (reference §7.2): the configured one, else ~/.agents/skills.
+    skills: { root: discoveredSkillRoot(runtime) },
+    protectedSkillRoots: runtime.environment.skillRoots,
     worldState: {
       renderSandboxPolicy: ({ mode, workspace, sandbox }) =>
         renderSandboxPolicySection({
