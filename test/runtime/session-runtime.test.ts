@@ -265,6 +265,64 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(outcome.status).toBe('completed');
   });
 
+  it('acc 8: calls_differing_only_in_whitespace_and_key_order_are_the_same_call', async () => {
+    // Two keys at the top (zod rebuilds those in schema order) and a record inside (zod keeps the
+    // model's key order there): only the normalised signature makes these three one call.
+    const pair = defineTool({
+      name: 'pair',
+      description: 'Takes two keys and a map.',
+      parameters: z.object({ path: z.string(), limit: z.number(), flags: z.record(z.string(), z.boolean()) }),
+      execute: ({ path }) => `read ${path}`,
+    });
+    const h = await harness(
+      storage,
+      [
+        { toolCalls: [{ name: 'pair', arguments: '{"path":"a.txt","limit":5,"flags":{"x":true,"y":false}}' }] },
+        { toolCalls: [{ name: 'pair', arguments: '{ "limit" : 5 ,\n  "path" : "a.txt", "flags": { "y": false, "x": true } }' }] },
+        { toolCalls: [{ name: 'pair', arguments: '\t{"flags":{"y":false,"x":true},"limit":5,"path":"a.txt"}  ' }] },
+      ],
+      { tools: [pair] },
+    );
+    const { turnId, outcome } = await h.run('loop with reordered keys');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'doom_loop', message: "doom loop detected for tool 'pair'" });
+    const results = (await h.session.messages()).filter((m) => m.role === 'tool');
+    expect(results.map((m) => (m.content[0] as { status: string; text: string }).text)).toEqual(['read a.txt', 'read a.txt', "doom loop detected for tool 'pair'"]);
+    expect(h.model.requests).toHaveLength(3);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'doom_loop' });
+  });
+
+  it('acc 8: a_changed_value_inside_the_record_is_a_different_call', async () => {
+    // The same shape as above with one nested value changed: the count restarts, no doom loop.
+    const pair = defineTool({
+      name: 'pair',
+      description: 'Takes two keys and a map.',
+      parameters: z.object({ path: z.string(), limit: z.number(), flags: z.record(z.string(), z.boolean()) }),
+      execute: ({ path }) => `read ${path}`,
+    });
+    const h = await harness(
+      storage,
+      [
+        { toolCalls: [{ name: 'pair', arguments: { path: 'a.txt', limit: 5, flags: { x: true, y: false } } }] },
+        { toolCalls: [{ name: 'pair', arguments: { limit: 5, path: 'a.txt', flags: { y: false, x: true } } }] },
+        { toolCalls: [{ name: 'pair', arguments: { path: 'a.txt', limit: 5, flags: { x: true, y: true } } }] },
+        { text: 'fine' },
+      ],
+      { tools: [pair] },
+    );
+    expect((await h.run('no loop')).outcome).toEqual({ status: 'completed', finalText: 'fine' });
+  });
+
+  it('acc 9: the_default_limit_ends_the_turn_after_exactly_20_model_calls', async () => {
+    // No `limits` option: DEFAULT_LIMITS (seed 000 §4, max_model_calls = 20).
+    const h = await harness(storage, scriptedModel((_req, i) => ({ toolCalls: [{ name: 'echo', arguments: { text: `step ${i}` } }] })));
+    const { turnId, outcome } = await h.run('never stop');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'max_model_calls' });
+    expect(h.model.requests).toHaveLength(20);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'max_model_calls', modelCallCount: 20, modelSubmissionCount: 20, toolCallCount: 20 });
+    // Every one of the 20 responses' calls ran and has its result; the 21st call was never made.
+    expect((await h.session.messages()).filter((m) => m.role === 'tool')).toHaveLength(20);
+  });
+
   it('acc 9: max_model_calls_fails_the_turn', async () => {
     const h = await harness(
       storage,
@@ -434,6 +492,19 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(refused).toMatchObject({ code: 'reload_required' });
     expect(h.session.snapshot().reloadRequired).toBe(true);
     await expect(h.session.beginMaintenance('rewind')).rejects.toMatchObject({ code: 'reload_required' });
+  });
+
+  it('acc 14: reload_required_is_checked_before_an_idempotent_client_request_id', async () => {
+    // Seed 000 §2, StartTurn: reload_required, then an accepted client_request_id, then busy.
+    const h = await harness(storage, [{ text: 'done' }]);
+    const { turnId, outcome } = await h.run('first', 'seen-before');
+    expect(outcome.status).toBe('completed');
+    expect((await h.session.startTurn({ clientRequestId: 'seen-before', input: [{ type: 'text', text: 'first' }] })).turnId).toBe(turnId);
+    await h.session.beginMaintenance('compact');
+    h.session.endMaintenance(true);
+    const refused = await h.session.startTurn({ clientRequestId: 'seen-before', input: [{ type: 'text', text: 'first' }] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(CommandError);
+    expect(refused).toMatchObject({ code: 'reload_required' });
   });
 
   it('acc 15: permission_decisions_are_matched_by_turn_and_tool_call_id', async () => {
