@@ -14,7 +14,7 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
 import { backends } from '../support/databases.js';
 import { faultyStorage } from '../support/faults.js';
-import { harness, updateTypes } from '../support/harness.js';
+import { harness, updateTypes, type Harness } from '../support/harness.js';
 import { assertAllRequests, assertSequences, assertStoredInvariants } from '../support/invariants.js';
 
 const denyRuleTool = defineTool({
@@ -26,6 +26,12 @@ const denyRuleTool = defineTool({
     throw new Error('a rule-denied tool must never run');
   },
 });
+
+/** Resolves once the harness model has received `n` requests (a cancel before that would leave its step unplayed). */
+async function modelCalled(h: Harness, n = 1): Promise<void> {
+  for (let i = 0; i < 1_000 && h.model.requests.length < n; i += 1) await new Promise((r) => setTimeout(r, 5));
+  expect(h.model.requests.length).toBeGreaterThanOrEqual(n);
+}
 
 function hangingTool(started: () => void) {
   return defineTool({
@@ -464,6 +470,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     const busy = await h.session.startTurn({ clientRequestId: 'other', input: [{ type: 'text', text: 'second' }] }).catch((e: unknown) => e);
     expect(busy).toBeInstanceOf(BusyError);
     expect(busy).toMatchObject({ code: 'busy', activeTurnId: turnId });
+    await modelCalled(h);
     await h.session.cancelTurn(turnId);
     await h.session.waitForTurn(turnId);
     // Still idempotent after the turn ended.
@@ -475,6 +482,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     const turnId = await h.start('busy');
     await expect(h.session.beginMaintenance('compact')).rejects.toMatchObject({ code: 'session_active' });
     await expect(h.session.beginMaintenance('rewind')).rejects.toMatchObject({ code: 'session_active' });
+    await modelCalled(h);
     await h.session.cancelTurn(turnId);
     await h.session.waitForTurn(turnId);
     await h.session.beginMaintenance('compact');

@@ -10,6 +10,7 @@ import { ScriptError, scriptedModel, type ScriptedModel } from '../../../src/ser
 import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { echoTool } from '../../../src/testing/tools.js';
+import { checkRecordedRequests, registeredScriptedModels } from '../../support/request-check.js';
 
 function request(text: string): ModelRequest {
   return { system: [], messages: [{ role: 'user', content: [{ type: 'text', text }] }], tools: [] } as unknown as ModelRequest;
@@ -91,6 +92,36 @@ describe('scriptedModel', () => {
     })();
     await expect(run).rejects.toThrow('stop now');
     expect(seen).toEqual([{ type: 'text_delta', delta: 'partial' }]);
+  });
+
+  describe('the request check every test gets (test/support/setup-request-check.ts)', () => {
+    it('registers every scripted model a test creates and checks each recorded request once', async () => {
+      checkRecordedRequests();
+      const model = scriptedModel([{ text: 'a' }, { text: 'b' }]);
+      expect(registeredScriptedModels()).toContain(model);
+      await drain(model, request('fine'));
+      expect(checkRecordedRequests()).toBe(1);
+      // A result without its call: the check names the model and the request, then counts it as checked.
+      const orphan = { system: [], tools: [], messages: [{ role: 'tool', callId: 'c9', toolName: 'echo', status: 'success', text: 'x' }] } as unknown as ModelRequest;
+      await drain(model, orphan);
+      expect(() => checkRecordedRequests()).toThrow(/scripted-model, request 2: request message 0: tool result c9 does not follow/);
+      expect(checkRecordedRequests()).toBe(0);
+    });
+
+    it('a call left without its result in provider order is caught', async () => {
+      const model = scriptedModel([{ text: 'a' }]);
+      const unanswered = {
+        system: [],
+        tools: [],
+        messages: [
+          { role: 'assistant', content: [{ type: 'tool_call', callId: 'c1', name: 'echo', arguments: '{}' }, { type: 'tool_call', callId: 'c2', name: 'echo', arguments: '{}' }] },
+          { role: 'tool', callId: 'c2', toolName: 'echo', status: 'success', text: 'x' },
+          { role: 'tool', callId: 'c1', toolName: 'echo', status: 'success', text: 'x' },
+        ],
+      } as unknown as ModelRequest;
+      await drain(model, unanswered);
+      expect(() => checkRecordedRequests()).toThrow(/call c1 lacks its result at position 1/);
+    });
   });
 
   describe('in a turn', () => {
