@@ -428,6 +428,34 @@ describe.each(backends)('session runtime on $name', (backend) => {
     await second.shutdown();
   });
 
+  it('acc 12: startup_purges_expired_trace_payloads_after_the_correction_and_a_purge_failure_fails_startup', async () => {
+    // Reference §9.4: migrate, mark running interrupted, purge expired payloads, then the recorder and turns.
+    const session = await storage.createSession({ id: `ses_purge_${backend.name}`, workingDirectory: process.cwd() });
+    const spanId = `span_purge_${backend.name}`;
+    await storage.writeTraceSignals([
+      {
+        type: 'span_started',
+        span: { id: spanId, traceId: `trace_purge_${backend.name}`, sessionId: session.id, turnId: null, parentSpanId: null, kind: 'compaction', name: 'session.compact', status: 'running', startedAt: new Date(Date.now() - 45 * 86_400_000).toISOString(), attributes: {} },
+        payloads: [{ slot: 'request', body: { expired: backend.name } }],
+      },
+    ]);
+    const faulty = faultyStorage(storage);
+    faulty.failOn('purgeExpiredTracePayloads', 1);
+    await expect(createCore({ storage: faulty, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false })).rejects.toMatchObject({ code: 'persistence_error' });
+    const order = faulty.calls.map((c) => c.method).filter((m) => ['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads'].includes(m));
+    expect(order).toEqual(['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads']);
+    // The failed purge changed nothing; the next start purges, and reports it.
+    expect((await storage.db.query('SELECT 1 FROM trace_span_payloads WHERE span_id = $1', [spanId])).rowCount).toBe(1);
+    const core = await createCore({ storage, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false });
+    try {
+      expect(core.startup.tracePurge.mappings).toBeGreaterThanOrEqual(1);
+      expect((await storage.db.query('SELECT 1 FROM trace_span_payloads WHERE span_id = $1', [spanId])).rowCount).toBe(0);
+      expect((await storage.listTraceSpans({ sessionId: session.id })).map((s) => s.id)).toEqual([spanId]);
+    } finally {
+      await core.shutdown();
+    }
+  });
+
   it('acc 13: the_remaining_calls_of_a_terminated_batch_are_cancelled_in_order', async () => {
     const h = await harness(storage, [
       {
