@@ -3,7 +3,8 @@
  * `startInspectorRuntime`: the runtime that `npm run inspector` embeds: a core on PGlite (in memory
  * unless a data directory is given), the actor tracker as its inspection observer (plus Stately's
  * relay when asked for), and the loopback inspector server. The model is the scripted scenario
- * (one instance per session) unless a model or a model factory is configured.
+ * (one instance per session) unless a model or a model factory is configured. With the scenario's
+ * own tools, its explorers (the `explore` prompt) may use `list_directory`.
  */
 import { resolve } from 'node:path';
 import { filter } from 'rxjs';
@@ -77,18 +78,26 @@ export async function startInspectorRuntime(options: InspectorRuntimeOptions = {
   let stately: StatelyInspectorConnection | null = null;
   if (options.statelyUrl) stately = await connectStatelyInspector({ url: options.statelyUrl });
 
+  const tools = options.tools ?? scenarioTools({ timeScale });
   const core = await createCore({
     storage: options.storage ?? pgliteStorage(options.dataDir ? { dataDir: options.dataDir } : {}),
     model: configured ?? loadedScenario!,
-    tools: options.tools ?? scenarioTools({ timeScale }),
+    tools,
     inspect: combineInspectors(tracker.inspect, stately?.inspect, options.inspect),
     ...(configured ? {} : { resolveModel: () => loadedScenario! }),
+    // The page shows the model's questions and answers them.
+    userInput: true,
+    // The scenario's explorers list the directory; the built-in read-only tools have other names.
+    ...(options.tools ? {} : { agents: { explorerTools: tools.filter((t) => t.name === 'list_directory') } }),
     ...options.coreOptions,
   });
 
-  const turnStarts = core.updates$.pipe(filter((e) => e.update.type === 'turn_started')).subscribe((e) => {
-    (scenarios.get(e.sessionId) ?? loadedScenario)?.beginTurn();
-  });
+  // An explorer's turn is not its root's: it runs on the root's model but must not reset it.
+  const turnStarts = core.updates$
+    .pipe(filter((e) => e.update.type === 'turn_started' && core.session(e.sessionId)?.info.parentSessionId == null))
+    .subscribe((e) => {
+      (scenarios.get(e.sessionId) ?? loadedScenario)?.beginTurn();
+    });
 
   let server: InspectorServer;
   try {

@@ -10,6 +10,16 @@
  * - `flood`: a pause, 700 one-character deltas at once, then a slow tail: more updates than the
  *   512-entry replay buffer holds, so a page that was away must rebuild from the snapshot.
  * - `fail`: some text, then a model error (the turn fails with `model_error`).
+ * - `explore`: the root spawns an explorer sub-agent (`spawn_agent`), waits for it (`wait_agent`)
+ *   and answers with its report. The explorer is a child Session actor under the root's actor: it
+ *   lists the directory and streams its report, so the actor tree shows it while it works.
+ * - `ask`: the model asks the user two questions (`request_user_input`), the turn waits in
+ *   `waiting_user_input` until the page answers them, and the answer is repeated back.
+ *
+ * Two kinds of request are answered whatever the turn's scenario is: an explorer's (its system
+ * context is the explorer prompt; each is answered from the request alone, since the explorer
+ * shares this model with its root) and a compaction's summary request (a valid nine-heading summary
+ * built from the conversation, so that "Compact" on the page writes a real checkpoint).
  *
  * Steering input is answered: the next model call of the turn says it was noted. The model is told
  * where each turn starts (`beginTurn`), because steering after a final answer and a new prompt look
@@ -19,6 +29,8 @@ import { ModelError } from '../src/errors.js';
 import { sleep } from '../src/services/abortable.js';
 import type { ModelCallOptions, ModelMessage, ModelPort, ModelRequest, ModelStreamEvent } from '../src/services/model/port.js';
 import { estimateTokens } from '../src/services/context/estimate.js';
+import { EXPLORER_SYSTEM_PROMPT } from '../src/services/agents/explorer.js';
+import { SUMMARY_HEADINGS, SUMMARY_INSTRUCTION } from '../src/services/compaction/summary.js';
 
 export interface ScenarioModelOptions {
   /** Multiplies every delay (default 1; tests may go faster). */
@@ -32,7 +44,7 @@ export interface ScenarioModel extends ModelPort {
   readonly calls: number;
 }
 
-type Mode = 'tour' | 'slow' | 'flood' | 'fail';
+type Mode = 'tour' | 'slow' | 'flood' | 'fail' | 'explore' | 'ask';
 
 interface Timed {
   event: ModelStreamEvent;
@@ -64,8 +76,58 @@ function textOfUser(message: ModelMessage | undefined): string {
 
 function modeOf(prompt: string): Mode {
   const first = /^[a-z]+/i.exec(prompt.trim())?.[0]?.toLowerCase() ?? '';
-  if (first === 'slow' || first === 'flood' || first === 'fail') return first;
+  if (first === 'slow' || first === 'flood' || first === 'fail' || first === 'explore' || first === 'ask') return first;
   return 'tour';
+}
+
+/** The questions of the `ask` scenario. */
+export const ASK_QUESTIONS = {
+  questions: [
+    { id: 'language', header: 'Language', question: 'Which language should the note be in?', options: [{ label: 'English' }, { label: 'German' }] },
+    { id: 'name', question: 'What should the note be called?' },
+  ],
+};
+
+/** The explorer's task, as the root hands it over. */
+export const EXPLORER_TASK = 'List the working directory and tell me what kind of project it is.';
+
+function isExplorerRequest(request: ModelRequest): boolean {
+  return request.system.some((part) => part.content.includes(EXPLORER_SYSTEM_PROMPT));
+}
+
+function isSummaryRequest(request: ModelRequest): boolean {
+  const last = request.messages.at(-1);
+  return request.tools.length === 0 && last?.role === 'user' && textOfUser(last) === SUMMARY_INSTRUCTION;
+}
+
+/** Quoted conversation text, made harmless for the summary's validation (no control tags). */
+function quote(text: string, max = 160): string {
+  const flat = text.replace(/\s+/g, ' ').replace(/</g, '‹').replace(/>/g, '›').trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/** A summary that passes the strict validation of reference §3.4, built from what the request holds. */
+export function scenarioSummary(request: ModelRequest): string {
+  const messages = request.messages.slice(0, -1);
+  const userTexts = messages.filter((m) => m.role === 'user' && m.kind === 'normal').map((m) => quote(textOfUser(m)));
+  const tools = messages.filter((m): m is Extract<ModelMessage, { role: 'tool' }> => m.role === 'tool');
+  const failed = tools.filter((t) => t.status !== 'success');
+  const lastAssistant = [...messages].reverse().find((m): m is Extract<ModelMessage, { role: 'assistant' }> => m.role === 'assistant');
+  const lastText = lastAssistant ? quote(lastAssistant.content.map((b) => (b.type === 'text' ? b.text : '')).join(''), 300) : '';
+  const toolNames = [...new Set(tools.map((t) => t.toolName))];
+  const sections = [
+    userTexts.length > 0 ? `The user asked: “${userTexts[0]}”.` : 'The user has not asked anything yet.',
+    'The inspector\'s scripted scenario model drives the openwork runtime: Session, Turn and tool-call actors, the SessionUpdate stream, permission cards and plans.',
+    tools.some((t) => t.toolName === 'write_note') ? 'The tour note under .openwork/inspector/ was written or attempted.' : 'None',
+    failed.length > 0 ? failed.map((t) => `${t.toolName} ended ${t.status}: ${quote(t.text, 80)}`).join('\n') : 'None',
+    toolNames.length > 0 ? `Tools used so far: ${toolNames.join(', ')}.` : 'No tool was used.',
+    userTexts.length > 0 ? userTexts.map((t) => `- ${t}`).join('\n') : 'None',
+    'None',
+    lastText ? `The last answer said: “${lastText}”.` : 'Nothing is in progress.',
+    'Wait for the user\'s next request; this summary replaces the messages it covers, which stay in the database.',
+  ];
+  const body = SUMMARY_HEADINGS.map((heading, i) => `${heading}\n${sections[i]}`).join('\n\n');
+  return `<conversation_summary format_version="1">\n${body}\n</conversation_summary>`;
 }
 
 const FINAL_ANSWER = [
@@ -100,6 +162,7 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
   let calls = 0;
   let responseCounter = 0;
   let callCounter = 0;
+  let spawned = 0;
 
   function step(spec: StepSpec, request: ModelRequest): Timed[] {
     const delay = (spec.delayMs ?? 40) * scale;
@@ -151,6 +214,24 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
           { event: { type: 'text_delta', delta: 'Starting, but this model is scripted to fail…' }, delayMs: 50 * scale },
           { event: { type: 'text_delta', delta: '' }, delayMs: 300 * scale },
         ];
+      case 'explore':
+        return step(
+          {
+            reasoning: 'An explorer can look at the directory for me while I wait for its report.',
+            text: 'I will send an explorer to look at the working directory.',
+            toolCalls: [spawnCall()],
+          },
+          request,
+        );
+      case 'ask':
+        return step(
+          {
+            reasoning: 'I cannot choose for the user here; I will ask.',
+            text: 'Before I start I need two answers from you.',
+            toolCalls: [{ name: 'request_user_input', arguments: ASK_QUESTIONS }],
+          },
+          request,
+        );
       case 'tour':
         return step(
           {
@@ -170,6 +251,50 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
     }
   }
 
+  /** Task names are unique per root session: a new one for each spawn of this model. */
+  function spawnCall() {
+    spawned += 1;
+    return { name: 'spawn_agent', arguments: { task_name: `explorer_${spawned}`, message: EXPLORER_TASK } };
+  }
+
+  /** The root's next step in `explore`: wait for the explorer, then pass its report on. */
+  function exploreStep(request: ModelRequest, lastTool: Extract<ModelMessage, { role: 'tool' }> | undefined, note: string): Timed[] {
+    const messages = request.messages;
+    const spawnedAt = messages.findLastIndex((m) => m.role === 'tool' && m.toolName === 'spawn_agent' && m.status === 'success');
+    // The report may arrive before the wait: it is delivered before whichever model call comes next.
+    const reports = spawnedAt < 0 ? [] : messages.slice(spawnedAt + 1).filter((m) => m.role === 'user' && m.kind === 'agent_message').map((m) => textOfUser(m));
+    if (reports.length > 0) {
+      const body = reports.map((r) => /<body>\n?([\s\S]*?)\n?<\/body>/.exec(r)?.[1] ?? r).join('\n\n');
+      return step({ text: `${note}The explorer reported back:\n\n${body}`, chunk: 8, delayMs: 40 }, request);
+    }
+    switch (lastTool?.toolName) {
+      case 'spawn_agent':
+        if (lastTool.status !== 'success') {
+          // A session that explored before already has `explorer_1`: take the next name.
+          if (lastTool.text.startsWith('duplicate_task_name')) return step({ text: `${note}That name is taken; another one.`, toolCalls: [spawnCall()] }, request);
+          return step({ text: `${note}The explorer could not start (${lastTool.text}).` }, request);
+        }
+        return step({ text: `${note}The explorer is on its way; I will wait for its report.`, toolCalls: [{ name: 'wait_agent', arguments: { timeout_ms: 60_000 } }] }, request);
+      case 'wait_agent':
+        return step({ text: `${note}The explorer has not reported back (${lastTool.text}).` }, request);
+      default:
+        return step({ text: `${note}Done.`, chunk: 8 }, request);
+    }
+  }
+
+  /** An explorer's step, from its request alone: list the directory, then report slowly. */
+  function explorerStep(request: ModelRequest): Timed[] {
+    const lastTool = [...request.messages].reverse().find((m): m is Extract<ModelMessage, { role: 'tool' }> => m.role === 'tool');
+    if (lastTool?.toolName !== 'list_directory') {
+      return step({ reasoning: 'The parent wants the layout; listing the directory answers it.', text: 'Listing the working directory.', toolCalls: [{ name: 'list_directory', arguments: {} }] }, request);
+    }
+    const entries = lastTool.text.split('\n').filter((line) => line.trim() !== '');
+    const names = entries.map((line) => line.replace(/^(dir |file)\s*/, ''));
+    const kind = names.includes('package.json') ? 'a JavaScript or TypeScript project (it has a package.json)' : 'a directory without a package manifest';
+    const text = `The working directory holds ${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}: ${names.slice(0, 12).join(', ')}${names.length > 12 ? ', …' : ''}. It looks like ${kind}.`;
+    return step({ text, chunk: 6, delayMs: 90 }, request);
+  }
+
   /** The tour's next step after the tool results (and any steering input) in `request`. */
   function nextStep(request: ModelRequest): Timed[] {
     const messages = request.messages;
@@ -187,8 +312,13 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
     if (steering.length > 0 && before?.role === 'assistant' && !before.content.some((b) => b.type === 'tool_call')) {
       return step({ text: `${note}I will keep that in mind.`, chunk: 8, delayMs: 40 }, request);
     }
-    if (mode !== 'tour') return step({ text: `${note}Done.`, chunk: 8 }, request);
     const lastTool = [...messages].reverse().find((m): m is Extract<ModelMessage, { role: 'tool' }> => m.role === 'tool');
+    if (mode === 'explore') return exploreStep(request, lastTool, note);
+    if (mode === 'ask' && lastTool?.toolName === 'request_user_input') {
+      const answered = lastTool.status === 'success' ? `You answered ${lastTool.text}.` : `No answer (${lastTool.text}).`;
+      return step({ text: `${note}${answered} Thank you.`, chunk: 8, delayMs: 40 }, request);
+    }
+    if (mode !== 'tour') return step({ text: `${note}Done.`, chunk: 8 }, request);
     switch (lastTool?.toolName) {
       case 'list_directory': {
         const entries = lastTool.text.split('\n').length;
@@ -234,6 +364,22 @@ export function scenarioModel(options: ScenarioModelOptions = {}): ScenarioModel
   async function* play(request: ModelRequest, signal: AbortSignal): AsyncGenerator<ModelStreamEvent> {
     calls += 1;
     let events: Timed[];
+    // Neither an explorer's call nor a summary call belongs to the root's turn.
+    if (isSummaryRequest(request)) {
+      events = step({ text: scenarioSummary(request), chunk: 64, delayMs: 10 }, request);
+      for (const { event, delayMs } of events) {
+        await pause(delayMs, signal);
+        yield event;
+      }
+      return;
+    }
+    if (isExplorerRequest(request)) {
+      for (const { event, delayMs } of explorerStep(request)) {
+        await pause(delayMs, signal);
+        yield event;
+      }
+      return;
+    }
     if (turnCalls === 0) {
       const lastUser = [...request.messages].reverse().find((m) => m.role === 'user' && m.kind === 'normal');
       const prompt = textOfUser(lastUser);

@@ -24,6 +24,7 @@ import { buildSystemContext } from './services/context/assemble.js';
 import { ChatState } from './services/context/chat-state.js';
 import type { ModelPort } from './services/model/port.js';
 import { updatePlanControlTool } from './services/plan/update-plan.js';
+import { requestUserInputControlTool } from './services/user-input/request-user-input.js';
 import { toolAuthorizer, type Authorizer, type RuntimeServices, type SessionServices } from './services/runtime.js';
 import { createToolCallActors } from './services/tool-call-actors.js';
 import type { AnyTool } from './services/tools/define.js';
@@ -80,6 +81,13 @@ export interface CoreOptions {
    * sampling off (the model then sees no project layout, AGENTS.md, skill catalog or sandbox policy).
    */
   worldState?: false | { skillsCatalog?: WorldStateSources['skillsCatalog']; renderSandboxPolicy?: WorldStateSources['renderSandboxPolicy'] };
+  /**
+   * Offer root sessions the `request_user_input` tool (default false): the model may ask the user
+   * up to three questions, the turn waits in `waiting_user_input` (status flag
+   * `waiting_on_user_input`) until the host calls `answerUserInput`, or the turn is cancelled.
+   * Turn it on only in a host that shows the `user_input_requested` update to a person.
+   */
+  userInput?: boolean;
   /** Advertise the `conversation_history` tool to root sessions (default true). */
   conversationHistory?: boolean;
   /**
@@ -211,7 +219,11 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   if (options.conversationHistory !== false) rootTools.push(conversationHistoryTool(storage));
   const agentsEnabled = options.agents !== false;
   const maxActiveAgentTurns = (options.agents !== false && options.agents?.maxActiveTurns) || undefined;
-  const rootToolset = new Toolset(rootTools, [updatePlanControlTool, ...(agentsEnabled ? agentControlTools(maxActiveAgentTurns) : [])]);
+  const rootToolset = new Toolset(rootTools, [
+    updatePlanControlTool,
+    ...(options.userInput ? [requestUserInputControlTool] : []),
+    ...(agentsEnabled ? agentControlTools(maxActiveAgentTurns) : []),
+  ]);
   const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
   const explorerTools =
     (options.agents !== false ? options.agents?.explorerTools : undefined) ??

@@ -9,6 +9,7 @@ export type CommandErrorCode =
   | 'busy'
   | 'turn_not_active'
   | 'permission_not_pending'
+  | 'user_input_not_pending'
   | 'session_active'
   | 'reload_required'
   | 'actor_stopped'

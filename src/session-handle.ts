@@ -11,6 +11,7 @@ import type { NewMessage, StoredMessage } from './protocol/content.js';
 import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
 import type { SessionRuntimeSnapshot, SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
 import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } from './protocol/updates.js';
+import { answersMismatch, userInputAnswersSchema, type UserInputAnswers } from './protocol/user-input.js';
 import type { CommandReply, SessionEvent, sessionMachine } from './machines/session.js';
 import type { TurnContext } from './machines/turn.js';
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
@@ -219,6 +220,24 @@ export class SessionHandle {
     );
   }
 
+  /**
+   * Answers the questions of a `request_user_input` call of `turnId`: one non-empty answer per
+   * question id. Answers `turn_not_active`, `user_input_not_pending` when that call is not waiting,
+   * and `invalid_request` when the answers do not fit the questions.
+   */
+  async answerUserInput(turnId: string, toolCallId: string, answers: UserInputAnswers): Promise<void> {
+    const parsed = userInputAnswersSchema.safeParse(answers);
+    if (!parsed.success) throw new InputError('invalid_request', `invalid answers: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+    const pending = this.deps.actor.getSnapshot().context.pendingUserInput;
+    if (pending && pending.turnId === turnId && pending.toolCallId === toolCallId) {
+      const mismatch = answersMismatch(pending.request, parsed.data);
+      if (mismatch) throw new InputError('invalid_request', mismatch);
+    }
+    SessionHandle.raise(
+      await this.send({ type: 'session.answer_user_input', commandId: this.nextCommandId(), turnId, toolCallId, answers: parsed.data }),
+    );
+  }
+
   /** Adds user input to the active turn; it enters the conversation before the next model call. */
   async steerTurn(turnId: string, input: UserInput[]): Promise<void> {
     const parsed = userInputSchema.array().safeParse(input);
@@ -411,6 +430,7 @@ export class SessionHandle {
         draft: { text: turn?.draft.text ?? '', reasoning: turn?.draft.reasoning ?? '' },
         toolCalls: turn?.liveToolCalls ?? [],
         pendingApprovals: turn?.pendingApprovals ?? [],
+        pendingUserInput: turn?.pendingUserInput ?? [],
         plan: turn?.plan ?? null,
       };
     } else if (ctx.lastTerminal) {
@@ -437,6 +457,7 @@ export class SessionHandle {
     if (!ctx.activeTurn && !snap.matches('maintenance')) return { type: 'idle' };
     const flags: Array<'waiting_on_approval' | 'waiting_on_user_input'> = [];
     if (ctx.pendingApproval) flags.push('waiting_on_approval');
+    if (ctx.pendingUserInput) flags.push('waiting_on_user_input');
     return { type: 'active', activeFlags: flags };
   }
 

@@ -2,6 +2,8 @@
 // that keeps the runtime view in order (reference §8.5: ignore old sequences, apply the next one,
 // replay on a gap, take the snapshot when replay cannot help), and plain DOM rendering.
 // The view of each session is kept in sessionStorage, so that a reload replays only what it missed.
+// Sub-agents (explorers) are sessions of their own, listed under their root: their updates come on
+// the same stream, and their actors live in the root's actor tree.
 
 import { applySnapshot, applyUpdate, classifyEnvelope, createView, isTurnActive, VIEW_VERSION } from './reducer.js';
 import { activeStateIds, buildChart } from './chart.js';
@@ -15,6 +17,8 @@ const DECISION_LABELS = {
   deny: 'Deny',
 };
 const DECISION_ORDER = ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'];
+
+const PROMPT_HINT = 'Show me around  ·  slow …  ·  flood …  ·  fail …  ·  explore …  ·  ask …';
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 
@@ -41,6 +45,10 @@ const app = {
   actors: new Map(),
   transitions: new Map(),
   messages: new Map(),
+  checkpoints: new Map(),
+  // Sub-agents: root id → [{ sessionId, taskName, status }], and child id → root id.
+  agents: new Map(),
+  parents: new Map(),
   charts: [],
   chartViews: new Map(),
   chartTab: sessionStorage.getItem(`${STORE}:chart`) ?? 'turn',
@@ -208,7 +216,12 @@ class SessionController {
       const type = envelope.update.type;
       if (type === 'draft_cleared' || type === 'turn_finished') {
         loadMessages(this.sessionId);
-        refreshSessions();
+        if (app.parents.has(this.sessionId)) loadAgents(app.parents.get(this.sessionId));
+        else refreshSessions();
+      }
+      if (type === 'conversation_compacted') {
+        loadCheckpoints(this.sessionId);
+        loadMessages(this.sessionId);
       }
       return;
     }
@@ -243,14 +256,41 @@ async function loadActors(sessionId) {
   if (!res.ok) return;
   app.transitions.set(sessionId, res.body.transitions);
   for (const actor of res.body.actors) app.actors.set(actor.key, actor);
-  if (sessionId === app.selected) render('actors');
+  if (sessionId === rootOf(app.selected)) render('actors');
+}
+
+/** The checkpoints of a session: where each summary sits among the raw messages, and its text. */
+async function loadCheckpoints(sessionId) {
+  const res = await api(sessionPath(sessionId, '/checkpoints'));
+  if (!res.ok) return;
+  app.checkpoints.set(sessionId, res.body.checkpoints);
+  if (sessionId === app.selected) render('transcript');
+}
+
+/** The explorers of a root session, for the session list. */
+async function loadAgents(rootId) {
+  const res = await api(sessionPath(rootId, '/agents'));
+  if (!res.ok) return;
+  app.agents.set(rootId, res.body.agents);
+  for (const agent of res.body.agents) app.parents.set(agent.sessionId, rootId);
+  render('sessions');
+}
+
+/** The root whose actor system holds this session's actors (itself, for a root). */
+function rootOf(sessionId) {
+  return app.parents.get(sessionId) ?? sessionId;
+}
+
+function isSubAgent(sessionId) {
+  return app.parents.has(sessionId);
 }
 
 async function loadMessages(sessionId) {
   const res = await api(sessionPath(sessionId, '/messages'));
   if (!res.ok) return;
   app.messages.set(sessionId, res.body.messages);
-  if (sessionId === app.selected) render('transcript');
+  // The composer too: whether there is anything to compact depends on the messages.
+  if (sessionId === app.selected) render('session');
 }
 
 async function refreshSessions() {
@@ -261,7 +301,16 @@ async function refreshSessions() {
     await createSession();
     return;
   }
-  if (!app.selected || !app.sessions.some((s) => s.sessionId === app.selected)) select(app.sessions[0].sessionId);
+  if (app.selected && !app.sessions.some((s) => s.sessionId === app.selected) && !isSubAgent(app.selected)) {
+    // A sub-agent selected before a reload: its state says which root it belongs to.
+    const state = await api(sessionPath(app.selected, '/state'));
+    const parent = state.ok ? state.body.parentSessionId : null;
+    if (parent && app.sessions.some((s) => s.sessionId === parent)) {
+      app.parents.set(app.selected, parent);
+      loadAgents(parent);
+    }
+  }
+  if (!app.selected || !(app.sessions.some((s) => s.sessionId === app.selected) || isSubAgent(app.selected))) select(app.sessions[0].sessionId);
   render('sessions');
   render('session');
 }
@@ -280,7 +329,9 @@ function select(sessionId) {
   sessionStorage.setItem(`${STORE}:selected`, sessionId);
   controllerFor(sessionId);
   if (!app.messages.has(sessionId)) loadMessages(sessionId);
-  if (!app.transitions.has(sessionId)) loadActors(sessionId);
+  if (!app.checkpoints.has(sessionId)) loadCheckpoints(sessionId);
+  if (!app.transitions.has(rootOf(sessionId))) loadActors(rootOf(sessionId));
+  if (!isSubAgent(sessionId)) loadAgents(sessionId);
   render('sessions');
   render('session');
   render('transcript');
@@ -307,24 +358,33 @@ function connect() {
     refreshSessions().then(() => {
       if (!app.selected) return;
       controllerFor(app.selected);
-      loadActors(app.selected);
+      loadActors(rootOf(app.selected));
+      loadAgents(rootOf(app.selected));
     });
     render('all');
   });
   source.addEventListener('update', (event) => {
-    const { epoch, envelope } = JSON.parse(event.data);
-    if (!app.sessions.some((s) => s.sessionId === envelope.sessionId)) refreshSessions();
+    const { epoch, parentSessionId, envelope } = JSON.parse(event.data);
+    if (parentSessionId) {
+      // A sub-agent: listed under its root, never in the session list itself.
+      if (!app.parents.has(envelope.sessionId)) {
+        app.parents.set(envelope.sessionId, parentSessionId);
+        loadAgents(parentSessionId);
+      }
+    } else if (!app.sessions.some((s) => s.sessionId === envelope.sessionId)) {
+      refreshSessions();
+    }
     controllerFor(envelope.sessionId).onEnvelope(epoch, envelope);
   });
   source.addEventListener('actor', (event) => {
     const { actor } = JSON.parse(event.data);
     app.actors.set(actor.key, actor);
-    if (actor.sessionId === app.selected) render('actors');
+    if (actor.sessionId === rootOf(app.selected)) render('actors');
   });
   source.addEventListener('actor_removed', (event) => {
     const { key, sessionId } = JSON.parse(event.data);
     app.actors.delete(key);
-    if (sessionId === app.selected) render('actors');
+    if (sessionId === rootOf(app.selected)) render('actors');
   });
   source.addEventListener('transition', (event) => {
     const { transition } = JSON.parse(event.data);
@@ -332,7 +392,7 @@ function connect() {
     list.push(transition);
     if (list.length > 200) list.splice(0, list.length - 200);
     app.transitions.set(transition.sessionId, list);
-    if (transition.sessionId === app.selected) render('actors');
+    if (transition.sessionId === rootOf(app.selected)) render('actors');
   });
   source.addEventListener('sessions', () => refreshSessions());
   source.addEventListener('error', () => {
@@ -388,23 +448,46 @@ function renderHeader() {
 function statusOf(session) {
   const controller = app.controllers.get(session.sessionId);
   const view = controller && controller.view;
-  if (view && isTurnActive(view)) return view.pendingPermission ? 'waiting' : 'running';
+  if (view && isTurnActive(view)) return view.pendingPermission || view.pendingQuestion ? 'waiting' : 'running';
   if (session.status && session.status.type === 'active') return 'running';
   return 'idle';
 }
 
 function renderSessions() {
   const list = $('session-list');
-  list.replaceChildren(
-    ...app.sessions.map((s) =>
+  const openRoot = app.selected ? rootOf(app.selected) : null;
+  const rows = [];
+  for (const s of app.sessions) {
+    rows.push(
       el(
         'li',
         { class: s.sessionId === app.selected ? 'selected' : '', 'data-session-id': s.sessionId, 'data-status': statusOf(s), onclick: () => select(s.sessionId) },
         el('span', { class: 'dot' }),
         el('span', { class: 'session-name', text: s.title ?? s.sessionId }),
       ),
-    ),
-  );
+    );
+    // The explorers of the open root, indented under it.
+    if (s.sessionId !== openRoot) continue;
+    for (const agent of app.agents.get(s.sessionId) ?? []) {
+      rows.push(
+        el(
+          'li',
+          {
+            class: `agent-session${agent.sessionId === app.selected ? ' selected' : ''}`,
+            'data-testid': 'agent-session',
+            'data-session-id': agent.sessionId,
+            'data-task-name': agent.taskName ?? '',
+            'data-status': statusOf(agent),
+            title: `${agent.agentRole ?? 'sub-agent'} ${agent.sessionId}`,
+            onclick: () => select(agent.sessionId),
+          },
+          el('span', { class: 'dot' }),
+          el('span', { class: 'session-name', text: `↳ ${agent.taskName ?? agent.sessionId}` }),
+        ),
+      );
+    }
+  }
+  list.replaceChildren(...rows);
 }
 
 function currentView() {
@@ -424,10 +507,16 @@ function syncText(view) {
   }
 }
 
+function selectedAgent() {
+  if (!app.selected || !isSubAgent(app.selected)) return null;
+  return (app.agents.get(rootOf(app.selected)) ?? []).find((a) => a.sessionId === app.selected) ?? { sessionId: app.selected, taskName: null };
+}
+
 function renderSession() {
   const session = app.sessions.find((s) => s.sessionId === app.selected);
+  const agent = selectedAgent();
   const view = currentView();
-  $('session-title').textContent = session ? session.title ?? session.sessionId : 'no session';
+  $('session-title').textContent = session ? session.title ?? session.sessionId : agent ? `explorer ${agent.taskName ?? agent.sessionId}` : 'no session';
   const active = view ? isTurnActive(view) : false;
   $('session-status').textContent = view ? (active ? `turn ${view.phase ?? ''}` : 'idle') : '';
   const sync = $('sync-state');
@@ -437,6 +526,7 @@ function renderSession() {
   $('last-sequence').dataset.sequence = view ? String(view.lastSequence) : '0';
   renderLive(view);
   renderCard(view);
+  renderQuestion(view);
   renderComposer(view, active);
   renderLog(view);
 }
@@ -558,10 +648,71 @@ function renderCard(view) {
   card.replaceChildren(...rows.filter((row) => row !== null));
 }
 
+/** The model's questions (request_user_input): one field per question, options as quick picks. */
+function renderQuestion(view) {
+  const card = $('question-card');
+  const pending = view ? view.pendingQuestion : null;
+  if (!pending) {
+    card.hidden = true;
+    card.replaceChildren();
+    delete card.dataset.toolCallId;
+    return;
+  }
+  if (card.dataset.toolCallId === pending.toolCallId && !card.hidden) return;
+  card.hidden = false;
+  card.dataset.toolCallId = pending.toolCallId;
+  const fields = new Map();
+  const submit = async (event) => {
+    event.preventDefault();
+    const answers = {};
+    for (const [id, input] of fields) answers[id] = input.value;
+    for (const control of card.querySelectorAll('button, input')) control.disabled = true;
+    const path = sessionPath(app.selected, `/turns/${encodeURIComponent(pending.turnId)}/user-input/${encodeURIComponent(pending.toolCallId)}`);
+    const res = await command(path, { answers });
+    if (!res.ok) for (const control of card.querySelectorAll('button, input')) control.disabled = false;
+  };
+  const questions = pending.request.questions.map((q) => {
+    const input = el('input', { type: 'text', 'data-testid': `answer-${q.id}`, 'aria-label': q.question, required: true });
+    fields.set(q.id, input);
+    const picks = (q.options ?? []).map((o) =>
+      el('button', {
+        type: 'button',
+        class: 'pick',
+        'data-option': o.label,
+        title: o.description ?? '',
+        text: o.label,
+        onclick: () => {
+          input.value = o.label;
+        },
+      }),
+    );
+    return el(
+      'div',
+      { class: 'question-item', 'data-question': q.id },
+      el('div', { class: 'card-kind', text: q.header ? `question · ${q.header}` : 'question' }),
+      el('div', { class: 'card-summary', text: q.question }),
+      picks.length > 0 ? el('div', { class: 'card-buttons' }, ...picks) : null,
+      input,
+    );
+  });
+  card.replaceChildren(
+    el('form', { onsubmit: submit }, ...questions, el('div', { class: 'card-buttons' }, el('button', { type: 'submit', 'data-testid': 'answer-submit', text: 'Answer' }))),
+  );
+}
+
 function renderComposer(view, active) {
+  // A sub-agent is driven by its root's agent tools, not from here.
+  const child = app.selected ? isSubAgent(app.selected) : false;
   $('send').textContent = active ? 'Steer' : 'Start turn';
   $('send').dataset.mode = active ? 'steer' : 'start';
-  $('cancel').disabled = !active;
+  $('send').disabled = child;
+  $('prompt').disabled = child;
+  $('prompt').placeholder = child ? 'A sub-agent takes its tasks from its root session (spawn_agent, followup_task).' : PROMPT_HINT;
+  $('cancel').disabled = !active || child;
+  // Compaction answers session_active during a turn, and needs a request of the user to summarise.
+  const messages = app.selected ? app.messages.get(app.selected) ?? [] : [];
+  const hasRequest = messages.some((m) => m.role === 'user' && (m.kind ?? 'normal') === 'normal');
+  $('compact').disabled = !view || active || child || !hasRequest;
   const error = $('command-error');
   error.hidden = !app.commandError;
   error.textContent = app.commandError ?? '';
@@ -600,24 +751,75 @@ function blockText(block) {
   }
 }
 
+function tokenText(compaction) {
+  return compaction ? ` · ${compaction.tokensBefore} → ${compaction.tokensAfter} tokens` : '';
+}
+
+/**
+ * A checkpoint among the raw messages (reference §3): nothing is deleted; the summary stands for
+ * the messages up to its boundary in what the model sees next. Rewinding installs it again.
+ */
+function checkpointMarker(checkpoint, view) {
+  const seen = view ? view.compactions.find((c) => c.compactionId === checkpoint.compactionId) : null;
+  const rewind = async (event) => {
+    event.stopPropagation();
+    await command(sessionPath(app.selected, '/rewind'), { compactionId: checkpoint.compactionId });
+  };
+  const covered = checkpoint.throughMessageSequence > 0 ? `the summary stands for messages 1–${checkpoint.throughMessageSequence}` : 'nothing summarised yet';
+  return el(
+    'div',
+    {
+      class: `checkpoint checkpoint-${checkpoint.kind}`,
+      'data-testid': 'checkpoint',
+      'data-kind': checkpoint.kind,
+      'data-compaction-id': checkpoint.compactionId,
+      'data-through': checkpoint.throughMessageSequence,
+    },
+    el(
+      'div',
+      { class: 'checkpoint-head' },
+      el('span', { class: 'checkpoint-title', text: `Conversation compacted (${checkpoint.kind})` }),
+      el('span', { class: 'muted', 'data-testid': 'checkpoint-info', text: `${covered}${tokenText(seen)}` }),
+      el('span', { class: 'spacer' }),
+      el('button', { type: 'button', class: 'small', 'data-testid': 'rewind', disabled: !view || isTurnActive(view) || isSubAgent(app.selected), onclick: rewind, text: 'Rewind here' }),
+    ),
+    el(
+      'details',
+      { class: 'checkpoint-summary' },
+      el('summary', { text: 'Summary' }),
+      el('pre', { 'data-testid': 'checkpoint-summary', text: checkpoint.summary }),
+    ),
+  );
+}
+
 function renderTranscript() {
   const transcript = $('transcript');
   const keepAtEnd = followEnd(transcript);
+  const view = currentView();
   const messages = (app.selected ? app.messages.get(app.selected) ?? [] : []).filter((m) => m.toolName !== 'update_plan');
-  transcript.replaceChildren(
-    ...messages.map((m) => {
-      // World State, skill bodies and agent messages are user-role but not the user's words.
-      const contextual = m.role === 'user' && m.kind && m.kind !== 'normal';
-      return el(
+  const checkpoints = [...(app.selected ? app.checkpoints.get(app.selected) ?? [] : [])].sort((a, b) => a.sequence - b.sequence);
+  const rows = [];
+  let next = 0;
+  const markersThrough = (sequence) => {
+    while (next < checkpoints.length && checkpoints[next].throughMessageSequence <= sequence) rows.push(checkpointMarker(checkpoints[next++], view));
+  };
+  for (const m of messages) {
+    markersThrough(m.sequence - 1);
+    // World State, skill bodies and agent messages are user-role but not the user's words.
+    const contextual = m.role === 'user' && m.kind && m.kind !== 'normal';
+    rows.push(
+      el(
         'div',
-        { class: `message message-${contextual ? 'context' : m.role}`, 'data-role': m.role, 'data-kind': m.kind ?? 'normal' },
+        { class: `message message-${contextual ? 'context' : m.role}`, 'data-role': m.role, 'data-kind': m.kind ?? 'normal', 'data-sequence': m.sequence },
         el('div', { class: 'message-role', text: m.role === 'tool' ? `tool ${m.toolName ?? ''}` : contextual ? m.kind : m.role }),
         ...m.content
           .filter((b) => b.type !== 'provider_opaque' && !(b.type === 'tool_call' && b.name === 'update_plan'))
           .map((b) => el(b.type === 'tool_result' ? 'pre' : 'div', { class: `block block-${b.type}`, text: blockText(b) })),
-      );
-    }),
-  );
+      ),
+    );
+  }
+  markersThrough(Number.MAX_SAFE_INTEGER);
+  transcript.replaceChildren(...rows);
   keepAtEnd();
 }
 
@@ -631,9 +833,38 @@ function valueText(value) {
 
 const FIELD_KEYS = ['phase', 'sequence', 'turnId', 'toolCallId', 'modelCallIndex', 'toolCallCount', 'stopRequest', 'permissionMode'];
 
+/** The Session actor of a session: the root's own, or a sub-agent's `agent:<id>` under its root. */
+function sessionActorOf(sessionId) {
+  const root = rootOf(sessionId);
+  const id = root === sessionId ? `session:${sessionId}` : `agent:${sessionId}`;
+  const matches = [...app.actors.values()].filter((a) => a.sessionId === root && a.machine === 'session' && a.actorId === id);
+  return matches.sort((a, b) => a.startedAtMs - b.startedAtMs).at(-1) ?? null;
+}
+
+/** The actors that belong to one session: its Session actor's subtree, without nested sub-agents. */
+function actorsOfSession(sessionId) {
+  const own = sessionActorOf(sessionId);
+  if (!own) return [];
+  const all = [...app.actors.values()].filter((a) => a.sessionId === rootOf(sessionId));
+  const out = [own];
+  const keys = new Set([own.key]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const a of all) {
+      if (keys.has(a.key) || !keys.has(a.parentKey) || a.machine === 'session') continue;
+      keys.add(a.key);
+      out.push(a);
+      grew = true;
+    }
+  }
+  return out;
+}
+
 function renderActors() {
   const tree = $('actor-tree');
-  const actors = [...app.actors.values()].filter((a) => a.sessionId === app.selected);
+  const root = app.selected ? rootOf(app.selected) : null;
+  const ownSession = app.selected ? sessionActorOf(app.selected) : null;
+  const actors = [...app.actors.values()].filter((a) => a.sessionId === root);
   const visible = actors.filter((a) => app.showFinished || a.status === 'active');
   const keys = new Set(visible.map((a) => a.key));
   const children = new Map();
@@ -645,12 +876,16 @@ function renderActors() {
   const node = (a) => {
     const kids = children.get(a.key) ?? [];
     const fields = FIELD_KEYS.filter((k) => a.fields[k] !== undefined && a.fields[k] !== null).map((k) => `${k}=${a.fields[k]}`);
+    // A sub-agent's Session actor is registered as `agent:<task name>` in its root's system.
+    const agent = a.machine === 'session' && a.systemId && a.systemId.startsWith('agent:');
+    const name = agent ? a.systemId : a.machine ? a.actorId : `⚙ ${a.src ?? a.actorId}`;
     return el(
       'li',
       {
-        class: `actor actor-${a.status}${a.machine ? ' actor-machine' : ' actor-effect'}${a.key === app.selectedActorKey ? ' selected' : ''}`,
+        class: `actor actor-${a.status}${a.machine ? ' actor-machine' : ' actor-effect'}${agent ? ' actor-agent' : ''}${a.key === app.selectedActorKey ? ' selected' : ''}${ownSession && a.key === ownSession.key && root !== app.selected ? ' actor-own-session' : ''}`,
         'data-actor-id': a.actorId,
         'data-machine': a.machine ?? '',
+        'data-system-id': a.systemId ?? '',
         'data-status': a.status,
         'data-key': a.key,
       },
@@ -665,7 +900,7 @@ function renderActors() {
             render('charts');
           },
         },
-        el('span', { class: 'actor-name', text: a.machine ? a.actorId : `⚙ ${a.src ?? a.actorId}` }),
+        el('span', { class: 'actor-name', title: a.actorId, text: name }),
         a.machine ? el('span', { class: 'actor-state', 'data-testid': 'actor-state', text: valueText(a.value) }) : el('span', { class: 'actor-state muted', text: a.status }),
         fields.length > 0 ? el('span', { class: 'actor-fields', text: fields.join(' ') }) : null,
       ),
@@ -675,7 +910,7 @@ function renderActors() {
   tree.replaceChildren(...(children.get(null) ?? []).map(node));
   $('show-finished').checked = app.showFinished;
 
-  const transitions = (app.transitions.get(app.selected) ?? []).slice(-40).reverse();
+  const transitions = (app.transitions.get(root) ?? []).slice(-40).reverse();
   $('transitions').replaceChildren(
     ...transitions.map((t) =>
       el(
@@ -692,8 +927,8 @@ function renderActors() {
 /** The actor whose state a machine's chart shows: the selected one, else the newest of that machine. */
 function chartActor(machine) {
   const selected = app.selectedActorKey ? app.actors.get(app.selectedActorKey) : null;
-  if (selected && selected.machine === machine && selected.sessionId === app.selected) return selected;
-  const candidates = [...app.actors.values()].filter((a) => a.sessionId === app.selected && a.machine === machine);
+  if (selected && selected.machine === machine && selected.sessionId === rootOf(app.selected)) return selected;
+  const candidates = actorsOfSession(app.selected).filter((a) => a.machine === machine);
   const active = candidates.filter((a) => a.status === 'active');
   return (active.length > 0 ? active : candidates).sort((a, b) => a.startedAtMs - b.startedAtMs).at(-1) ?? null;
 }
@@ -727,7 +962,7 @@ function renderCharts() {
     container.dataset.machine = chart.id;
   }
   const actor = chartActor(chart.id);
-  const transitions = app.transitions.get(app.selected) ?? [];
+  const transitions = app.transitions.get(rootOf(app.selected)) ?? [];
   const last = actor ? [...transitions].reverse().find((t) => t.actorKey === actor.key) : null;
   container.dataset.actor = actor ? actor.key : '';
   container.dataset.actorStatus = actor ? actor.status : '';
@@ -755,6 +990,15 @@ function wire() {
   });
   $('prompt').addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && (event.metaKey || event.ctrlKey)) $('composer').requestSubmit();
+  });
+  $('compact').addEventListener('click', async () => {
+    if (!app.selected) return;
+    $('compact').disabled = true;
+    const res = await command(sessionPath(app.selected, '/compact'), {});
+    if (res.ok) {
+      loadCheckpoints(app.selected);
+      loadMessages(app.selected);
+    }
   });
   $('cancel').addEventListener('click', async () => {
     const view = currentView();

@@ -2,8 +2,9 @@
 // SessionUpdate envelopes (seed 000 §7) or from a SessionSnapshot (§8), after reference §8.4-8.5:
 // no I/O, no clock, no DOM here; the controller in app.js decides when to replay or take a snapshot.
 
-export const VIEW_VERSION = 1;
+export const VIEW_VERSION = 2;
 export const LOG_LIMIT = 300;
+export const COMPACTION_LIMIT = 50;
 const PROGRESS_LIMIT = 4000;
 const DELTA_TYPES = new Set(['text_delta', 'reasoning_delta', 'tool_call_progress']);
 
@@ -23,8 +24,10 @@ export function createView(sessionId, epoch) {
     toolCalls: {},
     orderedToolCallIds: [],
     pendingPermission: null,
+    pendingQuestion: null,
     plan: null,
     terminal: null,
+    compactions: [],
     log: [],
     sync: { source: 'live', count: 0 },
   };
@@ -72,10 +75,16 @@ export function summarize(update) {
       return `${update.card.toolName}: ${update.card.summary}`;
     case 'permission_resolved':
       return update.decision;
+    case 'user_input_requested':
+      return update.request.questions.map((q) => q.question).join(' / ');
+    case 'user_input_resolved':
+      return update.outcome === 'answered' ? `answered: ${Object.values(update.answers ?? {}).join(' / ')}` : update.outcome;
     case 'plan_updated':
       return update.plan.map((s) => `[${s.status}] ${s.step}`).join(', ');
     case 'turn_finished':
       return update.outcome.status === 'failed' ? `failed: ${update.outcome.code}` : update.outcome.status;
+    case 'conversation_compacted':
+      return `${update.kind}: ${update.conversationTokensBefore} → ${update.conversationTokensAfter} tokens · checkpoint ${update.compactionId}`;
     default:
       return '';
   }
@@ -207,15 +216,39 @@ export function applyUpdate(view, envelope) {
         decision: update.decision,
       }));
     }
+    case 'user_input_requested':
+      return patchTool(
+        { ...next, pendingQuestion: { turnId: envelope.turnId, toolCallId: update.toolCallId, request: update.request } },
+        update.toolCallId,
+        () => ({ status: 'waiting_user_input' }),
+      );
+    case 'user_input_resolved': {
+      const cleared = next.pendingQuestion && next.pendingQuestion.toolCallId === update.toolCallId ? { ...next, pendingQuestion: null } : next;
+      return patchTool(cleared, update.toolCallId, (c) => ({ status: c.status === 'finished' ? c.status : 'recording', answers: update.answers ?? null }));
+    }
     case 'plan_updated':
       return { ...next, plan: { explanation: update.explanation, steps: update.plan, updatedAt: update.updatedAt } };
     case 'turn_finished':
       return {
         ...next,
         pendingPermission: null,
+        pendingQuestion: null,
         terminal: { turnId: envelope.turnId, outcome: update.outcome },
         endedAtMs: envelope.occurredAtMs,
       };
+    case 'conversation_compacted': {
+      // In a turn (threshold, overflow) or between turns (manual, rewind): the live turn is untouched.
+      const compaction = {
+        compactionId: update.compactionId,
+        kind: update.kind,
+        tokensBefore: update.conversationTokensBefore,
+        tokensAfter: update.conversationTokensAfter,
+        sequence: envelope.sequence,
+        turnId: envelope.turnId,
+        atMs: envelope.occurredAtMs,
+      };
+      return { ...next, compactions: [...next.compactions, compaction].slice(-COMPACTION_LIMIT) };
+    }
     default:
       // An update type this page does not know: the sequence still advances (reference §8.5).
       return next;
@@ -225,7 +258,8 @@ export function applyUpdate(view, envelope) {
 /** Replaces the runtime part of the view with a SessionSnapshot; the log keeps a marker. */
 export function applySnapshot(view, sessionId, epoch, snapshot) {
   const base = createView(sessionId, epoch);
-  const keptLog = view && view.epoch === epoch ? view.log : [];
+  const sameEpoch = view && view.epoch === epoch;
+  const keptLog = sameEpoch ? view.log : [];
   const marker = {
     from: snapshot.lastUpdateSequence,
     to: snapshot.lastUpdateSequence,
@@ -236,7 +270,13 @@ export function applySnapshot(view, sessionId, epoch, snapshot) {
     text: '',
     toolCallId: null,
   };
-  const next = { ...base, lastSequence: snapshot.lastUpdateSequence, log: [...keptLog, marker].slice(-LOG_LIMIT) };
+  // The snapshot does not list compactions (the checkpoints endpoint does); those seen are kept.
+  const next = {
+    ...base,
+    lastSequence: snapshot.lastUpdateSequence,
+    compactions: sameEpoch && Array.isArray(view.compactions) ? view.compactions : [],
+    log: [...keptLog, marker].slice(-LOG_LIMIT),
+  };
   const runtime = snapshot.runtime;
   switch (runtime.type) {
     case 'idle':
@@ -255,6 +295,7 @@ export function applySnapshot(view, sessionId, epoch, snapshot) {
         };
       }
       const approval = runtime.pendingApprovals[0];
+      const question = (runtime.pendingUserInput ?? [])[0];
       return {
         ...next,
         turnId: runtime.turnId,
@@ -264,6 +305,7 @@ export function applySnapshot(view, sessionId, epoch, snapshot) {
         toolCalls,
         orderedToolCallIds: runtime.toolCalls.map((c) => c.toolCallId),
         pendingPermission: approval ? { turnId: runtime.turnId, toolCallId: approval.toolCallId, card: approval.card } : null,
+        pendingQuestion: question ? { turnId: runtime.turnId, toolCallId: question.toolCallId, request: question.request } : null,
         plan: runtime.plan,
       };
     }

@@ -1,7 +1,8 @@
 /**
  * @module cli/chat
  * `openwork chat [prompt]`: a terminal conversation in the working directory on a real model.
- * It streams the answer, shows each tool call and result in brief, asks each permission card inline,
+ * It streams the answer, shows each tool call and result in brief, asks each permission card and
+ * each question of the model (request_user_input) inline,
  * cancels the running turn on Ctrl-C and exits on a second one. Sessions are stored (PGlite under
  * `.openwork/` or Postgres) and continued with `--session <id>`.
  */
@@ -10,10 +11,11 @@ import { isOpenworkError, errorMessage } from '../errors.js';
 import type { PermissionDecision } from '../protocol/input.js';
 import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
 import type { SessionHandle } from '../session-handle.js';
+import type { UserInputRequest } from '../protocol/user-input.js';
 import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import { LineInput } from './line-input.js';
 import type { ChatOptions } from './options.js';
-import { UpdateRenderer, cardLines, styleFor } from './render.js';
+import { UpdateRenderer, cardLines, pickAnswer, questionLines, styleFor } from './render.js';
 import { openStorage, storageLabel } from './storage.js';
 import { cliToolOptions } from './tools.js';
 
@@ -88,7 +90,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
 
   let core: Core;
   try {
-    core = await createCore({ storage: openStorage(options), model, ...(await cliToolOptions()), resolveModel: () => model });
+    core = await createCore({ storage: openStorage(options), model, ...(await cliToolOptions()), resolveModel: () => model, userInput: true });
   } catch (error) {
     return fail(`cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
   }
@@ -114,6 +116,9 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
 
   print(style.bold(`openwork chat · session ${session.sessionId}`));
   print(style.dim(`model ${model.id} over ${model.api} at ${model.baseURL} · storage ${storageLabel(options)} · cwd ${session.info.workingDirectory}`));
+  // Reference §4.6: where the sandbox is unavailable the UI says so, with the reason, for as long as it lasts.
+  const sandbox = session.snapshot().sandbox;
+  print(sandbox.available ? style.dim(`sandbox: ${sandbox.kind}, bash runs inside it`) : style.yellow(`sandbox unavailable, bash disabled: ${sandbox.detail ?? 'no reason given'}`));
   print(style.dim(terminal ? 'Ctrl-C cancels the running turn; Ctrl-C again (or Ctrl-D) exits.' : 'reading prompts from stdin; SIGINT cancels the running turn, a second one exits.'));
 
   let activeTurn: string | null = null;
@@ -150,11 +155,37 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   let wakeApproval: (() => void) | null = null;
   const subscription = session.updates$.subscribe((envelope) => {
     renderer.render(envelope);
-    if (envelope.update.type === 'permission_requested') {
+    if (envelope.update.type === 'permission_requested' || envelope.update.type === 'user_input_requested') {
       approvals.push(envelope);
       wakeApproval?.();
     }
   });
+
+  /** Asks the model's questions one by one; a number picks an option, anything else is the answer. */
+  const answerQuestions = async (turnId: string, toolCallId: string, request: UserInputRequest, turnOver: AbortSignal) => {
+    const answers: Record<string, string> = {};
+    for (const q of request.questions) {
+      for (const line of questionLines(q, style)) print(line);
+      let answer: string | undefined;
+      while (answer === undefined) {
+        const typed = await lines.ask(style.bold('  answer> '), turnOver);
+        if (typed === undefined) return;
+        if (typed === null) {
+          print(style.dim('  (input ended: cancelling the turn)'));
+          await session.cancelTurn(turnId).catch(() => undefined);
+          return;
+        }
+        answer = pickAnswer(q, typed);
+        if (answer === undefined) print(style.dim('  please type an answer'));
+      }
+      answers[q.id] = answer;
+    }
+    try {
+      await session.answerUserInput(turnId, toolCallId, answers);
+    } catch (error) {
+      if (!isOpenworkError(error)) throw error;
+    }
+  };
 
   /** Asks each pending card on the input; resolves when the turn is over. */
   const answerCards = async (turnId: string, finished: Promise<TurnOutcome>) => {
@@ -175,7 +206,12 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
         wakeApproval = null;
         continue;
       }
-      if (envelope.update.type !== 'permission_requested' || envelope.turnId !== turnId) continue;
+      if (envelope.turnId !== turnId) continue;
+      if (envelope.update.type === 'user_input_requested') {
+        await answerQuestions(turnId, envelope.update.toolCallId, envelope.update.request, turnOver.signal);
+        continue;
+      }
+      if (envelope.update.type !== 'permission_requested') continue;
       const { card, toolCallId } = envelope.update;
       for (const line of cardLines(card, style)) print(line);
       let decision: PermissionDecision | undefined;

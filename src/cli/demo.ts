@@ -42,6 +42,10 @@ function describe(e: SessionUpdateEnvelope): string | null {
       return `permission requested: ${u.card.summary}`;
     case 'permission_resolved':
       return `permission ${u.decision}`;
+    case 'user_input_requested':
+      return `question: ${u.request.questions.map((q) => q.question).join(' / ')}`;
+    case 'user_input_resolved':
+      return `question ${u.outcome}`;
     case 'plan_updated':
       return `plan: ${u.plan.map((s) => `[${s.status}] ${s.step}`).join(', ')}`;
     case 'conversation_compacted':

@@ -4,6 +4,7 @@
  * reasoning dimmed, each tool call and its result in one line, cards, plans and the outcome.
  */
 import type { PermissionCard, SessionUpdateEnvelope } from '../protocol/updates.js';
+import type { UserInputQuestion } from '../protocol/user-input.js';
 
 export interface Style {
   dim(text: string): string;
@@ -40,6 +41,25 @@ export function cardLines(card: PermissionCard, style: Style): string[] {
   if (card.path) lines.push(style.dim(`  path: ${card.path}`));
   if (card.dangerNote) lines.push(style.red(`  danger: ${card.dangerNote}`));
   return lines;
+}
+
+/** The lines of one question of request_user_input, its options numbered from 1. */
+export function questionLines(q: UserInputQuestion, style: Style): string[] {
+  const lines = [style.yellow(`? ${q.header ? `${q.header}: ` : ''}${q.question}`)];
+  for (const [i, option] of (q.options ?? []).entries()) {
+    lines.push(`  ${i + 1}. ${option.label}${option.description ? style.dim(` (${option.description})`) : ''}`);
+  }
+  if (q.options) lines.push(style.dim('  type a number, or answer in your own words'));
+  return lines;
+}
+
+/** What a typed line answers: an option's label by its number, else the text itself; blank is no answer. */
+export function pickAnswer(q: UserInputQuestion, typed: string): string | undefined {
+  const text = typed.trim();
+  if (text === '') return undefined;
+  const n = /^\d+$/.test(text) ? Number(text) : NaN;
+  const option = q.options && n >= 1 && n <= q.options.length ? q.options[n - 1] : undefined;
+  return option ? option.label : text;
 }
 
 /** Writes updates as they come; keeps track of whether a streamed line is open. */
@@ -106,8 +126,12 @@ export class UpdateRenderer {
         if (u.outcome.status === 'cancelled') this.line(this.style.yellow('turn cancelled'));
         return;
       case 'permission_requested':
+      case 'user_input_requested':
         // Asked by the conversation loop, which owns the input.
         this.breakLine();
+        return;
+      case 'user_input_resolved':
+        if (u.outcome === 'cancelled') this.line(this.style.dim('  (the question was withdrawn)'));
         return;
       case 'conversation_compacted':
         this.breakLine();

@@ -26,6 +26,11 @@ export interface TrackedActor {
   machine: string | null;
   /** The implementation name the parent invoked (`callModel`, `executeTool`, ...). */
   src: string | null;
+  /**
+   * The id the actor is registered under in its system, if any: `session` for a root, and
+   * `agent:<task name>` for a sub-agent's Session actor spawned under its root.
+   */
+  systemId: string | null;
   status: ActorStatus;
   /** The state value of a machine actor; null for promise, callback and observable actors. */
   value: StateValueJson | null;
@@ -134,6 +139,13 @@ function machineIdOf(ref: AnyActorRef): string | null {
   return logic?.root !== undefined && typeof logic.config?.id === 'string' ? logic.config.id : null;
 }
 
+/** XState reports a new actor before it assigns `systemId`; its options already hold it. */
+function systemIdOf(ref: AnyActorRef): string | null {
+  const actor = ref as { systemId?: unknown; options?: { systemId?: unknown } };
+  const systemId = actor.systemId ?? actor.options?.systemId;
+  return typeof systemId === 'string' ? systemId : null;
+}
+
 function srcOf(ref: AnyActorRef): string | null {
   const src = (ref as { src?: unknown }).src;
   return typeof src === 'string' ? src : null;
@@ -224,6 +236,7 @@ export function createActorTracker(options: ActorTrackerOptions = {}): ActorTrac
       actorId: ref.id,
       machine: machineIdOf(ref),
       src: srcOf(ref),
+      systemId: systemIdOf(ref),
       status: 'active',
       value: null,
       fields: {},

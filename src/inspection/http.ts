@@ -71,7 +71,13 @@ export function checkCommandRequest(req: IncomingMessage, hosts: Set<string>): v
   if (type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'commands must be sent as application/json');
 }
 
+/**
+ * Reads and validates a JSON body of at most 1 MiB: a larger declared `Content-Length` is refused
+ * before anything is read, and a chunked body is refused as soon as it grows past the limit.
+ */
 export async function readJson<S extends z.ZodType>(req: IncomingMessage, schema: S): Promise<z.output<S>> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > BODY_LIMIT) throw new HttpError(413, 'payload_too_large', `the body is ${declared} bytes; the limit is ${BODY_LIMIT}`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -99,9 +105,9 @@ export function writeHead(res: ServerResponse, status: number, headers: Record<s
   res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  writeHead(res, status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)) });
+  writeHead(res, status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), ...headers });
   res.end(text);
 }
 
@@ -109,12 +115,14 @@ function statusOf(error: OpenworkError): number {
   if (error instanceof InputError) return 400;
   switch (error.code) {
     case 'session_not_found':
+    case 'checkpoint_not_found':
       return 404;
     case 'core_closed':
       return 503;
     case 'busy':
     case 'turn_not_active':
     case 'permission_not_pending':
+    case 'user_input_not_pending':
     case 'session_active':
     case 'reload_required':
     case 'actor_stopped':
@@ -133,7 +141,9 @@ export function sendError(res: ServerResponse, error: unknown): void {
     return;
   }
   if (error instanceof HttpError) {
-    sendJson(res, error.status, { error: { code: error.code, message: error.message, details: error.details } });
+    // Node reads and discards an unread body to keep the connection; not one that is too large.
+    const headers: Record<string, string> = error.code === 'payload_too_large' ? { connection: 'close' } : {};
+    sendJson(res, error.status, { error: { code: error.code, message: error.message, details: error.details } }, headers);
     return;
   }
   if (error instanceof OpenworkError) {

@@ -3,7 +3,8 @@
  * `startInspectorServer`: the loopback-only HTTP server behind the inspector page. It serves the
  * page (no outside resource), one Server-Sent Events stream (every SessionUpdate envelope of the
  * core and every change of the actor trees), the statecharts, the snapshot and replay for
- * reconnects, and the session commands (start, steer, cancel, answer a card).
+ * reconnects, the session commands (start, steer, cancel, answer a card, compact, rewind), the
+ * checkpoints of a session, and the sub-agents of a root session.
  *
  * Each loaded session handle gets an `epoch`: sequence numbers restart when a session is loaded
  * again, so a page that remembers a sequence of another epoch must take the snapshot instead.
@@ -22,7 +23,10 @@ import { sessionMachine } from '../machines/session.js';
 import { toolCallMachine } from '../machines/tool-call.js';
 import { turnMachine } from '../machines/turn.js';
 import { permissionDecisionSchema } from '../protocol/input.js';
+import { userInputAnswersSchema } from '../protocol/user-input.js';
 import type { SessionHandle } from '../session-handle.js';
+import type { CompactionResult } from '../services/compaction/compaction.js';
+import type { CheckpointRecord } from '../storage/storage.js';
 import type { ActorTracker, TrackerChange } from './actor-tracker.js';
 import { machineChart, type MachineChart } from './charts.js';
 import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, readJson, sendError, sendJson, writeHead } from './http.js';
@@ -72,7 +76,35 @@ const createSessionBody = z.strictObject({ title: z.string().trim().min(1).max(2
 const startTurnBody = z.strictObject({ clientRequestId: z.string().trim().min(1).max(200), text: z.string().max(200_000) });
 const steerBody = z.strictObject({ text: z.string().max(200_000) });
 const decisionBody = z.strictObject({ decision: permissionDecisionSchema });
+const answersBody = z.strictObject({ answers: userInputAnswersSchema });
+const rewindBody = z.strictObject({ compactionId: z.string().trim().min(1).max(200) });
 const emptyBody = z.strictObject({});
+
+/** What the page shows of a checkpoint: its boundaries and summary (the runtime state stays server-side). */
+function checkpointJson(c: CheckpointRecord) {
+  return {
+    compactionId: c.id,
+    sequence: c.sequence,
+    kind: c.kind,
+    throughMessageSequence: c.throughMessageSequence,
+    replacedThroughMessageSequence: c.replacedThroughMessageSequence,
+    sourceMessageCount: c.sourceMessageCount,
+    parentCompactionId: c.parentCompactionId,
+    triggerTurnId: c.triggerTurnId,
+    summary: c.summary,
+    createdAt: c.createdAt,
+  };
+}
+
+function compactionJson(result: CompactionResult) {
+  return {
+    kind: result.kind,
+    summarized: result.summarized,
+    compactionId: result.checkpoint?.id ?? null,
+    conversationTokensBefore: result.conversationTokensBefore,
+    conversationTokensAfter: result.conversationTokensAfter,
+  };
+}
 
 /**
  * Serves the inspector page for `core` on a loopback address.
@@ -125,7 +157,8 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
   const subscriptions: Subscription[] = [
     core.updates$.subscribe((envelope) => {
       const handle = core.session(envelope.sessionId);
-      broadcast('update', { epoch: handle ? epochOf(handle) : null, envelope });
+      // A sub-agent's updates carry its own session id; the page files them under their root.
+      broadcast('update', { epoch: handle ? epochOf(handle) : null, parentSessionId: handle?.info.parentSessionId ?? null, envelope });
     }),
     tracker.changes$.subscribe((change: TrackerChange) => {
       broadcast(change.type, change);
@@ -214,6 +247,8 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     if (isGet && parts.length === 4 && sub === 'state') {
       return sendJson(res, 200, {
         epoch,
+        parentSessionId: handle.info.parentSessionId,
+        taskName: handle.info.taskName,
         snapshot: handle.snapshot(),
         status: handle.status(),
         actors: tracker.actors(handle.sessionId),
@@ -228,6 +263,30 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     if (isGet && parts.length === 4 && sub === 'messages') {
       const messages = await handle.messages();
       return sendJson(res, 200, { epoch, messages: messages.slice(-200) });
+    }
+    if (isGet && parts.length === 4 && sub === 'checkpoints') {
+      const checkpoints = await handle.checkpoints();
+      return sendJson(res, 200, { epoch, checkpoints: checkpoints.map(checkpointJson) });
+    }
+    if (isGet && parts.length === 4 && sub === 'agents') {
+      const children = await core.listChildSessions(handle.sessionId);
+      return sendJson(res, 200, {
+        epoch,
+        agents: children.map((c) => {
+          const loaded = core.session(c.id);
+          return { sessionId: c.id, taskName: c.taskName, agentRole: c.agentRole, createdAt: c.createdAt, status: core.status(c.id), epoch: loaded ? epochOf(loaded) : null };
+        }),
+      });
+    }
+    if (!isGet && parts.length === 4 && sub === 'compact') {
+      await readJson(req, emptyBody);
+      const result = await handle.compactConversation();
+      return sendJson(res, 200, { epoch, ...compactionJson(result) });
+    }
+    if (!isGet && parts.length === 4 && sub === 'rewind') {
+      const body = await readJson(req, rewindBody);
+      const result = await handle.rewindConversation(body.compactionId);
+      return sendJson(res, 200, { epoch, ...compactionJson(result) });
     }
     if (!isGet && parts.length === 4 && sub === 'turns') {
       const body = await readJson(req, startTurnBody);
@@ -247,6 +306,11 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     if (!isGet && parts.length === 7 && sub === 'turns' && action === 'permissions') {
       const body = await readJson(req, decisionBody);
       await handle.resolvePermission(turnId!, toolCallId!, body.decision);
+      return sendJson(res, 202, { epoch });
+    }
+    if (!isGet && parts.length === 7 && sub === 'turns' && action === 'user-input') {
+      const body = await readJson(req, answersBody);
+      await handle.answerUserInput(turnId!, toolCallId!, body.answers);
       return sendJson(res, 202, { epoch });
     }
     throw new HttpError(404, 'not_found', `nothing at ${method} ${url.pathname}`);

@@ -59,14 +59,18 @@ const OPEN = 1;
 const CLOSED = 3;
 const ID_FIELDS = ['sessionId', 'rootId', 'parentId', 'sourceId'] as const;
 
+const INSTALL_HINT = "install @statelyai/inspect and ws to use Stately's inspector (npm i -D @statelyai/inspect ws)";
+
+/** Imports an optional package; `inspector_unavailable` when it is absent or fails to load. */
 async function importOptional<T>(specifier: string): Promise<T> {
   try {
     return (await import(specifier)) as T;
   } catch (cause) {
+    const absent = (cause as { code?: unknown })?.code === 'ERR_MODULE_NOT_FOUND';
     throw new InspectionError(
       'inspector_unavailable',
-      `${specifier} is not installed; install @statelyai/inspect and ws to use Stately's inspector (npm i -D @statelyai/inspect ws)`,
-      { cause },
+      absent ? `${specifier} is not installed; ${INSTALL_HINT}` : `${specifier} could not be loaded (${errorMessage(cause)}); ${INSTALL_HINT}`,
+      { cause, details: { package: specifier } },
     );
   }
 }

@@ -13,6 +13,7 @@ import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '.
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
+import type { UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import type { SystemPart } from '../services/model/port.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
@@ -33,6 +34,7 @@ export type SessionEvent =
     }
   | { type: 'session.cancel_turn'; commandId: string; turnId: string }
   | { type: 'session.resolve_permission'; commandId: string; turnId: string; toolCallId: string; decision: PermissionDecision; at: number }
+  | { type: 'session.answer_user_input'; commandId: string; turnId: string; toolCallId: string; answers: UserInputAnswers }
   | { type: 'session.steer_turn'; commandId: string; turnId: string; message: NewMessage }
   | { type: 'session.deliver_agent_message'; commandId: string; message: AgentMessage }
   | { type: 'session.set_permission_mode'; commandId: string; mode: PermissionMode }
@@ -86,6 +88,8 @@ export interface SessionContext extends SessionInput {
     disabledSkillNames: string[];
   } | null;
   pendingApproval: { turnId: string; toolCallId: string; card: PermissionCard } | null;
+  /** The request_user_input the active turn waits on (seed 004 `waiting_on_user_input`). */
+  pendingUserInput: { turnId: string; toolCallId: string; request: UserInputRequest } | null;
   mailbox: AgentMessage[];
   pendingInput: NewMessage[];
   shuttingDown: boolean;
@@ -130,6 +134,10 @@ const sessionSetup = setup({
       event.type === 'session.resolve_permission' &&
       context.pendingApproval?.turnId === event.turnId &&
       context.pendingApproval.toolCallId === event.toolCallId,
+    userInputPending: ({ context, event }) =>
+      event.type === 'session.answer_user_input' &&
+      context.pendingUserInput?.turnId === event.turnId &&
+      context.pendingUserInput.toolCallId === event.toolCallId,
   },
   actions: {
     /** The only place where sequence numbers are assigned (seed 000 §7). */
@@ -168,6 +176,7 @@ const sessionSetup = setup({
         pendingInput: [...output.pendingInput, ...context.pendingInput],
         activeTurn: null,
         pendingApproval: null,
+        pendingUserInput: null,
         reloadRequired: context.reloadRequired || output.reloadRequired,
         systemError: output.endRecorded ? null : `the end of turn ${output.turnId} could not be recorded`,
       };
@@ -185,12 +194,18 @@ const sessionSetup = setup({
         mailbox: [...context.activeTurn!.mailbox, ...context.mailbox],
         activeTurn: null,
         pendingApproval: null,
+        pendingUserInput: null,
         systemError: `the turn actor failed: ${message}`,
       };
     }),
     refuseTurnNotActive: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event) || !('turnId' in event)) return;
       enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) });
+    }),
+    /** The turn is active but the card or question the command answers is not waiting. */
+    refuseNotPending: enqueueActions(({ event, enqueue }, params: { code: 'permission_not_pending' | 'user_input_not_pending'; message: string }) => {
+      if (!('commandId' in event)) return;
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse(params.code, params.message) });
     }),
     refuseSessionActive: enqueueActions(({ event, enqueue }, params: { reason: string }) => {
       if (!('commandId' in event)) return;
@@ -211,6 +226,7 @@ export const sessionMachine = sessionSetup.createMachine({
     sequence: 0,
     activeTurn: null,
     pendingApproval: null,
+    pendingUserInput: null,
     mailbox: [],
     pendingInput: [],
     shuttingDown: false,
@@ -274,6 +290,9 @@ export const sessionMachine = sessionSetup.createMachine({
         'session.resolve_permission': {
           actions: 'refuseTurnNotActive',
         },
+        'session.answer_user_input': {
+          actions: 'refuseTurnNotActive',
+        },
         'session.steer_turn': {
           actions: 'refuseTurnNotActive',
         },
@@ -300,6 +319,9 @@ export const sessionMachine = sessionSetup.createMachine({
         },
         'session.cancel_turn': { actions: 'refuseTurnNotActive' },
         'session.resolve_permission': {
+          actions: 'refuseTurnNotActive',
+        },
+        'session.answer_user_input': {
           actions: 'refuseTurnNotActive',
         },
         'session.steer_turn': {
@@ -373,7 +395,7 @@ export const sessionMachine = sessionSetup.createMachine({
         'session.cancel_turn': [
           {
             guard: 'isActiveTurn',
-            actions: [assign({ pendingApproval: null }), sendTo('turn', { type: 'turn.cancel' }), 'replyOk'],
+            actions: [assign({ pendingApproval: null, pendingUserInput: null }), sendTo('turn', { type: 'turn.cancel' }), 'replyOk'],
           },
           { actions: 'refuseTurnNotActive' },
         ],
@@ -395,17 +417,32 @@ export const sessionMachine = sessionSetup.createMachine({
           },
           {
             guard: 'isActiveTurn',
-            actions: enqueueActions(({ event, enqueue }) =>
-              enqueue.emit({
-                type: 'session.reply',
-                commandId: event.commandId,
-                reply: refuse('permission_not_pending', `no permission is pending for tool call ${event.toolCallId}`),
-              }),
-            ),
+            actions: {
+              type: 'refuseNotPending',
+              params: ({ event }) => ({ code: 'permission_not_pending', message: `no permission is pending for tool call ${event.toolCallId}` }),
+            },
           },
           {
             actions: 'refuseTurnNotActive',
           },
+        ],
+        'session.answer_user_input': [
+          {
+            guard: 'userInputPending',
+            actions: [
+              assign({ pendingUserInput: null }),
+              sendTo('turn', ({ event }) => ({ type: 'turn.answer', toolCallId: event.toolCallId, answers: event.answers })),
+              'replyOk',
+            ],
+          },
+          {
+            guard: 'isActiveTurn',
+            actions: {
+              type: 'refuseNotPending',
+              params: ({ event }) => ({ code: 'user_input_not_pending', message: `no question is waiting for an answer in tool call ${event.toolCallId}` }),
+            },
+          },
+          { actions: 'refuseTurnNotActive' },
         ],
         'session.steer_turn': [
           { guard: 'isActiveTurn', actions: [sendTo('turn', ({ event }) => ({ type: 'turn.steer', message: event.message })), 'replyOk'] },
@@ -420,7 +457,7 @@ export const sessionMachine = sessionSetup.createMachine({
           actions: { type: 'refuseSessionActive', params: { reason: 'a turn is active' } },
         },
         'session.shutdown': {
-          actions: [assign({ shuttingDown: true, pendingApproval: null }), sendTo('turn', { type: 'turn.stop' }), 'replyOk'],
+          actions: [assign({ shuttingDown: true, pendingApproval: null, pendingUserInput: null }), sendTo('turn', { type: 'turn.stop' }), 'replyOk'],
         },
         'turn.update': {
           actions: [
@@ -431,6 +468,12 @@ export const sessionMachine = sessionSetup.createMachine({
               }
               if (update.type === 'permission_resolved' && context.pendingApproval?.toolCallId === update.toolCallId) {
                 return { pendingApproval: null };
+              }
+              if (update.type === 'user_input_requested') {
+                return { pendingUserInput: { turnId: context.activeTurn!.turnId, toolCallId: update.toolCallId, request: update.request } };
+              }
+              if (update.type === 'user_input_resolved' && context.pendingUserInput?.toolCallId === update.toolCallId) {
+                return { pendingUserInput: null };
               }
               return {};
             }),

@@ -1,13 +1,15 @@
 /**
  * @module machines/tool-call
  * One tool call's lifecycle (seed 000 §5): validating → authorizing → waiting_permission →
- * executing → recording. Invoked serially by the Turn machine's `tools` state; it always ends with
+ * executing → recording; control tools (update_plan, request_user_input, the agent tools) go from
+ * validating to `control` instead. Invoked serially by the Turn machine's `tools` state; it always ends with
  * a result (written, or at least decided) and says whether the call terminates the turn.
  */
 import { assign, enqueueActions, fromCallback, fromPromise, sendParent, sendTo, setup, type ActorRefFrom } from 'xstate';
 import type { PermissionDecision } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { PermissionCard } from '../protocol/updates.js';
+import { answersResultText, type UserInputRequest } from '../protocol/user-input.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../services/permissions/texts.js';
 import type { ToolResult } from '../services/tools/define.js';
 import type {
@@ -22,6 +24,7 @@ import type {
 } from './types.js';
 
 export const USER_DENIED_TEXT = 'The user denied this tool call.';
+export const UNANSWERED_TEXT = 'the turn was cancelled before the user answered';
 export const CANCELLED_BEFORE_RUN_TEXT = 'tool call was cancelled before it ran';
 export const ACTOR_STOPPED_TEXT = 'the runtime stopped while this tool call was pending; its outcome is unknown';
 /** Reference §4.13: the refusal a sub-agent gets instead of a card (the text lives with the other policy texts). */
@@ -155,7 +158,7 @@ const toolCallSetup = setup({
       decision: (event as Extract<ToolCallEvent, { type: 'toolcall.decide' }>).decision as PermissionDecision,
     })),
     abortExecution: sendTo('execute', { type: 'toolcall.cancel' }),
-    announceStatus: sendParent(({ context }, status: 'authorizing' | 'waiting_permission' | 'executing' | 'recording') => ({
+    announceStatus: sendParent(({ context }, status: 'authorizing' | 'waiting_permission' | 'waiting_user_input' | 'executing' | 'recording') => ({
       type: 'toolcall.status' as const,
       toolCallId: context.toolCallId,
       status,
@@ -462,7 +465,56 @@ export const toolCallMachine = toolCallSetup.createMachine({
       initial: 'routing',
       states: {
         routing: {
-          always: [{ guard: ({ context }) => context.call.name === 'update_plan', target: 'plan' }, { target: 'agent' }],
+          always: [
+            { guard: ({ context }) => context.call.name === 'update_plan', target: 'plan' },
+            { guard: ({ context }) => context.call.name === 'request_user_input', target: 'user_input' },
+            { target: 'agent' },
+          ],
+        },
+        // The model asked the user; the turn waits like it waits for a card, and a cancel ends the wait.
+        user_input: {
+          entry: [
+            { type: 'announceStatus', params: 'waiting_user_input' as const },
+            sendParent(({ context }) => ({
+              type: 'toolcall.user_input_requested' as const,
+              toolCallId: context.toolCallId,
+              request: context.args as UserInputRequest,
+            })),
+          ],
+          on: {
+            'toolcall.answer': {
+              target: '#toolCall.recording',
+              actions: [
+                assign(({ context, event }) => ({
+                  result: { status: 'succeeded' as const, text: answersResultText(context.args as UserInputRequest, event.answers) },
+                })),
+                sendParent(({ context, event }) => ({
+                  type: 'toolcall.user_input_resolved' as const,
+                  toolCallId: context.toolCallId,
+                  outcome: 'answered' as const,
+                  answers: event.answers,
+                })),
+              ],
+            },
+            'toolcall.cancel': {
+              target: '#toolCall.recording',
+              actions: [
+                assign(() => ({
+                  stopRequest: 'cancel' as const,
+                  result: { status: 'cancelled' as const, text: UNANSWERED_TEXT, error: { code: 'cancelled' as const, message: UNANSWERED_TEXT, retryable: false } },
+                  terminal: { code: 'cancelled' as const, message: 'the turn was cancelled' },
+                })),
+                sendParent(({ context }) => ({ type: 'toolcall.user_input_resolved' as const, toolCallId: context.toolCallId, outcome: 'cancelled' as const })),
+              ],
+            },
+            'toolcall.stop': {
+              target: '#toolCall.recording',
+              actions: [
+                'recordStopBeforeRun',
+                sendParent(({ context }) => ({ type: 'toolcall.user_input_resolved' as const, toolCallId: context.toolCallId, outcome: 'cancelled' as const })),
+              ],
+            },
+          },
         },
         plan: {
           invoke: {

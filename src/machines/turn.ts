@@ -4,6 +4,7 @@
  *
  *   starting → running_model ⇄ compacting
  *              running_model → tools.running_tools ⇄ tools.waiting_permission → running_model
+ *                                                 ⇄ tools.waiting_user_input
  *   → ending → completed | failed | cancelled
  *
  * Every effect (the model call, each storage write, each tool run) is an invoked actor with an
@@ -24,6 +25,7 @@ import type {
   LiveToolCall,
   ModelDraft,
   PendingApproval,
+  PendingUserInput,
   ToolBatch,
   ToolCallOutput,
   TurnEvent,
@@ -39,6 +41,8 @@ export interface TurnContext extends TurnInput {
   phase: Phase | null;
   turnGrants: Grants;
   pendingApprovals: PendingApproval[];
+  /** request_user_input questions waiting for the host's answers (seed 004 `pending_user_input`). */
+  pendingUserInput: PendingUserInput[];
   modelCallIndex: number;
   submissionCount: number;
   toolCallCount: number;
@@ -259,6 +263,7 @@ export const turnMachine = turnSetup.createMachine({
     phase: null,
     turnGrants: {},
     pendingApprovals: [],
+    pendingUserInput: [],
     modelCallIndex: 0,
     submissionCount: 0,
     toolCallCount: 0,
@@ -673,6 +678,7 @@ export const turnMachine = turnSetup.createMachine({
               actions: assign(({ context, event }) => ({
                 batchIndex: context.batchIndex + 1,
                 pendingApprovals: [],
+                pendingUserInput: [],
                 outcome: failedOutcome('persistence_error', `tool call actor failed: ${errorText(event.error)}`),
               })),
             },
@@ -715,7 +721,27 @@ export const turnMachine = turnSetup.createMachine({
                 sendParent(({ event }) => ({ type: 'turn.grant', scope: event.scope, environmentId: event.environmentId, grantKey: event.grantKey })),
               ],
             },
+            'toolcall.user_input_requested': {
+              target: '.waiting_user_input',
+              actions: assign({ pendingUserInput: ({ event }) => [{ toolCallId: event.toolCallId, request: event.request }] }),
+            },
+            'toolcall.user_input_resolved': {
+              target: '.running_tools',
+              actions: [
+                assign({ pendingUserInput: [] }),
+                sendParent(({ event }) => ({
+                  type: 'turn.update',
+                  update: {
+                    type: 'user_input_resolved',
+                    toolCallId: event.toolCallId,
+                    outcome: event.outcome,
+                    ...(event.answers ? { answers: event.answers } : {}),
+                  },
+                })),
+              ],
+            },
             'turn.decide': { actions: sendTo('toolCall', ({ event }) => ({ type: 'toolcall.decide', decision: event.decision, at: event.at })) },
+            'turn.answer': { actions: sendTo('toolCall', ({ event }) => ({ type: 'toolcall.answer', answers: event.answers })) },
             'turn.cancel': { actions: ['requestStop', sendTo('toolCall', { type: 'toolcall.cancel' })] },
             'turn.stop': { actions: ['requestStop', sendTo('toolCall', { type: 'toolcall.stop' })] },
           },
@@ -727,6 +753,15 @@ export const turnMachine = turnSetup.createMachine({
                 sendParent(({ context }) => ({
                   type: 'turn.update' as const,
                   update: { type: 'permission_requested' as const, toolCallId: context.pendingApprovals[0]!.toolCallId, card: context.pendingApprovals[0]!.card },
+                })),
+              ],
+            },
+            waiting_user_input: {
+              entry: [
+                { type: 'enterPhase', params: 'waiting_user_input' },
+                sendParent(({ context }) => ({
+                  type: 'turn.update' as const,
+                  update: { type: 'user_input_requested' as const, toolCallId: context.pendingUserInput[0]!.toolCallId, request: context.pendingUserInput[0]!.request },
                 })),
               ],
             },
@@ -833,6 +868,7 @@ function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal:
     batchIndex: context.batchIndex + 1,
     doom: output.doom,
     pendingApprovals: [],
+    pendingUserInput: [],
     waitTimeouts: output.waitTimedOut === true ? context.waitTimeouts + 1 : output.waitTimedOut === false ? 0 : context.waitTimeouts,
   };
   if (output.plan) patch.plan = output.plan;

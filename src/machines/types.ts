@@ -8,6 +8,7 @@ import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '.
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
+import type { PendingUserInput, UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
 import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import type { PreparedModelCall } from '../services/context/assemble.js';
@@ -141,6 +142,7 @@ export type TurnEvent =
   | { type: 'turn.mailbox'; message: AgentMessage }
   | { type: 'turn.set_mode'; mode: PermissionMode; origin: PermissionModeOrigin }
   | { type: 'turn.decide'; toolCallId: string; decision: PermissionDecision; at: number }
+  | { type: 'turn.answer'; toolCallId: string; answers: UserInputAnswers }
   | { type: 'model.text_delta'; delta: string }
   | { type: 'model.reasoning_delta'; delta: string }
   | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
@@ -152,10 +154,13 @@ export type TurnEvent =
   | { type: 'toolcall.status'; toolCallId: string; status: LiveToolCall['status'] }
   | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
   | { type: 'toolcall.permission_resolved'; toolCallId: string; decision: PermissionDecision | 'cancelled' | 'actor_stopped' }
+  | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
+  | { type: 'toolcall.user_input_resolved'; toolCallId: string; outcome: 'answered' | 'cancelled'; answers?: UserInputAnswers }
   | { type: 'toolcall.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
 
 export type ToolCallEvent =
   | { type: 'toolcall.decide'; decision: PermissionDecision; at: number }
+  | { type: 'toolcall.answer'; answers: UserInputAnswers }
   | { type: 'toolcall.cancel' }
   | { type: 'toolcall.stop' }
   | { type: 'tool.progress'; progress: ToolProgress }
@@ -171,4 +176,4 @@ export interface AssembledCall extends PreparedModelCall {
   overThreshold: boolean;
 }
 
-export type { PendingApproval, LiveToolCall, StoredMessage };
+export type { PendingApproval, PendingUserInput, LiveToolCall, StoredMessage };

@@ -7,13 +7,14 @@ import type { TurnPlanSnapshot } from './plan.js';
 import type { PermissionCard, Phase, TurnOutcome } from './updates.js';
 import type { ToolResultStatus } from './content.js';
 import type { RateLimitSnapshot } from './rate-limits.js';
+import type { PendingUserInput } from './user-input.js';
 
 export interface LiveToolCall {
   toolCallId: string;
   providerCallId: string;
   toolName: string;
   arguments: string;
-  status: 'pending' | 'validating' | 'authorizing' | 'waiting_permission' | 'executing' | 'recording' | 'finished';
+  status: 'pending' | 'validating' | 'authorizing' | 'waiting_permission' | 'waiting_user_input' | 'executing' | 'recording' | 'finished';
   result?: { status: ToolResultStatus; text: string };
 }
 
@@ -32,6 +33,8 @@ export type SessionRuntimeSnapshot =
       draft: { text: string; reasoning: string };
       toolCalls: LiveToolCall[];
       pendingApprovals: PendingApproval[];
+      /** Questions of request_user_input waiting for `answerUserInput`. */
+      pendingUserInput: PendingUserInput[];
       plan: TurnPlanSnapshot | null;
     }
   | {
@@ -59,6 +62,8 @@ export interface SessionSnapshot {
   /** The provider's rate limits as last reported (seed 004 §2 merge), null until a provider sends any. */
   rateLimits: RateLimitSnapshot | null;
 }
+
+export type { PendingUserInput };
 
 export type SessionStatus =
   | { type: 'not_loaded' }

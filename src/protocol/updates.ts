@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { permissionDecisionSchema } from './input.js';
 import { planStepSchema } from './plan.js';
 import { toolErrorSchema, toolResultStatusSchema } from './content.js';
+import { userInputAnswersSchema, userInputRequestShape } from './user-input.js';
 
 export const SESSION_UPDATE_VERSION = 7 as const;
 
@@ -15,6 +16,7 @@ export const phaseSchema = z.enum([
   'compacting',
   'running_tools',
   'waiting_permission',
+  'waiting_user_input',
   'completed',
   'failed',
   'cancelled',
@@ -86,6 +88,14 @@ export const sessionUpdateSchema = z.discriminatedUnion('type', [
   }),
   z.object({ type: z.literal('permission_requested'), toolCallId: z.string(), card: permissionCardSchema }),
   z.object({ type: z.literal('permission_resolved'), toolCallId: z.string(), decision: z.union([permissionDecisionSchema, z.literal('cancelled')]) }),
+  /** The model asked the user (request_user_input); the turn waits for `answerUserInput`. */
+  z.object({ type: z.literal('user_input_requested'), toolCallId: z.string(), request: userInputRequestShape }),
+  z.object({
+    type: z.literal('user_input_resolved'),
+    toolCallId: z.string(),
+    outcome: z.enum(['answered', 'cancelled']),
+    answers: userInputAnswersSchema.optional(),
+  }),
   z.object({
     type: z.literal('plan_updated'),
     explanation: z.string().nullable(),

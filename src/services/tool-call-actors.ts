@@ -13,6 +13,7 @@ import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
 import { canonicalJson } from '../storage/sql-storage.js';
 import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
+import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
 import { normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
@@ -113,6 +114,10 @@ export function createToolCallActors(services: RuntimeServices) {
         const parsed = resolved.tool.parameters.safeParse(args);
         if (!parsed.success) return { kind: 'invalid', result: invalid(zodText(parsed.error)), doom: input.doom, resolvedName: call.name };
         args = parsed.data;
+      } else if (resolved.name === 'request_user_input') {
+        const checked = validateUserInputArgs(args);
+        if (!checked.ok) return { kind: 'invalid', result: invalid(checked.message), doom: input.doom, resolvedName: call.name };
+        args = checked.request;
       }
       // wait_agent is outside identical-call counting; its timeouts have their own streak (reference §5.5).
       if (call.name === 'wait_agent') return { kind: 'control', args, doom: input.doom };

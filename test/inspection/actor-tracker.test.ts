@@ -60,9 +60,9 @@ describe('inspection of sessions', () => {
     const [turn] = byActorId(live, 'turn');
     const [toolCall] = byActorId(live, 'toolCall');
     expect(live.map((a) => a.actorId)).toEqual([`session:${h.session.sessionId}`, 'turn', 'toolCall']);
-    expect(session).toMatchObject({ parentKey: null, machine: 'session', value: 'active', status: 'active', sessionId: h.session.sessionId });
+    expect(session).toMatchObject({ parentKey: null, machine: 'session', systemId: 'session', value: 'active', status: 'active', sessionId: h.session.sessionId });
     expect(session!.fields).toMatchObject({ sessionId: h.session.sessionId, permissionMode: 'auto', sequence: requested.sequence });
-    expect(turn).toMatchObject({ parentKey: session!.key, machine: 'turn', src: 'turn', value: { tools: { call: 'waiting_permission' } } });
+    expect(turn).toMatchObject({ parentKey: session!.key, machine: 'turn', src: 'turn', systemId: null, value: { tools: { call: 'waiting_permission' } } });
     expect(turn!.fields).toMatchObject({ turnId, phase: 'waiting_permission', toolCallCount: 1 });
     expect(toolCall).toMatchObject({ parentKey: turn!.key, machine: 'toolCall', value: 'waiting_permission' });
     // Only short primitives leave the tracker: the whole tree is plain JSON.

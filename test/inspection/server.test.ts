@@ -1,9 +1,11 @@
 /**
  * The inspector server's HTTP edge: loopback only (bind address, Host, Origin), JSON commands
- * validated by zod, the runtime's error codes mapped to statuses, replay and snapshot for
- * reconnects, the event stream, and the page served with no outside resource.
+ * validated by zod, bodies over 1 MiB refused, the runtime's error codes mapped to statuses (a
+ * core that has shut down answers core_closed), replay and snapshot for reconnects, compaction
+ * and rewind with their checkpoints, the event stream, and the page served with no outside resource.
  */
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActorTracker } from '../../src/inspection/actor-tracker.js';
 import { startInspectorServer, type InspectorServer } from '../../src/inspection/server.js';
@@ -11,6 +13,7 @@ import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, type Harness } from '../support/harness.js';
+import { compactingModel } from '../support/summaries.js';
 
 interface Reply {
   status: number;
@@ -51,6 +54,55 @@ function call(server: InspectorServer, method: string, path: string, options: { 
     req.on('error', reject);
     if (body !== undefined) req.write(body);
     req.end();
+  });
+}
+
+/**
+ * Sends a POST of `size` bytes, raw: `declared` sends only the headers with that Content-Length
+ * (the answer must come without the body), `chunked` streams chunks until the server answers.
+ */
+function postLarge(server: InspectorServer, path: string, size: number, mode: 'declared' | 'chunked'): Promise<{ status: number; head: string; body: string; sentBytes: number }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(server.port, '127.0.0.1');
+    let received = '';
+    let sent = 0;
+    let stopped = false;
+    const headers = [
+      `POST ${path} HTTP/1.1`,
+      `host: 127.0.0.1:${server.port}`,
+      'content-type: application/json',
+      mode === 'declared' ? `content-length: ${size}` : 'transfer-encoding: chunked',
+    ];
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // The server may close while we still write; what it answered is all that matters.
+      if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error);
+    });
+    socket.on('data', (d: Buffer) => {
+      received += String(d);
+      stopped = true;
+    });
+    socket.on('close', () => {
+      const [head = '', body = ''] = received.split('\r\n\r\n');
+      resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1] ?? 0), head, body, sentBytes: sent });
+    });
+    socket.write(`${headers.join('\r\n')}\r\n\r\n`);
+    // A declared length is judged from the header alone: no byte of the body is sent.
+    if (mode === 'declared') return;
+    const piece = 'x'.repeat(64 * 1024);
+    const pump = () => {
+      while (!stopped && sent < size && !socket.destroyed) {
+        const n = Math.min(piece.length, size - sent);
+        const data = piece.slice(0, n);
+        sent += n;
+        const ok = socket.write(mode === 'chunked' ? `${n.toString(16)}\r\n${data}\r\n` : data);
+        if (!ok) {
+          socket.once('drain', pump);
+          return;
+        }
+      }
+      if (!stopped && mode === 'chunked' && !socket.destroyed) socket.write('0\r\n\r\n');
+    };
+    pump();
   });
 }
 
@@ -114,6 +166,8 @@ describe('inspector server', () => {
     const info = await call(s, 'GET', '/api/info', { headers: { host: `localhost:${s.port}` } });
     expect(info.status).toBe(200);
     expect(info.json).toMatchObject({ label: 'test runtime', machines: ['session', 'turn', 'toolCall'] });
+    // A request read to its end leaves the connection open for the next one.
+    expect(info.headers.connection).toBe('keep-alive');
     await s.close();
   });
 
@@ -163,6 +217,7 @@ describe('inspector server', () => {
 
     const started = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c-1', text: 'go' }, headers: { origin: `http://127.0.0.1:${s.port}` } });
     expect(started.status).toBe(202);
+    expect(started.headers.connection).toBe('keep-alive');
     const turnId = started.json.turnId as string;
     const busy = await call(s, 'POST', `${base}/turns`, { body: { clientRequestId: 'c-2', text: 'again' } });
     expect([busy.status, busy.json.error?.code]).toEqual([409, 'busy']);
@@ -246,5 +301,100 @@ describe('inspector server', () => {
     // Heartbeats keep idle streams open; closing the server ends them.
     await s.close();
     stream.stop();
+  });
+
+  it('refuses a body over 1 MiB with payload_too_large, declared or chunked, and closes that connection', async () => {
+    const s = await start([]);
+    const path = `/api/sessions/${h.session.sessionId}/turns`;
+    const declared = await postLarge(s, path, 1024 * 1024 + 1, 'declared');
+    expect(declared.status).toBe(413);
+    expect(JSON.parse(declared.body)).toMatchObject({ error: { code: 'payload_too_large' } });
+    expect(declared.head.toLowerCase()).toContain('connection: close');
+    expect(declared.sentBytes).toBe(0);
+    // A chunked body is cut off once past the limit: the server stops reading long before 32 MiB.
+    const chunked = await postLarge(s, path, 32 * 1024 * 1024, 'chunked');
+    expect(chunked.status).toBe(413);
+    expect(JSON.parse(chunked.body)).toMatchObject({ error: { code: 'payload_too_large', message: 'the body exceeds 1048576 bytes' } });
+    expect(chunked.head.toLowerCase()).toContain('connection: close');
+    expect(chunked.sentBytes).toBeGreaterThan(1024 * 1024);
+    expect(chunked.sentBytes).toBeLessThan(32 * 1024 * 1024);
+    // Just under the limit is read and validated as usual; nothing was started by the refused bodies.
+    const text = 'y'.repeat(200_001);
+    const fits = await call(s, 'POST', path, { body: { clientRequestId: 'big', text } });
+    expect([fits.status, fits.json.error?.code]).toEqual([400, 'invalid_request']);
+    expect(h.session.snapshot().runtime).toEqual({ type: 'idle' });
+    await s.close();
+  });
+
+  it('answers core_closed (503) once the core it serves has shut down', async () => {
+    const s = await start([]);
+    const sessionId = h.session.sessionId;
+    expect((await call(s, 'GET', `/api/sessions/${sessionId}/state`)).status).toBe(200);
+    await h.core.shutdown();
+    const created = await call(s, 'POST', '/api/sessions', { body: { title: 'late' } });
+    expect([created.status, created.json.error?.code]).toEqual([503, 'core_closed']);
+    // The handle is gone with the core; loading it again is refused the same way.
+    const state = await call(s, 'GET', `/api/sessions/${sessionId}/state`);
+    expect([state.status, state.json.error?.code]).toEqual([503, 'core_closed']);
+    const turn = await call(s, 'POST', `/api/sessions/${sessionId}/turns`, { body: { clientRequestId: 'c', text: 'hi' } });
+    expect([turn.status, turn.json.error?.code]).toEqual([503, 'core_closed']);
+    await s.close();
+  });
+
+  it('compacts and rewinds between turns; the checkpoints and the conversation_compacted update follow', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    h = await harness(storage, compactingModel([{ text: 'first answer' }, { gate, step: { text: 'second answer' } }]), { inspect: tracker.inspect });
+    server = await startInspectorServer({ core: h.core, tracker, heartbeatMs: 100 });
+    const s = server;
+    const stream = openEvents(s);
+    const base = `/api/sessions/${h.session.sessionId}`;
+    expect((await call(s, 'GET', `${base}/checkpoints`)).json.checkpoints).toEqual([]);
+    const empty = await call(s, 'POST', `${base}/compact`, { body: {} });
+    expect([empty.status, empty.json.error?.code]).toEqual([500, 'compaction_error']);
+    await h.run('hello');
+    const extra = await call(s, 'POST', `${base}/compact`, { body: { now: true } });
+    expect([extra.status, extra.json.error?.code]).toEqual([400, 'invalid_request']);
+    const compacted = await call(s, 'POST', `${base}/compact`, { body: {} });
+    expect(compacted.status).toBe(200);
+    expect(compacted.json).toMatchObject({ kind: 'manual', summarized: true, compactionId: expect.stringMatching(/^cmp_/), conversationTokensBefore: expect.any(Number) });
+    const compactionId = compacted.json.compactionId as string;
+    const checkpoints = (await call(s, 'GET', `${base}/checkpoints`)).json.checkpoints as Array<Record<string, unknown>>;
+    expect(checkpoints).toEqual([
+      expect.objectContaining({ compactionId, kind: 'manual', throughMessageSequence: 2, summary: expect.stringContaining('## 9. Next Safe Action') }),
+    ]);
+    await until(() => stream.events.some((e) => e.event === 'update' && (e.data as { envelope: SessionUpdateEnvelope }).envelope.update.type === 'conversation_compacted'));
+    const update = stream.events.find((e) => e.event === 'update' && (e.data as { envelope: SessionUpdateEnvelope }).envelope.update.type === 'conversation_compacted')!.data as {
+      parentSessionId: string | null;
+      envelope: SessionUpdateEnvelope;
+    };
+    expect(update).toMatchObject({ parentSessionId: null, envelope: { turnId: null, update: { compactionId, kind: 'manual', conversationTokensAfter: compacted.json.conversationTokensAfter } } });
+
+    // During a turn both are refused with session_active; a checkpoint that does not exist is 404.
+    const turnId = await h.start('again');
+    await h.waitFor((e) => e.turnId === turnId && e.update.type === 'phase_changed' && e.update.phase === 'running_model');
+    const busy = await call(s, 'POST', `${base}/compact`, { body: {} });
+    expect([busy.status, busy.json.error?.code]).toEqual([409, 'session_active']);
+    const busyRewind = await call(s, 'POST', `${base}/rewind`, { body: { compactionId } });
+    expect([busyRewind.status, busyRewind.json.error?.code]).toEqual([409, 'session_active']);
+    release();
+    await h.session.waitForTurn(turnId);
+    const missing = await call(s, 'POST', `${base}/rewind`, { body: { compactionId: 'cmp_missing' } });
+    expect([missing.status, missing.json.error?.code]).toEqual([404, 'checkpoint_not_found']);
+    const noId = await call(s, 'POST', `${base}/rewind`, { body: {} });
+    expect([noId.status, noId.json.error?.code]).toEqual([400, 'invalid_request']);
+    const rewound = await call(s, 'POST', `${base}/rewind`, { body: { compactionId } });
+    expect(rewound.status).toBe(200);
+    expect(rewound.json).toMatchObject({ kind: 'rewind', compactionId: expect.stringMatching(/^cmp_/) });
+    expect(rewound.json.compactionId).not.toBe(compactionId);
+    const after = (await call(s, 'GET', `${base}/checkpoints`)).json.checkpoints as Array<{ compactionId: string; kind: string; parentCompactionId: string | null }>;
+    expect(after.map((c) => [c.kind, c.parentCompactionId])).toEqual([
+      ['manual', null],
+      ['rewind', compactionId],
+    ]);
+    // Nothing was deleted: every raw message is still there.
+    expect(((await call(s, 'GET', `${base}/messages`)).json.messages as unknown[]).length).toBe(4);
+    stream.stop();
+    await s.close();
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The bridge to a `@statelyai/inspect` WebSocket relay: every actor's events arrive, ids are kept
- * apart per session, an absent relay answers `inspector_unreachable`, and nothing keeps the
- * process alive afterwards (the package's own WebSocket inspector retries forever).
+ * apart per session, an absent relay answers `inspector_unreachable`, an absent optional package
+ * answers `inspector_unavailable` (also through `npm run inspector -- --stately`), and nothing keeps
+ * the process alive afterwards (the package's own WebSocket inspector retries forever).
  */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -14,6 +15,31 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 
 const CHILD = fileURLToPath(new URL('../support/stately-child.ts', import.meta.url));
+const INSPECTOR_MAIN = fileURLToPath(new URL('../../inspector/main.ts', import.meta.url));
+/** `--import` this to make the packages in OPENWORK_ABSENT_PACKAGES unresolvable, as if not installed. */
+const ABSENT_PACKAGES = fileURLToPath(new URL('./fixtures/absent-packages-register.mjs', import.meta.url));
+
+/** Runs a Node script under tsx with some packages made absent; resolves with its output and exit code. */
+function runWithout(absent: string[], args: string[]): Promise<{ stdout: string; stderr: string; code: number | null }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--import', ABSENT_PACKAGES, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, OPENWORK_ABSENT_PACKAGES: absent.join(',') },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += String(d)));
+    child.stderr.on('data', (d: Buffer) => (stderr += String(d)));
+    const killer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the child did not exit by itself; stdout: ${stdout} stderr: ${stderr}`));
+    }, 90_000);
+    child.on('exit', (code) => {
+      clearTimeout(killer);
+      resolve({ stdout, stderr, code });
+    });
+  });
+}
 
 interface Relay {
   url: string;
@@ -140,5 +166,20 @@ describe('connectStatelyInspector', () => {
     expect(connected.afterDoneMs).toBeLessThan(2_500);
     expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'toolCall')).toBe(true);
     await relay.stop();
+  }, 180_000);
+
+  it('answers inspector_unavailable when @statelyai/inspect or ws is not installed; npm run inspector -- --stately says so and exits 1', async () => {
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}`;
+    // With every package present the same child only misses the relay (inspector_unreachable, above).
+    for (const absent of ['@statelyai/inspect', 'ws']) {
+      const child = await runWithout([absent], [CHILD, 'unreachable', url]);
+      expect(child.stdout.split('\n')[0], child.stderr).toBe('error inspector_unavailable');
+      expect(child.code).toBe(0);
+    }
+    const main = await runWithout(['@statelyai/inspect'], [INSPECTOR_MAIN, '--port', '0', '--stately', url]);
+    expect(main.code).toBe(1);
+    expect(main.stderr).toContain("inspector: @statelyai/inspect is not installed; install @statelyai/inspect and ws to use Stately's inspector (npm i -D @statelyai/inspect ws)");
+    expect(main.stdout).not.toContain('open http');
   }, 180_000);
 });

@@ -2,7 +2,9 @@
  * The inspector page in headless Chromium (Debian's package, driven by playwright-core) against
  * the real runtime with the scripted scenario: start a turn and watch the draft stream in,
  * approve and deny cards, cancel, reload mid-turn (replay, and the snapshot when replay cannot
- * reach back), and the actor tree and statechart following the Turn's phases.
+ * reach back), the actor tree and statechart following the Turn's phases, an explorer sub-agent
+ * in the actor tree under its root, and a compaction (and a rewind) started from the page showing
+ * in the update stream and as a checkpoint in the transcript.
  * Each test saves a screenshot under test-results/.
  */
 import { join } from 'node:path';
@@ -11,6 +13,7 @@ import { tmpdir } from 'node:os';
 import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/runtime.js';
+import { EXPLORER_TASK } from '../../inspector/scenario.js';
 import type { SessionSnapshot } from '../../src/protocol/snapshot.js';
 import { RESULTS_DIR, launchBrowser, type TestBrowser } from '../support/browser.js';
 
@@ -145,6 +148,35 @@ describe('inspector page (headless Chromium)', () => {
     await shot(page, 'denied');
   });
 
+  it('shows the model\'s questions; the answers given on the page reach the model, also after a reload', async () => {
+    const { page, sessionId } = await openInspector();
+    await send(page, 'ask me first');
+    const card = page.locator('[data-testid=question-card]');
+    await card.waitFor({ state: 'visible' });
+    expect(await page.textContent('[data-testid=phase]')).toBe('waiting_user_input');
+    expect(await card.locator('.card-summary').allTextContents()).toEqual(['Which language should the note be in?', 'What should the note be called?']);
+    expect(await card.locator('button.pick').allTextContents()).toEqual(['English', 'German']);
+    const state = await serverState(sessionId);
+    expect(state.snapshot.runtime).toMatchObject({ type: 'running', phase: 'waiting_user_input', pendingUserInput: [{ request: { questions: [{ id: 'language' }, { id: 'name' }] } }] });
+    expect(await page.locator('[data-testid=session-list] li.selected').getAttribute('data-status')).toBe('waiting');
+
+    // A reload rebuilds the open question (replayed or from the snapshot) and still answers it.
+    await page.reload();
+    await page.locator('[data-testid=connection][data-state=live]').waitFor();
+    await card.waitFor({ state: 'visible' });
+    await card.locator('button.pick[data-option=German]').click();
+    expect(await page.inputValue('[data-testid=answer-language]')).toBe('German');
+    await page.fill('[data-testid=answer-name]', 'notes');
+    await shot(page, 'question');
+    await page.click('[data-testid=answer-submit]');
+    await card.waitFor({ state: 'hidden' });
+    await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor();
+    expect(await page.locator('[data-testid=update-log] li[data-type=user_input_resolved] .summary').textContent()).toBe('answered: German / notes');
+    const messages = (await (await fetch(new URL(`/api/sessions/${sessionId}/messages`, runtime.url))).json()) as { messages: Array<{ role: string; content: Array<{ type: string; text?: string }> }> };
+    const last = messages.messages.filter((m) => m.role === 'assistant').at(-1)!;
+    expect(last.content.map((b) => b.text ?? '').join('')).toContain('You answered {"answers":{"language":"German","name":"notes"}}.');
+  });
+
   it('cancels a running turn from the page', async () => {
     const { page, sessionId } = await openInspector();
     await send(page, 'slow answer to cancel');
@@ -266,5 +298,94 @@ describe('inspector page (headless Chromium)', () => {
     expect(states.slice(at + 1)).toContain('running_model.streaming');
     const transitions = await page.$$eval('[data-testid=transitions] li', (lis) => lis.map((li) => li.textContent ?? ''));
     expect(transitions.some((t) => t.includes('tools.call.waiting_permission → tools.call.running_tools'))).toBe(true);
+  });
+
+  it('compacts from the page between turns: the compaction shows in the update stream and as a checkpoint with its summary; a rewind follows', async () => {
+    const { page, sessionId } = await openInspector();
+    expect(await page.isDisabled('[data-testid=compact]')).toBe(true);
+    await send(page, 'slow, then compact');
+    await waitForDraft(page, 20);
+    // Compaction answers session_active during a turn: the page offers it only between turns.
+    expect(await page.isDisabled('[data-testid=compact]')).toBe(true);
+    await page.click('[data-testid=cancel]');
+    await page.locator('[data-testid=turn-outcome][data-status=cancelled]').waitFor();
+    await page.locator('[data-testid=compact]:not([disabled])').waitFor();
+    await page.click('[data-testid=compact]');
+
+    const row = page.locator('[data-testid=update-log] li[data-type=conversation_compacted]');
+    await row.waitFor();
+    const summary = (await row.locator('.summary').textContent()) ?? '';
+    const [, before, after, compactionId] = /^manual: (\d+) → (\d+) tokens · checkpoint (cmp_\S+)$/.exec(summary) ?? [];
+    expect(compactionId, summary).toBeTruthy();
+    const res = await fetch(new URL(`/api/sessions/${sessionId}/checkpoints`, runtime.url));
+    const { checkpoints } = (await res.json()) as { checkpoints: Array<{ compactionId: string; throughMessageSequence: number; summary: string }> };
+    expect(checkpoints.map((c) => c.compactionId)).toEqual([compactionId]);
+
+    // In the transcript: a marker after the messages the summary stands for, with the numbers and the text.
+    const marker = page.locator(`[data-testid=checkpoint][data-compaction-id="${compactionId}"]`);
+    await marker.waitFor();
+    expect(await marker.getAttribute('data-kind')).toBe('manual');
+    const through = checkpoints[0]!.throughMessageSequence;
+    expect(await marker.locator('[data-testid=checkpoint-info]').textContent()).toBe(`the summary stands for messages 1–${through} · ${before} → ${after} tokens`);
+    const order = await page.$$eval('[data-testid=transcript] > *', (nodes) =>
+      nodes.map((n) => ((n as HTMLElement).dataset.testid === 'checkpoint' ? 'checkpoint' : Number((n as HTMLElement).dataset.sequence))),
+    );
+    expect(order.indexOf('checkpoint')).toBe(order.filter((x) => typeof x === 'number' && x <= through).length);
+    await marker.locator('summary').click();
+    const text = (await marker.locator('[data-testid=checkpoint-summary]').textContent()) ?? '';
+    expect(text).toBe(checkpoints[0]!.summary);
+    expect(text).toContain('## 1. Primary Request and Intent\nThe user asked: “slow, then compact”.');
+    await shot(page, 'compacted');
+
+    // Rewinding to it writes a new checkpoint of kind rewind: a second update and a second marker.
+    await marker.locator('[data-testid=rewind]').click();
+    await page.locator('[data-testid=checkpoint][data-kind=rewind]').waitFor();
+    const rows = await page.$$eval('[data-testid=update-log] li[data-type=conversation_compacted] .summary', (nodes) => nodes.map((n) => n.textContent ?? ''));
+    expect(rows).toHaveLength(2);
+    expect(rows[1]).toMatch(/^rewind: \d+ → \d+ tokens · checkpoint cmp_/);
+    expect(await page.isHidden('[data-testid=command-error]')).toBe(true);
+  });
+
+  it('an explorer sub-agent shows in the actor tree under the root session, with its own Turn, and can be opened from the session list', async () => {
+    const { page, sessionId } = await openInspector();
+    await send(page, 'explore the project');
+    const tree = page.locator('[data-testid=actor-tree]');
+    // The explorer's Session actor is a child of the root's Session actor, named by its system id.
+    const agent = tree.locator(`> li[data-actor-id="session:${sessionId}"] > ul > li[data-machine=session][data-system-id="agent:explorer_1"]`);
+    await agent.waitFor();
+    expect(await agent.locator('> .actor-line .actor-name').textContent()).toBe('agent:explorer_1');
+    // While it works, its Turn runs under it, beside the root's own Turn (waiting in wait_agent or spawning).
+    await agent.locator('> ul > li[data-actor-id=turn][data-status=active]').waitFor();
+    expect(await tree.locator(`> li[data-actor-id="session:${sessionId}"] > ul > li[data-actor-id=turn][data-status=active]`).count()).toBe(1);
+    await shot(page, 'explorer');
+
+    const entry = page.locator('[data-testid=agent-session][data-task-name=explorer_1]');
+    await entry.waitFor();
+    await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor({ timeout: 20_000 });
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll('[data-testid=transcript] .message-assistant .block-text')].some((b) => (b.textContent ?? '').startsWith('The explorer reported back:')),
+    );
+    // The explorer's Session actor stays, idle, after its turn.
+    await agent.locator('> .actor-line [data-testid=actor-state]', { hasText: 'idle' }).waitFor();
+
+    // Opened from the list: its own conversation; the tree is still its root's, its own actor marked.
+    await entry.click();
+    await page.locator('[data-testid=agent-session][data-task-name=explorer_1].selected').waitFor();
+    expect(await page.textContent('[data-testid=session-title]')).toBe('explorer explorer_1');
+    await page.waitForFunction(
+      (task: string) => [...document.querySelectorAll('[data-testid=transcript] .message-user')].some((m) => (m.textContent ?? '').includes(task)),
+      EXPLORER_TASK,
+    );
+    expect(await page.locator('[data-testid=transcript] .message-tool .message-role').allTextContents()).toEqual(['tool list_directory']);
+    expect(await page.isDisabled('[data-testid=prompt]')).toBe(true);
+    expect(await page.isDisabled('[data-testid=compact]')).toBe(true);
+    expect(await page.getAttribute('[data-testid=agent-session].selected', 'data-session-id')).toBe(await agent.getAttribute('data-actor-id').then((id) => id!.slice('agent:'.length)));
+    await page.locator('[data-testid=actor-tree] li.actor-own-session[data-system-id="agent:explorer_1"]').waitFor();
+    await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor();
+    // A reload keeps the explorer selected.
+    await page.reload();
+    await page.locator('[data-testid=agent-session][data-task-name=explorer_1].selected').waitFor();
+    expect(await page.textContent('[data-testid=session-title]')).toBe('explorer explorer_1');
+    await shot(page, 'explorer-opened');
   });
 });

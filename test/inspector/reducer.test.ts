@@ -1,13 +1,25 @@
 /**
- * The page's reducer (inspector/page/reducer.js, reference §8.5): sequence rules, and the view
- * built from the updates of a real turn equals the view built from the snapshot at the same point.
+ * The page's reducer (inspector/page/reducer.js, reference §8.5): sequence rules, the view built
+ * from the updates of a real turn equals the view built from the snapshot at the same point, and
+ * compactions (in a turn or between turns) are kept and logged without touching the turn.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applySnapshot, applyUpdate, classifyEnvelope, createView, isTurnActive, LOG_LIMIT, type SessionView } from '../../inspector/page/reducer.js';
+import {
+  applySnapshot,
+  applyUpdate,
+  classifyEnvelope,
+  COMPACTION_LIMIT,
+  createView,
+  isTurnActive,
+  LOG_LIMIT,
+  summarize,
+  type SessionView,
+} from '../../inspector/page/reducer.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
+import { compactingModel } from '../support/summaries.js';
 
 function reduce(envelopes: readonly SessionUpdateEnvelope[], epoch = 'e1'): SessionView {
   let view = createView(envelopes[0]!.sessionId, epoch);
@@ -31,13 +43,14 @@ function runtimeOf(view: SessionView) {
       return { id, name: c.toolName, args: c.arguments, result: c.result ? { status: c.result.status, text: c.result.text } : null };
     }),
     pendingPermission: view.pendingPermission,
+    pendingQuestion: view.pendingQuestion,
     plan: view.plan,
     terminal: view.terminal,
   };
 }
 
-function envelope(sequence: number, update: SessionUpdateEnvelope['update']): SessionUpdateEnvelope {
-  return { version: 7, sessionId: 's', turnId: 't', sequence, occurredAtMs: 1, update };
+function envelope(sequence: number, update: SessionUpdateEnvelope['update'], turnId: string | null = 't'): SessionUpdateEnvelope {
+  return { version: 7, sessionId: 's', turnId, sequence, occurredAtMs: 1, update };
 }
 
 describe('page reducer', () => {
@@ -120,6 +133,25 @@ describe('page reducer', () => {
     expect(applySnapshot(done, h.session.sessionId, 'other', h.session.snapshot()).log).toHaveLength(1);
   });
 
+  it('a question of the model (request_user_input): replayed equals rebuilt while it waits, logged, cleared by the answer', async () => {
+    const questions = { questions: [{ id: 'lang', question: 'Which language?', options: [{ label: 'en' }, { label: 'de' }] }] };
+    const h = await harness(storage, [{ toolCalls: [{ name: 'request_user_input', arguments: questions }] }, { text: 'fine' }], { userInput: true });
+    const turnId = await h.start('ask');
+    const asked = await h.waitFor((e) => e.update.type === 'user_input_requested');
+    const toolCallId = (asked.update as { toolCallId: string }).toolCallId;
+    const waiting = reduce(h.updates);
+    expect(waiting.pendingQuestion).toEqual({ turnId, toolCallId, request: questions });
+    expect(waiting.toolCalls[toolCallId]!.status).toBe('waiting_user_input');
+    expect(waiting.log.at(-1)).toMatchObject({ type: 'user_input_requested', summary: 'Which language?' });
+    expect(runtimeOf(applySnapshot(null, h.session.sessionId, 'e1', h.session.snapshot()))).toEqual(runtimeOf(waiting));
+    await h.session.answerUserInput(turnId, toolCallId, { lang: 'de' });
+    await h.session.waitForTurn(turnId);
+    const done = reduce(h.updates);
+    expect(done.pendingQuestion).toBeNull();
+    expect(done.log.find((e) => e.type === 'user_input_resolved')).toMatchObject({ summary: 'answered: de' });
+    expect(done.toolCalls[toolCallId]!.result).toMatchObject({ status: 'succeeded', text: '{"answers":{"lang":"de"}}' });
+  });
+
   it('a denied card and a cancelled turn end the view as the outcome says', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }, { hang: true }]);
     const turnId = await h.start('go');
@@ -137,5 +169,49 @@ describe('page reducer', () => {
     const cancelled = reduce(h.updates);
     expect(cancelled).toMatchObject({ turnId: second, phase: 'cancelled', terminal: { turnId: second, outcome: { status: 'cancelled' } }, toolCalls: {} });
     expect(runtimeOf(applySnapshot(null, h.session.sessionId, 'e1', h.session.snapshot()))).toEqual({ ...runtimeOf(cancelled), draft: { text: '', reasoning: '' } });
+  });
+
+  it('a compaction inside a turn is kept and logged; the turn goes on as before', () => {
+    let view = createView('s', 'e1');
+    view = applyUpdate(view, envelope(1, { type: 'turn_started', clientRequestId: 'c' }));
+    view = applyUpdate(view, envelope(2, { type: 'phase_changed', phase: 'compacting' }));
+    view = applyUpdate(view, envelope(3, { type: 'conversation_compacted', compactionId: 'cmp_1', kind: 'threshold', conversationTokensBefore: 9000, conversationTokensAfter: 1200 }));
+    expect(view.compactions).toEqual([{ compactionId: 'cmp_1', kind: 'threshold', tokensBefore: 9000, tokensAfter: 1200, sequence: 3, turnId: 't', atMs: 1 }]);
+    expect(view.log.at(-1)).toMatchObject({ from: 3, to: 3, type: 'conversation_compacted', summary: 'threshold: 9000 → 1200 tokens · checkpoint cmp_1' });
+    expect(view).toMatchObject({ turnId: 't', phase: 'compacting', terminal: null });
+    expect(isTurnActive(view)).toBe(true);
+    view = applyUpdate(view, envelope(4, { type: 'phase_changed', phase: 'running_model' }));
+    expect(view.phase).toBe('running_model');
+    // Only the newest compactions are kept.
+    for (let i = 5; i < 5 + COMPACTION_LIMIT + 5; i += 1) {
+      view = applyUpdate(view, envelope(i, { type: 'conversation_compacted', compactionId: `cmp_${i}`, kind: 'overflow', conversationTokensBefore: 2, conversationTokensAfter: 1 }));
+    }
+    expect(view.compactions).toHaveLength(COMPACTION_LIMIT);
+    expect(view.compactions.at(-1)!.compactionId).toBe(`cmp_${4 + COMPACTION_LIMIT + 5}`);
+  });
+
+  it('a manual compaction and a rewind between turns, from a real session: kept, logged, the last outcome untouched, kept over a snapshot of the same epoch', async () => {
+    const h = await harness(storage, compactingModel([{ text: 'the answer' }]));
+    const { turnId } = await h.run('hello');
+    const compacted = await h.session.compactConversation();
+    const rewound = await h.session.rewindConversation(compacted.checkpoint!.id);
+    await h.waitFor((e) => e.update.type === 'conversation_compacted' && e.update.kind === 'rewind');
+    const view = reduce(h.updates);
+    expect(view.compactions).toEqual([
+      expect.objectContaining({ compactionId: compacted.checkpoint!.id, kind: 'manual', tokensBefore: compacted.conversationTokensBefore, tokensAfter: compacted.conversationTokensAfter, turnId: null }),
+      expect.objectContaining({ compactionId: rewound.checkpoint!.id, kind: 'rewind', turnId: null }),
+    ]);
+    const rows = view.log.filter((e) => e.type === 'conversation_compacted');
+    expect(rows.map((r) => r.summary)).toEqual(
+      h.updates.filter((e) => e.update.type === 'conversation_compacted').map((e) => summarize(e.update)),
+    );
+    expect(rows[0]!.summary).toBe(`manual: ${compacted.conversationTokensBefore} → ${compacted.conversationTokensAfter} tokens · checkpoint ${compacted.checkpoint!.id}`);
+    // The finished turn is still what the view shows.
+    expect(view.terminal).toEqual({ turnId, outcome: { status: 'completed', finalText: 'the answer' } });
+    expect(isTurnActive(view)).toBe(false);
+    const snapshot = h.session.snapshot();
+    expect(snapshot.lastUpdateSequence).toBe(view.lastSequence);
+    expect(applySnapshot(view, h.session.sessionId, 'e1', snapshot).compactions).toEqual(view.compactions);
+    expect(applySnapshot(view, h.session.sessionId, 'e2', snapshot).compactions).toEqual([]);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The runtime `npm run inspector` embeds, with its scripted scenario: every feature the page shows
  * comes out of the real runtime (plan, tool progress, card, slow stream, flood past the replay
- * buffer, model failure, steering), and a configured model replaces the scenario.
+ * buffer, model failure, steering, an explorer sub-agent under its root's actor, a manual
+ * compaction with a valid summary), and a configured model replaces the scenario.
  */
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -9,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModelModule } from '../../inspector/model-config.js';
+import { EXPLORER_TASK } from '../../inspector/scenario.js';
 import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/runtime.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SessionHandle } from '../../src/session-handle.js';
@@ -120,6 +122,97 @@ describe('inspector runtime and scenario', () => {
     await session.waitForTurn(turnId);
   });
 
+  it('explore: the root spawns an explorer, a Session actor under the root actor (system id agent:<task>), and answers with its report', async () => {
+    const session = await newSession(runtime);
+    const events: Array<{ parentSessionId: string | null; envelope: SessionUpdateEnvelope }> = [];
+    const stream = await fetch(new URL('/api/events', runtime.url));
+    const reader = stream.body!.getReader();
+    let buffer = '';
+    const reading = (async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buffer += new TextDecoder().decode(value);
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (/^event: update$/m.test(frame)) events.push(JSON.parse(/^data: (.*)$/m.exec(frame)![1]!));
+        }
+      }
+    })().catch(() => undefined);
+    const turnId = await run(session, 'explore the project');
+    const outcome = await session.waitForTurn(turnId);
+    expect(outcome).toMatchObject({ status: 'completed', finalText: expect.stringMatching(/^The explorer reported back:\n\nThe working directory holds \d+ entr(y|ies): .*README\.md/) });
+    const children = await runtime.core.listChildSessions(session.sessionId);
+    expect(children.map((c) => [c.taskName, c.agentRole])).toEqual([['explorer_1', 'explorer']]);
+    const childId = children[0]!.id;
+    const childMessages = await runtime.core.session(childId)!.messages();
+    expect(childMessages[0]).toMatchObject({ role: 'user', content: [{ type: 'text', text: EXPLORER_TASK }] });
+    expect(childMessages.filter((m) => m.role === 'tool').map((m) => m.toolName)).toEqual(['list_directory']);
+
+    // The actor tree: the explorer's Session actor hangs under the root's, with its own Turn and tool call.
+    const actors = runtime.tracker.actors(session.sessionId);
+    const root = actors.find((a) => a.actorId === `session:${session.sessionId}`)!;
+    const agent = actors.find((a) => a.actorId === `agent:${childId}`)!;
+    expect(root).toMatchObject({ parentKey: null, machine: 'session', systemId: 'session' });
+    expect(agent).toMatchObject({ parentKey: root.key, machine: 'session', systemId: 'agent:explorer_1', status: 'active', value: 'idle' });
+    const childTurn = actors.find((a) => a.parentKey === agent.key && a.machine === 'turn');
+    expect(childTurn).toMatchObject({ actorId: 'turn', status: 'done' });
+    expect(actors.some((a) => a.parentKey === childTurn!.key && a.machine === 'toolCall')).toBe(true);
+    expect(runtime.tracker.actors(childId)).toEqual([]);
+
+    // Over HTTP: the root lists its explorer; the explorer's updates name their root.
+    const listed = (await (await fetch(new URL(`/api/sessions/${session.sessionId}/agents`, runtime.url))).json()) as { agents: unknown[] };
+    expect(listed.agents).toEqual([expect.objectContaining({ sessionId: childId, taskName: 'explorer_1', agentRole: 'explorer', status: { type: 'idle' } })]);
+    const childState = (await (await fetch(new URL(`/api/sessions/${childId}/state`, runtime.url))).json()) as Record<string, unknown>;
+    expect(childState).toMatchObject({ parentSessionId: session.sessionId, taskName: 'explorer_1' });
+    await new Promise((r) => setTimeout(r, 100));
+    const childEvents = events.filter((e) => e.envelope.sessionId === childId);
+    expect(childEvents.length).toBeGreaterThan(5);
+    expect(new Set(childEvents.map((e) => e.parentSessionId))).toEqual(new Set([session.sessionId]));
+    expect(new Set(events.filter((e) => e.envelope.sessionId === session.sessionId).map((e) => e.parentSessionId))).toEqual(new Set([null]));
+    await reader.cancel();
+    await reading;
+
+    // A second exploration in the same session takes a new task name.
+    const again = await run(session, 'explore again');
+    expect(await session.waitForTurn(again)).toMatchObject({ status: 'completed' });
+    expect((await runtime.core.listChildSessions(session.sessionId)).map((c) => c.taskName).sort()).toEqual(['explorer_1', 'explorer_2']);
+  });
+
+  it('explore on a session of the shared default scenario (as a loaded session runs): the explorer turn does not restart the root turn', async () => {
+    const session = await runtime.core.createSession({ workingDirectory });
+    const turnId = await run(session, 'explore, on the shared model');
+    expect(await session.waitForTurn(turnId)).toMatchObject({ status: 'completed', finalText: expect.stringMatching(/^The explorer reported back:/) });
+    expect((await runtime.core.listChildSessions(session.sessionId)).map((c) => c.taskName)).toHaveLength(1);
+  });
+
+  it('compact: the scenario answers the summary request with a valid summary of the conversation', async () => {
+    const session = await newSession(runtime);
+    const { waitFor } = collect(session);
+    const turnId = await run(session, 'fail <on purpose>');
+    await session.waitForTurn(turnId);
+    const res = await fetch(new URL(`/api/sessions/${session.sessionId}/compact`, runtime.url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { compactionId: string; kind: string };
+    expect(body.kind).toBe('manual');
+    const update = await waitFor((e) => e.update.type === 'conversation_compacted');
+    expect(update.update).toMatchObject({ compactionId: body.compactionId, kind: 'manual' });
+    const [checkpoint] = await session.checkpoints();
+    expect(checkpoint!.id).toBe(body.compactionId);
+    // The user's words are quoted, defused so that they cannot pass for a control tag.
+    expect(checkpoint!.summary).toContain('The user asked: “fail ‹on purpose›”.');
+    expect(checkpoint!.summary).toContain('## 9. Next Safe Action');
+    // The root's turn bookkeeping is untouched: the next prompt picks its scenario as usual.
+    const next = await run(session, 'fail again');
+    expect(await session.waitForTurn(next)).toMatchObject({ status: 'failed', code: 'model_error' });
+  });
+
   it('fail ends the turn with model_error', async () => {
     const session = await newSession(runtime);
     const turnId = await run(session, 'fail now');
@@ -155,5 +248,6 @@ describe('a configured model', () => {
     const direct = await startInspectorRuntime({ model: scriptedModel([{ text: 'direct' }], { provider: 'p', model: 'm' }), port: 0 });
     expect(direct.label).toBe('model p/m');
     await direct.close();
-  });
+    // Two runtimes, each starting PGlite: slow on a loaded machine.
+  }, 90_000);
 });

@@ -119,6 +119,11 @@ describe.each(backends)('session runtime on $name', (backend) => {
     const { outcome } = await h.run('call something unknown');
     expect(outcome.status).toBe('completed');
     expect(h.model.requests[1]!.messages.at(-1)).toEqual({ role: 'tool', callId: 'u1', toolName: 'nope', status: 'error', text: "tool 'nope' not found" });
+    // The code the model never sees, on the live update and in the stored result.
+    const error = { code: 'tool_not_found', message: "tool 'nope' not found", retryable: false };
+    expect(h.updates.find((e) => e.update.type === 'tool_call_finished')!.update).toMatchObject({ toolName: 'nope', status: 'failed', error });
+    const stored = (await h.session.messages()).find((m) => m.role === 'tool')!;
+    expect(stored.content).toEqual([{ type: 'tool_result', callId: 'u1', status: 'failed', text: "tool 'nope' not found", error }]);
   });
 
   it('acc 4: invalid_arguments_of_an_ordinary_tool_become_a_result', async () => {

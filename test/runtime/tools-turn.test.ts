@@ -3,7 +3,7 @@
  * PGlite): the full escalation story, grant scopes, a mid-turn mode switch, user denial, a danger
  * card, sub-agent (non-interactive) refusals, and bash without a sandbox.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
@@ -15,7 +15,8 @@ import { builtinTools } from '../../src/services/tools/builtin.js';
 import { defineTool, type AnyTool } from '../../src/services/tools/define.js';
 import { MAX_RESULT_BYTES } from '../../src/services/tools/output.js';
 import { z } from 'zod';
-import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
+import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
+import type { SandboxLauncher } from '../../src/services/sandbox/launcher.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -206,6 +207,40 @@ describe('built-in tools in a turn', () => {
     expect(first.sandboxDenied).toBe(true);
   });
 
+  it('a danger card carries the command, the matched key, the note, the span of the match (string offsets) and the summary', async () => {
+    // No command runs here (the card is denied): a launcher that fails the test if it is used lets
+    // this run whether or not bubblewrap works on this machine.
+    const unused: SandboxLauncher = {
+      kind: 'bubblewrap',
+      prepare: () => {
+        throw new Error('a denied danger command must not be prepared');
+      },
+    };
+    const guarded: ToolEnv = { ...env, runtime: { ...env.runtime, launcher: unused } };
+    const command = 'echo "Größe ✓ ünïcode" && rm -rf src';
+    const run = await start([{ toolCalls: [{ name: 'bash', arguments: { command } }] }], { toolEnv: guarded });
+    decide(run, ['deny']);
+    const { outcome } = await turn(run, 'clean up');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'permission_denied' });
+    const requested = run.updates.find((u) => u.update.type === 'permission_requested')!.update as { card: PermissionCard };
+    const card = requested.card;
+    expect(card).toEqual({
+      toolName: 'bash',
+      kind: 'danger',
+      summary: 'this once, still inside the sandbox: run a command that deletes files (rm_recursive_or_force)',
+      command,
+      dangerNote: "this command deletes files: `rm -rf src` (rm_recursive_or_force); it still runs inside the current mode's sandbox",
+      dangerMatch: 'rm_recursive_or_force',
+      dangerSpan: { start: command.indexOf('rm -rf src'), end: command.length },
+      environmentId: `workspace:${env.ws}`,
+      grantKey: `danger:rm_recursive_or_force:${command}`,
+      decisions: ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'],
+    });
+    // The span highlights the match in the command as the host shows it (JavaScript string offsets).
+    expect(command.slice(card.dangerSpan!.start, card.dangerSpan!.end)).toBe('rm -rf src');
+    expect(existsSync(join(env.ws, 'src', 'main.txt'))).toBe(true);
+  });
+
   it('a sub-agent cannot ask: escalations and auto-mode danger commands are refused at once and the turn goes on', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const parent = await start([]);
@@ -217,11 +252,26 @@ describe('built-in tools in a turn', () => {
       ],
       { parentSessionId: parent.session.sessionId },
     );
-    const { outcome } = await turn(run, 'explore');
+    const { turnId, outcome } = await turn(run, 'explore');
     expect(outcome).toEqual({ status: 'completed', finalText: 'reported' });
     expect(toolTexts(run.model.requests[1])).toEqual([NON_INTERACTIVE_REFUSAL_TEXT, NON_INTERACTIVE_REFUSAL_TEXT]);
     expect(cards(run)).toEqual([]);
     expect(existsSync(target)).toBe(false);
+    // The trace tells a non-interactive refusal from a user's denial (reference §4.14): source
+    // non_interactive, decision deny, never executed (no sandboxMode), with what the card would have shown.
+    await run.core.flushTrace();
+    const spans = (await storage.listTraceSpans({ turnId })).filter((s) => s.kind === 'tool_call');
+    expect(spans.map((s) => ({ ...s.attributes, errorCode: s.errorCode }))).toEqual([
+      expect.objectContaining({
+        permissionDecision: 'deny',
+        permissionDecisionSource: 'non_interactive',
+        escalationPaths: [{ path: target, access: 'write', scope: 'exact' }],
+        dangerMatch: '',
+        errorCode: 'permission_denied',
+      }),
+      expect.objectContaining({ permissionDecision: 'deny', permissionDecisionSource: 'non_interactive', escalationPaths: [], dangerMatch: 'rm_recursive_or_force', errorCode: 'permission_denied' }),
+    ]);
+    for (const span of spans) expect(span.attributes).not.toHaveProperty('sandboxMode');
     await expect(run.session.setPermissionMode('accept_edits')).rejects.toMatchObject({ code: 'sub_agent_mode_fixed' });
   });
 
@@ -241,6 +291,23 @@ describe('built-in tools in a turn', () => {
     } finally {
       disabled.cleanup();
     }
+  });
+
+  it('a sandbox that passed its self-check but fails when a command starts: sandbox_unavailable in the turn, which goes on', async () => {
+    // A stand-in for bubblewrap failing after start-up (it reports the child's pid, never an exit code).
+    const failing = join(env.base, 'bwrap-fails-in-turn');
+    writeFileSync(failing, `#!/bin/sh\necho '{ "child-pid": 7 }' >&3\necho "bwrap: Can't mount proc on /newroot/proc: Operation not permitted" >&2\nexit 1\n`);
+    chmodSync(failing, 0o755);
+    const launcher: SandboxLauncher = { kind: 'bubblewrap', prepare: () => ({ file: failing, args: [], statusFd: true, hidden: [], cleanup: () => {} }) };
+    const broken: ToolEnv = { ...env, runtime: { ...env.runtime, launcher } };
+    const run = await start([{ toolCalls: [{ name: 'bash', arguments: { command: 'ls' } }] }, { text: 'I will ask the user to run it.' }], { toolEnv: broken });
+    const { outcome } = await turn(run, 'list files');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'I will ask the user to run it.' });
+    const text = sandboxUnavailableText("bubblewrap failed: Can't mount proc on /newroot/proc: Operation not permitted");
+    expect(toolTexts(run.model.requests[1])).toEqual([text]);
+    const finished = run.updates.find((u) => u.update.type === 'tool_call_finished')!.update;
+    expect(finished).toMatchObject({ toolName: 'bash', status: 'failed', error: { code: 'sandbox_unavailable', message: text, retryable: false } });
+    expect(cards(run)).toEqual([]);
   });
 
   it('bash progress reaches the host as tool_call_progress before tool_call_finished', async (ctx) => {
@@ -285,5 +352,111 @@ describe('built-in tools in a turn', () => {
     expect(saved.startsWith(join(env.home, '.openwork', 'spill', run.session.sessionId.replace(/[^A-Za-z0-9_-]/g, '_')))).toBe(true);
     expect(readFileSync(saved, 'utf8')).toBe(big);
     expect(big.startsWith(text!.slice(0, text!.indexOf('\n... (')))).toBe(true);
+  });
+});
+
+/**
+ * Grant scopes (seed 004 §5, DECISIONS §5). Grants are recorded per environment id: a grant for one
+ * environment never covers the same grant key in another. A session-scoped grant goes to the session
+ * whichever turn asked; a turn-scoped one to the turn that asked. A response can only pair with a
+ * card that is still waiting: cancelling a turn clears its waiters (seed §5 `clear_pending_waiters`),
+ * so a decision arriving after that has nothing to answer and leaves no grant of any scope.
+ */
+describe('grant scopes', () => {
+  /** A host tool whose cards name the host it acts on as the environment, with one grant key for all hosts. */
+  const remoteTool = defineTool({
+    name: 'remote',
+    description: 'Runs an action on a host.',
+    parameters: z.object({ host: z.string(), action: z.string() }),
+    authorize: ({ host, action }) => ({
+      kind: 'card',
+      card: { toolName: 'remote', kind: 'approval', summary: `run ${action} on ${host}`, command: action, environmentId: `host:${host}`, grantKey: 'remote:deploy' },
+    }),
+    execute: ({ host, action }) => `ran ${action} on ${host}`,
+  });
+  const remote = (host: string, action = 'deploy') => ({ name: 'remote', arguments: { host, action } });
+  const askedEnvironments = (run: Run) => run.updates.filter((u) => u.update.type === 'permission_requested').map((u) => (u.update as { card: PermissionCard }).card.environmentId);
+
+  it('grants are keyed by environment id: a session grant for host a does not cover host b, nor a turn grant for b the next turn', async () => {
+    const run = await start(
+      [
+        { toolCalls: [remote('a', 'one')] },
+        { toolCalls: [remote('a', 'two'), remote('b', 'three')] },
+        { toolCalls: [remote('b', 'four')] },
+        { text: 'turn 1' },
+        { toolCalls: [remote('a', 'five'), remote('b', 'six')] },
+        { text: 'turn 2' },
+      ],
+      { extraTools: [remoteTool] },
+    );
+    // a: for the session; b: for this turn; b again in turn 2: once.
+    decide(run, ['allow_for_session', 'allow_for_turn', 'allow_once']);
+    expect((await turn(run, 'one')).outcome).toEqual({ status: 'completed', finalText: 'turn 1' });
+    // "two" on a ran under a's session grant; "three" on b asked although the key is the same; "four" ran under b's turn grant.
+    expect(askedEnvironments(run)).toEqual(['host:a', 'host:b']);
+    expect(toolTexts(run.model.requests[3])).toEqual(['ran one on a', 'ran two on a', 'ran three on b', 'ran four on b']);
+    expect((await turn(run, 'two')).outcome).toEqual({ status: 'completed', finalText: 'turn 2' });
+    // Turn 2: a is still granted (session), b's turn grant went with turn 1.
+    expect(askedEnvironments(run)).toEqual(['host:a', 'host:b', 'host:b']);
+    expect(toolTexts(run.model.requests[5]).slice(-2)).toEqual(['ran five on a', 'ran six on b']);
+  });
+
+  it('the built-in policy keys its cards by workspace: the same dangerous command in another workspace is another environment', async () => {
+    // Only authorisation runs here; a launcher stub makes the policy treat bash as sandboxed on any machine.
+    const stub: SandboxLauncher = {
+      kind: 'bubblewrap',
+      prepare: () => {
+        throw new Error('nothing runs in this test');
+      },
+    };
+    const policy = permissionPolicy({ ...env.runtime, launcher: stub });
+    const bash = env.tools.get('bash')!;
+    const ask = (workingDirectory: string) => policy.authorize(bash, { command: 'rm -rf src' }, { sessionId: 's', turnId: 't', workingDirectory, permissionMode: 'auto', nonInteractive: false });
+    const key = 'danger:rm_recursive_or_force:rm -rf src';
+    expect(await ask(env.ws)).toMatchObject({ kind: 'card', card: { environmentId: `workspace:${env.ws}`, grantKey: key } });
+    expect(await ask(env.outside)).toMatchObject({ kind: 'card', card: { environmentId: `workspace:${env.outside}`, grantKey: key } });
+  });
+
+  it('a late allow_for_session (its turn was cancelled meanwhile) is refused, never reaches the newer turn, and leaves no session grant', async () => {
+    const run = await start(
+      [{ toolCalls: [remote('a', 'old')] }, { toolCalls: [remote('a', 'new')] }, { text: 'new done' }, { toolCalls: [remote('a', 'later')] }, { text: 'later done' }],
+      { extraTools: [remoteTool] },
+    );
+    const cardOf = (turnId: string) =>
+      new Promise<string>((resolve) => {
+        const seen = run.updates.find((u) => u.turnId === turnId && u.update.type === 'permission_requested');
+        if (seen) return resolve((seen.update as { toolCallId: string }).toolCallId);
+        const sub = run.session.updates$.subscribe((u) => {
+          if (u.turnId === turnId && u.update.type === 'permission_requested') {
+            sub.unsubscribe();
+            resolve(u.update.toolCallId);
+          }
+        });
+      });
+    const { turnId: oldTurn } = await run.session.startTurn({ clientRequestId: 'late-old', input: [{ type: 'text', text: 'old' }] });
+    const oldCall = await cardOf(oldTurn);
+    await run.session.cancelTurn(oldTurn);
+    expect(await run.session.waitForTurn(oldTurn)).toEqual({ status: 'cancelled' });
+
+    const { turnId: newTurn } = await run.session.startTurn({ clientRequestId: 'late-new', input: [{ type: 'text', text: 'new' }] });
+    const newCall = await cardOf(newTurn);
+    // The old card's answer arrives while the new turn waits on a card with the same environment and key.
+    await expect(run.session.resolvePermission(oldTurn, oldCall, 'allow_for_session')).rejects.toMatchObject({ code: 'turn_not_active' });
+    expect(run.session.snapshot().runtime).toMatchObject({ type: 'running', turnId: newTurn, phase: 'waiting_permission' });
+    await run.session.resolvePermission(newTurn, newCall, 'allow_once');
+    expect(await run.session.waitForTurn(newTurn)).toEqual({ status: 'completed', finalText: 'new done' });
+
+    // No session grant was left behind: the same call in a later turn asks again.
+    const { turnId: laterTurn } = await run.session.startTurn({ clientRequestId: 'late-later', input: [{ type: 'text', text: 'later' }] });
+    const laterCall = await cardOf(laterTurn);
+    await run.session.resolvePermission(laterTurn, laterCall, 'allow_once');
+    expect(await run.session.waitForTurn(laterTurn)).toEqual({ status: 'completed', finalText: 'later done' });
+    expect(askedEnvironments(run)).toEqual(['host:a', 'host:a', 'host:a']);
+    const resolved = run.updates.filter((u) => u.update.type === 'permission_resolved').map((u) => [u.turnId, (u.update as { decision: string }).decision]);
+    expect(resolved).toEqual([
+      [oldTurn, 'cancelled'],
+      [newTurn, 'allow_once'],
+      [laterTurn, 'allow_once'],
+    ]);
   });
 });

@@ -80,7 +80,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
       } catch (error) {
         return failedResult('execution_failed', `the sandbox could not be prepared: ${(error as Error).message}`);
       }
-      const collector = new OutputCollector(spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId));
+      const collector = new OutputCollector(spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
       const decoder = new StringDecoder('utf8');
       let pending = '';
       let flushTimer: NodeJS.Timeout | undefined;
@@ -97,6 +97,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           env: commandEnv(policy),
           cwd: policy.workspaceRoot,
           timeoutMs,
+          killGraceMs: runtime.bashKillGraceMs,
           signal: ctx.signal,
           statusFd: spec.statusFd,
           onOutput: (chunk) => {

@@ -56,7 +56,7 @@ export function globTool(runtime: ToolRuntime): SandboxedTool {
       const more = found.length > GLOB_MAX_RESULTS ? `\n(showing ${GLOB_MAX_RESULTS} of ${found.length} matches, newest first; narrow the pattern)` : '';
       const notes = more + skippedNote(state.skipped) + stoppedNote(state.stopped);
       const text = shown.length === 0 ? `No files match ${JSON.stringify(pattern)} in ${displayPath(policy, root.path)}.${notes}` : `${shown.join('\n')}${notes}`;
-      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId));
+      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
     },
   });
   return Object.assign(tool, {

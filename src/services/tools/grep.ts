@@ -124,7 +124,7 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
         skippedNote(state.skipped) +
         stoppedNote(state.stopped);
       const text = out.length === 0 ? `No matches for ${JSON.stringify(pattern)} in ${displayPath(policy, root.path)}.${notes}` : `${out.join('\n')}${notes}`;
-      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId));
+      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
     },
   });
   return Object.assign(tool, {

@@ -50,7 +50,7 @@ export function listTool(runtime: ToolRuntime): SandboxedTool {
       const header = `${displayPath(policy, root.path)}:`;
       const notes = (more ? `\n(first ${limit} entries shown; raise limit (at most ${LIST_MAX_LIMIT}) or list a subdirectory)` : '') + skippedNote(state.skipped) + stoppedNote(state.stopped);
       const text = lines.length === 0 ? `${header}\n(empty)${notes}` : `${header}\n${lines.join('\n')}${notes}`;
-      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId));
+      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
     },
   });
   return Object.assign(tool, {

@@ -6,7 +6,7 @@
 import type { ToolDefinition } from '../model/port.js';
 import { toolDefinition, type AnyTool } from './define.js';
 
-export type ControlToolName = 'update_plan' | 'spawn_agent' | 'wait_agent' | 'list_agents' | 'followup_task' | 'interrupt_agent';
+export type ControlToolName = 'update_plan' | 'request_user_input' | 'spawn_agent' | 'wait_agent' | 'list_agents' | 'followup_task' | 'interrupt_agent';
 
 export type ResolvedTool = { kind: 'control'; name: ControlToolName } | { kind: 'registered'; tool: AnyTool };
 

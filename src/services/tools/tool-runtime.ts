@@ -7,6 +7,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { InputError } from '../../errors.js';
 import type { PermissionMode } from '../../protocol/input.js';
 import type { SandboxStatus } from '../../protocol/snapshot.js';
 import { loadDangerDetector, type DangerDetector } from '../permissions/danger.js';
@@ -15,7 +16,7 @@ import { SandboxPolicy, type PathGrant } from '../permissions/policy.js';
 import type { SandboxLauncher } from '../sandbox/launcher.js';
 import { sandboxSelfCheck } from '../sandbox/self-check.js';
 import { FileObservations } from './observations.js';
-import { purgeSpill, SPILL_MAX_AGE_MS } from './output.js';
+import { purgeSpill, spillCap, SPILL_MAX_AGE_MS, type SpillOptions } from './output.js';
 
 export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
   /** `auto` (default) runs the platform sandbox's self-check; `disabled` makes bash unavailable. */
@@ -27,7 +28,17 @@ export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
   /** Clock for the spill purge. */
   now?: () => number;
   spillMaxAgeMs?: number;
+  /** Bytes at most in one spill file (default 64 MiB); the result's footer says when a file was cut. */
+  maxSpillBytes?: number;
+  /**
+   * How long bash waits for a killed command's process group to go (and its pipes to close) before
+   * the call ends as `outcome_unknown` (default 5,000 ms).
+   */
+  bashKillGraceMs?: number;
 }
+
+/** bash's default wait after SIGKILL before it calls the outcome unknown. */
+export const BASH_KILL_GRACE_MS = 5_000;
 
 /** The last sandbox denial of each turn, shown on the next escalation card of that turn. */
 export class DenialMemory {
@@ -55,6 +66,10 @@ export interface ToolRuntime {
   readonly observations: FileObservations;
   readonly denials: DenialMemory;
   readonly spillRoot: string;
+  /** The cap of each spill file, for the tools that write them. */
+  readonly spill: Required<SpillOptions>;
+  /** See `ToolRuntimeOptions.bashKillGraceMs`. */
+  readonly bashKillGraceMs: number;
   readonly startup: { purgedSpillDirectories: number };
   /** The policy of one call: the mode it runs under, its workspace, and its approved grants. */
   policy(mode: PermissionMode, workingDirectory: string, grants?: readonly PathGrant[]): SandboxPolicy;
@@ -69,6 +84,11 @@ export interface ToolRuntime {
  * const core = await createCore({ storage, model, tools: builtinTools(tools), authorizer: permissionPolicy(tools), sandbox: tools.sandbox });
  */
 export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Promise<ToolRuntime> {
+  const spill = { maxSpillBytes: spillCap(options) };
+  const bashKillGraceMs = options.bashKillGraceMs ?? BASH_KILL_GRACE_MS;
+  if (!Number.isSafeInteger(bashKillGraceMs) || bashKillGraceMs <= 0) {
+    throw new InputError('invalid_request', `bashKillGraceMs must be a positive integer, got ${JSON.stringify(options.bashKillGraceMs)}`);
+  }
   const environment = detectEnvironment(options);
   mkdirSync(environment.openworkHome, { recursive: true });
   const spillRoot = join(environment.openworkHome, 'spill');
@@ -93,6 +113,8 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
     observations: new FileObservations(),
     denials: new DenialMemory(),
     spillRoot,
+    spill,
+    bashKillGraceMs,
     startup: { purgedSpillDirectories: purged },
     policy: (mode, workingDirectory, grants = []) => new SandboxPolicy({ mode, workspaceRoot: workingDirectory, pathGrants: grants, environment }),
   };

@@ -2,7 +2,7 @@
  * `openaiModel` on the wire: every case goes through the real `openai` client to a local server that
  * speaks the real SSE formats of the Responses API and Chat Completions.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { InputError, ModelError } from '../../../src/errors.js';
 import { INTERRUPTED_RESULT_TEXT } from '../../../src/services/context/assemble.js';
 import { openaiModel, type OpenAIModelOptions } from '../../../src/services/model/openai.js';
@@ -449,6 +449,50 @@ describe('openaiModel specifics', () => {
     expect(events).toEqual([{ type: 'retry', attempt: 2, reason: expect.stringContaining('cannot reach') }]);
     expect(error).toMatchObject({ code: 'model_error', details: { errorPhase: 'connect', deliveryState: 'not_sent' } });
     expect((error as Error).message).toBe(`cannot reach http://127.0.0.1:${port}/v1 (ECONNREFUSED)`);
+  });
+
+  describe('environment defaults', () => {
+    const saved: Record<string, string | undefined> = {};
+    beforeEach(() => {
+      for (const key of ['OPENAI_API_KEY', 'OPENAI_BASE_URL']) saved[key] = process.env[key];
+    });
+    afterEach(() => {
+      for (const [key, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    });
+
+    it.each(['responses', 'chat'] as const)('apiKey and baseURL default to OPENAI_API_KEY and OPENAI_BASE_URL (%s)', async (api) => {
+      process.env.OPENAI_API_KEY = ' sk-from-env ';
+      process.env.OPENAI_BASE_URL = `${server.url}/`;
+      const m = openaiModel({ model: 'fake-model', api, retryBaseDelayMs: 1 });
+      expect(m.baseURL).toBe(server.url);
+      server.script({ text: 'from the environment' });
+      const events = await collect(m.stream(request, { signal: new AbortController().signal }));
+      expect(text(events)).toBe('from the environment');
+      expect(server.requests).toHaveLength(1);
+      expect(server.requests[0]!.path).toBe(api === 'responses' ? '/v1/responses' : '/v1/chat/completions');
+      expect(server.requests[0]!.headers.authorization).toBe('Bearer sk-from-env');
+    });
+
+    it('explicit options win over the environment', async () => {
+      const port = await closedPort();
+      process.env.OPENAI_API_KEY = 'sk-from-env';
+      process.env.OPENAI_BASE_URL = `http://127.0.0.1:${port}/v1`;
+      const m = openaiModel({ model: 'fake-model', api: 'chat', apiKey: 'sk-explicit', baseURL: server.url });
+      server.script({ text: 'explicit' });
+      expect(text(await collect(m.stream(request, { signal: new AbortController().signal })))).toBe('explicit');
+      expect(server.requests[0]!.headers.authorization).toBe('Bearer sk-explicit');
+    });
+
+    it('blank variables count as unset: OpenAI itself then needs a key, and the default endpoint is OpenAI', () => {
+      process.env.OPENAI_API_KEY = '   ';
+      process.env.OPENAI_BASE_URL = ' ';
+      expect(() => openaiModel({ model: 'gpt-x' })).toThrow(expect.objectContaining({ code: 'invalid_request' }));
+      process.env.OPENAI_API_KEY = 'sk-real';
+      expect(openaiModel({ model: 'gpt-x' }).baseURL).toBe('https://api.openai.com/v1');
+    });
   });
 
   it('no key for OpenAI itself: invalid_request at construction; a custom endpoint needs none', () => {

@@ -23,6 +23,8 @@ export function updateShape(update: SessionUpdate): string {
       return `phase_changed:${update.phase}`;
     case 'permission_resolved':
       return `permission_resolved:${update.decision}`;
+    case 'user_input_resolved':
+      return `user_input_resolved:${update.outcome}`;
     case 'tool_call_started':
       return `tool_call_started:${update.toolName}`;
     case 'tool_call_finished':
@@ -100,6 +102,14 @@ async function command(world: World, state: ReplayState, cmd: Extract<Stimulus, 
       return { reply: asReply(session.resolvePermission(active, 'tc_wrong', 'allow_once')) };
     case 'resolve_other_turn':
       return { reply: asReply(session.resolvePermission('turn_other', 'tc_wrong', 'allow_once')) };
+    case 'answer': {
+      const asked = snapshot.context.pendingUserInput as { turnId: string; toolCallId: string } | null;
+      return { reply: asReply(session.answerUserInput(asked?.turnId ?? active, asked?.toolCallId ?? 'tc_none', { q: 'this one' })) };
+    }
+    case 'answer_wrong_call':
+      return { reply: asReply(session.answerUserInput(active, 'tc_wrong', { q: 'this one' })) };
+    case 'answer_other_turn':
+      return { reply: asReply(session.answerUserInput('turn_other', 'tc_wrong', { q: 'this one' })) };
     case 'steer':
       return { reply: asReply(session.steerTurn(active, [{ type: 'text', text: 'steer' }])) };
     case 'steer_other':

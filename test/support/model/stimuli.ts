@@ -39,6 +39,7 @@ export const TOOL_CONTENTS = {
   spawn: { name: 'spawn_agent', arguments: '{"task_name":"probe","message":"look around"}' },
   wait: { name: 'wait_agent', arguments: '{"timeout_ms":10000}' },
   list: { name: 'list_agents', arguments: '{}' },
+  ask: { name: 'request_user_input', arguments: '{"questions":[{"id":"q","question":"which one?"}]}' },
 } as const;
 export type ToolKind = keyof typeof TOOL_CONTENTS;
 
@@ -70,6 +71,12 @@ export type CommandKind =
   | 'resolve_allow_for_session'
   | 'resolve_wrong_call'
   | 'resolve_other_turn'
+  /** `answerUserInput` for the pending request_user_input call. */
+  | 'answer'
+  /** `answerUserInput` in the active turn for a call that is not waiting: `user_input_not_pending`. */
+  | 'answer_wrong_call'
+  /** `answerUserInput` for a turn that is not active: `turn_not_active`. */
+  | 'answer_other_turn'
   | 'steer'
   | 'steer_other'
   | 'deliver'
@@ -229,6 +236,7 @@ export interface Observation {
   sessionStatus: string;
   activeTurn: boolean;
   pendingApproval: boolean;
+  pendingUserInput: boolean;
   reloadRequired: boolean;
   shuttingDown: boolean;
   rateLimits: boolean;
@@ -262,6 +270,7 @@ export function observe(session: Snap, turn: Snap | null | undefined, toolCall: 
     sessionStatus: session.status,
     activeTurn: session.context.activeTurn !== null,
     pendingApproval: session.context.pendingApproval !== null,
+    pendingUserInput: session.context.pendingUserInput !== null,
     reloadRequired: session.context.reloadRequired,
     shuttingDown: session.context.shuttingDown,
     rateLimits: session.context.rateLimits !== null,
@@ -421,7 +430,11 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
       case 'cancel':
       case 'steer':
       case 'resolve_wrong_call':
+      case 'answer_wrong_call':
         if (sc.activeTurn) out.push(stim({ kind: 'cmd', cmd }));
+        break;
+      case 'answer':
+        if (sc.pendingUserInput) out.push(stim({ kind: 'cmd', cmd }));
         break;
       case 'resolve_allow_once':
       case 'resolve_deny':
@@ -452,7 +465,7 @@ const failedResult = (code: string) => ({ status: 'failed', text: code, error: {
 function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfig): { type: string; [k: string]: unknown } {
   const done = (output: unknown) => ({ type: 'xstate.done.actor.validate', output, actorId: 'validate' });
   const invalid = (code: string) => done({ kind: 'invalid', result: failedResult(code), doom: input.doom, resolvedName: null });
-  const control = kind === 'plan' || kind === 'bad_plan' || kind === 'spawn' || kind === 'wait' || kind === 'list';
+  const control = kind === 'plan' || kind === 'bad_plan' || kind === 'spawn' || kind === 'wait' || kind === 'list' || kind === 'ask';
   switch (kind) {
     case 'bad_json':
     case 'bad_args':
@@ -594,6 +607,18 @@ function commandEvent(state: { session: SimActors['session'] }, env: Env, cmd: C
       return { type: 'session.resolve_permission', commandId, turnId: active, toolCallId: 'tc_wrong', decision: 'allow_once', at: 0 };
     case 'resolve_other_turn':
       return { type: 'session.resolve_permission', commandId, turnId: 'turn_other', toolCallId: 'tc_wrong', decision: 'allow_once', at: 0 };
+    case 'answer':
+      return {
+        type: 'session.answer_user_input',
+        commandId,
+        turnId: sc.pendingUserInput?.turnId ?? active,
+        toolCallId: sc.pendingUserInput?.toolCallId ?? 'tc_none',
+        answers: { q: 'this one' },
+      };
+    case 'answer_wrong_call':
+      return { type: 'session.answer_user_input', commandId, turnId: active, toolCallId: 'tc_wrong', answers: { q: 'this one' } };
+    case 'answer_other_turn':
+      return { type: 'session.answer_user_input', commandId, turnId: 'turn_other', toolCallId: 'tc_wrong', answers: { q: 'this one' } };
     case 'steer':
       return { type: 'session.steer_turn', commandId, turnId: active, message: userMessage(`steer ${(env.steered += 1)}`) };
     case 'steer_other':

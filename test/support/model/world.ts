@@ -500,6 +500,8 @@ export class World {
             },
       worldState: config.worldState ? { skillsCatalog: this.catalog() } : false,
       skills: { root: null },
+      // request_user_input is offered to root sessions; an explorer's surface has no control tools.
+      userInput: true,
       // Explorers run the world's tools, so that a sub-agent session meets the same gates.
       agents: { explorerTools: [gatedTool!, explodeTool!] },
       timers: this.timers(),
