@@ -41,7 +41,7 @@ import { discoverSkills, type SkillDetail, type SkillSummary, type SkillWarning 
 import { renderCatalog, resolveSelectedSkills } from './services/skills/catalog.js';
 import { resolveSkillRoot } from './services/skills/root.js';
 import { join } from 'node:path';
-import type { CorrectionReport, LoadedSession, SessionRecord, SessionStorage } from './storage/storage.js';
+import type { CorrectionReport, LoadedSession, SessionRecord, SessionStorage, TracePurgeReport } from './storage/storage.js';
 import type { MigrationReport } from './storage/migrate.js';
 
 export const DEFAULT_SYSTEM_PROMPT = [
@@ -151,7 +151,7 @@ export interface Core {
   readonly storage: SessionStorage;
   /** Updates of every loaded session. Read-only. */
   readonly updates$: Observable<SessionUpdateEnvelope>;
-  readonly startup: { migrations: MigrationReport; correction: CorrectionReport };
+  readonly startup: { migrations: MigrationReport; correction: CorrectionReport; tracePurge: TracePurgeReport };
   createSession(options: CreateSessionOptions): Promise<SessionHandle>;
   /** Loads a stored session (or returns the loaded one); `session_not_found` if it does not exist. */
   loadSession(sessionId: string): Promise<SessionHandle>;
@@ -217,6 +217,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const migrations = await storage.migrate();
   // Seed 000 §10: before any turn is accepted. Ownership would scope this when several processes share one database.
   const correction = await storage.markRunningInterrupted();
+  // Reference §9.4: then expired trace payloads, before the recorder starts; a failure fails startup.
+  const tracePurge = await storage.purgeExpiredTracePayloads();
 
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? randomIds;
@@ -530,7 +532,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   return {
     storage,
     updates$: global.asObservable(),
-    startup: { migrations, correction },
+    startup: { migrations, correction, tracePurge },
 
     async createSession(opts) {
       if (closed) throw new CommandError('core_closed', 'the runtime has shut down');

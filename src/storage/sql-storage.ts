@@ -28,6 +28,7 @@ import type {
   SessionRecord,
   SessionStorage,
   TokenUsage,
+  TracePurgeReport,
   TraceSpanRecord,
   TraceWriteReport,
   TurnRecord,
@@ -36,9 +37,15 @@ import type {
 export interface StorageOptions {
   /** Largest stored trace payload body in bytes before it is replaced by a truncated preview. */
   tracePayloadMaxBytes?: number;
+  /**
+   * Days a span's payloads are kept, counted from the span's start (reference §9.4, default 30);
+   * annotated traces are kept. The purge runs once, when `createCore` starts.
+   */
+  tracePayloadRetentionDays?: number;
 }
 
 const DEFAULT_PAYLOAD_MAX_BYTES = 1024 * 1024;
+const DEFAULT_PAYLOAD_RETENTION_DAYS = 30;
 
 const SESSION_COLUMNS = `id, title, working_directory, default_model_id, status, created_at, updated_at, last_turn_at,
   parent_session_id, task_name, agent_role, spawn_span_id, sandbox_mode, reasoning_effort, tool_result_pruned_through_sequence`;
@@ -186,12 +193,18 @@ function sqlStateOf(error: unknown): string | undefined {
 export class SqlSessionStorage implements SessionStorage {
   private database: SqlDatabase | undefined;
   private readonly payloadMaxBytes: number;
+  private readonly payloadRetentionDays: number;
 
   constructor(
     private readonly open: () => SqlDatabase,
     options: StorageOptions = {},
   ) {
     this.payloadMaxBytes = Math.max(2, options.tracePayloadMaxBytes ?? DEFAULT_PAYLOAD_MAX_BYTES);
+    const retention = options.tracePayloadRetentionDays ?? DEFAULT_PAYLOAD_RETENTION_DAYS;
+    if (typeof retention !== 'number' || !Number.isFinite(retention) || retention <= 0) {
+      throw new InputError('configuration_invalid', `tracePayloadRetentionDays must be a positive number of days, got ${String(retention)}`);
+    }
+    this.payloadRetentionDays = retention;
   }
 
   get kind(): 'postgres' | 'pglite' {
@@ -234,6 +247,32 @@ export class SqlSessionStorage implements SessionStorage {
            WHERE status = 'running'`,
         );
         return { turns: turns.rowCount, spans: spans.rowCount };
+      }),
+    );
+  }
+
+  purgeExpiredTracePayloads(): Promise<TracePurgeReport> {
+    return this.run('trace payload purge', () =>
+      this.db.transaction(async (tx) => {
+        // Expiry by the span's start; a trace with any annotation (on the trace or one of its spans) is kept.
+        const { rows } = await tx.query<{ payload_hash: string }>(
+          `DELETE FROM trace_span_payloads m USING trace_spans s
+           WHERE s.id = m.span_id
+             AND s.started_at < now() - $1::double precision * interval '1 day'
+             AND NOT EXISTS (SELECT 1 FROM trace_annotations a WHERE a.trace_id = s.trace_id)
+           RETURNING m.payload_hash`,
+          [this.payloadRetentionDays],
+        );
+        const candidates = [...new Set(rows.map((r) => r.payload_hash))];
+        if (candidates.length === 0) return { mappings: 0, bodies: 0 };
+        // Candidates only (reference §9.5): a full NOT EXISTS scan could take a body whose mapping is being written.
+        const swept = await tx.query(
+          `DELETE FROM trace_payloads p WHERE p.hash = ANY($1::text[])
+           AND NOT EXISTS (SELECT 1 FROM trace_span_payloads m WHERE m.payload_hash = p.hash)`,
+          [candidates],
+        );
+        for (const hash of candidates) this.knownPayloads.delete(hash);
+        return { mappings: rows.length, bodies: swept.rowCount };
       }),
     );
   }

@@ -225,6 +225,14 @@ export interface CorrectionReport {
   spans: number;
 }
 
+/** The startup purge of expired trace payloads (reference §9.4). */
+export interface TracePurgeReport {
+  /** `trace_span_payloads` rows of expired, unannotated spans deleted. */
+  mappings: number;
+  /** `trace_payloads` bodies no mapping referenced any more, swept in the same transaction. */
+  bodies: number;
+}
+
 export interface TraceWriteReport {
   written: number;
   failed: number;
@@ -236,6 +244,12 @@ export interface SessionStorage {
   migrate(): Promise<MigrationReport>;
   /** Startup correction (seed 000 §10): one transaction, `process_restart`. */
   markRunningInterrupted(): Promise<CorrectionReport>;
+  /**
+   * Startup purge (reference §9.4), after the correction and before the trace recorder starts: in
+   * one transaction, deletes the payload mappings of spans started longer ago than the retention
+   * period whose trace carries no annotation, then the bodies that only those mappings referenced.
+   */
+  purgeExpiredTracePayloads(): Promise<TracePurgeReport>;
 
   createSession(input: NewSession): Promise<SessionRecord>;
   getSession(sessionId: string): Promise<SessionRecord | null>;

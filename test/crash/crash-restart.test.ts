@@ -151,7 +151,7 @@ describe('crash-restart on real Postgres', () => {
       }
     };
     refill();
-    const stats = { killed: 0, finishedBeforeKill: 0, interruptedTurns: 0, unknownSpans: 0, synthesized: 0, summarized: 0, journalEntries: 0, checkpoints: 0 };
+    const stats = { killed: 0, finishedBeforeKill: 0, updatesSeen: 0, interruptedTurns: 0, unknownSpans: 0, synthesized: 0, summarized: 0, journalEntries: 0, checkpoints: 0 };
     const checkpointIds = new Set<string>();
 
     for (let iteration = 0; iteration <= KILLS; iteration += 1) {
@@ -235,6 +235,7 @@ describe('crash-restart on real Postgres', () => {
 
       if (last) {
         await child.line('exit');
+        checkSequences(child, where);
         break;
       }
       // The kill point: after the n-th update of this process, plus a few milliseconds.
@@ -251,6 +252,9 @@ describe('crash-restart on real Postgres', () => {
       await child.exited;
       const error = child.lines.find((l) => l.kind === 'error');
       expect(error, `${where}: the child failed`).toBeUndefined();
+      // What the killed host saw up to the kill: per session from 1, no gap, no repeat.
+      checkSequences(child, where);
+      stats.updatesSeen += child.lines.filter((l) => l.kind === 'update').length;
       previous = child;
     }
     stats.checkpoints = checkpointIds.size;
@@ -258,6 +262,19 @@ describe('crash-restart on real Postgres', () => {
     expect(stats.killed + stats.finishedBeforeKill).toBe(KILLS);
   });
 });
+
+/** The update sequences one host process saw, per session: 1, 2, 3, ... with no gap and no repeat. */
+function checkSequences(child: Child, where: string): void {
+  const bySession = new Map<string, number[]>();
+  for (const line of child.lines) {
+    if (line.kind !== 'update') continue;
+    const id = line.sessionId as string;
+    bySession.set(id, [...(bySession.get(id) ?? []), line.sequence as number]);
+  }
+  for (const [sessionId, sequences] of bySession) {
+    expect(sequences, `${where}: update sequences of ${sessionId}`).toEqual(sequences.map((_, i) => i + 1));
+  }
+}
 
 function checkAcknowledged(
   child: Child,

@@ -118,6 +118,70 @@ describe.each(backends)('degradation table (seed 000 §11) on $name', (backend) 
     expect(ran).toEqual([1]);
   });
 
+  it('the k-th tool result write of a batch fails: the results before it stay committed, nothing after it runs', async () => {
+    const ran: number[] = [];
+    const faulty = faultyStorage(storage);
+    // Three calls; the first result write succeeds, the second (k = 2) fails.
+    faulty.failOn('commitToolResult', 1, { after: 1 });
+    const h = await harness(faulty, [{ toolCalls: [spy(1), spy(2), spy(3)] }, { text: 'back' }], { tools: [spyTool(ran)] });
+    const { turnId, outcome } = await h.run('three');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
+    expect(ran).toEqual([1, 2]);
+    expect(h.model.requests).toHaveLength(1);
+    // spy_1's result was committed in its own transaction before the failure and is still there;
+    // spy_2's result is lost; spy_3 never ran and is cancelled as the rest of the batch.
+    const results = (await storage.listMessages(h.session.sessionId)).filter((m) => m.role === 'tool');
+    expect(results.map((m) => [m.providerCallId, (m.content[0] as { status: string; text: string }).status, (m.content[0] as { text: string }).text])).toEqual([
+      ['spy_1', 'succeeded', 'ran 1'],
+      ['spy_3', 'cancelled', 'tool was not executed because the turn already terminated'],
+    ]);
+    const finished = h.updates.filter((u) => u.update.type === 'tool_call_finished').map((u) => (u.update as { providerCallId: string }).providerCallId);
+    expect(finished).toContain('spy_1');
+    expect(finished).not.toContain('spy_2');
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'persistence_error', toolCallCount: 3 });
+    await assertStoredInvariants(storage, h.session.sessionId);
+    await recovers(h, storage, faulty);
+    // The next request: spy_1's real result, spy_2's synthesized one, spy_3's cancellation.
+    expect(h.model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => [(m as { callId: string }).callId, (m as { status: string }).status])).toEqual([
+      ['spy_1', 'success'],
+      ['spy_2', 'interrupted'],
+      ['spy_3', 'interrupted'],
+    ]);
+    expect(ran).toEqual([1, 2]);
+  });
+
+  it('plan_updated is emitted only after the plan commit: nothing while the commit is held open', async () => {
+    const faulty = faultyStorage(storage);
+    const held = faulty.hold('commitPlanUpdate');
+    let committed = false;
+    void held.settled.then(() => (committed = true));
+    const plan = { explanation: 'two steps', plan: [{ step: 'read', status: 'in_progress' }, { step: 'write', status: 'pending' }] };
+    const h = await harness(faulty, [{ toolCalls: [{ name: 'update_plan', arguments: plan, callId: 'p1' }] }, { text: 'planned' }]);
+    const committedAtUpdate: boolean[] = [];
+    h.session.updates$.subscribe((e) => {
+      if (e.update.type === 'plan_updated') committedAtUpdate.push(committed);
+    });
+    const turnId = await h.start('plan it');
+    await held.reached;
+    // The commit is open: the tool call has started, but no plan update, no result, no plan anywhere.
+    await new Promise((r) => setTimeout(r, 150));
+    expect(updateTypes(h.updates)).toContain('tool_call_started');
+    expect(updateTypes(h.updates)).not.toContain('plan_updated');
+    expect(updateTypes(h.updates)).not.toContain('tool_call_finished');
+    expect(h.session.snapshot().runtime).toMatchObject({ type: 'running', phase: 'running_tools', plan: null });
+    expect(await storage.loadSessionTurnPlans(h.session.sessionId)).toEqual([]);
+    expect(h.model.requests).toHaveLength(1);
+
+    held.release();
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'planned' });
+    expect(committedAtUpdate).toEqual([true]);
+    const types = updateTypes(h.updates);
+    expect(types.indexOf('plan_updated')).toBeLessThan(types.indexOf('tool_call_finished'));
+    expect(h.updates.find((u) => u.update.type === 'plan_updated')!.update).toMatchObject({ type: 'plan_updated', explanation: 'two steps', plan: plan.plan });
+    expect((await storage.loadSessionTurnPlans(h.session.sessionId)).map((p) => p.steps)).toEqual([plan.plan]);
+    expect(h.session.snapshot().runtime).toMatchObject({ type: 'terminal', plan: { explanation: 'two steps', steps: plan.plan } });
+  });
+
   it('plan write fails: the turn fails, no plan_updated, no plan row', async () => {
     const faulty = faultyStorage(storage);
     faulty.failOn('commitPlanUpdate', 1);

@@ -24,7 +24,7 @@ import { approvalTool, echoTool } from '../../src/testing/tools.js';
 import type { SessionEvent } from '../../src/machines/session.js';
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.js';
 import { isSummaryRequest, validSummary } from '../support/summaries.js';
-import { assertAllRequests, assertNoRunningAfterTerminal, assertSequences, assertStoredInvariants } from '../support/invariants.js';
+import { assertAllRequests, assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequences, assertStoredInvariants, type TurnRequest } from '../support/invariants.js';
 
 let scheduler: fc.Scheduler | null = null;
 
@@ -297,6 +297,16 @@ describe('concurrent commands', () => {
             return { gate: s.schedule(Promise.resolve(), `model call ${turnCalls}`), step: script[(turnCalls - 1) % script.length]! };
           });
           const session = await core.createSession({ workingDirectory: process.cwd(), model, id: `ses_fuzz_cmd_${n}` });
+          // Every turn request with the turn that made it (summaries belong to no turn's count).
+          const turnRequests: TurnRequest[] = [];
+          const stream = model.stream.bind(model);
+          model.stream = (request, options) => {
+            if (!isSummaryRequest(request)) {
+              const runtime = session.snapshot().runtime;
+              turnRequests.push({ request: structuredClone(request), turnId: runtime.type === 'running' ? runtime.turnId : null });
+            }
+            return stream(request, options);
+          };
           const state: CaseState = { session, envelopes: [], accepted: new Map(), turns: [], lastTurn: null, log: [], met: new Map(), starts: 0, compactions: 0 };
           watchStarts(session, state.met);
           session.updates$.subscribe((e) => state.envelopes.push(e));
@@ -329,6 +339,9 @@ describe('concurrent commands', () => {
             expect(finished, `turn ${turnId} finished once`).toHaveLength(1);
           }
           assertAllRequests(model.requests);
+          // No model call before the results of the calls before it; requests per turn match its submissions.
+          expect(turnRequests.every((r) => r.turnId !== null), 'every non-summary request was made by a running turn').toBe(true);
+          assertRequestsFollowResults(turnRequests, stored);
           assertSequences(state.envelopes, { fromOne: true });
           await session.shutdown();
         },

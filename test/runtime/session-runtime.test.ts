@@ -14,7 +14,7 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
 import { backends } from '../support/databases.js';
 import { faultyStorage } from '../support/faults.js';
-import { harness, updateTypes } from '../support/harness.js';
+import { harness, updateTypes, type Harness } from '../support/harness.js';
 import { assertAllRequests, assertSequences, assertStoredInvariants } from '../support/invariants.js';
 
 const denyRuleTool = defineTool({
@@ -26,6 +26,12 @@ const denyRuleTool = defineTool({
     throw new Error('a rule-denied tool must never run');
   },
 });
+
+/** Resolves once the harness model has received `n` requests (a cancel before that would leave its step unplayed). */
+async function modelCalled(h: Harness, n = 1): Promise<void> {
+  for (let i = 0; i < 1_000 && h.model.requests.length < n; i += 1) await new Promise((r) => setTimeout(r, 5));
+  expect(h.model.requests.length).toBeGreaterThanOrEqual(n);
+}
 
 function hangingTool(started: () => void) {
   return defineTool({
@@ -270,6 +276,64 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(outcome.status).toBe('completed');
   });
 
+  it('acc 8: calls_differing_only_in_whitespace_and_key_order_are_the_same_call', async () => {
+    // Two keys at the top (zod rebuilds those in schema order) and a record inside (zod keeps the
+    // model's key order there): only the normalised signature makes these three one call.
+    const pair = defineTool({
+      name: 'pair',
+      description: 'Takes two keys and a map.',
+      parameters: z.object({ path: z.string(), limit: z.number(), flags: z.record(z.string(), z.boolean()) }),
+      execute: ({ path }) => `read ${path}`,
+    });
+    const h = await harness(
+      storage,
+      [
+        { toolCalls: [{ name: 'pair', arguments: '{"path":"a.txt","limit":5,"flags":{"x":true,"y":false}}' }] },
+        { toolCalls: [{ name: 'pair', arguments: '{ "limit" : 5 ,\n  "path" : "a.txt", "flags": { "y": false, "x": true } }' }] },
+        { toolCalls: [{ name: 'pair', arguments: '\t{"flags":{"y":false,"x":true},"limit":5,"path":"a.txt"}  ' }] },
+      ],
+      { tools: [pair] },
+    );
+    const { turnId, outcome } = await h.run('loop with reordered keys');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'doom_loop', message: "doom loop detected for tool 'pair'" });
+    const results = (await h.session.messages()).filter((m) => m.role === 'tool');
+    expect(results.map((m) => (m.content[0] as { status: string; text: string }).text)).toEqual(['read a.txt', 'read a.txt', "doom loop detected for tool 'pair'"]);
+    expect(h.model.requests).toHaveLength(3);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'doom_loop' });
+  });
+
+  it('acc 8: a_changed_value_inside_the_record_is_a_different_call', async () => {
+    // The same shape as above with one nested value changed: the count restarts, no doom loop.
+    const pair = defineTool({
+      name: 'pair',
+      description: 'Takes two keys and a map.',
+      parameters: z.object({ path: z.string(), limit: z.number(), flags: z.record(z.string(), z.boolean()) }),
+      execute: ({ path }) => `read ${path}`,
+    });
+    const h = await harness(
+      storage,
+      [
+        { toolCalls: [{ name: 'pair', arguments: { path: 'a.txt', limit: 5, flags: { x: true, y: false } } }] },
+        { toolCalls: [{ name: 'pair', arguments: { limit: 5, path: 'a.txt', flags: { y: false, x: true } } }] },
+        { toolCalls: [{ name: 'pair', arguments: { path: 'a.txt', limit: 5, flags: { x: true, y: true } } }] },
+        { text: 'fine' },
+      ],
+      { tools: [pair] },
+    );
+    expect((await h.run('no loop')).outcome).toEqual({ status: 'completed', finalText: 'fine' });
+  });
+
+  it('acc 9: the_default_limit_ends_the_turn_after_exactly_20_model_calls', async () => {
+    // No `limits` option: DEFAULT_LIMITS (seed 000 §4, max_model_calls = 20).
+    const h = await harness(storage, scriptedModel((_req, i) => ({ toolCalls: [{ name: 'echo', arguments: { text: `step ${i}` } }] })));
+    const { turnId, outcome } = await h.run('never stop');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'max_model_calls' });
+    expect(h.model.requests).toHaveLength(20);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'max_model_calls', modelCallCount: 20, modelSubmissionCount: 20, toolCallCount: 20 });
+    // Every one of the 20 responses' calls ran and has its result; the 21st call was never made.
+    expect((await h.session.messages()).filter((m) => m.role === 'tool')).toHaveLength(20);
+  });
+
   it('acc 9: max_model_calls_fails_the_turn', async () => {
     const h = await harness(
       storage,
@@ -369,6 +433,34 @@ describe.each(backends)('session runtime on $name', (backend) => {
     await second.shutdown();
   });
 
+  it('acc 12: startup_purges_expired_trace_payloads_after_the_correction_and_a_purge_failure_fails_startup', async () => {
+    // Reference §9.4: migrate, mark running interrupted, purge expired payloads, then the recorder and turns.
+    const session = await storage.createSession({ id: `ses_purge_${backend.name}`, workingDirectory: process.cwd() });
+    const spanId = `span_purge_${backend.name}`;
+    await storage.writeTraceSignals([
+      {
+        type: 'span_started',
+        span: { id: spanId, traceId: `trace_purge_${backend.name}`, sessionId: session.id, turnId: null, parentSpanId: null, kind: 'compaction', name: 'session.compact', status: 'running', startedAt: new Date(Date.now() - 45 * 86_400_000).toISOString(), attributes: {} },
+        payloads: [{ slot: 'request', body: { expired: backend.name } }],
+      },
+    ]);
+    const faulty = faultyStorage(storage);
+    faulty.failOn('purgeExpiredTracePayloads', 1);
+    await expect(createCore({ storage: faulty, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false })).rejects.toMatchObject({ code: 'persistence_error' });
+    const order = faulty.calls.map((c) => c.method).filter((m) => ['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads'].includes(m));
+    expect(order).toEqual(['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads']);
+    // The failed purge changed nothing; the next start purges, and reports it.
+    expect((await storage.db.query('SELECT 1 FROM trace_span_payloads WHERE span_id = $1', [spanId])).rowCount).toBe(1);
+    const core = await createCore({ storage, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false });
+    try {
+      expect(core.startup.tracePurge.mappings).toBeGreaterThanOrEqual(1);
+      expect((await storage.db.query('SELECT 1 FROM trace_span_payloads WHERE span_id = $1', [spanId])).rowCount).toBe(0);
+      expect((await storage.listTraceSpans({ sessionId: session.id })).map((s) => s.id)).toEqual([spanId]);
+    } finally {
+      await core.shutdown();
+    }
+  });
+
   it('acc 13: the_remaining_calls_of_a_terminated_batch_are_cancelled_in_order', async () => {
     const h = await harness(storage, [
       {
@@ -411,6 +503,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     const busy = await h.session.startTurn({ clientRequestId: 'other', input: [{ type: 'text', text: 'second' }] }).catch((e: unknown) => e);
     expect(busy).toBeInstanceOf(BusyError);
     expect(busy).toMatchObject({ code: 'busy', activeTurnId: turnId });
+    await modelCalled(h);
     await h.session.cancelTurn(turnId);
     await h.session.waitForTurn(turnId);
     // Still idempotent after the turn ended.
@@ -422,6 +515,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     const turnId = await h.start('busy');
     await expect(h.session.beginMaintenance('compact')).rejects.toMatchObject({ code: 'session_active' });
     await expect(h.session.beginMaintenance('rewind')).rejects.toMatchObject({ code: 'session_active' });
+    await modelCalled(h);
     await h.session.cancelTurn(turnId);
     await h.session.waitForTurn(turnId);
     await h.session.beginMaintenance('compact');
@@ -439,6 +533,19 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(refused).toMatchObject({ code: 'reload_required' });
     expect(h.session.snapshot().reloadRequired).toBe(true);
     await expect(h.session.beginMaintenance('rewind')).rejects.toMatchObject({ code: 'reload_required' });
+  });
+
+  it('acc 14: reload_required_is_checked_before_an_idempotent_client_request_id', async () => {
+    // Seed 000 §2, StartTurn: reload_required, then an accepted client_request_id, then busy.
+    const h = await harness(storage, [{ text: 'done' }]);
+    const { turnId, outcome } = await h.run('first', 'seen-before');
+    expect(outcome.status).toBe('completed');
+    expect((await h.session.startTurn({ clientRequestId: 'seen-before', input: [{ type: 'text', text: 'first' }] })).turnId).toBe(turnId);
+    await h.session.beginMaintenance('compact');
+    h.session.endMaintenance(true);
+    const refused = await h.session.startTurn({ clientRequestId: 'seen-before', input: [{ type: 'text', text: 'first' }] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(CommandError);
+    expect(refused).toMatchObject({ code: 'reload_required' });
   });
 
   it('acc 15: permission_decisions_are_matched_by_turn_and_tool_call_id', async () => {

@@ -302,6 +302,86 @@ describe.each(backends)('storage contract on $name', (backend) => {
     }
   });
 
+  /** The payload bodies of this test (bodies are `{ k: '<tag>:<name>' }`), by name. */
+  async function bodiesTagged(tag: string): Promise<string[]> {
+    const { rows } = await storage.db.query<{ k: string }>(`SELECT body->>'k' AS k FROM trace_payloads WHERE body->>'k' LIKE $1`, [`${tag}:%`]);
+    return rows.map((r) => r.k.slice(tag.length + 1)).sort();
+  }
+
+  function compactionSpan(id: string, sessionId: string, traceId: string, startedAt = new Date().toISOString()) {
+    return { id, traceId, sessionId, turnId: null, parentSpanId: null, kind: 'compaction' as const, name: 'session.compact', status: 'running' as const, startedAt, attributes: {} };
+  }
+
+  it('deleting a session sweeps the payload bodies only it referenced, and keeps those another session still uses', async () => {
+    const tag = uid('del');
+    const body = (name: string) => ({ k: `${tag}:${name}` });
+    const [a, b] = [await session(), await session()];
+    const [spanA, spanB] = [uid('span'), uid('span')];
+    expect(
+      await storage.writeTraceSignals([
+        { type: 'span_started', span: compactionSpan(spanA, a, uid('t')), payloads: [{ slot: 'request', body: body('shared') }, { slot: 'response', body: body('onlyA') }] },
+        { type: 'span_started', span: compactionSpan(spanB, b, uid('t')), payloads: [{ slot: 'request', body: body('shared') }, { slot: 'response', body: body('onlyB') }] },
+      ]),
+    ).toEqual({ written: 2, failed: 0 });
+    expect(await bodiesTagged(tag)).toEqual(['onlyA', 'onlyB', 'shared']);
+    expect(await storage.deleteSession(a)).toBe(true);
+    // a's own body is gone; the shared one stays because b's span still maps to it.
+    expect(await bodiesTagged(tag)).toEqual(['onlyB', 'shared']);
+    const mappings = await storage.db.query<{ span_id: string; slot: string }>('SELECT span_id, slot FROM trace_span_payloads WHERE span_id = ANY($1::text[]) ORDER BY slot', [[spanA, spanB]]);
+    expect(mappings.rows).toEqual([
+      { span_id: spanB, slot: 'request' },
+      { span_id: spanB, slot: 'response' },
+    ]);
+    expect(await storage.deleteSession(b)).toBe(true);
+    expect(await bodiesTagged(tag)).toEqual([]);
+  });
+
+  it('the startup purge (reference §9.4) deletes expired, unannotated payload mappings and the bodies only they used', async () => {
+    const tag = uid('purge');
+    const body = (name: string) => ({ k: `${tag}:${name}` });
+    const sessionId = await session();
+    const id = (name: string) => `${tag}_${name}`;
+    const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+    const span = (name: string, trace: string, days: number) => compactionSpan(id(name), sessionId, id(trace), daysAgo(days));
+    await storage.writeTraceSignals([
+      // Expired, unannotated: both mappings go; its own body goes, the shared one stays.
+      { type: 'span_started', span: span('old', 'trace_old', 40), payloads: [{ slot: 'request', body: body('old') }, { slot: 'response', body: body('shared') }] },
+      { type: 'span_started', span: span('recent', 'trace_recent', 0), payloads: [{ slot: 'request', body: body('shared') }] },
+      // Within 30 days: kept by default, purged under a 20-day retention.
+      { type: 'span_started', span: span('month', 'trace_month', 29), payloads: [{ slot: 'request', body: body('month') }] },
+      // Expired but annotated: on the trace itself, or on another span of the same trace.
+      { type: 'span_started', span: span('kept_trace', 'trace_annotated', 40), payloads: [{ slot: 'request', body: body('annotatedTrace') }] },
+      { type: 'span_started', span: span('kept_a', 'trace_span_annotated', 40), payloads: [{ slot: 'request', body: body('annotatedSpanTrace') }] },
+      { type: 'span_started', span: span('kept_b', 'trace_span_annotated', 40) },
+    ]);
+    await storage.db.query(
+      `INSERT INTO trace_annotations (id, session_id, trace_id, span_id, rating) VALUES ($1, $3, $4, NULL, 'good'), ($2, $3, $5, $6, 'bad')`,
+      [id('an1'), id('an2'), sessionId, id('trace_annotated'), id('trace_span_annotated'), id('kept_b')],
+    );
+    const mappings = async () =>
+      (await storage.db.query<{ span_id: string; slot: string }>('SELECT span_id, slot FROM trace_span_payloads WHERE span_id LIKE $1', [`${tag}_%`])).rows
+        .map((r) => `${r.span_id.slice(tag.length + 1)}:${r.slot}`)
+        .sort();
+
+    expect(await storage.purgeExpiredTracePayloads()).toEqual({ mappings: 2, bodies: 1 });
+    expect(await mappings()).toEqual(['kept_a:request', 'kept_trace:request', 'month:request', 'recent:request']);
+    expect(await bodiesTagged(tag)).toEqual(['annotatedSpanTrace', 'annotatedTrace', 'month', 'shared']);
+    // The spans themselves stay: only their payloads expire.
+    expect((await storage.listTraceSpans({ sessionId })).map((s) => s.id.slice(tag.length + 1)).sort()).toEqual(['kept_a', 'kept_b', 'kept_trace', 'month', 'old', 'recent']);
+    expect(await storage.purgeExpiredTracePayloads()).toEqual({ mappings: 0, bodies: 0 });
+
+    const shorter = new (storage.constructor as typeof import('../../src/storage/sql-storage.js').SqlSessionStorage)(() => storage.db, { tracePayloadRetentionDays: 20 });
+    expect(await shorter.purgeExpiredTracePayloads()).toEqual({ mappings: 1, bodies: 1 });
+    expect(await bodiesTagged(tag)).toEqual(['annotatedSpanTrace', 'annotatedTrace', 'shared']);
+  });
+
+  it('a retention that is not a positive number of days is refused with configuration_invalid', () => {
+    const Storage = storage.constructor as typeof import('../../src/storage/sql-storage.js').SqlSessionStorage;
+    for (const days of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => new Storage(() => storage.db, { tracePayloadRetentionDays: days }), String(days)).toThrow(expect.objectContaining({ code: 'configuration_invalid' }));
+    }
+  });
+
   it('deleting a session cascades to turns, messages and plans', async () => {
     const sessionId = await session();
     await turn(sessionId);

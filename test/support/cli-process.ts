@@ -3,7 +3,9 @@
  * first when any source file is newer than it.
  */
 import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,16 +21,48 @@ function newestMtime(dir: string): number {
   return newest;
 }
 
-/** Builds dist/ unless it is newer than every file under src/. */
-export function ensureBuilt(): void {
+function distIsFresh(): boolean {
   let built = 0;
   try {
     built = statSync(join(ROOT, 'dist', 'cli', 'main.js')).mtimeMs;
   } catch {
     built = 0;
   }
-  if (built > newestMtime(join(ROOT, 'src'))) return;
-  execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.mjs')], { cwd: ROOT, stdio: 'pipe' });
+  return built > newestMtime(join(ROOT, 'src'));
+}
+
+/** One build at a time across the suite's workers (the build starts by deleting dist/). */
+const BUILD_LOCK = join(tmpdir(), `openwork-build-${createHash('sha1').update(ROOT).digest('hex').slice(0, 12)}.lock`);
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Builds dist/ unless it is newer than every file under src/ (under a lock shared by test files). */
+export function ensureBuilt(): void {
+  if (distIsFresh()) return;
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    try {
+      mkdirSync(BUILD_LOCK);
+      break;
+    } catch {
+      // A lock left by a killed run is stale after ten minutes.
+      try {
+        if (Date.now() - statSync(BUILD_LOCK).mtimeMs > 600_000) rmSync(BUILD_LOCK, { recursive: true, force: true });
+      } catch {
+        // Released meanwhile.
+      }
+      if (Date.now() > deadline) throw new Error(`ensureBuilt: ${BUILD_LOCK} held for five minutes`);
+      sleepSync(200);
+    }
+  }
+  try {
+    // Another worker may have built while this one waited.
+    if (!distIsFresh()) execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.mjs')], { cwd: ROOT, stdio: 'pipe' });
+  } finally {
+    rmSync(BUILD_LOCK, { recursive: true, force: true });
+  }
 }
 
 export interface CliRun {

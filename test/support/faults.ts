@@ -7,8 +7,16 @@ import type { SessionStorage } from '../../src/storage/storage.js';
 export type StorageMethod = keyof SessionStorage;
 
 export interface FaultyStorage extends SessionStorage {
-  /** Makes the next `times` calls of `method` fail (default: every call until cleared). */
-  failOn(method: StorageMethod, times?: number): void;
+  /**
+   * Makes the next `times` calls of `method` fail (default: every call until cleared); with
+   * `after`, the first `after` calls from now still succeed (`after: 1, times: 1` fails the 2nd).
+   */
+  failOn(method: StorageMethod, times?: number, options?: { after?: number }): void;
+  /**
+   * Holds the next call of `method` before it reaches the database, until `release()`; `reached`
+   * resolves when that call is made, `settled` when the released call has committed (or failed).
+   */
+  hold(method: StorageMethod): { reached: Promise<void>; release(): void; settled: Promise<void> };
   /** From now on, every write hangs forever: the process "died" as far as the database can tell. */
   freeze(): void;
   clear(): void;
@@ -31,13 +39,35 @@ const WRITES = new Set<StorageMethod>([
   'reconcileChildren',
 ]);
 
+interface Hold {
+  reached: () => void;
+  gate: Promise<void>;
+  settled: () => void;
+}
+
 export function faultyStorage(inner: SessionStorage): FaultyStorage {
-  const failures = new Map<StorageMethod, number>();
+  const failures = new Map<StorageMethod, { after: number; times: number }>();
+  const holds = new Map<StorageMethod, Hold>();
   let frozen = false;
   const calls: FaultyStorage['calls'] = [];
+  const hold = (method: StorageMethod) => {
+    let reached!: () => void;
+    let release!: () => void;
+    let settled!: () => void;
+    const result = {
+      reached: new Promise<void>((resolve) => (reached = resolve)),
+      settled: new Promise<void>((resolve) => (settled = resolve)),
+      release: () => release(),
+    };
+    holds.set(method, { reached, gate: new Promise<void>((resolve) => (release = resolve)), settled });
+    return result;
+  };
   return new Proxy(inner, {
     get(target, prop, receiver) {
-      if (prop === 'failOn') return (method: StorageMethod, times = Infinity) => failures.set(method, times);
+      if (prop === 'failOn') {
+        return (method: StorageMethod, times = Infinity, options: { after?: number } = {}) => failures.set(method, { after: options.after ?? 0, times });
+      }
+      if (prop === 'hold') return hold;
       if (prop === 'freeze') return () => (frozen = true);
       if (prop === 'clear') return () => failures.clear();
       if (prop === 'calls') return calls;
@@ -47,10 +77,18 @@ export function faultyStorage(inner: SessionStorage): FaultyStorage {
       return (...args: unknown[]) => {
         calls.push({ method, args });
         if (frozen && WRITES.has(method)) return new Promise(() => undefined);
-        const left = failures.get(method) ?? 0;
-        if (left > 0) {
-          failures.set(method, left - 1);
+        const failure = failures.get(method);
+        if (failure && failure.after > 0) {
+          failure.after -= 1;
+        } else if (failure && failure.times > 0) {
+          failure.times -= 1;
           return Promise.reject(new StorageError(`injected failure in ${String(method)}`));
+        }
+        const held = holds.get(method);
+        if (held) {
+          holds.delete(method);
+          held.reached();
+          return held.gate.then(() => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args)).finally(() => held.settled());
         }
         return (value as (...a: unknown[]) => unknown).apply(target, args);
       };
