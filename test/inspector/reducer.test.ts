@@ -3,7 +3,7 @@
  * from the updates of a real turn equals the view built from the snapshot at the same point, and
  * compactions (in a turn or between turns) are kept and logged without touching the turn.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   applySnapshot,
   applyUpdate,
@@ -164,6 +164,8 @@ describe('page reducer', () => {
     expect(denied.toolCalls[denied.orderedToolCallIds[0]!]).toMatchObject({ status: 'finished', result: { status: 'denied' } });
     const second = await h.start('again');
     await h.waitFor((e) => e.turnId === second && e.update.type === 'phase_changed' && e.update.phase === 'running_model');
+    // Cancel once the hanging step is being played, not before the model call starts.
+    await vi.waitFor(() => expect(h.model.requests).toHaveLength(2));
     await h.session.cancelTurn(second);
     await h.session.waitForTurn(second);
     const cancelled = reduce(h.updates);

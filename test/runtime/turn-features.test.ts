@@ -2,7 +2,7 @@
  * update_plan (reference §6), the mailbox (§5.6), steering and grant scopes (seed 004), input
  * answers, permission modes, write failures and the trace of a turn.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { PermissionMode } from '../../src/protocol/input.js';
 import { agentMessageId, type AgentMessage } from '../../src/services/agents/mailbox.js';
@@ -177,7 +177,10 @@ describe('turn features', () => {
       await expect(h.session.steerTurn(turnId, [{ type: 'text', text: '  ' }])).rejects.toMatchObject({ code: 'empty_input' });
       await expect(h.session.steerTurn(turnId, [{ type: 'bogus' } as never])).rejects.toMatchObject({ code: 'invalid_request' });
       await expect(h.session.steerTurn('other', [{ type: 'text', text: 'x' }])).rejects.toMatchObject({ code: 'turn_not_active' });
+      // The hanging step is played (the model call is under way) before the turn is cancelled.
+      await vi.waitFor(() => expect(h.model.requests).toHaveLength(1));
       await h.session.cancelTurn(turnId);
+      expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'cancelled' });
     });
   });
 
@@ -270,7 +273,7 @@ describe('turn features', () => {
     it('a failed turn start ends the turn with persistence_error and never calls the model', async () => {
       const faulty = faultyStorage(storage);
       faulty.failOn('beginTurn', 1);
-      const h = await harness(faulty, [{ text: 'never' }]);
+      const h = await harness(faulty, []);
       const { outcome } = await h.run('x');
       expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
       expect(h.model.requests).toHaveLength(0);
@@ -279,7 +282,7 @@ describe('turn features', () => {
     it('a failed tool result write ends the turn before another model call', async () => {
       const faulty = faultyStorage(storage);
       faulty.failOn('commitToolResult', 1);
-      const h = await harness(faulty, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }, { text: 'never' }]);
+      const h = await harness(faulty, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }]);
       const { outcome } = await h.run('x');
       expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
       expect(h.model.requests).toHaveLength(1);

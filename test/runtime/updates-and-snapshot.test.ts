@@ -145,6 +145,10 @@ describe('updates, replay and snapshot', () => {
     await h.session.resolvePermission(turnId, (requested.update as { toolCallId: string }).toolCallId, 'allow_once');
     await h.session.waitForTurn(turnId);
     expect(h.session.status()).toMatchObject({ type: 'system_error' });
+    // The next turn writes the end that could not be written, runs, and the status is idle again.
+    expect((await h.run('again')).outcome).toEqual({ status: 'completed', finalText: 'again' });
+    expect(h.session.status()).toEqual({ type: 'idle' });
+    expect((await faulty.getTurn(turnId))?.status).toBe('completed');
   });
 
   it('a stopped session answers actor_stopped', async () => {

@@ -37,18 +37,7 @@ const LEAVES_STEPS_UNUSED: Record<string, Record<string, string>> = {
     'acc 3: a symlinked or oversized AGENTS.md fails the turn with project_instruction_error before any model call':
       'scripts { text: "never" } for a turn that must fail before any model call (script [] instead)',
   },
-  'test/inspector/reducer.test.ts': {
-    'a denied card and a cancelled turn end the view as the outcome says':
-      'cancels at phase running_model, racing the model call that would play its { hang: true } step',
-  },
-  'test/runtime/turn-features.test.ts': {
-    'steering answers turn_not_active, empty_input and invalid_request': 'cancels before the model call plays { hang: true }',
-    'a failed turn start ends the turn with persistence_error and never calls the model': 'scripts a step for a model call that must not happen',
-    'a failed tool result write ends the turn before another model call': 'scripts a second step for a model call that must not happen',
-  },
-  'test/runtime/updates-and-snapshot.test.ts': {
-    'host status: idle, active with waiting_on_approval, system_error when the end of a turn cannot be written': 'scripts a third step ("again") it never plays',
-  },
+  // (test/context owners: fix and delete; the rest are fixed.)
 };
 
 function toleratesUnusedSteps(task: { name: string; file?: { filepath?: string } }): boolean {
