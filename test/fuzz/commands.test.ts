@@ -1,6 +1,6 @@
 /**
  * Concurrent commands (issue 6, item 3): several callers issue random commands — start, cancel,
- * resolve, steer, deliver, set mode, snapshot, replay, manual compaction — against one session while
+ * resolve, answer a question, steer, deliver, set mode, snapshot, replay, manual compaction — against one session while
  * its turns run; fast-check's scheduler interleaves the callers, the model calls (summaries too) and
  * the tool runs. Every command gets exactly the answer seed 000 §2 (and reference §3.1 for
  * compaction) gives for the state it met, and afterwards the stored rows, the model requests and the
@@ -60,7 +60,11 @@ type Cmd =
   /** The caller thinks for a while: the runtime's own work (database writes) moves on meanwhile. */
   | { type: 'pause'; ms: number }
   /** The caller waits (briefly) for a card and answers it, racing the other callers. */
-  | { type: 'answer_card'; decision: string };
+  | { type: 'answer_card'; decision: string }
+  /** answerUserInput: fitting answers, a blank one, or one for a question that was not asked. */
+  | { type: 'answer'; target: 'active' | 'bogus'; call: 'pending' | 'bogus'; answers: 'ok' | 'blank' | 'extra' }
+  /** The caller waits (briefly) for a question of the model and answers it. */
+  | { type: 'answer_question' };
 
 const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ type: fc.constant('start' as const), req: fc.integer({ min: 0, max: 3 }), blank: fc.constantFrom(false, false, false, false, false, true) }) },
@@ -82,6 +86,16 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ type: fc.constant('answer_card' as const), decision: fc.constantFrom('allow_once', 'deny', 'allow_for_turn', 'allow_for_session') }) },
   { weight: 1, arbitrary: fc.record({ type: fc.constant('replay' as const), from: fc.constantFrom('zero' as const, 'mid' as const, 'last' as const, 'beyond' as const, 'negative' as const) }) },
   { weight: 1, arbitrary: fc.constant({ type: 'compact' as const }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      type: fc.constant('answer' as const),
+      target: fc.constantFrom('active' as const, 'active' as const, 'bogus' as const),
+      call: fc.constantFrom('pending' as const, 'pending' as const, 'bogus' as const),
+      answers: fc.constantFrom('ok' as const, 'ok' as const, 'blank' as const, 'extra' as const),
+    }),
+  },
+  { weight: 2, arbitrary: fc.constant({ type: 'answer_question' as const }) },
 );
 
 const stepArb: fc.Arbitrary<ScriptedStep> = fc.constantFrom<ScriptedStep>(
@@ -90,6 +104,7 @@ const stepArb: fc.Arbitrary<ScriptedStep> = fc.constantFrom<ScriptedStep>(
   { toolCalls: [{ name: 'guarded', arguments: { action: 'deploy' } }] },
   { toolCalls: [{ name: 'wait', arguments: {} }] },
   { toolCalls: [{ name: 'echo', arguments: { text: 'y' } }, { name: 'guarded', arguments: { action: 'ship', scope: 's2' } }] },
+  { toolCalls: [{ name: 'request_user_input', arguments: { questions: [{ id: 'q', question: 'which one?' }] } }] },
 );
 
 type Answer = { ok: true; turnId?: string } | { ok: false; code: string; activeTurnId?: string };
@@ -153,10 +168,19 @@ async function issue(state: CaseState, caller: number, cmd: Cmd): Promise<void> 
     }
     return issue(state, caller, { type: 'resolve', target: 'active', call: 'pending', decision: cmd.decision });
   }
+  if (cmd.type === 'answer_question') {
+    for (let i = 0; i < 10; i += 1) {
+      const runtime = session.snapshot().runtime;
+      if (runtime.type === 'running' && runtime.pendingUserInput.length > 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 3));
+    }
+    return issue(state, caller, { type: 'answer', target: 'active', call: 'pending', answers: 'ok' });
+  }
   const snapshot = session.snapshot();
   const runtime = snapshot.runtime;
   const active = runtime.type === 'running' ? runtime.turnId : null;
   const pending = runtime.type === 'running' ? (runtime.pendingApprovals[0]?.toolCallId ?? null) : null;
+  const question = runtime.type === 'running' ? (runtime.pendingUserInput[0]?.toolCallId ?? null) : null;
   const maintenance = session.actorRef.getSnapshot().value === 'maintenance';
   const label = `caller ${caller}: ${JSON.stringify(cmd)} (active ${active}, pending ${pending}${maintenance ? ', maintenance' : ''})`;
   state.log.push(label);
@@ -213,6 +237,21 @@ async function issue(state: CaseState, caller: number, cmd: Cmd): Promise<void> 
       await check(session.resolvePermission(turnId, toolCallId, cmd.decision as never), expected);
       return;
     }
+    case 'answer': {
+      const turnId = cmd.target === 'active' ? (active ?? 'turn_none') : 'turn_bogus';
+      const toolCallId = cmd.call === 'pending' ? (question ?? 'tc_none') : 'tc_bogus';
+      const answers: Record<string, string> = cmd.answers === 'blank' ? { q: '  ' } : cmd.answers === 'extra' ? { q: 'this', other: 'that' } : { q: 'this one' };
+      const expected: Answer =
+        cmd.answers === 'blank' || (cmd.answers === 'extra' && turnId === active && toolCallId === question)
+          ? { ok: false, code: 'invalid_request' }
+          : turnId !== active
+            ? { ok: false, code: 'turn_not_active' }
+            : toolCallId !== question
+              ? { ok: false, code: 'user_input_not_pending' }
+              : { ok: true };
+      await check(session.answerUserInput(turnId, toolCallId, answers), expected);
+      return;
+    }
     case 'steer': {
       const turnId = cmd.target === 'active' ? (active ?? 'turn_none') : 'turn_bogus';
       const expected: Answer = cmd.blank ? { ok: false, code: 'empty_input' } : turnId === active ? { ok: true } : { ok: false, code: 'turn_not_active' };
@@ -267,6 +306,7 @@ describe('concurrent commands', () => {
       model: scriptedModel([]),
       tools: [echoTool, approvalTool, waitTool],
       limits: { maxModelCalls: 4 },
+      userInput: true,
       closeStorageOnShutdown: false,
       onActorError: (id, error) => {
         throw new Error(`actor of ${id} failed: ${String(error)}`);
