@@ -2,10 +2,11 @@
  * Reference §2.12, acceptance items 1-25 of the context window (request assembly, World State,
  * tool surface), through the real runtime on PGlite.
  */
-import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { INTERRUPTED_RESULT_TEXT, assembleRequest, buildSystemContext } from '../../src/services/context/assemble.js';
 import { estimateTokens } from '../../src/services/context/estimate.js';
@@ -15,8 +16,9 @@ import { Toolset } from '../../src/services/tools/registry.js';
 import { updatePlanControlTool } from '../../src/services/plan/update-plan.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { defineTool } from '../../src/services/tools/define.js';
 import { echoTool, failTool } from '../../src/testing/tools.js';
-import { harness } from '../support/harness.js';
+import { harness, updateTypes, type Harness } from '../support/harness.js';
 
 function workspace(files: Record<string, string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'openwork-ws-'));
@@ -305,5 +307,130 @@ describe('context window (reference §2.12)', () => {
     const two = assembleRequest({ system: buildSystemContext('a', ''), conversation: history, tools: [] });
     expect(one.request.messages.at(-1)).toMatchObject({ status: 'interrupted', text: INTERRUPTED_RESULT_TEXT });
     expect(JSON.stringify(one.request)).toBe(JSON.stringify(two.request));
+  });
+
+  describe('World State sampling failures through the runtime (reference §2.3)', () => {
+    /** 64 entries of 255-character names: the rendered layout is over 16,384 characters. */
+    function crowd(dir: string): void {
+      for (let i = 0; i < 64; i += 1) writeFileSync(join(dir, `${String(i).padStart(3, '0')}${'n'.repeat(252)}`), '');
+    }
+    function uncrowd(dir: string): void {
+      for (let i = 0; i < 64; i += 1) rmSync(join(dir, `${String(i).padStart(3, '0')}${'n'.repeat(252)}`));
+    }
+    const crowdTool = defineTool({
+      name: 'crowd_workspace',
+      description: 'Creates 64 files with very long names in the working directory.',
+      parameters: z.object({}),
+      execute: (_args, ctx) => {
+        crowd(ctx.workingDirectory);
+        return 'created 64 files';
+      },
+    });
+
+    /** What the failed turn left behind: its updates, its row, its trace, its stored messages. */
+    async function failedTurn(h: Harness, turnId: string, code: string, modelCalls: number) {
+      const mine = h.updates.filter((e) => e.turnId === turnId);
+      const finished = mine.filter((e) => e.update.type === 'turn_finished');
+      expect(finished).toHaveLength(1);
+      expect(finished[0]!.update).toMatchObject({ type: 'turn_finished', outcome: { status: 'failed', code } });
+      expect(mine.at(-1)!.update.type).toBe('turn_finished');
+      expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: code, modelCallCount: modelCalls, modelSubmissionCount: modelCalls });
+      await h.core.flushTrace();
+      const spans = await storage.listTraceSpans({ turnId });
+      expect(spans.filter((s) => s.kind === 'model_call')).toHaveLength(modelCalls);
+      expect(h.session.status()).toEqual({ type: 'idle' });
+      return { updates: updateTypes(mine), stored: (await h.session.messages()).filter((m) => m.turnId === turnId) };
+    }
+
+    it('user_project_context_error: a layout over 16,384 characters fails the turn before the model is called; fixing it lets the next turn run', async () => {
+      const dir = workspace();
+      crowd(dir);
+      const h = await harness(storage, [{ text: 'after the fix' }], { ...worldStateOn, workingDirectory: dir });
+      const { turnId, outcome } = await h.run('hello');
+      expect(outcome).toEqual({ status: 'failed', code: 'user_project_context_error', message: expect.stringMatching(/^the project context is \d+ characters; the limit is 16384$/) });
+      expect(h.model.requests).toHaveLength(0);
+      const { updates, stored } = await failedTurn(h, turnId, 'user_project_context_error', 0);
+      expect(updates).not.toContain('text_delta');
+      // The accepted request is stored; no World State message was written for the failed sampling.
+      expect(stored.map((m) => `${m.role}:${m.kind}`)).toEqual(['user:normal']);
+
+      uncrowd(dir);
+      const next = await h.run('again');
+      expect(next.outcome).toMatchObject({ status: 'completed' });
+      const request = h.model.requests[0]!;
+      expect(request.messages.map((m) => (m.role === 'user' ? `${m.kind}:${(m.content[0] as { text: string }).text.split('\n')[0]}` : m.role))).toEqual([
+        'normal:hello',
+        'normal:again',
+        'world_state:<user_project_context format_version="1">',
+        'world_state:<sandbox_policy>',
+      ]);
+    });
+
+    it('user_project_context_error: an unreadable working directory fails the turn with the cause in the message', async () => {
+      const dir = workspace();
+      const h = await harness(storage, [], { ...worldStateOn, workingDirectory: dir });
+      rmSync(dir, { recursive: true });
+      const { turnId, outcome } = await h.run('hello');
+      expect(outcome).toEqual({ status: 'failed', code: 'user_project_context_error', message: expect.stringContaining('cannot read the project layout: ENOENT') });
+      expect(h.model.requests).toHaveLength(0);
+      await failedTurn(h, turnId, 'user_project_context_error', 0);
+    });
+
+    it('user_project_context_error: a layout that outgrows the limit mid-turn fails the turn at the next sampling; the model saw only the first call', async () => {
+      const dir = workspace();
+      const h = await harness(storage, [{ toolCalls: [{ name: 'crowd_workspace', arguments: {}, callId: 'crowd' }] }], {
+        ...worldStateOn,
+        workingDirectory: dir,
+        tools: [crowdTool],
+      });
+      const { turnId, outcome } = await h.run('fill the directory');
+      expect(outcome).toMatchObject({ status: 'failed', code: 'user_project_context_error' });
+      expect(h.model.requests).toHaveLength(1);
+      expect(userTexts(h.model.requests[0]!, 'world_state').map((t) => t.split('\n')[0])).toEqual(['<user_project_context format_version="1">', '<sandbox_policy>']);
+      const { updates, stored } = await failedTurn(h, turnId, 'user_project_context_error', 1);
+      expect(updates.filter((u) => u === 'tool_call_finished')).toHaveLength(1);
+      // The tool's result is durable; the second sampling wrote nothing.
+      expect(stored.map((m) => `${m.role}:${m.kind}`)).toEqual(['user:normal', 'user:world_state', 'user:world_state', 'assistant:normal', 'tool:normal']);
+      expect((await storage.listTraceSpans({ turnId })).filter((s) => s.kind === 'tool_call').map((s) => s.status)).toEqual(['succeeded']);
+    });
+
+    it('skill_catalog_task_error: a failing catalog task fails the turn before the model is called', async () => {
+      const h = await harness(storage, [], {
+        worldState: {
+          skillsCatalog: async () => {
+            throw new Error('catalog index is corrupt');
+          },
+        },
+        workingDirectory: workspace(),
+      });
+      const { turnId, outcome } = await h.run('hello');
+      expect(outcome).toEqual({ status: 'failed', code: 'skill_catalog_task_error', message: 'cannot build the skill catalog: catalog index is corrupt' });
+      expect(h.model.requests).toHaveLength(0);
+      const { stored } = await failedTurn(h, turnId, 'skill_catalog_task_error', 0);
+      expect(stored.map((m) => `${m.role}:${m.kind}`)).toEqual(['user:normal']);
+    });
+
+    it('skill_catalog_task_error: a catalog that fails at the second sampling ends the turn after one model call; the model saw the catalog once', async () => {
+      let samplings = 0;
+      const catalog = '<available_skills>\n- lint: Runs the linter. (file: /skills/lint/SKILL.md)\n</available_skills>';
+      const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'second turn' }], {
+        worldState: {
+          skillsCatalog: async () => {
+            samplings += 1;
+            if (samplings === 2) throw new Error('skill root vanished');
+            return catalog;
+          },
+        },
+        workingDirectory: workspace(),
+      });
+      const { turnId, outcome } = await h.run('hello');
+      expect(outcome).toEqual({ status: 'failed', code: 'skill_catalog_task_error', message: 'cannot build the skill catalog: skill root vanished' });
+      expect(h.model.requests).toHaveLength(1);
+      expect(userTexts(h.model.requests[0]!, 'world_state')).toContain(catalog);
+      await failedTurn(h, turnId, 'skill_catalog_task_error', 1);
+      // The failed sampling changed nothing: the next sampling finds the catalog as first sent and adds no second copy.
+      expect((await h.run('next')).outcome).toMatchObject({ status: 'completed' });
+      expect(userTexts(h.model.requests[1]!, 'world_state').filter((t) => t.includes('<available_skills>'))).toEqual([catalog]);
+    });
   });
 });
