@@ -379,6 +379,77 @@ describe('compaction (reference §3.12)', () => {
       expect(contextLimits({})).toBeNull();
     });
 
+    it('acc 17: exactly at the line triggers and one token below does not (inclusive boundary, through the runtime); the span records the window and the estimate', async () => {
+      const M = 100;
+      // Probe: the first request of a fresh session, measured as the runtime measures it.
+      const probe = compactingModel([{ text: 'x' }], { maxOutputTokens: M });
+      await idle(await harness(storage, probe, opts()), 'at the line?');
+      const E = requestTokens(probe.turnRequests[0]!);
+
+      // One token below: estimate + reserved output = line − 1 ⇒ nothing happens.
+      const belowWindow = windowWithLine(E + M + 1, M);
+      const below = compactingModel([{ text: 'fine' }], { contextWindow: belowWindow, maxOutputTokens: M });
+      const hb = await harness(storage, below, opts());
+      expect((await idle(hb, 'at the line?')).outcome).toMatchObject({ status: 'completed' });
+      expect(requestTokens(below.turnRequests[0]!)).toBe(E);
+      expect(below.summaryRequests).toHaveLength(0);
+      expect(await hb.session.checkpoints()).toEqual([]);
+
+      // Exactly at the line: estimate + reserved output = line ⇒ a threshold compaction first.
+      const atWindow = windowWithLine(E + M, M);
+      const at = compactingModel([{ text: 'compacted first' }], { contextWindow: atWindow, maxOutputTokens: M });
+      const ha = await harness(storage, at, opts());
+      const { turnId } = await idle(ha, 'at the line?');
+      expect(at.summaryRequests).toHaveLength(1);
+      expect(at.requests.map((r) => (isSummaryRequest(r) ? 'summary' : 'turn'))).toEqual(['summary', 'turn']);
+      expect(await ha.session.checkpoints()).toEqual([expect.objectContaining({ kind: 'threshold', triggerTurnId: turnId })]);
+
+      // §3.11 trigger evidence of a threshold compaction: the window and the input estimate at the trigger.
+      await ha.core.flushTrace();
+      const span = (await storage.listTraceSpans({ turnId })).find((s) => s.kind === 'compaction')!;
+      expect(span.attributes).toMatchObject({ trigger: 'threshold', contextWindowTokens: atWindow, triggerEstimatedInputTokens: E, triggerPercent: Math.round((100 * E) / (E + M)) });
+      expect(span.attributes).not.toHaveProperty('triggerModelSpanId');
+      expect(span.attributes).not.toHaveProperty('triggerErrorCode');
+    });
+
+    it('acc 17, 22: after pruning, exactly at the line still summarizes and one token below submits the pruned request', async () => {
+      const M = 100;
+      const script = () => [
+        { toolCalls: [{ name: 'big', arguments: { n: 10_000 }, callId: 'old1' }, { name: 'big', arguments: { n: 10_000, fill: 'z' }, callId: 'old2' }] },
+        { text: 'first done' },
+        { toolCalls: [{ name: 'big', arguments: { n: 12_000, fill: 'n' }, callId: 'new1' }] },
+        { text: 'second done' },
+      ];
+      const run = async (contextWindow: number) => {
+        const model = compactingModel(script(), { contextWindow, maxOutputTokens: M });
+        const h = await harness(storage, model, opts());
+        await idle(h, 'first');
+        expect((await idle(h, 'second')).outcome).toMatchObject({ status: 'completed' });
+        return { model, h };
+      };
+      // Measure: a window where pruning alone is enough; the pruned request is what turn 2's last call submits.
+      const probe = compactingModel([{ text: 'x' }], { maxOutputTokens: M });
+      await idle(await harness(storage, probe, opts()), 'first');
+      const base = requestTokens(probe.turnRequests[0]!);
+      const measured = await run(windowWithLine(base + 6_300, M));
+      expect(measured.model.summaryRequests).toHaveLength(0);
+      const pruned = measured.model.turnRequests[3]!;
+      expect(JSON.stringify(pruned)).toContain('[tool result pruned:');
+      const E = requestTokens(pruned);
+
+      const below = await run(windowWithLine(E + M + 1, M));
+      expect(below.model.summaryRequests).toHaveLength(0);
+      expect(requestTokens(below.model.turnRequests[3]!)).toBe(E);
+      expect((await storage.getSession(below.h.session.sessionId))!.toolResultPrunedThroughSequence).not.toBeNull();
+
+      const at = await run(windowWithLine(E + M, M));
+      expect(at.model.summaryRequests).toHaveLength(1);
+      expect(JSON.stringify(at.model.summaryRequests[0]!.messages)).toContain('[tool result pruned:');
+      expect(await at.h.session.checkpoints()).toEqual([expect.objectContaining({ kind: 'threshold' })]);
+      // The earlier calls of both runs were the same requests and stayed under the line.
+      expect(at.model.turnRequests.slice(0, 3).map(requestTokens)).toEqual(below.model.turnRequests.slice(0, 3).map(requestTokens));
+    });
+
     it('acc 18-19, 21: over the line a threshold summary runs before the first submission, linked to the turn; under it nothing changes', async () => {
       const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
       const base = probe.session.inspectContext().estimate;
@@ -587,6 +658,29 @@ describe('compaction (reference §3.12)', () => {
       await expect(h.session.readTranscript({ afterSequence: -1 })).rejects.toMatchObject({ code: 'invalid_request' });
     });
 
+    it('acc 37: without a limit the transcript returns 20 messages, for the host and for the model tool alike', async () => {
+      const echoes = (tag: string) => ({ toolCalls: Array.from({ length: 12 }, (_, i) => ({ name: 'echo', arguments: { text: `${tag}${i}` } })) });
+      const model = compactingModel([echoes('a'), { text: 'one' }, echoes('b'), { text: 'two' }, { toolCalls: [{ name: 'conversation_history', arguments: {} }] }, { text: 'read' }]);
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      await idle(h, 'second');
+      const checkpoint = (await h.session.compactConversation()).checkpoint!;
+      const raw = await h.session.messages();
+      expect(raw.length).toBe(30);
+      const page = await h.session.readTranscript();
+      expect(page).toMatchObject({ compactionId: checkpoint.id, hasMore: true, nextAfterSequence: raw[19]!.sequence });
+      expect(page.messages.map((m) => m.sequence)).toEqual(raw.slice(0, 20).map((m) => m.sequence));
+      const rest = await h.session.readTranscript({ afterSequence: page.nextAfterSequence! });
+      expect(rest).toMatchObject({ hasMore: false, nextAfterSequence: null });
+      expect(rest.messages.map((m) => m.sequence)).toEqual(raw.slice(20).map((m) => m.sequence));
+      await idle(h, 'what exactly happened?');
+      const result = model.turnRequests.at(-1)!.messages.at(-1) as { text: string; status: string };
+      expect(result.status).toBe('success');
+      const fromTool = JSON.parse(result.text) as { hasMore: boolean; nextAfterSequence: number; messages: Array<{ sequence: number }> };
+      expect(fromTool.messages.map((m) => m.sequence)).toEqual(page.messages.map((m) => m.sequence));
+      expect(fromTool).toMatchObject({ hasMore: true, nextAfterSequence: page.nextAfterSequence });
+    });
+
     it('acc 37: the conversation_history tool reads the same transcript for the model', async () => {
       const model = compactingModel([{ text: 'one' }, { toolCalls: [{ name: 'conversation_history', arguments: { limit: 1 } }] }, { text: 'read it' }]);
       const h = await harness(storage, model, opts());
@@ -633,6 +727,32 @@ describe('compaction (reference §3.12)', () => {
       );
       expect(bodies.rows.map((r) => r.body.text.slice(0, 10))).toEqual(['degenerate', '<conversat']);
       expect(manual).toMatchObject({ inputTokens: 321, outputTokens: 123 });
+    });
+
+    it('acc 39 (§3.11): trigger evidence per kind: overflow adds the failed model span and its code to the window and estimate; manual and rewind carry none', async () => {
+      const window = 1_000_000;
+      const model = compactingModel([{ text: 'one' }, { error: new ModelError('context_overflow', 'prompt is too long') }, { text: 'resubmitted' }], { contextWindow: window, maxOutputTokens: 100 });
+      const h = await harness(storage, model, opts());
+      await idle(h, 'first');
+      const { turnId } = await idle(h, 'second');
+      const manual = (await h.session.compactConversation()).checkpoint!;
+      await h.session.rewindConversation(manual.id);
+      await h.core.flushTrace();
+      const spans = await storage.listTraceSpans({ sessionId: h.session.sessionId });
+      const byTrigger = Object.fromEntries(spans.filter((s) => s.kind === 'compaction').map((s) => [s.attributes.trigger as string, s]));
+      expect(Object.keys(byTrigger).sort()).toEqual(['manual', 'overflow', 'rewind']);
+      const failedCall = spans.find((s) => s.id === byTrigger.overflow!.attributes.triggerModelSpanId)!;
+      expect(failedCall).toMatchObject({ kind: 'model_call', turnId, status: 'failed', errorCode: 'context_overflow' });
+      expect(byTrigger.overflow!.attributes).toMatchObject({
+        contextWindowTokens: window,
+        triggerEstimatedInputTokens: requestTokens(model.turnRequests[1]!),
+        triggerErrorCode: 'context_overflow',
+      });
+      for (const kind of ['manual', 'rewind']) {
+        for (const key of ['contextWindowTokens', 'triggerEstimatedInputTokens', 'triggerPercent', 'triggerModelSpanId', 'triggerErrorCode']) {
+          expect(byTrigger[kind]!.attributes, `${kind} ${key}`).not.toHaveProperty(key);
+        }
+      }
     });
 
     it('acc 45: a failed compaction leaves a failed span with its code, no checkpoint, the conversation unchanged', async () => {
