@@ -489,6 +489,95 @@ describe('compaction (reference §3.12)', () => {
     });
   });
 
+  describe('in-turn compaction failures (§3.1, §3.9)', () => {
+    /** A session whose second turn crosses the line at its second model call (threshold compaction). */
+    async function crossing(extra: Parameters<typeof harness>[2] = {}, summary?: (request: ModelRequest, attempt: number) => { text: string }, store: Parameters<typeof harness>[0] = storage) {
+      const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
+      const base = probe.session.inspectContext().estimate.estimatedInputTokens;
+      const model = compactingModel(
+        [{ text: 'short' }, { toolCalls: [{ name: 'echo', arguments: { text: 'y'.repeat(3000) } }] }, { text: 'next turn' }],
+        { contextWindow: Math.ceil((base + 600) / 0.85) + 100, maxOutputTokens: 100, ...(summary ? { summary } : {}) },
+      );
+      const h = await harness(store, model, { ...opts(), ...extra });
+      await idle(h, 'small');
+      return { model, h };
+    }
+
+    const conversationIsRaw = async (h: Harness) => {
+      const raw = await h.session.messages();
+      expect(h.session.inspectContext().provenance).toEqual(raw.map((m) => m.id));
+    };
+
+    it('a summary that fails three times ends the turn with compaction_error: no checkpoint, conversation unchanged, no reload_required, the next turn runs', async () => {
+      let attempts = 0;
+      const { model, h } = await crossing({}, () => (++attempts <= 3 ? { text: 'not a summary' } : { text: validSummary() }));
+      const { turnId, outcome } = await idle(h, 'now over the line');
+      expect(outcome).toMatchObject({ status: 'failed', code: 'compaction_error', message: expect.stringContaining('SummaryRetriesExhausted') });
+      expect(model.summaryRequests).toHaveLength(3);
+      // The call that crossed the line was never submitted.
+      expect(model.turnRequests).toHaveLength(2);
+      expect(await h.session.checkpoints()).toEqual([]);
+      await conversationIsRaw(h);
+      expect(h.session.snapshot().reloadRequired).toBe(false);
+      expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'compaction_error' });
+      const mine = h.updates.filter((e) => e.turnId === turnId).map((e) => e.update);
+      expect(mine.some((u) => u.type === 'phase_changed' && u.phase === 'compacting')).toBe(true);
+      expect(mine.some((u) => u.type === 'conversation_compacted')).toBe(false);
+      await h.core.flushTrace();
+      expect((await storage.listTraceSpans({ turnId })).find((s) => s.kind === 'compaction')).toMatchObject({ status: 'failed', errorCode: 'compaction_error' });
+      // Nothing to reload: the next turn is accepted, and this time the summary succeeds.
+      const next = await idle(h, 'try again');
+      expect(next.outcome).toMatchObject({ status: 'completed', finalText: 'next turn' });
+      expect(await h.session.checkpoints()).toEqual([expect.objectContaining({ kind: 'threshold', triggerTurnId: next.turnId })]);
+    });
+
+    it('a failed checkpoint write ends the turn with compaction_error and keeps the conversation; no reload_required', async () => {
+      const { faultyStorage } = await import('../support/faults.js');
+      const faulty = faultyStorage(storage);
+      const { h } = await crossing({}, undefined, faulty);
+      faulty.failOn('insertCheckpoint', 1);
+      const { outcome } = await idle(h, 'now over the line');
+      expect(outcome).toMatchObject({ status: 'failed', code: 'compaction_error', message: expect.stringContaining('injected failure in insertCheckpoint') });
+      expect(await h.session.checkpoints()).toEqual([]);
+      await conversationIsRaw(h);
+      expect(h.session.snapshot().reloadRequired).toBe(false);
+      expect((await idle(h, 'try again')).outcome).toMatchObject({ status: 'completed' });
+    });
+
+    it('a checkpoint committed but not installed ends the turn with compaction_error, keeps the checkpoint, sets reload_required and refuses new turns until the session is rebuilt', async () => {
+      let fail = true;
+      const { model, h } = await crossing({
+        compaction: {
+          ...fast.compaction,
+          beforeInstall: () => {
+            if (fail) throw new Error('install exploded');
+          },
+        },
+      });
+      const { turnId, outcome } = await idle(h, 'now over the line');
+      expect(outcome).toMatchObject({ status: 'failed', code: 'compaction_error', message: expect.stringContaining('could not be installed: install exploded') });
+      const checkpoints = await h.session.checkpoints();
+      expect(checkpoints).toEqual([expect.objectContaining({ kind: 'threshold', triggerTurnId: turnId })]);
+      expect(h.session.snapshot().reloadRequired).toBe(true);
+      expect(model.turnRequests).toHaveLength(2);
+      await expect(h.session.startTurn({ clientRequestId: 'refused', input: [{ type: 'text', text: 'x' }] })).rejects.toMatchObject({ code: 'reload_required' });
+      await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'reload_required' });
+      await h.core.flushTrace();
+      const span = (await storage.listTraceSpans({ turnId })).find((s) => s.kind === 'compaction')!;
+      expect(span).toMatchObject({ status: 'failed', errorCode: 'reload_required' });
+      fail = false;
+      const rebuilt = await h.core.loadSession(h.session.sessionId);
+      expect(rebuilt).not.toBe(h.session);
+      expect(rebuilt.snapshot().reloadRequired).toBe(false);
+      const next = await rebuilt.startTurn({ clientRequestId: 'after-reload', input: [{ type: 'text', text: 'after reload' }] });
+      expect(await rebuilt.waitForTurn(next.turnId)).toMatchObject({ status: 'completed', finalText: 'next turn' });
+      // The rebuilt conversation is the committed checkpoint's projection: replay of the failed turn's request, summary, reminder.
+      const request = model.turnRequests.at(-1)!;
+      expect(request.messages.slice(0, 3).map((m) => text(m).slice(0, 30))).toEqual(['now over the line', SUMMARY_PREFIX.slice(0, 30), '<system_reminder format_versio']);
+      expect(model.summaryRequests).toHaveLength(1);
+    });
+  });
+
   describe('pruning', () => {
     async function prunedSetup(newResultChars: number) {
       const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
