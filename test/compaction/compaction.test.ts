@@ -2,7 +2,7 @@
  * Reference §3.12, acceptance items 1-46 of compaction, pruning, overflow, rewind and read-back,
  * through the real runtime on PGlite.
  */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -579,7 +579,7 @@ describe('compaction (reference §3.12)', () => {
   });
 
   describe('pruning', () => {
-    async function prunedSetup(newResultChars: number) {
+    async function prunedSetup(newResultChars: number, extra: Parameters<typeof harness>[2] = {}) {
       const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
       const base = probe.session.inspectContext().estimate.estimatedInputTokens;
       // Two old 10,000-character results (~2,500 tokens each) stay under the line in their own turn;
@@ -595,7 +595,7 @@ describe('compaction (reference §3.12)', () => {
         ],
         { contextWindow: window, maxOutputTokens: 100 },
       );
-      return { model, h: await harness(storage, model, opts()) };
+      return { model, h: await harness(storage, model, { ...opts(), ...extra }) };
     }
 
     it('acc 22-25: long old results are pruned to head + marker + tail, below the line no summary runs; the latest results are kept; the marker path holds the full text; pruning stays, byte-stable', async () => {
@@ -621,6 +621,20 @@ describe('compaction (reference §3.12)', () => {
       await idle(h, 'third');
       const later = model.turnRequests.at(-1)!.messages.find((m) => m.role === 'tool' && m.callId === 'old1');
       expect(JSON.stringify(later)).toBe(JSON.stringify(old));
+    });
+
+    it('acc 24: no marker without its file: when the spill file cannot be written the watermark stays and the summary path runs instead', async () => {
+      const blocked = mkdtempSync(join(tmpdir(), 'openwork-home-'));
+      writeFileSync(join(blocked, 'spill'), 'a file where the spill directory should be');
+      const { model, h } = await prunedSetup(9_000, { openworkHome: blocked });
+      await idle(h, 'first');
+      expect((await idle(h, 'second')).outcome).toMatchObject({ status: 'completed' });
+      expect((await storage.getSession(h.session.sessionId))!.toolResultPrunedThroughSequence).toBeNull();
+      for (const request of model.requests) expect(JSON.stringify(request)).not.toContain('[tool result pruned:');
+      // "No pruning this time" is not a failure: the threshold compaction summarizes the unpruned projection.
+      expect(model.summaryRequests).toHaveLength(1);
+      expect(JSON.stringify(model.summaryRequests[0]!.messages)).toContain(`BEGIN${'x'.repeat(10_000)}END`);
+      expect(await h.session.checkpoints()).toEqual([expect.objectContaining({ kind: 'threshold' })]);
     });
 
     it('acc 26-27: when pruning is not enough the summary reads the pruned projection; a manual compaction never prunes', async () => {
