@@ -223,4 +223,36 @@ describe('summary attempts on a virtual clock (reference §3.5)', () => {
     const failed = spans.find((s) => s.kind === 'model_call' && s.attributes.summaryAttempt === 1)!;
     expect(failed).toMatchObject({ status: 'transient', errorCode: 'transient', errorMessage: 'connection reset' });
   });
+
+  it('in a turn: cancelling during the 3 s pause ends the compaction at once; the pause timer is cleared and nothing is written', async () => {
+    const time = new VirtualTime();
+    const probe = await harness(storage, compactingModel([{ text: 'x' }]), {});
+    const base = probe.session.inspectContext().estimate.estimatedInputTokens;
+    const model = compactingModel([{ text: 'short' }, { toolCalls: [{ name: 'echo', arguments: { text: 'y'.repeat(3000) } }] }], {
+      contextWindow: Math.ceil((base + 600) / 0.85) + 100,
+      maxOutputTokens: 100,
+      summary: () => ({ hang: true }),
+    });
+    const h = await harness(storage, model, { clock: time, compaction: { timers: time } });
+    await h.run('small');
+    const turnId = await h.start('now over the line');
+    // The first attempt hangs until its 120 s limit; then the pause between attempts begins.
+    expect(await time.fireNext(() => false)).toBe(true);
+    const deadline = Date.now() + 10_000;
+    while (!time.pending().some((t) => t.ms === 3_000)) {
+      if (Date.now() > deadline) throw new Error('the pause was never scheduled');
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    const pauseTimer = time.pending().find((t) => t.ms === 3_000)!;
+    await h.session.cancelTurn(turnId);
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'cancelled' });
+    expect(pauseTimer.state).toBe('cleared');
+    expect(time.pending()).toEqual([]);
+    expect(model.summaryRequests).toHaveLength(1);
+    expect(await h.session.checkpoints()).toEqual([]);
+    await h.core.flushTrace();
+    const spans = await storage.listTraceSpans({ turnId });
+    expect(spans.find((s) => s.kind === 'compaction')).toMatchObject({ status: 'cancelled', attemptCount: 1 });
+    expect(spans.filter((s) => s.parentSpanId !== null && s.kind === 'model_call').map((s) => s.status)).toEqual(['timeout']);
+  });
 });
