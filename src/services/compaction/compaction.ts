@@ -18,7 +18,7 @@ import { isPrunable, spillPath } from '../context/prune.js';
 import type { ModelRequest, SystemPart } from '../model/port.js';
 import type { RuntimeServices, SessionServices } from '../runtime.js';
 import type { SpanData } from '../trace/signals.js';
-import { sleep } from '../abortable.js';
+import type { Timers } from '../agents/signal.js';
 import { CompactionError, collectRuntimeState, renderReminder } from './runtime-state.js';
 import { SUMMARY_INSTRUCTION, SUMMARY_MAX_OUTPUT_TOKENS, validateSummary, type SummaryFailureClass } from './summary.js';
 
@@ -29,9 +29,38 @@ export interface CompactionOptions {
   attemptTimeoutMs: number;
   /** Pause after a failed attempt (3 s). */
   retryDelayMs: number;
+  /**
+   * The timers behind the attempt time limit and the pause between attempts. Injected so that a
+   * test can run three 120 s attempts on a virtual clock; defaults to the global timers.
+   */
+  timers: Timers;
 }
 
-export const DEFAULT_COMPACTION_OPTIONS: CompactionOptions = { attempts: 3, attemptTimeoutMs: 120_000, retryDelayMs: 3_000 };
+const globalTimers: Timers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+export const DEFAULT_COMPACTION_OPTIONS: CompactionOptions = { attempts: 3, attemptTimeoutMs: 120_000, retryDelayMs: 3_000, timers: globalTimers };
+
+/** Resolves after `ms` on `timers`, or rejects with the signal's reason as soon as it aborts. */
+function pause(timers: Timers, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      timers.clearTimeout(handle);
+      reject(signal!.reason);
+    };
+    const handle = timers.setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
 
 /** A checkpoint was committed but Chat State could not install it: the session must be reloaded. */
 export class ReloadRequiredError extends OpenworkError {
@@ -348,7 +377,7 @@ export class Compactor {
       if (outcome.ok) return { text: outcome.summary, usage: outcome.usage };
       if (outcome.classification === 'cancelled') throw signal?.reason ?? new Error('the compaction was cancelled');
       lastReason = outcome.reason;
-      if (n < this.options.attempts) await sleep(this.options.retryDelayMs, signal);
+      if (n < this.options.attempts) await pause(this.options.timers, this.options.retryDelayMs, signal);
     }
     throw new CompactionError(`the summary failed ${this.options.attempts} times (SummaryRetriesExhausted): ${lastReason}`);
   }
@@ -365,7 +394,7 @@ export class Compactor {
     const onOuter = () => controller.abort(outer?.reason);
     outer?.addEventListener('abort', onOuter, { once: true });
     let timedOut = false;
-    const timer = setTimeout(() => {
+    const timer = this.options.timers.setTimeout(() => {
       timedOut = true;
       controller.abort(new Error('summary attempt timed out'));
     }, this.options.attemptTimeoutMs);
@@ -373,6 +402,7 @@ export class Compactor {
     let completions = 0;
     let finishReason: string | undefined;
     let usage: { inputTokens: number; outputTokens: number } | null = null;
+    const timeout = () => ({ ok: false as const, classification: 'timeout' as const, reason: `the summary attempt exceeded ${this.options.attemptTimeoutMs} ms`, text, usage, finishReason });
     try {
       for await (const event of session.model.stream(request, { signal: controller.signal })) {
         if (event.type === 'text_delta') text += event.delta;
@@ -384,18 +414,19 @@ export class Compactor {
           usage = { inputTokens: event.usage.inputTokens, outputTokens: event.usage.outputTokens };
         }
       }
-      if (completions === 0) return { ok: false, classification: 'transient', reason: 'the summary stream ended without a completed response', text, usage, finishReason };
+      // A stream that simply stops once aborted by the time limit timed out; it did not fail.
+      if (completions === 0) return timedOut ? timeout() : { ok: false, classification: 'transient', reason: 'the summary stream ended without a completed response', text, usage, finishReason };
       const checked = validateSummary(text, finishReason, false);
       return checked.ok
         ? { ok: true, summary: checked.summary, text, usage, finishReason }
         : { ok: false, classification: checked.classification, reason: checked.reason, text, usage, finishReason };
     } catch (error) {
       if (outer?.aborted) return { ok: false, classification: 'cancelled', reason: 'cancelled', text, usage, finishReason };
-      if (timedOut) return { ok: false, classification: 'timeout', reason: `the summary attempt exceeded ${this.options.attemptTimeoutMs} ms`, text, usage, finishReason };
+      if (timedOut) return timeout();
       if (error instanceof ModelError && error.code === 'context_overflow') return { ok: false, classification: 'input_overflow', reason: error.message, text, usage, finishReason };
       return { ok: false, classification: 'transient', reason: errorMessage(error), text, usage, finishReason };
     } finally {
-      clearTimeout(timer);
+      this.options.timers.clearTimeout(timer);
       outer?.removeEventListener('abort', onOuter);
     }
   }

@@ -60,28 +60,36 @@ export function collectRuntimeState(
   return { schemaVersion: RUNTIME_STATE_SCHEMA_VERSION, editedPaths: collectEditedPaths(messages), extensions, warnings: [] };
 }
 
-function escapeLine(value: string): string {
-  return value
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/\n/g, '\\n')
-    .replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, '\ufffd');
+/**
+ * Reference §3.6 escaping for a reminder line: `&`, `<`, `>` become entities (a path can never open
+ * or close a tag), a newline becomes the two characters `\n` (one item stays one line), and every
+ * other control character (C0 including tab and carriage return, DEL, C1) becomes U+FFFD.
+ */
+export function escapeReminderLine(value: string): string {
+  return (
+    value
+      .replace(/&/g, '&amp;')
+      .replace(/</g, '&lt;')
+      .replace(/>/g, '&gt;')
+      .replace(/\n/g, '\\n')
+      // eslint-disable-next-line no-control-regex
+      .replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, '\ufffd')
+  );
 }
 
 function planSection(value: unknown): string | null {
   const plan = value as { explanation?: string | null; steps?: PlanStep[] } | undefined;
   if (!plan?.steps || plan.steps.length === 0) return null;
   const lines = ['## Current plan'];
-  if (plan.explanation && plan.explanation.trim() !== '') lines.push(escapeLine(plan.explanation));
-  for (const step of plan.steps) lines.push(`- [${step.status}] ${escapeLine(step.step)}`);
+  if (plan.explanation && plan.explanation.trim() !== '') lines.push(escapeReminderLine(plan.explanation));
+  for (const step of plan.steps) lines.push(`- [${step.status}] ${escapeReminderLine(step.step)}`);
   return lines.join('\n');
 }
 
 /** The `<system_reminder>`: `## Edited paths` then `## Current plan`; known sections only. */
 export function renderReminder(state: CompactionRuntimeState): string {
   const sections: string[] = [];
-  if (state.editedPaths.length > 0) sections.push(['## Edited paths', ...state.editedPaths.map((p) => `- ${escapeLine(p)}`)].join('\n'));
+  if (state.editedPaths.length > 0) sections.push(['## Edited paths', ...state.editedPaths.map((p) => `- ${escapeReminderLine(p)}`)].join('\n'));
   const plan = planSection(state.extensions.turn_plan?.value);
   if (plan) sections.push(plan);
   const body = sections.length > 0 ? sections.join('\n\n') : EMPTY_REMINDER_BODY;
