@@ -70,12 +70,12 @@ describe('context window (reference §2.12)', () => {
 
   it('acc 3: a symlinked or oversized AGENTS.md fails the turn with project_instruction_error before any model call', async () => {
     const big = workspace({ 'AGENTS.md': 'x'.repeat(64 * 1024 + 1) });
-    const h1 = await harness(storage, [{ text: 'never' }], { ...worldStateOn, workingDirectory: big });
+    const h1 = await harness(storage, [], { ...worldStateOn, workingDirectory: big });
     expect((await h1.run('hello')).outcome).toMatchObject({ status: 'failed', code: 'project_instruction_error' });
     expect(h1.model.requests).toHaveLength(0);
     const linked = workspace({ 'real.md': 'instructions' });
     symlinkSync(join(linked, 'real.md'), join(linked, 'AGENTS.md'));
-    const h2 = await harness(storage, [{ text: 'never' }], { ...worldStateOn, workingDirectory: linked });
+    const h2 = await harness(storage, [], { ...worldStateOn, workingDirectory: linked });
     expect((await h2.run('hello')).outcome).toMatchObject({ status: 'failed', code: 'project_instruction_error', message: expect.stringContaining('symbolic link') });
     expect(h2.model.requests).toHaveLength(0);
   });

@@ -1,8 +1,6 @@
 /**
  * A runtime per test on a storage shared by the test file.
  */
-import { relative, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
 import { createCore, type Core, type CoreOptions } from '../../src/core.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
@@ -28,26 +26,7 @@ const open: Core[] = [];
 /** Models the harness built from a step list: a test must use every step it scripted. */
 const scripted: ScriptedModel[] = [];
 
-/**
- * Tests (file → names) that still script steps they never play. Their suites belong to other work
- * in progress; each entry says why, and goes once the test scripts only what it uses.
- */
-const LEAVES_STEPS_UNUSED: Record<string, Record<string, string>> = {
-  'test/context/context-window.test.ts': {
-    'acc 3: a symlinked or oversized AGENTS.md fails the turn with project_instruction_error before any model call':
-      'scripts { text: "never" } for a turn that must fail before any model call (script [] instead)',
-  },
-  // (test/context owners: fix and delete; the rest are fixed.)
-};
-
-function toleratesUnusedSteps(task: { name: string; file?: { filepath?: string } }): boolean {
-  const file = task.file?.filepath ? relative(ROOT, task.file.filepath).split(sep).join('/') : '';
-  return LEAVES_STEPS_UNUSED[file]?.[task.name] !== undefined;
-}
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-
-afterEach(async (context) => {
+afterEach(async () => {
   while (open.length > 0) await open.pop()!.shutdown();
   // (Every recorded request of every scripted model is checked by test/support/setup-request-check.ts.)
   const unfinished: string[] = [];
@@ -58,7 +37,8 @@ afterEach(async (context) => {
       unfinished.push((error as Error).message);
     }
   }
-  if (unfinished.length > 0 && !toleratesUnusedSteps(context.task)) {
+  // A test scripts exactly the model calls it expects: a step never played is a call that did not happen.
+  if (unfinished.length > 0) {
     throw new Error(`the test left its scripted model unfinished: ${unfinished.join('; ')}`);
   }
 });
