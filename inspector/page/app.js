@@ -611,18 +611,27 @@ function renderLive(view) {
   keepAtEnd();
 }
 
-function renderCard(view) {
-  const card = $('permission-card');
-  const pending = view ? view.pendingPermission : null;
+/**
+ * Shows `card` for the pending card or question, hides it when nothing is pending; false when there
+ * is nothing (new) to draw, so that a card being filled in is not redrawn on every update.
+ */
+function openFor(card, pending) {
   if (!pending) {
     card.hidden = true;
     card.replaceChildren();
     delete card.dataset.toolCallId;
-    return;
+    return false;
   }
-  if (card.dataset.toolCallId === pending.toolCallId && !card.hidden) return;
+  if (card.dataset.toolCallId === pending.toolCallId && !card.hidden) return false;
   card.hidden = false;
   card.dataset.toolCallId = pending.toolCallId;
+  return true;
+}
+
+function renderCard(view) {
+  const card = $('permission-card');
+  const pending = view ? view.pendingPermission : null;
+  if (!openFor(card, pending)) return;
   const c = pending.card;
   const decisions = DECISION_ORDER.filter((d) => c.decisions.includes(d));
   const decide = (decision) => async () => {
@@ -652,15 +661,7 @@ function renderCard(view) {
 function renderQuestion(view) {
   const card = $('question-card');
   const pending = view ? view.pendingQuestion : null;
-  if (!pending) {
-    card.hidden = true;
-    card.replaceChildren();
-    delete card.dataset.toolCallId;
-    return;
-  }
-  if (card.dataset.toolCallId === pending.toolCallId && !card.hidden) return;
-  card.hidden = false;
-  card.dataset.toolCallId = pending.toolCallId;
+  if (!openFor(card, pending)) return;
   const fields = new Map();
   const submit = async (event) => {
     event.preventDefault();
