@@ -323,8 +323,9 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     const input = {
       sessionId: record.id,
       permissionMode: record.sandboxMode,
-      // Sub-agents run under a snapshot of their parent's mode; a root's mode is its stored one.
-      permissionModeOrigin: isChild ? ('inherited' as const) : ('session_default' as const),
+      // Sub-agents run under a snapshot of their parent's mode; a root's mode is its stored one, a
+      // toggle of the user's staying one across restarts.
+      permissionModeOrigin: isChild ? ('inherited' as const) : record.sandboxModeOrigin,
       nonInteractive: sessionServices.nonInteractive,
       systemContext: isChild ? explorerSystemContext : systemContext,
       limits: isChild ? EXPLORER_LIMITS : limits,

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { CommandError, InputError, StorageError, errorMessage } from '../errors.js';
 import type { NewMessage, StoredMessage } from '../protocol/content.js';
-import type { PermissionMode } from '../protocol/input.js';
+import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { SpanData, SpanPayload, TraceSignal } from '../services/trace/signals.js';
 import { migrate, type MigrationReport } from './migrate.js';
@@ -48,7 +48,7 @@ const DEFAULT_PAYLOAD_MAX_BYTES = 1024 * 1024;
 const DEFAULT_PAYLOAD_RETENTION_DAYS = 30;
 
 const SESSION_COLUMNS = `id, title, working_directory, default_model_id, status, created_at, updated_at, last_turn_at,
-  parent_session_id, task_name, agent_role, spawn_span_id, sandbox_mode, reasoning_effort, tool_result_pruned_through_sequence`;
+  parent_session_id, task_name, agent_role, spawn_span_id, sandbox_mode, sandbox_mode_origin, reasoning_effort, tool_result_pruned_through_sequence`;
 
 const TURN_COLUMNS = `id, session_id, client_request_id, sequence, model_id, resolved_provider_id, resolved_model_name,
   app_version, status, model_call_count, model_submission_count, tool_call_count, input_tokens, output_tokens,
@@ -71,6 +71,7 @@ function sessionFromRow(r: Row): SessionRecord {
     agentRole: strOrNull(r.agent_role),
     spawnSpanId: strOrNull(r.spawn_span_id),
     sandboxMode: r.sandbox_mode as PermissionMode,
+    sandboxModeOrigin: r.sandbox_mode_origin as PermissionModeOrigin,
     reasoningEffort: strOrNull(r.reasoning_effort),
     toolResultPrunedThroughSequence: numOrNull(r.tool_result_pruned_through_sequence),
   };
@@ -281,8 +282,8 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('create session', async () => {
       const { rows } = await this.db.query(
         `INSERT INTO sessions (id, title, working_directory, default_model_id, sandbox_mode, reasoning_effort,
-           parent_session_id, task_name, agent_role, spawn_span_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+           parent_session_id, task_name, agent_role, spawn_span_id, sandbox_mode_origin)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          RETURNING ${SESSION_COLUMNS}`,
         [
           input.id,
@@ -295,6 +296,8 @@ export class SqlSessionStorage implements SessionStorage {
           input.taskName ?? null,
           input.agentRole ?? null,
           input.spawnSpanId ?? null,
+          // A sub-agent's mode is a snapshot of its parent's (reference §4.14).
+          input.parentSessionId ? 'inherited' : 'session_default',
         ],
       );
       return sessionFromRow(rows[0]!);
@@ -344,7 +347,7 @@ export class SqlSessionStorage implements SessionStorage {
 
   setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void> {
     return this.run('set sandbox mode', async () => {
-      await this.db.query('UPDATE sessions SET sandbox_mode = $2, updated_at = now() WHERE id = $1', [sessionId, mode]);
+      await this.db.query(`UPDATE sessions SET sandbox_mode = $2, sandbox_mode_origin = 'user_toggle', updated_at = now() WHERE id = $1`, [sessionId, mode]);
     });
   }
 

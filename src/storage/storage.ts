@@ -4,7 +4,7 @@
  * write order of reference §9.3. The machines' invoked actors call it; nothing else does.
  */
 import type { NewMessage, StoredMessage } from '../protocol/content.js';
-import type { PermissionMode } from '../protocol/input.js';
+import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { MigrationReport } from './migrate.js';
 import type { TraceSignal } from '../services/trace/signals.js';
@@ -23,6 +23,8 @@ export interface SessionRecord {
   agentRole: string | null;
   spawnSpanId: string | null;
   sandboxMode: PermissionMode;
+  /** Where `sandboxMode` came from: `user_toggle` once `setSandboxMode` wrote it, `inherited` for sub-agents. */
+  sandboxModeOrigin: PermissionModeOrigin;
   reasoningEffort: string | null;
   toolResultPrunedThroughSequence: number | null;
 }

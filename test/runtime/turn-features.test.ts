@@ -5,6 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { PermissionMode } from '../../src/protocol/input.js';
+import { createCore } from '../../src/core.js';
+import { scriptedModel } from '../../src/services/model/scripted.js';
 import { agentMessageId, type AgentMessage } from '../../src/services/agents/mailbox.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
@@ -317,9 +319,24 @@ describe('turn features', () => {
         ['auto', 'session_default', 'auto'],
         ['accept_edits', 'user_toggle', 'accept_edits'],
       ]);
-      expect((await storage.getSession(h.session.sessionId))!.sandboxMode).toBe('accept_edits');
+      expect(await storage.getSession(h.session.sessionId)).toMatchObject({ sandboxMode: 'accept_edits', sandboxModeOrigin: 'user_toggle' });
       expect(h.session.snapshot().permissionMode).toBe('accept_edits');
       await expect(h.session.setPermissionMode('yolo' as never)).rejects.toMatchObject({ code: 'invalid_request' });
+
+      // After a restart the toggled mode is still the user's: the origin is stored with the mode.
+      await h.core.shutdown();
+      const again = await createCore({ storage, model: scriptedModel([{ toolCalls: [{ name: 'mode', arguments: { n: 3 } }] }, { text: 'ok' }]), tools: [modeTool], closeStorageOnShutdown: false, worldState: false });
+      try {
+        const loaded = await again.loadSession(h.session.sessionId);
+        const { turnId: later } = await loaded.startTurn({ clientRequestId: 'after-restart', input: [{ type: 'text', text: 'modes again' }] });
+        await loaded.waitForTurn(later);
+        await again.flushTrace();
+        const after = (await storage.listTraceSpans({ turnId: later })).filter((s) => s.kind === 'tool_call');
+        expect(after.map((s) => [s.attributes.sessionMode, s.attributes.sessionModeOrigin])).toEqual([['accept_edits', 'user_toggle']]);
+        expect(seen.at(-1)).toBe('accept_edits');
+      } finally {
+        await again.shutdown();
+      }
     });
   });
 

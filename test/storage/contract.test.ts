@@ -10,7 +10,7 @@ import { backends } from '../support/databases.js';
 const CONSTRAINTS = [
   'sessions_id_not_blank', 'sessions_title_not_blank', 'sessions_working_directory_not_blank', 'sessions_status_valid',
   'sessions_subagent_fields_consistent', 'sessions_task_name_format', 'sessions_spawn_not_self',
-  'sessions_tool_result_pruned_through_positive', 'sessions_sandbox_mode_valid',
+  'sessions_tool_result_pruned_through_positive', 'sessions_sandbox_mode_valid', 'sessions_sandbox_mode_origin_valid',
   'turns_id_not_blank', 'turns_client_request_not_blank', 'turns_sequence_positive', 'turns_provider_not_blank',
   'turns_model_not_blank', 'turns_app_version_not_blank', 'turns_status_valid', 'turns_counts_non_negative',
   'turns_model_submission_covers_logical_calls', 'turns_tokens_non_negative', 'turns_terminal_time_valid',
@@ -106,6 +106,14 @@ describe.each(backends)('storage contract on $name', (backend) => {
       `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'messages_kind_valid'`,
     );
     for (const kind of ['normal', 'skill_instruction', 'agent_message', 'world_state']) expect(kinds.rows[0]!.def).toContain(kind);
+    // The mode's origin (beyond §9.1): a root starts at session_default, a sub-agent inherits, a toggle is the user's.
+    const root = await storage.createSession({ id: `origin-root-${backend.name}`, workingDirectory: '/w' });
+    const child = await storage.createSession({ id: `origin-child-${backend.name}`, workingDirectory: '/w', parentSessionId: root.id, taskName: 'origin', agentRole: 'explorer' });
+    expect([root.sandboxModeOrigin, child.sandboxModeOrigin]).toEqual(['session_default', 'inherited']);
+    await storage.setSandboxMode(root.id, 'accept_edits');
+    expect(await storage.getSession(root.id)).toMatchObject({ sandboxMode: 'accept_edits', sandboxModeOrigin: 'user_toggle' });
+    await expect(storage.db.query(`UPDATE sessions SET sandbox_mode_origin = 'guess' WHERE id = $1`, [root.id])).rejects.toThrow(/sessions_sandbox_mode_origin_valid/);
+    await storage.deleteSession(root.id);
   }, 120_000);
 
   it('concurrent migrations apply each file exactly once under the advisory lock', async () => {
