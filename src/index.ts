@@ -58,7 +58,8 @@ export { sessionMachine } from './machines/session.js';
 export { turnMachine } from './machines/turn.js';
 export { toolCallMachine } from './machines/tool-call.js';
 
-export type { UserInput, PermissionDecision, PermissionMode, StartTurnParams } from './protocol/input.js';
+export type { UserInput, PermissionDecision, PermissionMode, PermissionModeOrigin, StartTurnParams } from './protocol/input.js';
+export type { UserInputRequest, UserInputQuestion, UserInputAnswers, PendingUserInput } from './protocol/user-input.js';
 export type { SessionUpdate, SessionUpdateEnvelope, TurnOutcome, Phase, PermissionCard, ToolProgress } from './protocol/updates.js';
 export type { SandboxStatus, SessionSnapshot, SessionStatus, SessionRuntimeSnapshot, LiveToolCall, PendingApproval } from './protocol/snapshot.js';
 export type { PlanStep, TurnPlanSnapshot } from './protocol/plan.js';

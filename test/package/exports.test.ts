@@ -52,8 +52,14 @@ console.log(JSON.stringify({
 `;
 
 const TYPES = `
-import { createCore, pgliteStorage, type Core, type SessionRecord } from 'openwork-core';
+import { createCore, pgliteStorage, type Core, type SessionRecord, type SessionUpdate, type UserInputAnswers } from 'openwork-core';
 import { scriptedModel, echoTool, ScriptError, type ScriptedModel, type ScriptedStep } from 'openwork-core/testing';
+
+/** A host answering the model's questions from the update stream. */
+export function answerFirstOption(update: SessionUpdate): UserInputAnswers | null {
+  if (update.type !== 'user_input_requested') return null;
+  return Object.fromEntries(update.request.questions.map((q) => [q.id, q.options?.[0]?.label ?? 'yes']));
+}
 
 const steps: ScriptedStep[] = [{ text: 'hi' }, { toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }];
 export async function run(): Promise<[Core, ScriptedModel, SessionRecord | null, boolean]> {
