@@ -4,31 +4,22 @@
  * `agent_interrupt_failed`, `agent_inspection_failed` and `agent_host_unavailable`; and the exact
  * success text of `interrupt_agent`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore, type Core, type CoreOptions } from '../../src/core.js';
 import { INTERRUPTED_BODY, renderAgentEnvelope } from '../../src/services/agents/mailbox.js';
 import type { ScriptedModel } from '../../src/services/model/scripted.js';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { faultyStorage, type StorageMethod } from '../support/faults.js';
-import { agentMessages, firstUpdate, isChild, router, splitTimers, taskOf, toolResults } from './support.js';
+import { agentMessages, firstUpdate, isChild, router, splitTimers, taskOf, toolResults, usePglite } from './support.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 
 describe('agent control error codes (reference §5.5)', () => {
-  let storage: SqlSessionStorage;
-  const cores: Core[] = [];
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(async () => {
-    for (const core of cores) await core.shutdown().catch(() => undefined);
-    await storage.close();
-  });
+  let storage!: SqlSessionStorage;
+  const cores = usePglite((s) => (storage = s));
 
   async function runtime(model: ScriptedModel, extra: Partial<CoreOptions> = {}) {
     const core = await createCore({ storage, model, tools: [read], closeStorageOnShutdown: false, worldState: false, timers: splitTimers, ...extra });

@@ -4,29 +4,20 @@
  * the next user turn, exactly once (also across a second restart), as the exact envelope of its
  * outcome; zero-turn children are deleted and their task names released; no parent turn is created.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createCore, type Core } from '../../src/core.js';
+import { createCore } from '../../src/core.js';
 import { COMPLETED_WITHOUT_ANSWER, INTERRUPTED_BODY, RESTART_BODY, agentMessageId, renderAgentEnvelope, type AgentMessageKind } from '../../src/services/agents/mailbox.js';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { faultyStorage } from '../support/faults.js';
-import { agentMessages, isChild, router, taskOf, toolResults } from './support.js';
+import { agentMessages, isChild, router, taskOf, toolResults, usePglite } from './support.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 
 describe('reconciliation after a restart (reference §5.8)', () => {
-  let storage: SqlSessionStorage;
-  const cores: Core[] = [];
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(async () => {
-    for (const core of cores) await core.shutdown().catch(() => undefined);
-    await storage.close();
-  });
+  let storage!: SqlSessionStorage;
+  const cores = usePglite((s) => (storage = s));
 
   it('re-delivers each outcome once with its exact envelope, deletes zero-turn children, releases their names, and creates no turn', async () => {
     // First process: five explorers end in five different ways while the root is stuck in a tool;

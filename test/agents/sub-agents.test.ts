@@ -4,9 +4,9 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createCore, type Core } from '../../src/core.js';
+import { createCore } from '../../src/core.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
 import { RESTART_BODY } from '../../src/services/agents/mailbox.js';
@@ -18,6 +18,7 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { approvalTool, echoTool } from '../../src/testing/tools.js';
 import { faultyStorage } from '../support/faults.js';
 import { assertAllRequests } from '../support/invariants.js';
+import { usePglite } from './support.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 const write = defineTool({ name: 'write', description: 'Writes a file.', parameters: z.object({ path: z.string() }), execute: () => 'written' });
@@ -47,16 +48,8 @@ const fastTimers = {
 };
 
 describe('sub-agents (reference §5.10)', () => {
-  let storage: SqlSessionStorage;
-  const cores: Core[] = [];
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(async () => {
-    for (const core of cores) await core.shutdown().catch(() => undefined);
-    await storage.close();
-  });
+  let storage!: SqlSessionStorage;
+  const cores = usePglite((s) => (storage = s));
 
   async function runtime(model: ReturnType<typeof scriptedModel>, extra: Parameters<typeof createCore>[0] extends infer O ? Partial<O> : never = {}) {
     const core = await createCore({

@@ -4,16 +4,15 @@
  * during a wait ends the wait and the turn at once while the explorer keeps its turn and its slot;
  * an explorer's turn ends at its 15th model call with `max_model_calls`, whatever the root's limit.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createCore, type Core, type CoreOptions } from '../../src/core.js';
+import { createCore, type CoreOptions } from '../../src/core.js';
 import { renderAgentEnvelope } from '../../src/services/agents/mailbox.js';
 import type { ScriptedModel } from '../../src/services/model/scripted.js';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
-import { agentMessages, firstUpdate, isChild, router, splitTimers, toolResults } from './support.js';
+import { agentMessages, firstUpdate, isChild, router, splitTimers, toolResults, usePglite } from './support.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 const TIMED_OUT = '{"delivered":false,"timed_out":true}';
@@ -21,16 +20,8 @@ const DELIVERED = '{"delivered":true,"timed_out":false}';
 const wait = (timeout_ms: number) => ({ name: 'wait_agent', arguments: { timeout_ms } });
 
 describe('wait_agent and explorer limits (reference §5.5, §5.4)', () => {
-  let storage: SqlSessionStorage;
-  const cores: Core[] = [];
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(async () => {
-    for (const core of cores) await core.shutdown().catch(() => undefined);
-    await storage.close();
-  });
+  let storage!: SqlSessionStorage;
+  const cores = usePglite((s) => (storage = s));
 
   async function runtime(model: ScriptedModel, extra: Partial<CoreOptions> = {}) {
     const core = await createCore({ storage, model, tools: [read, echoTool], closeStorageOnShutdown: false, worldState: false, timers: splitTimers, ...extra });
