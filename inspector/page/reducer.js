@@ -8,13 +8,9 @@ export const COMPACTION_LIMIT = 50;
 const PROGRESS_LIMIT = 4000;
 const DELTA_TYPES = new Set(['text_delta', 'reasoning_delta', 'tool_call_progress']);
 
-/** An empty view of `sessionId` as seen in actor incarnation `epoch`. */
-export function createView(sessionId, epoch) {
+/** The part of a view that belongs to one turn: empty before a turn, and again when the next starts. */
+function emptyTurn() {
   return {
-    version: VIEW_VERSION,
-    sessionId,
-    epoch,
-    lastSequence: 0,
     turnId: null,
     clientRequestId: null,
     phase: null,
@@ -27,10 +23,26 @@ export function createView(sessionId, epoch) {
     pendingQuestion: null,
     plan: null,
     terminal: null,
+  };
+}
+
+/** An empty view of `sessionId` as seen in actor incarnation `epoch`. */
+export function createView(sessionId, epoch) {
+  return {
+    version: VIEW_VERSION,
+    sessionId,
+    epoch,
+    lastSequence: 0,
+    ...emptyTurn(),
     compactions: [],
     log: [],
     sync: { source: 'live', count: 0 },
   };
+}
+
+/** A tool call's entry as first seen (by its start, or by its finish when the start was missed). */
+function newToolCall(update, fields) {
+  return { toolCallId: update.toolCallId, providerCallId: update.providerCallId, toolName: update.toolName, progress: '', ...fields };
 }
 
 /**
@@ -133,17 +145,11 @@ export function applyUpdate(view, envelope) {
     case 'turn_started':
       return {
         ...next,
+        ...emptyTurn(),
         turnId: envelope.turnId,
         clientRequestId: update.clientRequestId,
         phase: 'starting',
         startedAtMs: envelope.occurredAtMs,
-        endedAtMs: null,
-        draft: { text: '', reasoning: '' },
-        toolCalls: {},
-        orderedToolCallIds: [],
-        pendingPermission: null,
-        plan: null,
-        terminal: null,
       };
     case 'phase_changed':
       return { ...next, phase: update.phase };
@@ -158,15 +164,7 @@ export function applyUpdate(view, envelope) {
         ...next,
         toolCalls: {
           ...next.toolCalls,
-          [update.toolCallId]: {
-            toolCallId: update.toolCallId,
-            providerCallId: update.providerCallId,
-            toolName: update.toolName,
-            arguments: update.arguments,
-            status: 'validating',
-            progress: '',
-            result: null,
-          },
+          [update.toolCallId]: newToolCall(update, { arguments: update.arguments, status: 'validating', result: null }),
         },
         orderedToolCallIds: next.orderedToolCallIds.includes(update.toolCallId)
           ? next.orderedToolCallIds
@@ -186,15 +184,7 @@ export function applyUpdate(view, envelope) {
           ...next,
           toolCalls: {
             ...next.toolCalls,
-            [update.toolCallId]: {
-              toolCallId: update.toolCallId,
-              providerCallId: update.providerCallId,
-              toolName: update.toolName,
-              arguments: '',
-              status: 'finished',
-              progress: '',
-              result,
-            },
+            [update.toolCallId]: newToolCall(update, { arguments: '', status: 'finished', result }),
           },
           orderedToolCallIds: [...next.orderedToolCallIds, update.toolCallId],
         };

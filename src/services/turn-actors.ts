@@ -32,7 +32,7 @@ import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
 import { toolSpan } from './tool-call-actors.js';
 import { toolResultContent } from './tools/define.js';
-import type { SpanData } from './trace/signals.js';
+import { modelCallSpan, type SpanData } from './trace/signals.js';
 
 /**
  * The `request` payload: runs of persisted message sequences in request order (`[first, last]`),
@@ -141,21 +141,15 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         const startedAt = isoNow(services);
         const started = services.clock.now();
         const request = input.prepared.request;
-        const span: SpanData = {
+        const span = modelCallSpan({
           id: input.spanId,
           traceId: input.turnId,
           sessionId: input.sessionId,
           turnId: input.turnId,
           parentSpanId: null,
-          kind: 'model_call',
-          name: 'model.call',
-          status: 'running',
           startedAt,
-          modelId: session.model.id,
-          resolvedModelName: session.model.model,
-          attemptCount: 1,
+          model: session.model,
           attributes: {
-            schemaVersion: 1,
             modelCallIndex: input.modelCallIndex,
             toolChoice: request.tools.length > 0 ? 'auto' : 'none',
             maxOutputTokens: request.maxOutputTokens ?? null,
@@ -169,7 +163,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             requestOriginalToolResultTokens: input.prepared.projection.originalToolResultTokens,
             requestProjectedToolResultTokens: input.prepared.projection.projectedToolResultTokens,
           },
-        };
+        });
         modelSpans.set(span.id, span);
         services.trace.record({
           type: 'span_started',

@@ -13,7 +13,8 @@ import { defineTool } from '../../src/services/tools/define.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { faultyStorage, type StorageMethod } from '../support/faults.js';
-import { agentMessages, firstUpdate, isChild, router, splitTimers, taskOf, toolResults, usePglite } from './support.js';
+import { agentMessages, firstUpdate, isChild, router, splitTimers, taskOf, toolResults } from './support.js';
+import { usePglite } from '../support/databases.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 

@@ -11,7 +11,8 @@ import { COMPLETED_WITHOUT_ANSWER, INTERRUPTED_BODY, RESTART_BODY, agentMessageI
 import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { faultyStorage } from '../support/faults.js';
-import { agentMessages, isChild, router, taskOf, toolResults, usePglite } from './support.js';
+import { agentMessages, isChild, router, taskOf, toolResults } from './support.js';
+import { usePglite } from '../support/databases.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 

@@ -18,7 +18,7 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { approvalTool, echoTool } from '../../src/testing/tools.js';
 import { faultyStorage } from '../support/faults.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { usePglite } from './support.js';
+import { usePglite } from '../support/databases.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 const write = defineTool({ name: 'write', description: 'Writes a file.', parameters: z.object({ path: z.string() }), execute: () => 'written' });

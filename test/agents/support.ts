@@ -2,32 +2,9 @@
  * Helpers of the sub-agent tests: one scripted model for a root and its explorers (told apart by
  * the explorer system prompt), and readers of what a request carried.
  */
-import { afterAll, beforeAll } from 'vitest';
-import type { Core } from '../../src/core.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
-import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-
-/**
- * One migrated PGlite database for the test file, handed to `use` before its tests run, and the
- * list where tests put the cores they create: all shut down, then the database closed, after the file.
- */
-export function usePglite(use: (storage: SqlSessionStorage) => void): Core[] {
-  let storage: SqlSessionStorage | undefined;
-  const cores: Core[] = [];
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-    use(storage);
-  });
-  afterAll(async () => {
-    for (const core of cores) await core.shutdown().catch(() => undefined);
-    await storage?.close();
-  });
-  return cores;
-}
 
 export function isChild(request: ModelRequest): boolean {
   return request.system[0]!.content.startsWith('You are an explorer');

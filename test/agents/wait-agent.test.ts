@@ -12,7 +12,8 @@ import type { ScriptedModel } from '../../src/services/model/scripted.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
-import { agentMessages, firstUpdate, isChild, router, splitTimers, toolResults, usePglite } from './support.js';
+import { agentMessages, firstUpdate, isChild, router, splitTimers, toolResults } from './support.js';
+import { usePglite } from '../support/databases.js';
 
 const read = defineTool({ name: 'read', description: 'Reads a file.', parameters: z.object({ path: z.string() }), execute: ({ path }) => `contents of ${path}` });
 const TIMED_OUT = '{"delivered":false,"timed_out":true}';

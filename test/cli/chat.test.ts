@@ -1,6 +1,6 @@
 /**
  * The `openwork` command end to end as a spawned process against the fake OpenAI server: a
- * conversation turn continued with --session, an approval answered on stdin, a Ctrl-C (SIGINT)
+ * conversation turn continued with --session, an approval and the model's questions answered on stdin, a Ctrl-C (SIGINT)
  * cancel, the one-line failures, `sessions`, and the offline demo.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -319,6 +319,47 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(run.stdout).toContain('✗ bash denied: [sandbox: unavailable, so bash cannot run commands in this session');
     expect(run.stdout).toContain('Please run ls yourself.');
     expect(questions(run)).toBe(0);
+  });
+
+  it('asks the model\'s questions (request_user_input) inline and sends the answers back as the tool result', async () => {
+    const cwd = await workspace();
+    server.script(
+      (request) => {
+        const tools = (request.body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name);
+        expect(tools).toContain('request_user_input');
+        return {
+          toolCalls: [
+            {
+              name: 'request_user_input',
+              callId: 'ask',
+              arguments: {
+                questions: [
+                  { id: 'indent', header: 'Style', question: 'Tabs or spaces?', options: [{ label: 'tabs' }, { label: 'spaces', description: 'two of them' }] },
+                  { id: 'scope', question: 'Which directory?' },
+                ],
+              },
+            },
+          ],
+        };
+      },
+      (request) => {
+        const result = (request.body.messages as Array<{ tool_call_id?: string; content: string }>).find((m) => m.tool_call_id === 'ask');
+        expect(result?.content).toBe('{"answers":{"indent":"spaces","scope":"src/lib"}}');
+        return { text: 'Reformatting src/lib with spaces.' };
+      },
+    );
+    const run = chat(cwd, 'format the code');
+    await run.waitFor(/\? Style: Tabs or spaces\?[\s\S]*answer> /);
+    expect(run.stdout).toContain('  1. tabs');
+    expect(run.stdout).toContain('  2. spaces (two of them)');
+    run.type('2');
+    await run.waitFor(/\? Which directory\?/);
+    run.type('   ');
+    await run.waitFor(/please type an answer/);
+    run.type('src/lib');
+    await run.waitFor(/Reformatting src\/lib with spaces\./);
+    run.child.stdin.end();
+    expect(await run.exit).toBe(0);
   });
 
   it('a missing key is one clear line', async () => {

@@ -276,15 +276,17 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(outcome.status).toBe('completed');
   });
 
+  /** Two top-level keys and a record: the shape the normalised-argument tests of acc 8 need. */
+  const pair = defineTool({
+    name: 'pair',
+    description: 'Takes two keys and a map.',
+    parameters: z.object({ path: z.string(), limit: z.number(), flags: z.record(z.string(), z.boolean()) }),
+    execute: ({ path }) => `read ${path}`,
+  });
+
   it('acc 8: calls_differing_only_in_whitespace_and_key_order_are_the_same_call', async () => {
     // Two keys at the top (zod rebuilds those in schema order) and a record inside (zod keeps the
     // model's key order there): only the normalised signature makes these three one call.
-    const pair = defineTool({
-      name: 'pair',
-      description: 'Takes two keys and a map.',
-      parameters: z.object({ path: z.string(), limit: z.number(), flags: z.record(z.string(), z.boolean()) }),
-      execute: ({ path }) => `read ${path}`,
-    });
     const h = await harness(
       storage,
       [
@@ -304,12 +306,6 @@ describe.each(backends)('session runtime on $name', (backend) => {
 
   it('acc 8: a_changed_value_inside_the_record_is_a_different_call', async () => {
     // The same shape as above with one nested value changed: the count restarts, no doom loop.
-    const pair = defineTool({
-      name: 'pair',
-      description: 'Takes two keys and a map.',
-      parameters: z.object({ path: z.string(), limit: z.number(), flags: z.record(z.string(), z.boolean()) }),
-      execute: ({ path }) => `read ${path}`,
-    });
     const h = await harness(
       storage,
       [

@@ -3,12 +3,12 @@
  * `waiting_on_user_input`): the model asks, the turn waits in `waiting_user_input`, the host answers
  * or cancels, and the answer (or the cancellation) is the call's one written result.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CommandError, InputError } from '../../src/errors.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, updateTypes } from '../support/harness.js';
 import { assertStoredInvariants } from '../support/invariants.js';
+import { usePglite } from '../support/databases.js';
 
 const ASK = {
   name: 'request_user_input',
@@ -30,12 +30,8 @@ async function expectCode(promise: Promise<unknown>, code: string, type: typeof 
 }
 
 describe('request_user_input', () => {
-  let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  let storage!: SqlSessionStorage;
+  usePglite((s) => (storage = s));
 
   it('is offered only when the core is created with userInput: true', async () => {
     const off = await harness(storage, [{ text: 'ok' }]);

@@ -4,7 +4,8 @@
  */
 import pg from 'pg';
 import { randomUUID } from 'node:crypto';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
+import type { Core } from '../../src/core.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -34,3 +35,22 @@ export const backends: Backend[] = [
   { name: 'pglite', create: async () => pgliteStorage() },
   { name: 'postgres', create: async () => postgresStorage({ connectionString: await createTestDatabase() }) },
 ];
+
+/**
+ * One migrated PGlite database for the test file, handed to `use` before its tests run, and the
+ * list where tests put the cores they create: all shut down, then the database closed, after the file.
+ */
+export function usePglite(use: (storage: SqlSessionStorage) => void): Core[] {
+  let storage: SqlSessionStorage | undefined;
+  const cores: Core[] = [];
+  beforeAll(async () => {
+    storage = pgliteStorage();
+    await storage.migrate();
+    use(storage);
+  });
+  afterAll(async () => {
+    for (const core of cores) await core.shutdown().catch(() => undefined);
+    await storage?.close();
+  });
+  return cores;
+}

@@ -17,7 +17,7 @@ import { checkpointItems, type ConversationItem } from '../context/chat-state.js
 import { isPrunable, spillPath } from '../context/prune.js';
 import type { ModelRequest, SystemPart } from '../model/port.js';
 import type { RuntimeServices, SessionServices } from '../runtime.js';
-import type { SpanData } from '../trace/signals.js';
+import { modelCallSpan, type SpanData } from '../trace/signals.js';
 import type { Timers } from '../agents/signal.js';
 import { CompactionError, collectRuntimeState, renderReminder } from './runtime-state.js';
 import { SUMMARY_INSTRUCTION, SUMMARY_MAX_OUTPUT_TOKENS, validateSummary, type SummaryFailureClass } from './summary.js';
@@ -343,21 +343,16 @@ export class Compactor {
       if (signal?.aborted) throw signal.reason;
       countAttempt();
       const startedAt = isoNow(services);
-      const attemptSpan: SpanData = {
+      const attemptSpan = modelCallSpan({
         id: `${parent.id}.summary${n}`,
         traceId: parent.traceId,
         sessionId: parent.sessionId,
         turnId: parent.turnId,
         parentSpanId: parent.id,
-        kind: 'model_call',
-        name: 'model.call',
-        status: 'running',
         startedAt,
-        modelId: session.model.id,
-        resolvedModelName: session.model.model,
-        attemptCount: 1,
-        attributes: { schemaVersion: 1, summaryAttempt: n, maxOutputTokens: SUMMARY_MAX_OUTPUT_TOKENS, toolDefinitionCount: 0, requestMessageCount: request.messages.length },
-      };
+        model: session.model,
+        attributes: { summaryAttempt: n, maxOutputTokens: SUMMARY_MAX_OUTPUT_TOKENS, toolDefinitionCount: 0, requestMessageCount: request.messages.length },
+      });
       services.trace.record({ type: 'span_started', span: attemptSpan, payloads: [{ slot: 'request', body: request.messages }, { slot: 'system_context', body: request.system }] });
       const outcome = await this.attempt(session, request, signal);
       services.trace.record({

@@ -36,6 +36,37 @@ export interface SpanData {
   attributes: Record<string, unknown>;
 }
 
+/**
+ * A `model.call` span as it starts: a turn's model submission or a compaction's summary attempt.
+ * `attributes` are the call's own; `schemaVersion` is added here.
+ */
+export function modelCallSpan(input: {
+  id: string;
+  traceId: string;
+  sessionId: string;
+  turnId: string | null;
+  parentSpanId: string | null;
+  startedAt: string;
+  model: { id: string; model: string };
+  attributes: Record<string, unknown>;
+}): SpanData {
+  return {
+    id: input.id,
+    traceId: input.traceId,
+    sessionId: input.sessionId,
+    turnId: input.turnId,
+    parentSpanId: input.parentSpanId,
+    kind: 'model_call',
+    name: 'model.call',
+    status: 'running',
+    startedAt: input.startedAt,
+    modelId: input.model.id,
+    resolvedModelName: input.model.model,
+    attemptCount: 1,
+    attributes: { schemaVersion: 1, ...input.attributes },
+  };
+}
+
 export interface SpanPayload {
   slot: PayloadSlot;
   body: unknown;

@@ -2,15 +2,15 @@
  * `scriptedModel`'s contract (issue 2, item 10): it records every request, fails a call it has no
  * step for ("no step for call N"), and `assertDone` fails on a step never used or a call too many.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore } from '../../../src/core.js';
 import { ModelError } from '../../../src/errors.js';
 import type { ModelRequest, ModelStreamEvent } from '../../../src/services/model/port.js';
 import { ScriptError, scriptedModel, type ScriptedModel } from '../../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { echoTool } from '../../../src/testing/tools.js';
 import { checkRecordedRequests, registeredScriptedModels } from '../../support/request-check.js';
+import { usePglite } from '../../support/databases.js';
 
 function request(text: string): ModelRequest {
   return { system: [], messages: [{ role: 'user', content: [{ type: 'text', text }] }], tools: [] } as unknown as ModelRequest;
@@ -125,14 +125,8 @@ describe('scriptedModel', () => {
   });
 
   describe('in a turn', () => {
-    let storage: SqlSessionStorage;
-    beforeAll(async () => {
-      storage = pgliteStorage();
-      await storage.migrate();
-    });
-    afterAll(async () => {
-      await storage.close();
-    });
+    let storage!: SqlSessionStorage;
+    usePglite((s) => (storage = s));
 
     it('a turn that calls the model once more than scripted fails with the script error as a model error', async () => {
       const model = scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }]);

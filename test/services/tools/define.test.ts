@@ -3,13 +3,13 @@
  * parameters — required and optional fields, defaults, enums, nested objects, arrays and
  * descriptions — and it is exactly what a real turn sends in `request.tools`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../../src/core.js';
 import { scriptedModel } from '../../../src/services/model/scripted.js';
 import { defineTool, toolDefinition } from '../../../src/services/tools/define.js';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
+import { usePglite } from '../../support/databases.js';
 
 const copyTool = defineTool({
   name: 'copy_file',
@@ -70,14 +70,8 @@ describe('defineTool', () => {
   });
 
   describe('in a real turn', () => {
-    let storage: SqlSessionStorage;
-    beforeAll(async () => {
-      storage = pgliteStorage();
-      await storage.migrate();
-    });
-    afterAll(async () => {
-      await storage.close();
-    });
+    let storage!: SqlSessionStorage;
+    usePglite((s) => (storage = s));
 
     it('the model receives the derived schema, and arguments without defaulted fields are completed by zod', async () => {
       const model = scriptedModel([

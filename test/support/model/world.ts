@@ -320,26 +320,33 @@ export class World {
     };
   }
 
+  /** Queues a gate that the path answers (or fails); the returned promise settles with its answer. */
+  private hold<T, G extends Gate & { answer(value: T): void; fail(error: Error): void }>(
+    fields: Omit<G, 'answered' | 'answer' | 'fail'>,
+  ): { gate: G; promise: Promise<T> } {
+    const d = deferred<T>();
+    const gate = {
+      ...fields,
+      answered: false,
+      answer: (value: T) => {
+        gate.answered = true;
+        d.resolve(value);
+      },
+      fail: (error: Error) => {
+        gate.answered = true;
+        d.reject(error);
+      },
+    } as unknown as G;
+    this.gates.push(gate);
+    this.touch();
+    return { gate, promise: d.promise };
+  }
+
   private authorizer(): Authorizer {
     return {
       authorize: () => {
         if (this.autopilot) return { kind: 'execute' };
-        const d = deferred<Authorization>();
-        const gate: AuthorizeGate = {
-          kind: 'authorize',
-          answered: false,
-          answer: (value) => {
-            gate.answered = true;
-            d.resolve(value);
-          },
-          fail: (error) => {
-            gate.answered = true;
-            d.reject(error);
-          },
-        };
-        this.gates.push(gate);
-        this.touch();
-        return d.promise;
+        return this.hold<Authorization, AuthorizeGate>({ kind: 'authorize' }).promise;
       },
     };
   }
@@ -351,25 +358,10 @@ export class World {
       parameters: z.object({ v: z.string() }),
       execute: (_args, ctx) => {
         if (this.autopilot) return 'done';
-        const d = deferred<ToolExecuteResult>();
-        const gate: ToolGate = {
-          kind: 'tool',
-          answered: false,
-          ctx,
-          answer: (value) => {
-            gate.answered = true;
-            d.resolve(value);
-          },
-          fail: (error) => {
-            gate.answered = true;
-            d.reject(error);
-          },
-        };
+        const { gate, promise } = this.hold<ToolExecuteResult, ToolGate>({ kind: 'tool', ctx });
         // A well-behaved tool stops as soon as it is told to.
         ctx.signal.addEventListener('abort', () => gate.fail(ctx.signal.reason as Error), { once: true });
-        this.gates.push(gate);
-        this.touch();
-        return d.promise;
+        return promise;
       },
     });
     const explode = defineTool({
@@ -388,22 +380,7 @@ export class World {
     return () => {
       const body = `<available_skills>\ncatalog version ${this.catalogVersion}\n</available_skills>`;
       if (this.autopilot) return Promise.resolve(body);
-      const d = deferred<string | null>();
-      const gate: CatalogGate = {
-        kind: 'catalog',
-        answered: false,
-        answer: (text) => {
-          gate.answered = true;
-          d.resolve(text);
-        },
-        fail: (error) => {
-          gate.answered = true;
-          d.reject(error);
-        },
-      };
-      this.gates.push(gate);
-      this.touch();
-      return d.promise;
+      return this.hold<string | null, CatalogGate>({ kind: 'catalog' }).promise;
     };
   }
 
