@@ -118,6 +118,13 @@ export interface CoreOptions {
    * that is discovered is the root that is protected (reference §7.2, §7.5).
    */
   protectedSkillRoots?: readonly string[];
+  /**
+   * Receives the storage's local paths (`storage.protectedPaths`, a PGlite data directory) at
+   * start-up so that the permission policy keeps every tool out of them; `workspaceToolOptions`
+   * wires it to the tool runtime. A host that wires the built-in tools by hand passes
+   * `(paths) => runtime.protectRuntimePaths(paths)`.
+   */
+  protectRuntimePaths?: (paths: readonly string[]) => void;
   /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
   toolCancelGraceMs?: number;
   /**
@@ -214,6 +221,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     home: process.env.HOME,
   });
   const storage = options.storage;
+  // Before any session can run a tool: the store is never a path a tool may touch.
+  options.protectRuntimePaths?.(storage.protectedPaths ?? []);
   const migrations = await storage.migrate();
   // Seed 000 §10: before any turn is accepted. Ownership would scope this when several processes share one database.
   const correction = await storage.markRunningInterrupted();

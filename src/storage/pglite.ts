@@ -8,6 +8,7 @@
  */
 import { PGlite } from '@electric-sql/pglite';
 import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 
@@ -79,5 +80,8 @@ export class PgliteDatabase implements SqlDatabase {
  * const core = await createCore({ storage: pgliteStorage({ dataDir: '.openwork/db' }), model });
  */
 export function pgliteStorage(options: PgliteStorageOptions = {}): SqlSessionStorage {
-  return new SqlSessionStorage(() => new PgliteDatabase(options), options);
+  // The data directory is the store itself: a tool that could write it could rewrite history.
+  const dataDir = options.dataDir && !options.dataDir.includes('://') ? resolve(options.dataDir) : null;
+  const protectedPaths = [...(options.protectedPaths ?? []), ...(dataDir ? [dataDir] : [])];
+  return new SqlSessionStorage(() => new PgliteDatabase(options), { ...options, protectedPaths });
 }

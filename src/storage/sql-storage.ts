@@ -42,6 +42,11 @@ export interface StorageOptions {
    * annotated traces are kept. The purge runs once, when `createCore` starts.
    */
   tracePayloadRetentionDays?: number;
+  /**
+   * Local paths that belong to the store (for a Postgres server on this machine: its data
+   * directory); no tool may read or write them. PGlite adds its data directory itself.
+   */
+  protectedPaths?: readonly string[];
 }
 
 const DEFAULT_PAYLOAD_MAX_BYTES = 1024 * 1024;
@@ -195,6 +200,7 @@ export class SqlSessionStorage implements SessionStorage {
   private database: SqlDatabase | undefined;
   private readonly payloadMaxBytes: number;
   private readonly payloadRetentionDays: number;
+  readonly protectedPaths: readonly string[];
 
   constructor(
     private readonly open: () => SqlDatabase,
@@ -206,6 +212,7 @@ export class SqlSessionStorage implements SessionStorage {
       throw new InputError('configuration_invalid', `tracePayloadRetentionDays must be a positive number of days, got ${String(retention)}`);
     }
     this.payloadRetentionDays = retention;
+    this.protectedPaths = Object.freeze([...(options.protectedPaths ?? [])]);
   }
 
   get kind(): 'postgres' | 'pglite' {

@@ -243,6 +243,11 @@ export interface TraceWriteReport {
 /** The storage port. Implementations: `pgliteStorage` and `postgresStorage` (same SQL). */
 export interface SessionStorage {
   readonly kind: 'postgres' | 'pglite';
+  /**
+   * Absolute paths of this store on the local file system (a PGlite data directory). `createCore`
+   * hands them to the permission policy, which lets no tool read or write them.
+   */
+  readonly protectedPaths?: readonly string[];
   migrate(): Promise<MigrationReport>;
   /** Startup correction (seed 000 §10): one transaction, `process_restart`. */
   markRunningInterrupted(): Promise<CorrectionReport>;

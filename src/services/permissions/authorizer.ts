@@ -2,7 +2,8 @@
  * @module services/permissions/authorizer
  * `permissionPolicy`: the decision flow of reference §4.1 as an `Authorizer`. Per call, from the
  * mode the call runs under and the danger detector only:
- *   1. a file tool writing a hard-protected path → rule denial (no card);
+ *   1. a file tool reaching the runtime's store or configuration, or writing a hard-protected
+ *      path → rule denial (no card);
  *   2. an escalation request → refused with an explanation if invalid (no card), else an
  *      escalation card (annotated when the command is dangerous);
  *   3. bash without a working sandbox → `sandbox_unavailable` (not run, no card);
@@ -10,6 +11,8 @@
  *   5. otherwise run; the sandbox (kernel or fence) refuses what the policy does not allow.
  * Tools that are not sandboxed keep their own `authorize`.
  */
+import { existsSync } from 'node:fs';
+import { join, sep } from 'node:path';
 import type { Authorizer } from '../runtime.js';
 import type { Authorization, AuthorizeContext } from '../tools/define.js';
 import { isSandboxedTool, type SandboxedTool } from '../tools/sandboxed.js';
@@ -18,7 +21,7 @@ import type { DangerHit } from './danger.js';
 import { hasEscalation, validateEscalation } from './escalation.js';
 import { PathResolutionError, resolveToolPath } from './paths.js';
 import type { PathGrant, SandboxPolicy } from './policy.js';
-import { protectedPathText, sandboxUnavailableText } from './texts.js';
+import { GIT_GRANT_NOTE, protectedPathText, runtimePathText, sandboxUnavailableText } from './texts.js';
 
 type Card = Extract<Authorization, { kind: 'card' }>['card'];
 
@@ -41,6 +44,16 @@ export function dangerGrantKey(hit: DangerHit, command: string): string {
   return `danger:${hit.key}:${command}`;
 }
 
+/**
+ * Whether a write grant reaches into a git directory: it names a `.git` or something below one, or
+ * it is a subtree with a `.git` directly inside.
+ */
+function opensGit(grants: readonly PathGrant[]): boolean {
+  return grants.some(
+    (g) => g.access === 'write' && (g.path.split(sep).some((c) => c.toLowerCase() === '.git') || (g.scope === 'subtree' && existsSync(join(g.path, '.git')))),
+  );
+}
+
 function environmentId(policy: SandboxPolicy): string {
   return `workspace:${policy.workspaceRoot}`;
 }
@@ -58,7 +71,7 @@ function escalationCard(tool: SandboxedTool, args: unknown, policy: SandboxPolic
   return {
     toolName: tool.name,
     kind: 'escalation',
-    summary: `this once, additionally allow ${describeGrants(grants)}${hit ? '; this command deletes files' : ''}`,
+    summary: `this once, additionally allow ${describeGrants(grants)}${opensGit(grants) ? `; ${GIT_GRANT_NOTE}` : ''}${hit ? '; this command deletes files' : ''}`,
     ...(command !== undefined ? { command } : {}),
     ...(command === undefined && target !== undefined ? { path: target } : {}),
     reason: justification,
@@ -98,9 +111,9 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
       const spec = tool.sandboxed;
       const policy = runtime.policy(ctx.permissionMode, ctx.workingDirectory);
 
-      // 1. A file tool writing a hard-protected path: refused by rule, whatever else the call asks.
+      // 1. A file tool reaching the runtime's own files, or writing a hard-protected path: refused by
+      //    rule, whatever else the call asks.
       for (const target of spec.targets(args)) {
-        if (target.access !== 'write') continue;
         let path: string;
         try {
           path = resolveToolPath(target.path, policy.workspaceRoot, runtime.environment.home);
@@ -108,7 +121,9 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
           if (error instanceof PathResolutionError) continue; // The tool reports the bad path itself.
           throw error;
         }
-        if (policy.tier(path) === 'hard_protected') return { kind: 'deny', text: protectedPathText(path), source: 'builtin' };
+        const tier = policy.tier(path);
+        if (tier === 'runtime_private') return { kind: 'deny', text: runtimePathText(path), source: 'builtin' };
+        if (target.access === 'write' && tier === 'hard_protected') return { kind: 'deny', text: protectedPathText(path), source: 'builtin' };
       }
 
       const command = spec.command?.(args);

@@ -1,8 +1,9 @@
 /**
  * @module services/permissions/environment
  * `SandboxEnvironment`: the machine facts every policy of a runtime shares (reference §4.4): the
- * home directory, the temp directories, the skill roots and the runtime's own directory
- * (`~/.openwork`). All paths are canonical.
+ * home directory, the temp directories, the skill roots, the runtime's own directory
+ * (`~/.openwork`) and its private paths (the session store, its configuration). All paths are
+ * canonical.
  */
 import { homedir, tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
@@ -20,6 +21,11 @@ export interface SandboxEnvironment {
   readonly skillRoots: readonly string[];
   /** `~/.openwork`: hard-protected; spill files live below it. */
   readonly openworkHome: string;
+  /**
+   * The runtime's private paths: its session store (a PGlite data directory) and its configuration.
+   * No tool may read or write them, in whatever directory they are, and no grant unlocks them.
+   */
+  readonly runtimePaths: readonly string[];
   readonly platform: SandboxPlatform;
 }
 
@@ -30,6 +36,8 @@ export interface SandboxEnvironmentOptions {
   tempDirs?: string[];
   /** Configured skill roots, protected in addition to `~/.agents/skills`. */
   skillRoots?: string[];
+  /** Private paths of the runtime (configuration files, a store the core is not told about). */
+  runtimePaths?: string[];
   platform?: NodeJS.Platform;
 }
 
@@ -60,6 +68,22 @@ export function detectEnvironment(options: SandboxEnvironmentOptions = {}): Sand
     tempDirs: Object.freeze(tempDirs),
     skillRoots: Object.freeze(skillRoots),
     openworkHome: join(home, '.openwork'),
+    runtimePaths: Object.freeze(uniqueCanonical('runtimePaths', options.runtimePaths ?? [])),
     platform,
   });
+}
+
+function uniqueCanonical(label: string, paths: readonly string[]): string[] {
+  return [...new Set(paths.map((p) => absolute(label, p)))];
+}
+
+/**
+ * The same environment with more private runtime paths (the store a core opened, for instance).
+ * Paths must be absolute; they are canonicalised, so a store reached through a symlink is
+ * protected where it really is.
+ */
+export function withRuntimePaths(environment: SandboxEnvironment, paths: readonly string[]): SandboxEnvironment {
+  const runtimePaths = uniqueCanonical('runtimePaths', [...environment.runtimePaths, ...paths]);
+  if (runtimePaths.length === environment.runtimePaths.length) return environment;
+  return Object.freeze({ ...environment, runtimePaths: Object.freeze(runtimePaths) });
 }

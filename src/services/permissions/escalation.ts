@@ -71,6 +71,9 @@ export function validateEscalation(request: EscalationRequest, policy: SandboxPo
   }
   for (const grant of grants) {
     const tier = policy.tier(grant.path);
+    if (tier === 'runtime_private') {
+      return refused(`${grant.path} belongs to the runtime (its session store or configuration) and cannot be read or written in any mode; do not retry`);
+    }
     if (tier === 'hard_protected' && grant.access === 'write') {
       return refused(`${grant.path} is protected and cannot be written in any mode; do not retry`);
     }

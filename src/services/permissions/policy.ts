@@ -22,7 +22,7 @@ export interface PathGrant {
 }
 
 /** Why an access is refused; the model-visible text is chosen from it. */
-export type DenialReason = 'hard_protected' | 'credential' | 'sensitive' | 'outside_workspace' | 'workspace_not_writable_by_bash';
+export type DenialReason = 'runtime_private' | 'hard_protected' | 'credential' | 'sensitive' | 'outside_workspace' | 'workspace_not_writable_by_bash';
 
 export interface SandboxPolicyInit {
   mode: PermissionMode;
@@ -93,6 +93,9 @@ export class SandboxPolicy {
   denial(path: string, access: Access, actor: Actor): DenialReason | null {
     const { tier, root } = this.tierAnswer(path);
     switch (tier) {
+      case 'runtime_private':
+        // The runtime's own store and configuration: no grant exists for them, whatever the access.
+        return 'runtime_private';
       case 'hard_protected':
         return access === 'read' ? null : 'hard_protected';
       case 'credential':

@@ -33,6 +33,17 @@ export function protectedPathText(path: string): string {
   return `[sandbox: ${path} is protected and cannot be written in any mode; do not retry]`;
 }
 
+/** Any tool reaching the runtime's own store or configuration: a rule denial, no card. */
+export function runtimePathText(path: string): string {
+  return `[sandbox: ${path} belongs to the runtime (its session store or configuration) and cannot be read or written by any tool in any mode; do not retry]`;
+}
+
+/**
+ * Added to an escalation card's summary when a write grant covers a `.git` directory: what the
+ * grant does not open, so the user knows that approving it does not let the agent run code.
+ */
+export const GIT_GRANT_NOTE = '.git/config and every hooks directory under .git stay protected (they would run code on the next git command)';
+
 /** bash when the sandbox cannot work (reference §4.6). */
 export function sandboxUnavailableText(reason: string): string {
   return `[sandbox: unavailable, so bash cannot run commands in this session (${reason}). File tools still work; ask the user to run the command in their own terminal if it is needed.]`;

@@ -1,13 +1,14 @@
 /**
  * @module services/permissions/tiers
- * The four path tiers of reference §4.3, with the Linux credential directories added
- * (DECISIONS §5). In-workspace tier names match ASCII case-insensitively.
+ * The path tiers of reference §4.3, with the Linux credential directories added (DECISIONS §5)
+ * and a fifth tier above them all: the runtime's private paths (its store and configuration),
+ * which no tool reads or writes. In-workspace tier names match ASCII case-insensitively.
  */
 import { join } from 'node:path';
 import type { SandboxEnvironment } from './environment.js';
 import { componentsBelow, isWithin } from './paths.js';
 
-export type Tier = 'hard_protected' | 'credential' | 'sensitive' | 'normal';
+export type Tier = 'runtime_private' | 'hard_protected' | 'credential' | 'sensitive' | 'normal';
 
 /**
  * Credential paths relative to `$HOME`: never readable or writable without a grant naming them.
@@ -59,6 +60,36 @@ export function isSensitiveName(name: string): boolean {
   return SENSITIVE_NAMES.has(lower) || lower.startsWith('.env');
 }
 
+/**
+ * Names inside a git directory that decide what code git runs: `config` (`core.fsmonitor`,
+ * `core.hooksPath`, filters, aliases), `config.worktree`, and `hooks`. They stay hard-protected even
+ * when a grant opens the `.git` around them, because writing them means code execution on the
+ * user's next `git status`.
+ */
+const GIT_CODE_NAMES = new Set(['hooks', 'config', 'config.worktree']);
+
+/**
+ * The number of leading components of `parts` that name a protected git path (`.git/hooks`,
+ * `.git/config`, `.git/config.worktree`, the same below `.git/modules/<name...>/` for submodules,
+ * and `.git/worktrees/<name>/config.worktree`), or 0. A submodule's name may contain slashes, so
+ * below `modules/` any later component with one of those names counts (a ref named `hooks` inside
+ * a submodule's git directory is protected too; that is the price of not parsing git's layout).
+ */
+export function gitProtectedLength(parts: readonly string[]): number {
+  const lower = parts.map((p) => p.toLowerCase());
+  for (let i = 0; i + 1 < lower.length; i += 1) {
+    if (lower[i] !== '.git') continue;
+    const next = lower[i + 1]!;
+    if (GIT_CODE_NAMES.has(next)) return i + 2;
+    if (next === 'modules') {
+      // At least one component of the submodule's name comes first.
+      for (let k = i + 3; k < lower.length; k += 1) if (GIT_CODE_NAMES.has(lower[k]!)) return k + 1;
+    }
+    if (next === 'worktrees' && lower[i + 3] === 'config.worktree') return i + 4;
+  }
+  return 0;
+}
+
 /** The absolute credential paths of an environment. */
 export function credentialPaths(environment: SandboxEnvironment): string[] {
   return CREDENTIAL_PATHS.map((p) => join(environment.home, p));
@@ -80,16 +111,14 @@ function withinHomePath(path: string, root: string, environment: SandboxEnvironm
 
 /** The tier of a canonical absolute path for a workspace (canonical) in an environment. */
 export function tierOf(path: string, workspaceRoot: string, environment: SandboxEnvironment): TierAnswer {
+  // The store and configuration first: they may sit below `~/.openwork` or in the workspace.
+  for (const root of environment.runtimePaths) if (withinHomePath(path, root, environment)) return { tier: 'runtime_private', root };
   if (withinHomePath(path, environment.openworkHome, environment)) return { tier: 'hard_protected', root: environment.openworkHome };
   for (const root of environment.skillRoots) if (withinHomePath(path, root, environment)) return { tier: 'hard_protected', root };
-  if (isWithin(path, workspaceRoot)) {
-    const parts = componentsBelow(path, workspaceRoot);
-    for (let i = 0; i + 1 < parts.length; i += 1) {
-      if (parts[i]!.toLowerCase() === '.git' && parts[i + 1]!.toLowerCase() === 'hooks') {
-        return { tier: 'hard_protected', root: join(workspaceRoot, ...parts.slice(0, i + 2)) };
-      }
-    }
-  }
+  // Every `.git` counts, in the workspace or not: a grant outside it must not open a hook either.
+  const parts = componentsBelow(path, '/');
+  const gitLength = gitProtectedLength(parts);
+  if (gitLength > 0) return { tier: 'hard_protected', root: join('/', ...parts.slice(0, gitLength)) };
   for (const relative of CREDENTIAL_PATHS) {
     const root = join(environment.home, relative);
     if (withinHomePath(path, root, environment)) return { tier: 'credential', root };

@@ -6,9 +6,15 @@
  * read-only; each boundary overrides its nearest ancestor.
  *
  * bubblewrap mounts paths, not patterns, so the in-workspace names of the sensitive tier (`.git`,
- * `.env*`, ...) are found by scanning the workspace when the command starts; a command can create
+ * `.env*`, ...) and the code-running files of every git directory (`hooks`, `config`, also of
+ * submodules) are found by scanning the workspace when the command starts; a command can create
  * a new one that did not exist then (the file tools would still refuse it). `node_modules` is not
  * scanned.
+ *
+ * A mount protects an inode at a path, and renaming a directory carries its mounts along. So every
+ * writable ancestor of a protected mount is bound onto itself (an "anchor"): a mount point cannot
+ * be renamed or removed (EBUSY), and `mv sub sub2; mkdir sub; cp -a sub2/.git sub/.git` fails at
+ * its first step instead of leaving an unprotected copy at the protected path.
  */
 import { mkdirSync, readdirSync, statSync, writeFileSync, type Dirent } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -22,6 +28,8 @@ export interface MountOp {
   path: string;
   mode: MountMode;
   isDirectory: boolean;
+  /** Bound onto itself only so that it cannot be renamed: it holds a protected mount below. */
+  anchor?: boolean;
 }
 
 export interface MountPlan {
@@ -64,16 +72,65 @@ export function scanWorkspace(workspaceRoot: string): string[] {
       const path = join(dir, entry.name);
       if (isSensitiveName(entry.name)) {
         found.push(path);
-        if (entry.name.toLowerCase() === '.git' && entry.isDirectory()) {
-          const hooks = safeReaddir(path).find((e) => e.name.toLowerCase() === 'hooks');
-          found.push(join(path, hooks?.name ?? 'hooks'));
-        }
+        if (entry.name.toLowerCase() === '.git' && entry.isDirectory()) found.push(...gitCodePaths(path));
         continue;
       }
       if (entry.isDirectory() && !entry.isSymbolicLink() && !UNSCANNED.has(entry.name)) queue.push(path);
     }
   }
   return found;
+}
+
+/** Submodule git directories nest this deep at most below `modules/` before the scan gives up. */
+const MAX_MODULE_DEPTH = 8;
+const MAX_MODULE_DIRECTORIES = 1_000;
+
+/** The entry of `dir` named `name` in any ASCII case (tier names ignore case), if there is one. */
+function entryNamed(dir: string, name: string): string | null {
+  const entry = safeReaddir(dir).find((e) => e.name.toLowerCase() === name);
+  return entry ? join(dir, entry.name) : null;
+}
+
+/**
+ * The paths of a git directory that decide what code git runs (see `gitProtectedLength`): its
+ * `hooks` (returned even when missing, so that the plan can create and protect it), `config`,
+ * `config.worktree`, each linked worktree's `config.worktree`, and the same for every submodule's
+ * git directory below `modules/` (a directory with a `HEAD`; names may contain slashes).
+ */
+export function gitCodePaths(gitDir: string): string[] {
+  const found = [entryNamed(gitDir, 'hooks') ?? join(gitDir, 'hooks')];
+  for (const name of ['config', 'config.worktree']) {
+    const path = entryNamed(gitDir, name);
+    if (path) found.push(path);
+  }
+  const worktrees = entryNamed(gitDir, 'worktrees');
+  if (worktrees) {
+    for (const entry of safeReaddir(worktrees)) {
+      const path = entry.isDirectory() ? entryNamed(join(worktrees, entry.name), 'config.worktree') : null;
+      if (path) found.push(path);
+    }
+  }
+  const modules = entryNamed(gitDir, 'modules');
+  const queue: Array<{ dir: string; depth: number }> = modules ? [{ dir: modules, depth: 0 }] : [];
+  let scanned = 0;
+  while (queue.length > 0 && scanned < MAX_MODULE_DIRECTORIES) {
+    const { dir, depth } = queue.shift()!;
+    scanned += 1;
+    for (const entry of safeReaddir(dir)) {
+      if (!entry.isDirectory() || entry.isSymbolicLink()) continue;
+      const path = join(dir, entry.name);
+      if (exists(join(path, 'HEAD'))) found.push(...gitCodePaths(path));
+      else if (depth + 1 < MAX_MODULE_DEPTH) queue.push({ dir: path, depth: depth + 1 });
+    }
+  }
+  return found;
+}
+
+/** The `.git` directory `path` is in or is (by name, any case), or null. */
+function enclosingGitDir(path: string): string | null {
+  const parts = path.split('/');
+  const at = parts.findIndex((c) => c.toLowerCase() === '.git');
+  return at > 0 ? parts.slice(0, at + 1).join('/') : null;
 }
 
 function safeReaddir(dir: string): Dirent[] {
@@ -122,15 +179,23 @@ export function buildMountPlan(policy: SandboxPolicy): MountPlan {
     ...env.skillRoots,
     ...credentialPaths(env),
   ]);
-  const writableRoots = [...env.tempDirs, ...(policy.bashWritesWorkspace() ? [policy.workspaceRoot] : []), ...policy.pathGrants.filter((g) => g.access === 'write').map((g) => g.path)];
+  const writeGrants = policy.pathGrants.filter((g) => g.access === 'write').map((g) => g.path);
+  const writableRoots = [...env.tempDirs, ...(policy.bashWritesWorkspace() ? [policy.workspaceRoot] : []), ...writeGrants];
   const workspaceReachable = writableRoots.some((r) => isWithin(r, policy.workspaceRoot) || isWithin(policy.workspaceRoot, r));
-  if (workspaceReachable) {
-    for (const path of scanWorkspace(policy.workspaceRoot)) {
-      const base = path.split('/').pop()!.toLowerCase();
-      if (base === 'hooks' && !exists(path) && policy.check(dirname(path), 'write', 'bash')) mkdirSync(path, { recursive: true });
-      candidates.add(path);
-    }
+  const scanned = workspaceReachable ? scanWorkspace(policy.workspaceRoot) : [];
+  // A write grant elsewhere may open a repository too: its git directory keeps its hooks and config.
+  for (const grant of writeGrants) {
+    if (isWithin(grant, policy.workspaceRoot)) continue;
+    const gitDir = enclosingGitDir(grant);
+    if (gitDir) scanned.push(...gitCodePaths(gitDir));
+    else if (exists(grant)?.isDirectory) scanned.push(...scanWorkspace(grant));
   }
+  for (const path of scanned) {
+    const base = path.split('/').pop()!.toLowerCase();
+    if (base === 'hooks' && !exists(path) && policy.check(dirname(path), 'write', 'bash')) mkdirSync(path, { recursive: true });
+    candidates.add(path);
+  }
+  for (const path of env.runtimePaths) candidates.add(path);
   const present: MountOp[] = [];
   for (const path of candidates) {
     const info = exists(path);
@@ -143,7 +208,29 @@ export function buildMountPlan(policy: SandboxPolicy): MountPlan {
     const inherited = inheritedMode(ops, op.path);
     if (inherited !== op.mode) ops.push(op);
   }
-  return { ops, hidden: ops.filter((o) => o.mode === 'hidden').map((o) => o.path), placeholders };
+  const anchored = withAnchors(ops);
+  return { ops: anchored, hidden: anchored.filter((o) => o.mode === 'hidden').map((o) => o.path), placeholders };
+}
+
+/**
+ * Adds an anchor for every ancestor of a protected (read-only or hidden) mount whose parent is
+ * writable, so that no directory on the way to a protected path can be renamed away. Anchors are
+ * writable like what they inherit; the order stays ancestors first.
+ */
+function withAnchors(ops: readonly MountOp[]): MountOp[] {
+  const mounted = new Set(ops.map((o) => o.path));
+  const anchors: MountOp[] = [];
+  for (const op of ops) {
+    if (op.mode === 'rw') continue;
+    for (let dir = dirname(op.path); dir !== '/'; dir = dirname(dir)) {
+      // A mount point cannot be renamed itself, but the directories above it still can.
+      if (mounted.has(dir) || inheritedMode(ops, dirname(dir)) !== 'rw') continue;
+      mounted.add(dir);
+      anchors.push({ path: dir, mode: 'rw', isDirectory: true, anchor: true });
+    }
+  }
+  if (anchors.length === 0) return [...ops];
+  return [...ops, ...anchors].sort((a, b) => depth(a.path) - depth(b.path) || a.path.localeCompare(b.path));
 }
 
 function inheritedMode(ops: readonly MountOp[], path: string): MountMode {

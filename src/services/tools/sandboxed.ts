@@ -7,7 +7,7 @@
 import type { AnyTool, ToolContext, ToolResult } from './define.js';
 import type { Access, Actor, PathGrant, SandboxPolicy } from '../permissions/policy.js';
 import { PathResolutionError, resolveToolPath } from '../permissions/paths.js';
-import { fileDenialText, protectedPathText } from '../permissions/texts.js';
+import { fileDenialText, protectedPathText, runtimePathText } from '../permissions/texts.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
 export interface SandboxedAccess {
@@ -57,13 +57,14 @@ export function resolvePath(runtime: ToolRuntime, policy: SandboxPolicy, raw: st
 
 /**
  * The file-tool fence (reference §4.4): in-process, on the canonical path. A hard-protected write
- * is a rule denial; any other refusal is a sandbox denial with the escalation hint.
+ * and any access to the runtime's own store or configuration are rule denials; any other refusal
+ * is a sandbox denial with the escalation hint.
  */
 export function fence(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, path: string, access: Access): ToolResult | null {
   const reason = policy.denial(path, access, 'file_tool');
   if (reason === null) return null;
-  if (reason === 'hard_protected') {
-    const text = protectedPathText(path);
+  if (reason === 'hard_protected' || reason === 'runtime_private') {
+    const text = reason === 'hard_protected' ? protectedPathText(path) : runtimePathText(path);
     return { status: 'denied', text, error: { code: 'permission_denied', message: text, retryable: false } };
   }
   const text = fileDenialText(access, path, policy.mode);

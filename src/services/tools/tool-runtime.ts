@@ -11,7 +11,7 @@ import { InputError } from '../../errors.js';
 import type { PermissionMode } from '../../protocol/input.js';
 import type { SandboxStatus } from '../../protocol/snapshot.js';
 import { loadDangerDetector, type DangerDetector } from '../permissions/danger.js';
-import { detectEnvironment, type SandboxEnvironment, type SandboxEnvironmentOptions } from '../permissions/environment.js';
+import { detectEnvironment, withRuntimePaths, type SandboxEnvironment, type SandboxEnvironmentOptions } from '../permissions/environment.js';
 import { SandboxPolicy, type PathGrant } from '../permissions/policy.js';
 import type { SandboxLauncher } from '../sandbox/launcher.js';
 import { sandboxSelfCheck } from '../sandbox/self-check.js';
@@ -57,6 +57,7 @@ export class DenialMemory {
 }
 
 export interface ToolRuntime {
+  /** The current environment; `protectRuntimePaths` replaces it with one that protects more. */
   readonly environment: SandboxEnvironment;
   /** Shown in `snapshot().sandbox` (pass it to `createCore({ sandbox })`). */
   readonly sandbox: SandboxStatus;
@@ -73,6 +74,11 @@ export interface ToolRuntime {
   readonly startup: { purgedSpillDirectories: number };
   /** The policy of one call: the mode it runs under, its workspace, and its approved grants. */
   policy(mode: PermissionMode, workingDirectory: string, grants?: readonly PathGrant[]): SandboxPolicy;
+  /**
+   * Adds private runtime paths (a store's data directory, a configuration file) that no tool may
+   * read or write from the next call on. `createCore` calls it with its storage's paths.
+   */
+  protectRuntimePaths(paths: readonly string[]): void;
 }
 
 /**
@@ -89,7 +95,7 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
   if (!Number.isSafeInteger(bashKillGraceMs) || bashKillGraceMs <= 0) {
     throw new InputError('invalid_request', `bashKillGraceMs must be a positive integer, got ${JSON.stringify(options.bashKillGraceMs)}`);
   }
-  const environment = detectEnvironment(options);
+  let environment = detectEnvironment(options);
   mkdirSync(environment.openworkHome, { recursive: true });
   const spillRoot = join(environment.openworkHome, 'spill');
   const purged = purgeSpill(spillRoot, (options.now ?? Date.now)(), options.spillMaxAgeMs ?? SPILL_MAX_AGE_MS);
@@ -106,7 +112,9 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
     loadDangerDetector(),
   ]);
   return {
-    environment,
+    get environment() {
+      return environment;
+    },
     sandbox: check.status,
     launcher: check.launcher,
     danger,
@@ -117,5 +125,8 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
     bashKillGraceMs,
     startup: { purgedSpillDirectories: purged },
     policy: (mode, workingDirectory, grants = []) => new SandboxPolicy({ mode, workspaceRoot: workingDirectory, pathGrants: grants, environment }),
+    protectRuntimePaths(paths) {
+      environment = withRuntimePaths(environment, paths);
+    },
   };
 }

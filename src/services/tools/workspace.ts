@@ -44,6 +44,8 @@ export function workspaceToolOptions(runtime: ToolRuntime, options: WorkspaceToo
     // One skill root, discovered and protected (reference §7.2): the configured one, else ~/.agents/skills.
     skills: { root: discoveredSkillRoot(runtime) },
     protectedSkillRoots: runtime.environment.skillRoots,
+    // The core's store (a PGlite directory) becomes a private path of this runtime's policy.
+    protectRuntimePaths: (paths) => runtime.protectRuntimePaths(paths),
     worldState: {
       renderSandboxPolicy: ({ mode, workspace, sandbox }) =>
         renderSandboxPolicySection({
