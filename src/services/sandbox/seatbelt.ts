@@ -52,8 +52,11 @@ export function seatbeltProfile(policy: SandboxPolicy): SeatbeltProfile {
   lines.push(`(allow file-write* ${devices.join(' ')})`);
 
   // Exclusions every writable region subtracts; a grant keeps the sensitive or credential paths it names.
-  const hard = [env.openworkHome, ...env.skillRoots].map((p) => `(require-not (subpath ${param(p)}))`);
-  hard.push(`(require-not (regex ${param(underWorkspace(ws, `${caseless('.git')}/${caseless('hooks')}`))}))`);
+  const hard = [...env.runtimePaths, env.openworkHome, ...env.skillRoots].map((p) => `(require-not (subpath ${param(p)}))`);
+  // The code-running files of every git directory (tiers.ts `gitProtectedLength`), wherever it is.
+  const gitCode = `(${caseless('hooks')}|${caseless('config')}|${caseless('config.worktree')})`;
+  hard.push(`(require-not (regex ${param(`^(.*/)?${caseless('.git')}/(${caseless('modules')}/.+/)?${gitCode}(/.*)?$`)}))`);
+  hard.push(`(require-not (regex ${param(`^(.*/)?${caseless('.git')}/${caseless('worktrees')}/[^/]+/${caseless('config.worktree')}$`)}))`);
   const sensitivePatterns = [
     caseless('.git'),
     `${caseless('.env')}[^/]*`,
@@ -84,6 +87,8 @@ export function seatbeltProfile(policy: SandboxPolicy): SeatbeltProfile {
     const exclusions = [...hard, ...(keepSensitive ? [] : sensitive), ...credentialExclusions(grant.path)];
     lines.push(`(allow file-write* (require-all ${matcher} ${exclusions.join(' ')}))`);
   }
+  // The runtime's store and configuration: not even readable.
+  for (const path of env.runtimePaths) lines.push(`(deny file-read* (subpath ${param(path)}))`);
   for (const credential of credentials) {
     const subject = `(subpath ${param(credential)})`;
     const readGrants = policy.pathGrants
@@ -103,7 +108,7 @@ export function seatbeltLauncher(options: { sandboxExec?: string } = {}): Sandbo
         file: options.sandboxExec ?? SANDBOX_EXEC,
         args: ['-p', profile, ...params.flatMap(([k, v]) => ['-D', `${k}=${v}`]), '--', ...shellArgv(command)],
         statusFd: false,
-        hidden: credentialPaths(policy.environment),
+        hidden: [...policy.environment.runtimePaths, ...credentialPaths(policy.environment)],
         cleanup() {},
       };
     },

@@ -48,9 +48,21 @@ describe('path tiers', () => {
     expect(p.tier(join(ws, '.GIT', 'HOOKS'))).toBe('hard_protected');
   });
 
+  it('hard-protected: the config and hooks of every git directory, submodules and worktrees included (issue 12.6)', () => {
+    const p = policy('auto');
+    for (const rel of ['.git/config', 'pkg/.GIT/Config', '.git/config.worktree', '.git/modules/lib/hooks/post-checkout', '.git/modules/a/b/config', '.git/modules/a/modules/b/hooks', '.git/worktrees/wt/config.worktree']) {
+      expect(p.tier(join(ws, rel)), rel).toBe('hard_protected');
+    }
+    // Outside the workspace too: a grant there must not open a hook either.
+    expect(p.tier(join(base, 'outside', 'repo', '.git', 'hooks', 'pre-commit'))).toBe('hard_protected');
+    // A submodule named like a protected file is not protected as a whole.
+    expect(p.tier(join(ws, '.git', 'modules', 'hooks', 'HEAD'))).toBe('sensitive');
+    expect(p.tier(join(ws, '.git', 'worktrees', 'wt', 'HEAD'))).toBe('sensitive');
+  });
+
   it('sensitive: .git, .env*, .envrc, .vscode, .idea, git and shell rc files at any depth, case-insensitively', () => {
     const p = policy('auto');
-    for (const rel of ['.git/HEAD', '.env', '.env.local', 'sub/.envrc', '.vscode/settings.json', 'a/b/.IDEA/x', '.gitconfig', '.gitmodules', '.bashrc', '.bash_profile', '.zshrc', '.zprofile', '.profile', 'pkg/.GIT/config']) {
+    for (const rel of ['.git/HEAD', '.env', '.env.local', 'sub/.envrc', '.vscode/settings.json', 'a/b/.IDEA/x', '.gitconfig', '.gitmodules', '.bashrc', '.bash_profile', '.zshrc', '.zprofile', '.profile', 'pkg/.GIT/HEAD', '.git/modules/lib/HEAD']) {
       expect(p.tier(join(ws, rel)), rel).toBe('sensitive');
     }
     expect(p.tier(join(ws, 'src', 'environment.ts'))).toBe('normal');

@@ -24,7 +24,7 @@ describe('Seatbelt profile', () => {
     const values = params.map(([, v]) => v);
     expect(values).toContain('/Users/ada/.openwork');
     expect(values).toContain('/Users/ada/.ssh');
-    expect(values).toContain(`^${escapeRegex('/Users/ada/work/app')}/(.*/)?\\.[gG][iI][tT]/[hH][oO][oO][kK][sS](/.*)?$`);
+    expect(values).toContain('^(.*/)?\\.[gG][iI][tT]/([mM][oO][dD][uU][lL][eE][sS]/.+/)?([hH][oO][oO][kK][sS]|[cC][oO][nN][fF][iI][gG]|[cC][oO][nN][fF][iI][gG]\\.[wW][oO][rR][kK][tT][rR][eE][eE])(/.*)?$');
     // The workspace is a writable root in auto, not in accept-edits.
     expect(values).toContain('/Users/ada/work/app');
     expect(profile('accept_edits').params.map(([, v]) => v)).not.toContain('/Users/ada/work/app');
