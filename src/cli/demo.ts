@@ -10,6 +10,7 @@ import type { SessionUpdateEnvelope } from '../protocol/updates.js';
 import { scriptedModel } from '../services/model/scripted.js';
 import { pgliteStorage } from '../storage/pglite.js';
 import { listDirectoryTool, writeNoteTool } from './example-tools.js';
+import { ignoreOpenworkDirectory } from './storage.js';
 
 export interface DemoOptions {
   dataDir?: string;
@@ -122,6 +123,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<number> {
     ],
     { provider: 'scripted', model: 'demo' },
   );
+  ignoreOpenworkDirectory(workingDirectory, dataDir);
   const core = await createCore({ storage: pgliteStorage({ dataDir }), model, tools: [listTool, noteTool] });
   const session = await core.createSession({ workingDirectory, title: 'openwork demo' });
   print(`session ${session.sessionId}`);

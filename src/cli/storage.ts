@@ -1,16 +1,35 @@
 /**
  * @module cli/storage
  * The CLI's session store: PGlite under `.openwork/db` by default, Postgres with `--database-url`
- * or `DATABASE_URL`.
+ * or `DATABASE_URL`. The `.openwork/` directory the CLI creates in the working directory carries a
+ * `.gitignore` of `*`, so the store never shows up in the user's repository; `createCore` keeps
+ * every tool out of the store itself (`storage.protectedPaths`).
  */
-import { relative } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, relative } from 'node:path';
 import { pgliteStorage } from '../storage/pglite.js';
 import { postgresStorage } from '../storage/postgres.js';
 import type { SqlSessionStorage } from '../storage/sql-storage.js';
 import type { StorageOptions } from './options.js';
 
 export function openStorage(options: StorageOptions): SqlSessionStorage {
-  return options.databaseUrl ? postgresStorage({ connectionString: options.databaseUrl }) : pgliteStorage({ dataDir: options.dataDir });
+  if (options.databaseUrl) return postgresStorage({ connectionString: options.databaseUrl });
+  ignoreOpenworkDirectory(options.workingDirectory, options.dataDir);
+  return pgliteStorage({ dataDir: options.dataDir });
+}
+
+/**
+ * Creates `<workingDirectory>/.openwork/.gitignore` (`*`) when `path` lies in that directory and
+ * the file is missing (a user's own file is kept).
+ */
+export function ignoreOpenworkDirectory(workingDirectory: string, path: string): void {
+  const dir = join(workingDirectory, '.openwork');
+  const rel = relative(dir, path);
+  // Not below it (or the store is `.openwork` itself, where a stray file would not belong).
+  if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) return;
+  mkdirSync(dir, { recursive: true });
+  const ignore = join(dir, '.gitignore');
+  if (!existsSync(ignore)) writeFileSync(ignore, '*\n');
 }
 
 /** Where the sessions are, for messages (a Postgres URL without its password). */

@@ -1,0 +1,53 @@
+/**
+ * One attack through the public API: `createCore` with the built-in tools wired by
+ * `workspaceToolOptions` (the real permission policy, real bubblewrap), a scripted model that makes
+ * the hostile calls, and a host that answers every card with the given decision. It returns what
+ * the model was told and which cards the user saw.
+ */
+import { createCore } from '../../src/core.js';
+import type { PermissionMode } from '../../src/protocol/input.js';
+import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
+import { scriptedModel, type ScriptedToolCall } from '../../src/services/model/scripted.js';
+import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
+import type { SessionStorage } from '../../src/storage/storage.js';
+import { assertAllRequests } from './invariants.js';
+import type { Decision, ToolEnv } from './tool-env.js';
+
+export interface AttackOptions {
+  mode?: PermissionMode;
+  /** The host's answer to each card (default: deny). */
+  decide?: (card: PermissionCard) => Decision;
+}
+
+export interface AttackOutcome {
+  outcome: TurnOutcome;
+  /** The text of each tool result, in call order, as the model saw it. */
+  results: string[];
+  /** Every card the host was shown. */
+  cards: PermissionCard[];
+}
+
+/** Runs one turn in which the model makes `calls`, one per step, then answers "done". */
+export async function scriptedAttack(env: ToolEnv, storage: SessionStorage, calls: ScriptedToolCall[], options: AttackOptions = {}): Promise<AttackOutcome> {
+  const model = scriptedModel([...calls.map((call) => ({ toolCalls: [call] })), { text: 'done' }]);
+  const core = await createCore({ storage, model, closeStorageOnShutdown: false, worldState: false, agents: false, ...workspaceToolOptions(env.runtime) });
+  try {
+    const session = await core.createSession({ workingDirectory: env.ws, permissionMode: options.mode ?? 'auto' });
+    const cards: PermissionCard[] = [];
+    session.updates$.subscribe((u: SessionUpdateEnvelope) => {
+      if (u.update.type !== 'permission_requested') return;
+      const { card, toolCallId } = u.update;
+      cards.push(card);
+      const decision = options.decide?.(card) ?? 'deny';
+      queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, decision));
+    });
+    const { turnId } = await session.startTurn({ clientRequestId: `attack-${Math.random()}`, input: [{ type: 'text', text: 'go' }] });
+    const outcome = await session.waitForTurn(turnId);
+    assertAllRequests(model.requests);
+    const last = model.requests.at(-1);
+    const results = (last?.messages ?? []).filter((m) => m.role === 'tool').map((m) => (m as { text: string }).text);
+    return { outcome, results, cards };
+  } finally {
+    await core.shutdown();
+  }
+}
