@@ -47,6 +47,8 @@ export {
   bashDenialText,
   fileDenialText,
   protectedPathText,
+  runtimePathText,
+  GIT_GRANT_NOTE,
   sandboxUnavailableText,
   renderSandboxPolicySection,
   NON_INTERACTIVE_REFUSAL_TEXT,
