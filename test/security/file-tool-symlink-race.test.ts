@@ -40,7 +40,8 @@ afterAll(() => env.cleanup());
 /**
  * The swapper: a separate node process that flips `target` between two states forever. `file`
  * puts a regular file there by rename (atomic) and `absent` removes it; `dir` parks the real
- * directory under another name. The other state is always a symlink to `link`.
+ * directory under another name while the link stands in for it, then puts it back (removing
+ * whatever a tool created in the gap). The other state is always a symlink to `link`.
  */
 const SWAPPER = `
 const fs = require('node:fs');
@@ -54,27 +55,38 @@ console.log('ready');
 // itself when the test process is gone (it is re-parented).
 for (let i = 0; ; i += 1) {
   if (i % 1024 === 0 && process.ppid !== parent) process.exit(0);
-  try {
-    if (kind === 'dir') fs.renameSync(target, parked);
-    fs.symlinkSync(link, tmpLink);
-    fs.renameSync(tmpLink, target);
-  } catch {}
+  if (kind === 'dir') {
+    try { fs.renameSync(target, parked); } catch { continue; }
+    try { fs.symlinkSync(link, tmpLink); fs.renameSync(tmpLink, target); } catch { try { fs.unlinkSync(tmpLink); } catch {} }
+    // Whatever is there now (the link, or a directory a tool created meanwhile) goes; the real one comes back.
+    for (;;) {
+      try { fs.unlinkSync(target); } catch { try { fs.rmSync(target, { recursive: true, force: true }); } catch {} }
+      try { fs.renameSync(parked, target); break; } catch {}
+    }
+    continue;
+  }
+  try { fs.symlinkSync(link, tmpLink); fs.renameSync(tmpLink, target); } catch {}
   try {
     if (kind === 'file') { fs.writeFileSync(tmpFile, content); fs.renameSync(tmpFile, target); }
-    else if (kind === 'absent') fs.unlinkSync(target);
-    else { fs.unlinkSync(target); fs.renameSync(parked, target); }
+    else fs.unlinkSync(target);
   } catch {}
 }
 `;
 
 const swappers: ChildProcess[] = [];
 async function stopSwappers(): Promise<void> {
+  const died: string[] = [];
   for (const child of swappers.splice(0)) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
+    // A swapper that died early would make the attack a no-op and the test pass for nothing.
+    if (child.exitCode !== null || child.signalCode !== null) {
+      died.push(`swapper ${child.pid} exited early (${child.exitCode ?? child.signalCode})`);
+      continue;
+    }
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
     await exited;
   }
+  if (died.length > 0) throw new Error(died.join('; '));
 }
 afterEach(stopSwappers);
 
@@ -131,8 +143,11 @@ describe('file tools against a process swapping symlinks', () => {
 
   it('grep and list: a directory swapped with a link to ~/.ssh is never searched nor listed', async () => {
     const dir = race('search-race');
-    mkdirSync(join(dir, 'keys'));
-    writeFileSync(join(dir, 'keys', 'id_rsa'), 'public\n');
+    // Nested, so that the swapped directory is an intermediate component of every file grep opens.
+    mkdirSync(join(dir, 'keys', 'sub'), { recursive: true });
+    writeFileSync(join(dir, 'keys', 'sub', 'id_rsa'), 'public\n');
+    mkdirSync(join(env.home, '.ssh', 'sub'), { recursive: true });
+    writeFileSync(join(env.home, '.ssh', 'sub', 'id_rsa'), `${SECRET}\n`);
     await swap({ kind: 'dir', target: join(dir, 'keys'), link: join(env.home, '.ssh') });
     let leaked = 0;
     let found = 0;
@@ -150,21 +165,24 @@ describe('file tools against a process swapping symlinks', () => {
   it(`write: ${WRITES} creations through a name swapped with a dangling link out, ${WRITES} overwrites of a file swapped with a link to an identical file outside, ${WRITES} through a swapped directory: nothing outside changes`, async () => {
     const dir = race('write-race');
     const outside = join(env.outside, 'write-race');
-    mkdirSync(join(outside, 'dir'), { recursive: true });
+    mkdirSync(join(outside, 'dir', 'sub'), { recursive: true });
     writeFileSync(join(outside, 'same.txt'), 'same\n');
     writeFileSync(join(dir, 'same.txt'), 'same\n');
-    mkdirSync(join(dir, 'dir'));
+    mkdirSync(join(dir, 'dir', 'sub'), { recursive: true });
     let leaked = 0;
     let written = 0;
+    let refused = 0;
     const checkOutside = () => {
       const landed = readdirSync(outside).filter((n) => n !== 'dir' && n !== 'same.txt');
-      const landedInDir = readdirSync(join(outside, 'dir'));
+      const landedInDir = readdirSync(join(outside, 'dir')).filter((n) => n !== 'sub');
+      const landedInSub = readdirSync(join(outside, 'dir', 'sub'));
       const same = readFileSync(join(outside, 'same.txt'), 'utf8');
-      const found = landed.length + landedInDir.length + (same === 'same\n' ? 0 : 1);
+      const found = landed.length + landedInDir.length + landedInSub.length + (same === 'same\n' ? 0 : 1);
       if (found > 0) {
         leaked += found;
         for (const n of landed) rmSync(join(outside, n), { force: true });
         for (const n of landedInDir) rmSync(join(outside, 'dir', n), { force: true });
+        for (const n of landedInSub) rmSync(join(outside, 'dir', 'sub', n), { force: true });
         writeFileSync(join(outside, 'same.txt'), 'same\n');
       }
     };
@@ -173,6 +191,7 @@ describe('file tools against a process swapping symlinks', () => {
     for (let i = 0; i < WRITES; i += 1) {
       const result = await attempt('write', { path: join(dir, 'new.txt'), content: 'planted\n' });
       if (result.status === 'succeeded') written += 1;
+      else refused += 1;
       checkOutside();
     }
     await stopSwappers();
@@ -183,18 +202,23 @@ describe('file tools against a process swapping symlinks', () => {
       await attempt('read', { path: join(dir, 'same.txt') });
       const result = await attempt('write', { path: join(dir, 'same.txt'), content: 'planted\n' });
       if (result.status === 'succeeded') written += 1;
+      else refused += 1;
       checkOutside();
     }
     await stopSwappers();
 
     await swap({ kind: 'dir', target: join(dir, 'dir'), link: join(outside, 'dir') });
     for (let i = 0; i < WRITES; i += 1) {
-      const result = await attempt('write', { path: join(dir, 'dir', `x${i}.txt`), content: 'planted\n' });
+      // The swapped directory is the parent, or (every other time) the grandparent of the new file.
+      const result = await attempt('write', { path: join(dir, 'dir', ...(i % 2 === 0 ? [] : ['sub']), `x${i}.txt`), content: 'planted\n' });
       if (result.status === 'succeeded') written += 1;
+      else refused += 1;
       checkOutside();
     }
     expect(leaked).toBe(0);
+    // The race really ran: both outcomes were seen.
     expect(written).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(0);
   });
 
   it('inside real turns: reads and writes of swapped paths never return the secret nor write outside', async () => {
@@ -207,8 +231,8 @@ describe('file tools against a process swapping symlinks', () => {
 
     const calls = (n: number): ScriptedToolCall[] =>
       Array.from({ length: n }, (_, i) => (i % 2 === 0 ? { name: 'read', arguments: { path: 'turn-race/key' } } : { name: 'write', arguments: { path: 'turn-race/new.txt', content: 'planted\n' } }));
-    const TURNS = 3;
-    const model = scriptedModel(Array.from({ length: TURNS }, () => [{ toolCalls: calls(30) }, { text: 'done' }]).flat());
+    const TURNS = 2;
+    const model = scriptedModel(Array.from({ length: TURNS }, () => [{ toolCalls: calls(24) }, { text: 'done' }]).flat());
     const core = await createCore({ storage, model, ...workspaceToolOptions(env.runtime), closeStorageOnShutdown: false });
     cores.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
@@ -219,7 +243,7 @@ describe('file tools against a process swapping symlinks', () => {
     }
     // The last request carries the whole conversation: every tool result of every turn.
     const toolTexts = model.requests.at(-1)!.messages.filter((m) => m.role === 'tool').map((m) => (m as { text: string }).text);
-    expect(toolTexts).toHaveLength(TURNS * 30);
+    expect(toolTexts).toHaveLength(TURNS * 24);
     expect(toolTexts.filter((t) => t.includes(SECRET))).toEqual([]);
     const stored = JSON.stringify(await storage.listMessages(session.sessionId));
     expect(stored).not.toContain(SECRET);
