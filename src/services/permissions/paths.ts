@@ -56,7 +56,15 @@ export function canonicalize(path: string): string {
     }
     hops += 1;
     if (hops > MAX_SYMLINK_HOPS) throw new PathResolutionError(`too many symbolic links while resolving ${path}`);
-    const target = readlinkSync(candidate);
+    let target: string;
+    try {
+      target = readlinkSync(candidate);
+    } catch {
+      // Replaced between lstat and readlink (a concurrent process): resolve this component again;
+      // the hop count bounds the retries.
+      pending.unshift(component);
+      continue;
+    }
     const parts = target.split(sep).filter((c) => c !== '');
     if (isAbsolute(target)) current = sep;
     pending.unshift(...parts);

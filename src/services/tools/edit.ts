@@ -6,8 +6,9 @@
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
 import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
-import { defineTool } from './define.js';
-import { commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
+import { defineTool, type ToolContext, type ToolResult } from './define.js';
+import type { SandboxPolicy } from '../permissions/policy.js';
+import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES, type WriteTarget } from './file-write.js';
 import { callPolicy, failedResult, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
@@ -31,6 +32,22 @@ function occurrences(text: string, needle: string): number {
   return count;
 }
 
+/** The edit itself, on a file opened and judged by `currentContent`. */
+async function replaceIn(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, target: WriteTarget, oldString: string, newString: string, replaceAll: boolean): Promise<ToolResult> {
+  const { path } = target;
+  if (target.content === null) return failedResult('execution_failed', `${path} does not exist; use write to create it.`);
+  const before = target.content;
+  const count = occurrences(before, oldString);
+  if (count === 0) return failedResult('execution_failed', `oldString was not found in ${path}.`);
+  if (count > 1 && !replaceAll) {
+    return failedResult('execution_failed', `oldString occurs ${count} times in ${path}; include more surrounding text to make it unique, or set replaceAll.`);
+  }
+  // split/join, not String.replace: `$&` and friends in newString must stay literal.
+  const after = replaceAll ? before.split(oldString).join(newString) : before.replace(oldString, () => newString);
+  if (Buffer.byteLength(after) > MAX_WRITE_BYTES) return failedResult('execution_failed', `the edited file would be larger than ${MAX_WRITE_BYTES} bytes.`);
+  return commitWrite(runtime, ctx, policy, target, after, (a) => `Edited ${path}: replaced ${replaceAll ? count : 1} occurrence${(replaceAll ? count : 1) === 1 ? '' : 's'} (+${a.additions} -${a.deletions} lines).`);
+}
+
 export function editTool(runtime: ToolRuntime): SandboxedTool {
   const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
   const tool = defineTool({
@@ -47,19 +64,13 @@ export function editTool(runtime: ToolRuntime): SandboxedTool {
       const path = resolved.path;
       const denied = fence(runtime, ctx, policy, path, 'write');
       if (denied) return denied;
-      const current = await currentContent(runtime, ctx, path);
+      const current = await currentContent(runtime, ctx, policy, path);
       if (!current.ok) return current.result;
-      if (current.content === null) return failedResult('execution_failed', `${path} does not exist; use write to create it.`);
-      const before = current.content;
-      const count = occurrences(before, oldString);
-      if (count === 0) return failedResult('execution_failed', `oldString was not found in ${path}.`);
-      if (count > 1 && !replaceAll) {
-        return failedResult('execution_failed', `oldString occurs ${count} times in ${path}; include more surrounding text to make it unique, or set replaceAll.`);
+      try {
+        return await replaceIn(runtime, ctx, policy, current.target, oldString, newString, replaceAll);
+      } finally {
+        await closeTarget(current.target);
       }
-      // split/join, not String.replace: `$&` and friends in newString must stay literal.
-      const after = replaceAll ? before.split(oldString).join(newString) : before.replace(oldString, () => newString);
-      if (Buffer.byteLength(after) > MAX_WRITE_BYTES) return failedResult('execution_failed', `the edited file would be larger than ${MAX_WRITE_BYTES} bytes.`);
-      return commitWrite(runtime, ctx, policy, path, before, after, (a) => `Edited ${path}: replaced ${replaceAll ? count : 1} occurrence${(replaceAll ? count : 1) === 1 ? '' : 's'} (+${a.additions} -${a.deletions} lines).`);
     },
   });
   return Object.assign(tool, {

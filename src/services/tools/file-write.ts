@@ -1,60 +1,83 @@
 /**
  * @module services/tools/file-write
- * What `write` and `edit` share: reading the current content under read-before-edit, creating
- * missing parent directories only where the policy allows writing them, writing, recording the
- * new hash, and the `file_change` artifact.
+ * What `write` and `edit` share: opening the file and judging what was opened (verified-open.ts),
+ * reading its current content under read-before-edit through that descriptor, creating a new file
+ * (and missing parent directories, only where the policy allows writing them) through its verified
+ * parent, writing, recording the new hash, and the `file_change` artifact.
  */
-import { existsSync } from 'node:fs';
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import type { FileHandle } from 'node:fs/promises';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import type { ToolContext, ToolResult } from './define.js';
 import { fileChangeArtifact, sha256 } from './file-change.js';
 import { failedResult } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { createVerified, openForWrite, writeAll } from './verified-open.js';
 
 /** write/edit handle text files up to 1 MiB (reference §11.2). */
 export const MAX_WRITE_BYTES = 1024 * 1024;
 
-export type Current = { ok: true; content: string | null } | { ok: false; result: ToolResult };
-
-/** The file's current text (null when it does not exist), after the read-before-edit check. */
-export async function currentContent(runtime: ToolRuntime, ctx: ToolContext, path: string): Promise<Current> {
-  let info;
-  try {
-    info = await stat(path);
-  } catch {
-    return { ok: true, content: null };
-  }
-  if (info.isDirectory()) return { ok: false, result: failedResult('execution_failed', `${path} is a directory.`) };
-  if (info.size > MAX_WRITE_BYTES) return { ok: false, result: failedResult('execution_failed', `${path} is larger than ${MAX_WRITE_BYTES} bytes; write and edit handle files up to 1 MiB.`) };
-  const buf = await readFile(path);
-  const refusal = runtime.observations.checkEditable(ctx.sessionId, path, sha256(buf));
-  if (refusal) return { ok: false, result: failedResult('execution_failed', refusal) };
-  if (buf.subarray(0, 8192).includes(0)) return { ok: false, result: failedResult('execution_failed', `${path} is a binary file; write and edit handle text files only.`) };
-  return { ok: true, content: buf.toString('utf8') };
+/** The file a write or edit works on: open and judged, or not there yet. */
+export interface WriteTarget {
+  path: string;
+  /** The open descriptor of the existing file; `null` when it does not exist yet. */
+  handle: FileHandle | null;
+  /** Its current text; `null` when it does not exist. */
+  content: string | null;
 }
 
-/** Writes `after`, creating parents the policy lets the file tools write; returns the result. */
+export type Current = { ok: true; target: WriteTarget } | { ok: false; result: ToolResult };
+
+/**
+ * Opens `path` for writing and reads its current text through the descriptor, after the
+ * read-before-edit check. On success the caller must `closeTarget` it.
+ */
+export async function currentContent(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, path: string): Promise<Current> {
+  const opened = await openForWrite({ runtime, ctx, policy }, path);
+  if (!opened.ok) return opened;
+  if (opened.handle === null) return { ok: true, target: { path, handle: null, content: null } };
+  const handle = opened.handle;
+  const refuse = async (text: string): Promise<Current> => {
+    await handle.close();
+    return { ok: false, result: failedResult('execution_failed', text) };
+  };
+  if (opened.info!.size > MAX_WRITE_BYTES) return refuse(`${path} is larger than ${MAX_WRITE_BYTES} bytes; write and edit handle files up to 1 MiB.`);
+  const buf = await handle.readFile();
+  const refusal = runtime.observations.checkEditable(ctx.sessionId, path, sha256(buf));
+  if (refusal) return refuse(refusal);
+  if (buf.subarray(0, 8192).includes(0)) return refuse(`${path} is a binary file; write and edit handle text files only.`);
+  return { ok: true, target: { path, handle, content: buf.toString('utf8') } };
+}
+
+/** Closes what `currentContent` opened. */
+export async function closeTarget(target: WriteTarget): Promise<void> {
+  await target.handle?.close().catch(() => undefined);
+}
+
+/**
+ * Writes `after` through the target's descriptor (or creates the file through its verified
+ * parent) and returns the result.
+ */
 export async function commitWrite(
   runtime: ToolRuntime,
   ctx: ToolContext,
   policy: SandboxPolicy,
-  path: string,
-  before: string | null,
+  target: WriteTarget,
   after: string,
   summary: (artifact: ReturnType<typeof fileChangeArtifact>) => string,
 ): Promise<ToolResult> {
-  const missing: string[] = [];
-  for (let dir = dirname(path); !existsSync(dir); dir = dirname(dir)) missing.unshift(dir);
-  for (const dir of missing) {
-    if (!policy.check(dir, 'write', 'file_tool')) {
-      return failedResult('execution_failed', `the directory ${dirname(path)} does not exist, and ${dir} may not be created under the current grants.`);
+  const { path } = target;
+  if (target.handle !== null) {
+    await writeAll(target.handle, after);
+  } else {
+    const created = await createVerified({ runtime, ctx, policy }, path);
+    if (!created.ok) return created.result;
+    try {
+      await writeAll(created.handle, after);
+    } finally {
+      await created.handle.close().catch(() => undefined);
     }
   }
-  if (missing.length > 0) await mkdir(dirname(path), { recursive: true });
-  await writeFile(path, after, 'utf8');
   runtime.observations.record(ctx.sessionId, path, sha256(after));
-  const artifact = fileChangeArtifact({ changeId: ctx.toolCallId, path, before, after });
+  const artifact = fileChangeArtifact({ changeId: ctx.toolCallId, path, before: target.content, after });
   return { status: 'succeeded', text: summary(artifact), artifacts: [artifact] };
 }

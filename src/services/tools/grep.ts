@@ -4,7 +4,6 @@
  * honouring `.gitignore` and skipping binary files and what the policy does not let the file tools
  * read. At most 250 matching lines (50 per file, 2,000 bytes each) from 250 files, in 30 s.
  */
-import { readFile, stat } from 'node:fs/promises';
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
@@ -14,6 +13,7 @@ import { boundResultText, spillPath } from './output.js';
 import { callPolicy, invalidArguments, type SandboxedTool } from './sandboxed.js';
 import { displayPath, searchRoot, SEARCH_TIMEOUT_MS, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { openForRead } from './verified-open.js';
 import { walk, type WalkState } from './walk.js';
 
 export const GREP_MAX_LINES = 250;
@@ -84,15 +84,21 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
           break;
         }
         if (matchesInclude && !matchesInclude(file.relative)) continue;
+        // Opened first, then judged (verified-open.ts): a file swapped for a link out is skipped.
+        const opened = await openForRead({ runtime, ctx, policy }, file.path);
+        if (!opened.ok) continue;
         let buf: Buffer;
         try {
-          if ((await stat(file.path)).size > GREP_MAX_FILE_BYTES) {
+          if (!opened.info.isFile()) continue;
+          if (opened.info.size > GREP_MAX_FILE_BYTES) {
             tooLarge += 1;
             continue;
           }
-          buf = await readFile(file.path);
+          buf = await opened.handle.readFile();
         } catch {
           continue;
+        } finally {
+          await opened.handle.close().catch(() => undefined);
         }
         if (buf.subarray(0, 8192).includes(0)) continue;
         const lines = buf.toString('utf8').split('\n');

@@ -4,7 +4,6 @@
  * (ending at the last full line) and 2,000 characters per line; never spills. Reading records the
  * file's hash for read-before-edit.
  */
-import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
 import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
@@ -13,6 +12,7 @@ import { sha256 } from './file-change.js';
 import { FOOTER_RESERVE_BYTES, MAX_RESULT_BYTES } from './output.js';
 import { callPolicy, failedResult, fence, resolvePath, type SandboxedTool } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { openForRead } from './verified-open.js';
 
 export const READ_MAX_LINES = 2_000;
 export const READ_MAX_CONTENT_BYTES = MAX_RESULT_BYTES - FOOTER_RESERVE_BYTES;
@@ -51,17 +51,21 @@ export function readTool(runtime: ToolRuntime): SandboxedTool {
       const path = resolved.path;
       const denied = fence(runtime, ctx, policy, path, 'read');
       if (denied) return denied;
-      let info;
+      // Opened first, then judged (verified-open.ts): what is read is the file the fence allowed.
+      const opened = await openForRead({ runtime, ctx, policy }, path);
+      if (!opened.ok) return opened.result;
+      let buf: Buffer;
       try {
-        info = await stat(path);
-      } catch {
-        return failedResult('execution_failed', `File not found: ${path}`);
+        const { info } = opened;
+        if (info.isDirectory()) return failedResult('execution_failed', `${path} is a directory; use list to see what it contains.`);
+        if (!info.isFile()) return failedResult('execution_failed', `${path} is not a regular file; use bash to read it.`);
+        if (info.size > READ_MAX_FILE_BYTES) {
+          return failedResult('execution_failed', `${path} is ${info.size} bytes, larger than read handles (${READ_MAX_FILE_BYTES} bytes); use grep, or bash with head/tail/sed, to look at parts of it.`);
+        }
+        buf = await opened.handle.readFile();
+      } finally {
+        await opened.handle.close().catch(() => undefined);
       }
-      if (info.isDirectory()) return failedResult('execution_failed', `${path} is a directory; use list to see what it contains.`);
-      if (info.size > READ_MAX_FILE_BYTES) {
-        return failedResult('execution_failed', `${path} is ${info.size} bytes, larger than read handles (${READ_MAX_FILE_BYTES} bytes); use grep, or bash with head/tail/sed, to look at parts of it.`);
-      }
-      const buf = await readFile(path);
       runtime.observations.record(ctx.sessionId, path, sha256(buf));
       if (isBinary(buf)) return `${path} is a binary file (${buf.length} bytes); it was not read.`;
       const text = buf.toString('utf8');

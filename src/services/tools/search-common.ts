@@ -3,13 +3,13 @@
  * The walk root of `grep`, `glob` and `list`: the `path` argument (default: the workspace root),
  * fenced for reading, and how a result mentions paths.
  */
-import { stat } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import type { ToolContext, ToolResult } from './define.js';
-import { failedResult, fence, resolvePath } from './sandboxed.js';
+import { fence, resolvePath } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { openForRead } from './verified-open.js';
 
 /** grep and glob stop after this long and return what they found. */
 export const SEARCH_TIMEOUT_MS = 30_000;
@@ -21,12 +21,10 @@ export async function searchRoot(runtime: ToolRuntime, ctx: ToolContext, policy:
   if (!resolved.ok) return resolved;
   const denied = fence(runtime, ctx, policy, resolved.path, 'read');
   if (denied) return { ok: false, result: denied };
-  try {
-    const info = await stat(resolved.path);
-    return { ok: true, path: resolved.path, isDirectory: info.isDirectory() };
-  } catch {
-    return { ok: false, result: failedResult('execution_failed', `Path not found: ${resolved.path}`) };
-  }
+  const opened = await openForRead({ runtime, ctx, policy }, resolved.path, `Path not found: ${resolved.path}`);
+  if (!opened.ok) return opened;
+  await opened.handle.close().catch(() => undefined);
+  return { ok: true, path: resolved.path, isDirectory: opened.info.isDirectory() };
 }
 
 /** Workspace paths are shown relative to the workspace root, others in full. */

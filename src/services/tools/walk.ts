@@ -3,7 +3,8 @@
  * The directory walk behind `grep`, `glob` and `list`: breadth-first, never following directory
  * symlinks, skipping `.git`, honouring `.gitignore` files (via the `ignore` package), and skipping
  * every entry the policy does not let the file tools read (credential paths, symlinks pointing into
- * them). It stops at a deadline or on abort and says so.
+ * them). Each directory is opened and judged before it is listed (verified-open.ts). It stops at a
+ * deadline or on abort and says so.
  */
 import { readFileSync } from 'node:fs';
 import { opendir, stat } from 'node:fs/promises';
@@ -11,6 +12,7 @@ import { join, relative, sep } from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { canonicalize } from '../permissions/paths.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
+import { openWalkDirectory } from './verified-open.js';
 
 export interface WalkEntry {
   /** As found (below the walk root, symlinks not resolved). */
@@ -70,14 +72,18 @@ export async function* walk(root: string, options: WalkOptions, state: WalkState
     const { dir, layers: parentLayers } = queue.shift()!;
     const own = loadGitignore(dir);
     const layers = own ? [...parentLayers, own] : parentLayers;
-    let handle;
+    // The directory is opened and judged first, then listed through its descriptor: a directory
+    // swapped for a symlink (to ~/.ssh, say) after it was queued is skipped, never listed.
+    const opened = await openWalkDirectory(options.policy, dir);
+    if (opened === null) continue;
+    const names: Array<{ name: string; isDirectory: boolean; isSymlink: boolean }> = [];
     try {
-      handle = await opendir(dir);
+      for await (const entry of await opendir(opened.listPath)) names.push({ name: entry.name, isDirectory: entry.isDirectory(), isSymlink: entry.isSymbolicLink() });
     } catch {
       continue;
+    } finally {
+      await opened.handle.close().catch(() => undefined);
     }
-    const names: Array<{ name: string; isDirectory: boolean; isSymlink: boolean }> = [];
-    for await (const entry of handle) names.push({ name: entry.name, isDirectory: entry.isDirectory(), isSymlink: entry.isSymbolicLink() });
     names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const entry of names) {
       if (options.signal.aborted) {

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
 import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
 import { defineTool } from './define.js';
-import { commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
+import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
 import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
@@ -38,13 +38,17 @@ export function writeTool(runtime: ToolRuntime): SandboxedTool {
       const path = resolved.path;
       const denied = fence(runtime, ctx, policy, path, 'write');
       if (denied) return denied;
-      const current = await currentContent(runtime, ctx, path);
+      const current = await currentContent(runtime, ctx, policy, path);
       if (!current.ok) return current.result;
-      return commitWrite(runtime, ctx, policy, path, current.content, content, (a) =>
-        a.kind === 'created'
-          ? `Created ${path} (${Buffer.byteLength(content)} bytes).`
-          : `Wrote ${path} (${Buffer.byteLength(content)} bytes; +${a.additions} -${a.deletions} lines).`,
-      );
+      try {
+        return await commitWrite(runtime, ctx, policy, current.target, content, (a) =>
+          a.kind === 'created'
+            ? `Created ${path} (${Buffer.byteLength(content)} bytes).`
+            : `Wrote ${path} (${Buffer.byteLength(content)} bytes; +${a.additions} -${a.deletions} lines).`,
+        );
+      } finally {
+        await closeTarget(current.target);
+      }
     },
   });
   return Object.assign(tool, {
