@@ -91,7 +91,9 @@ export class StorableTextStream {
   }
 }
 
+export const STORABLE_MESSAGE = 'must not contain NUL (U+0000) or an unpaired UTF-16 surrogate';
+
 /** Text a host hands in: refused (not repaired) when Postgres could not store it. */
 export function storableString() {
-  return z.string().refine(isStorableText, { message: 'must not contain NUL (U+0000) or an unpaired UTF-16 surrogate' });
+  return z.string().refine(isStorableText, STORABLE_MESSAGE);
 }
