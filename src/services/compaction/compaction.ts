@@ -416,7 +416,6 @@ export class Compactor {
         else if (event.type === 'completed') {
           completions += 1;
           text += textStream.end();
-          if (completions > 1) return { ok: false, classification: 'deterministic', reason: 'the summary stream completed twice', text, usage, finishReason };
           finishReason = event.finishReason;
           usage = { inputTokens: event.usage.inputTokens, outputTokens: event.usage.outputTokens };
         }
