@@ -63,7 +63,7 @@ async function runtimeTurns(url: string, sessions: number, turnsPerSession: numb
   const storage = postgresStorage({ connectionString: url, max: POOL });
   // World State sampling (a readdir, an lstat, a skill scan per call) is off: the baseline does no such work.
   const core = await createCore({ storage, model: model(), tools: [instant], limits: { maxModelCalls: STEPS + 5 }, worldState: false });
-  const handles = await Promise.all(Array.from({ length: sessions }, () => core.createSession({ workingDirectory: '/bench', model: model() })));
+  const handles = await Promise.all(Array.from({ length: sessions }, () => core.createSession({ workingDirectory: process.cwd(), model: model() })));
   const latencies: number[] = [];
   const sample = await measure(async () => {
     await Promise.all(

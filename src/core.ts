@@ -16,6 +16,8 @@ import { turnMachine } from './machines/turn.js';
 import type { TurnLimits } from './machines/types.js';
 import { permissionModeSchema, type PermissionMode } from './protocol/input.js';
 import { textOf } from './protocol/content.js';
+import { requireId, requireWorkingDirectory } from './protocol/command-input.js';
+import { isStorableText } from './protocol/storable-text.js';
 import type { SandboxStatus, SessionStatus } from './protocol/snapshot.js';
 import type { SessionUpdateEnvelope } from './protocol/updates.js';
 import { SessionHandle, outcomeOfRecord } from './session-handle.js';
@@ -513,6 +515,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
   async function loadSession(sessionId: string): Promise<SessionHandle> {
     if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
+    requireId('sessionId', sessionId);
     const existing = loaded.get(sessionId);
     if (existing) {
       // Reference §3.9: a checkpoint committed but not installed; rebuild from the database once idle.
@@ -546,9 +549,10 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
     async createSession(opts) {
       if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
-      if (typeof opts?.workingDirectory !== 'string' || opts.workingDirectory.trim() === '') {
-        throw new InputError('invalid_request', 'workingDirectory is required');
-      }
+      // Issue 13.4: what could only fail later (in the database, in every turn) is refused here.
+      await requireWorkingDirectory(opts?.workingDirectory);
+      if (opts.id !== undefined) requireId('id', opts.id);
+      if (opts.title !== undefined && !isStorableText(opts.title)) throw new InputError('invalid_request', 'title must not contain NUL (U+0000) or an unpaired UTF-16 surrogate');
       if (opts.permissionMode !== undefined && !permissionModeSchema.safeParse(opts.permissionMode).success) {
         throw new InputError('invalid_request', `unknown permission mode ${JSON.stringify(opts.permissionMode)}`);
       }
@@ -613,6 +617,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     },
 
     async deleteSession(sessionId) {
+      requireId('sessionId', sessionId);
       // Children first: their actors stop, then the root's; the database cascades the rows.
       for (const child of await storage.listChildSessions(sessionId)) await loaded.get(child.id)?.handle.shutdown();
       await loaded.get(sessionId)?.handle.shutdown();
@@ -620,7 +625,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       return storage.deleteSession(sessionId);
     },
 
-    listChildSessions(parentSessionId) {
+    async listChildSessions(parentSessionId) {
+      requireId('parentSessionId', parentSessionId);
       return storage.listChildSessions(parentSessionId);
     },
 

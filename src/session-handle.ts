@@ -8,6 +8,7 @@ import { Observable, Subject } from 'rxjs';
 import type { ActorRefFrom } from 'xstate';
 import { BusyError, CommandError, InputError, OpenworkError, type CommandErrorCode } from './errors.js';
 import type { NewMessage, StoredMessage } from './protocol/content.js';
+import { idProblem } from './protocol/command-input.js';
 import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
 import type { SessionRuntimeSnapshot, SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
 import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } from './protocol/updates.js';
@@ -325,14 +326,15 @@ export class SessionHandle {
 
   /** Rewinds the model-visible conversation to a checkpoint (reference §3.10): deletes nothing, runs no tool. */
   rewindConversation(compactionId: string): Promise<CompactionResult> {
-    if (typeof compactionId !== 'string' || compactionId.trim() === '') {
-      return Promise.reject(new InputError('invalid_request', 'compactionId is required'));
-    }
+    const problem = idProblem(compactionId);
+    if (problem) return Promise.reject(new InputError('invalid_request', `compactionId ${problem}`));
     return this.maintain('rewind', () => this.deps.compactor.rewind(this.sessionId, compactionId));
   }
 
   /** The raw messages a checkpoint covers, paginated (limit 1-50, default 20). */
   readTranscript(query: { compactionId?: string; afterSequence?: number; limit?: number } = {}): Promise<TranscriptPage> {
+    const problem = query.compactionId === undefined ? null : idProblem(query.compactionId);
+    if (problem) return Promise.reject(new InputError('invalid_request', `compactionId ${problem}`));
     return this.deps.storage.readTranscript(this.sessionId, query);
   }
 

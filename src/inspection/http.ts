@@ -101,6 +101,26 @@ export async function readJson<S extends z.ZodType>(req: IncomingMessage, schema
   return parsed.data;
 }
 
+/**
+ * The path's segments, percent-decoded. A malformed escape (`%E0%A4%A`) or a decoded NUL (`%00`) is a
+ * bad request (400 `invalid_request`), not a server fault: no id or name here may hold either.
+ */
+export function pathSegments(pathname: string): string[] {
+  return pathname
+    .split('/')
+    .filter(Boolean)
+    .map((segment) => {
+      let decoded: string;
+      try {
+        decoded = decodeURIComponent(segment);
+      } catch {
+        throw new HttpError(400, 'invalid_request', `the path segment ${JSON.stringify(segment)} is not valid percent-encoding`);
+      }
+      if (decoded.includes('\u0000')) throw new HttpError(400, 'invalid_request', `the path segment ${JSON.stringify(segment)} decodes to a NUL character`);
+      return decoded;
+    });
+}
+
 export function writeHead(res: ServerResponse, status: number, headers: Record<string, string>): void {
   res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
 }

@@ -29,7 +29,7 @@ import type { CompactionResult } from '../services/compaction/compaction.js';
 import type { CheckpointRecord } from '../storage/storage.js';
 import type { ActorTracker, TrackerChange } from './actor-tracker.js';
 import { machineChart, type MachineChart } from './charts.js';
-import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, readJson, sendError, sendJson, writeHead } from './http.js';
+import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, pathSegments, readJson, sendError, sendJson, writeHead } from './http.js';
 
 export interface InspectorServerOptions {
   core: Core;
@@ -214,7 +214,7 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     checkHost(req, hosts);
     const url = new URL(req.url ?? '/', 'http://inspector.invalid');
-    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    const parts = pathSegments(url.pathname);
     const method = req.method ?? 'GET';
     const isGet = method === 'GET' || method === 'HEAD';
     if (!isGet && method !== 'POST') throw new HttpError(405, 'method_not_allowed', `${method} is not supported`);

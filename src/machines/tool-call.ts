@@ -123,7 +123,8 @@ const toolCallSetup = setup({
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
     commitPlanUpdate: fromPromise<PlanCommitOutput, PlanCommitInput>(async () => notProvided('commitPlanUpdate')),
     runAgentTool: fromPromise<AgentToolOutput, AgentToolInput>(async () => notProvided('runAgentTool')),
-    recordToolResult: fromPromise<void, RecordInput>(async () => notProvided('recordToolResult')),
+    /** Writes the result and answers it as stored (made storable, issue 13.2): the update repeats that. */
+    recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
   },
   guards: {
     isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
@@ -606,7 +607,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
           permissionModeOrigin: context.permissionModeOrigin,
           executed: context.executed,
         }),
-        onDone: { target: 'done', actions: assign({ recorded: true }) },
+        onDone: { target: 'done', actions: assign({ recorded: true, result: ({ event }) => event.output }) },
         onError: {
           target: 'done',
           actions: assign(({ event }) => {

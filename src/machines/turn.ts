@@ -14,6 +14,7 @@
 import { assign, enqueueActions, fromEventObservable, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { NewMessage, ToolCallBlock } from '../protocol/content.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
+import { storableText } from '../protocol/storable-text.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
@@ -174,7 +175,8 @@ function emptyDraft(): ModelDraft {
 }
 
 function failedOutcome(code: string, message: string): TurnOutcome {
-  return { status: 'failed', code, message };
+  // A provider's or a tool's message may carry a NUL; the stored end and the update say the same storable text.
+  return { status: 'failed', code, message: storableText(message) };
 }
 
 function errorText(error: unknown): string {

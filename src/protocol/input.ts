@@ -3,17 +3,21 @@
  * What a host hands to `startTurn` and `steerTurn`.
  */
 import { z } from 'zod';
+import { MAX_ID_LENGTH } from './command-input.js';
+import { isStorableText, STORABLE_MESSAGE, storableString } from './storable-text.js';
 
-export const textInputSchema = z.object({ type: z.literal('text'), text: z.string() });
+// Issue 13.4: user text and ids Postgres cannot store (NUL, unpaired surrogates) are refused with
+// `invalid_request` before a turn id exists; nothing is repaired on the host's behalf.
+export const textInputSchema = z.object({ type: z.literal('text'), text: storableString() });
 /** An explicitly selected skill (reference §7.4); its body is materialised when the turn is accepted. */
-export const skillInputSchema = z.object({ type: z.literal('skill'), name: z.string(), path: z.string() });
+export const skillInputSchema = z.object({ type: z.literal('skill'), name: storableString(), path: storableString() });
 export const userInputSchema = z.discriminatedUnion('type', [textInputSchema, skillInputSchema]);
 export type UserInput = z.infer<typeof userInputSchema>;
 
 export const startTurnParamsSchema = z.object({
-  clientRequestId: z.string().trim().min(1),
+  clientRequestId: z.string().trim().min(1).max(MAX_ID_LENGTH).refine(isStorableText, STORABLE_MESSAGE),
   input: z.array(userInputSchema),
-  disabledSkillNames: z.array(z.string()).optional(),
+  disabledSkillNames: z.array(storableString()).optional(),
 });
 export type StartTurnParams = z.infer<typeof startTurnParamsSchema>;
 

@@ -6,6 +6,7 @@
  * answers become its result.
  */
 import { z } from 'zod';
+import { isStorableText, STORABLE_MESSAGE } from './storable-text.js';
 
 export const MAX_USER_INPUT_QUESTIONS = 3;
 export const MAX_USER_INPUT_OPTIONS = 6;
@@ -47,7 +48,7 @@ export const userInputRequestSchema = userInputRequestShape.superRefine((request
 export type UserInputRequest = z.infer<typeof userInputRequestSchema>;
 
 /** One answer per question id. */
-export const userInputAnswersSchema = z.record(z.string(), z.string().trim().min(1).max(MAX_ANSWER_CHARS));
+export const userInputAnswersSchema = z.record(z.string(), z.string().trim().min(1).max(MAX_ANSWER_CHARS).refine(isStorableText, STORABLE_MESSAGE));
 export type UserInputAnswers = z.infer<typeof userInputAnswersSchema>;
 
 /** What the turn holds while it waits (the snapshot's `pendingUserInput`). */

@@ -7,6 +7,7 @@ import { fromCallback, fromPromise } from 'xstate';
 import type { ZodError } from 'zod';
 import { errorMessage } from '../errors.js';
 import type { NewMessage } from '../protocol/content.js';
+import { storableValue } from '../protocol/storable-text.js';
 import type { PermissionCard } from '../protocol/updates.js';
 import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call.js';
 import type { AgentToolName } from './agents/control.js';
@@ -202,7 +203,8 @@ export function createToolCallActors(services: RuntimeServices) {
             permissionMode: input.permissionMode,
             signal: controller.signal,
             progress: (progress) => {
-              if (!settled) sendBack({ type: 'tool.progress', progress });
+              // Progress is live output; it is made storable like the result it previews.
+              if (!settled) sendBack({ type: 'tool.progress', progress: storableValue(progress) });
             },
             approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
           }),
@@ -226,7 +228,8 @@ export function createToolCallActors(services: RuntimeServices) {
     }),
 
     commitPlanUpdate: fromPromise<PlanCommitOutput, PlanCommitInput>(async ({ input }) => {
-      const checked = validatePlanArgs(input.args);
+      // Parsed arguments may hold a NUL that the JSON text escaped (`\u0000`); the plan row is jsonb.
+      const checked = storableValue(validatePlanArgs(input.args));
       if (!checked.ok) {
         return { ok: false, result: { status: 'failed', text: checked.message, error: { code: 'invalid_arguments', message: checked.message, retryable: false } } };
       }
@@ -276,21 +279,24 @@ export function createToolCallActors(services: RuntimeServices) {
       });
     }),
 
-    recordToolResult: fromPromise<void, RecordInput>(async ({ input }) => {
+    recordToolResult: fromPromise<ToolResult, RecordInput>(async ({ input }) => {
+      // Issue 13.2: whatever the tool produced (a NUL from `printf '\0'`, a lone surrogate from a
+      // host tool) is stored with U+FFFD in its place, and that stored text is what the update says.
+      const result = storableValue(input.result);
       const message: NewMessage = {
         id: services.ids.next('msg'),
         role: 'tool',
         kind: 'normal',
-        content: toolResultContent(input.providerCallId, input.result),
+        content: toolResultContent(input.providerCallId, result),
         providerCallId: input.providerCallId,
         toolName: input.toolName,
       };
       const approval = input.approval;
       const attributes: Record<string, unknown> = {
         permissionDecision:
-          input.result.status === 'denied' ? 'deny' : input.result.status === 'cancelled' && approval.decision === 'none' ? 'cancelled' : 'allow',
+          result.status === 'denied' ? 'deny' : result.status === 'cancelled' && approval.decision === 'none' ? 'cancelled' : 'allow',
         permissionDecisionSource: approval.source,
-        sandboxDenied: input.result.sandboxDenied ?? false,
+        sandboxDenied: result.sandboxDenied ?? false,
         // Reference §4.14: the permission facts a trace reader needs to tell the categories apart.
         sessionMode: input.permissionMode,
         sessionModeOrigin: input.permissionModeOrigin,
@@ -303,11 +309,11 @@ export function createToolCallActors(services: RuntimeServices) {
         approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;
       const end = (resultPersisted: boolean) =>
         endToolSpan(services, openSpans, input.toolCallId, {
-          status: spanStatus(input.result),
+          status: spanStatus(result),
           resolvedToolName: input.resolvedName,
           permissionWaitMs,
-          errorCode: input.result.error?.code ?? null,
-          errorMessage: input.result.error?.message ?? null,
+          errorCode: result.error?.code ?? null,
+          errorMessage: result.error?.message ?? null,
           attributes: { ...attributes, resultPersisted },
         });
       try {
@@ -318,6 +324,7 @@ export function createToolCallActors(services: RuntimeServices) {
         throw error;
       }
       end(true);
+      return result;
     }),
   };
 }

@@ -33,6 +33,8 @@ import type { RuntimeServices } from './runtime.js';
 import { toolSpan } from './tool-call-actors.js';
 import { toolResultContent } from './tools/define.js';
 import { modelCallSpan, type SpanData } from './trace/signals.js';
+import { StorableTextStream } from '../protocol/storable-text.js';
+import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
 
 /**
  * The `request` payload: runs of persisted message sequences in request order (`[first, last]`),
@@ -184,6 +186,20 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         let firstTokenMs: number | null = null;
         let partial = { text: '', reasoning: '', toolCalls: 0 };
         let finished = false;
+        // Issue 13.2: deltas are made storable here, once, so the update, the stored message and the
+        // next request carry the same characters.
+        const textStream = new StorableTextStream();
+        const reasoningStream = new StorableTextStream();
+        const emitText = (delta: string) => {
+          if (delta === '') return;
+          partial = { ...partial, text: partial.text + delta };
+          subscriber.next({ type: 'model.text_delta', delta });
+        };
+        const emitReasoning = (delta: string) => {
+          if (delta === '') return;
+          partial = { ...partial, reasoning: partial.reasoning + delta };
+          subscriber.next({ type: 'model.reasoning_delta', delta });
+        };
 
         /** The adapter's latest rate-limit headers travel to the session, which merges them (seed 004 §2). */
         const reportRateLimits = () => {
@@ -228,8 +244,15 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         };
 
         (async () => {
-          for await (const event of session.model.stream(request, { signal: controller.signal })) {
+          for await (const raw of session.model.stream(request, { signal: controller.signal })) {
             if (finished || controller.signal.aborted) return;
+            // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
+            // completion, ends the call as `model_protocol_error` before a tool can run.
+            if (completions > 0) {
+              fail(new ModelError('model_protocol_error', `the model stream sent ${describeEvent(raw)} after its completed event`, { semanticOutput: semantic }));
+              return;
+            }
+            const event = checkModelStreamEvent(raw, semantic);
             switch (event.type) {
               case 'text_delta':
               case 'reasoning_delta':
@@ -242,12 +265,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             }
             switch (event.type) {
               case 'text_delta':
-                partial = { ...partial, text: partial.text + event.delta };
-                subscriber.next({ type: 'model.text_delta', delta: event.delta });
+                emitText(textStream.push(event.delta));
                 break;
               case 'reasoning_delta':
-                partial = { ...partial, reasoning: partial.reasoning + event.delta };
-                subscriber.next({ type: 'model.reasoning_delta', delta: event.delta });
+                emitReasoning(reasoningStream.push(event.delta));
                 break;
               case 'tool_call':
                 partial = { ...partial, toolCalls: partial.toolCalls + 1 };
@@ -261,10 +282,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
                 break;
               case 'completed':
                 completions += 1;
-                if (completions > 1) {
-                  fail(new ModelError('model_protocol_error', 'the model stream completed twice', { semanticOutput: semantic }));
-                  return;
-                }
+                // A surrogate held back at the end of the last delta had no low half: release it replaced.
+                emitText(textStream.end());
+                emitReasoning(reasoningStream.end());
                 subscriber.next({
                   type: 'model.completed',
                   usage: event.usage,

@@ -141,11 +141,10 @@ function oracle({ events, termination, summary }: StreamCase): Expected {
   let completions = 0;
   const failed = (code: string, extra: Partial<Expected> = {}): Expected => ({ outcome: { status: 'failed', code }, executed: [], modelCalls: 1, summaryCalls: 0, ...extra });
   for (const event of events) {
+    // The completion is the last event of a stream; anything after it is a protocol error (issue 13.3).
+    if (completions > 0) return failed('model_protocol_error');
     if (event.type === 'text_delta' || event.type === 'reasoning_delta' || event.type === 'tool_call') semantic = true;
-    if (event.type === 'completed') {
-      completions += 1;
-      if (completions === 2) return failed('model_protocol_error');
-    }
+    if (event.type === 'completed') completions += 1;
   }
   if (termination === 'error') return failed('model_error');
   if (termination === 'overflow') {

@@ -15,7 +15,9 @@ import type { CheckpointRecord, CompactionKind } from '../../storage/storage.js'
 import { assembleRequest, buildSystemContext, type PreparedModelCall } from '../context/assemble.js';
 import { checkpointItems, type ConversationItem } from '../context/chat-state.js';
 import { isPrunable, spillPath } from '../context/prune.js';
-import type { ModelRequest, SystemPart } from '../model/port.js';
+import type { ModelRequest, ModelStreamEvent, SystemPart } from '../model/port.js';
+import { checkModelStreamEvent, describeEvent } from '../model/stream-events.js';
+import { StorableTextStream } from '../../protocol/storable-text.js';
 import type { RuntimeServices, SessionServices } from '../runtime.js';
 import { modelCallSpan, type SpanData } from '../trace/signals.js';
 import type { Timers } from '../agents/signal.js';
@@ -399,12 +401,21 @@ export class Compactor {
     let usage: { inputTokens: number; outputTokens: number } | null = null;
     const timeout = () => ({ ok: false as const, classification: 'timeout' as const, reason: `the summary attempt exceeded ${this.options.attemptTimeoutMs} ms`, text, usage, finishReason });
     try {
-      for await (const event of session.model.stream(request, { signal: controller.signal })) {
-        if (event.type === 'text_delta') text += event.delta;
+      const textStream = new StorableTextStream();
+      for await (const raw of session.model.stream(request, { signal: controller.signal })) {
+        // Issue 13.3: the same checks as a turn's model call; nothing may follow the completion.
+        if (completions > 0) return { ok: false, classification: 'deterministic', reason: `model_protocol_error: the summary stream sent ${describeEvent(raw)} after its completed event`, text, usage, finishReason };
+        let event: ModelStreamEvent;
+        try {
+          event = checkModelStreamEvent(raw, text !== '');
+        } catch (error) {
+          return { ok: false, classification: 'deterministic', reason: `model_protocol_error: ${errorMessage(error)}`, text, usage, finishReason };
+        }
+        if (event.type === 'text_delta') text += textStream.push(event.delta);
         else if (event.type === 'tool_call') return { ok: false, classification: 'degenerate', reason: 'the summary response requested a tool', text, usage, finishReason };
         else if (event.type === 'completed') {
           completions += 1;
-          if (completions > 1) return { ok: false, classification: 'deterministic', reason: 'the summary stream completed twice', text, usage, finishReason };
+          text += textStream.end();
           finishReason = event.finishReason;
           usage = { inputTokens: event.usage.inputTokens, outputTokens: event.usage.outputTokens };
         }

@@ -22,11 +22,24 @@ import type { ToolRuntime } from './tool-runtime.js';
 
 export const BASH_DEFAULT_TIMEOUT_MS = 30_000;
 export const BASH_MAX_TIMEOUT_MS = 120_000;
+/**
+ * The longest command accepted, in UTF-8 bytes (issue 13.4). The command reaches bash as one
+ * argument, and Linux refuses a single argument over 128 KiB (`spawn E2BIG`); a command past this
+ * limit is refused as `invalid_arguments` before anything is spawned. Longer scripts belong in a file.
+ */
+export const BASH_MAX_COMMAND_BYTES = 65_536;
+
 /** Progress is forwarded in batches at most this often. */
 const PROGRESS_INTERVAL_MS = 50;
 
 const baseParameters = {
-  command: z.string().min(1).describe('The bash command line to run (cwd is the workspace root).'),
+  command: z
+    .string()
+    .min(1)
+    .refine((command) => Buffer.byteLength(command) <= BASH_MAX_COMMAND_BYTES, {
+      message: `the command is longer than ${BASH_MAX_COMMAND_BYTES} bytes; write a long script to a file and run that instead`,
+    })
+    .describe('The bash command line to run (cwd is the workspace root).'),
   timeoutMs: z.number().int().optional().describe(`Milliseconds before the command is killed (default ${BASH_DEFAULT_TIMEOUT_MS}, at most ${BASH_MAX_TIMEOUT_MS}).`),
   description: z.string().optional().describe('A few words saying what the command does, for the user.'),
 };

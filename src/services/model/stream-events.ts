@@ -1,0 +1,91 @@
+/**
+ * @module services/model/stream-events
+ * The model port is a trust boundary (issue 13, point 3): any `ModelPort`, including one a host
+ * writes, may yield anything. Every event is parsed here before the runtime consumes it, and an event
+ * that does not fit ends the call as `model_protocol_error` before any tool runs. A valid event comes
+ * back with its text made storable (NUL and unpaired surrogates replaced, see `protocol/storable-text`).
+ */
+import { z } from 'zod';
+import { ModelError } from '../../errors.js';
+import { storableText, storableValue } from '../../protocol/storable-text.js';
+import type { FinishReason, ModelStreamEvent } from './port.js';
+
+/** A token count: a finite, non-negative integer (NaN, Infinity and fractions are refused). */
+const tokenCount = z.number().int().nonnegative();
+
+const finishReasons = ['stop', 'tool_use', 'length', 'content_filter', 'refusal', 'incomplete', 'unknown'] as const satisfies readonly FinishReason[];
+
+export const modelStreamEventSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text_delta'), delta: z.string() }),
+  z.object({ type: z.literal('reasoning_delta'), delta: z.string() }),
+  z.object({
+    type: z.literal('tool_call'),
+    callId: z.string().trim().min(1, 'a tool call needs a call id'),
+    name: z.string().trim().min(1, 'a tool call needs a tool name'),
+    arguments: z.string(),
+  }),
+  z.object({ type: z.literal('provider_opaque'), provider: z.string().min(1), data: z.unknown() }),
+  z.object({
+    type: z.literal('completed'),
+    usage: z.object({
+      inputTokens: tokenCount,
+      outputTokens: tokenCount,
+      cachedInputTokens: tokenCount,
+      reasoningTokens: tokenCount,
+    }),
+    responseId: z.string().optional(),
+    finishReason: z.enum(finishReasons).optional(),
+    actualModel: z.string().optional(),
+  }),
+  z.object({ type: z.literal('retry'), attempt: z.number().int().positive(), reason: z.string() }),
+]);
+
+// The schema and the port's event type must describe the same events.
+type Parsed = z.infer<typeof modelStreamEventSchema>;
+const _sameShape: [Parsed extends ModelStreamEvent ? true : false, ModelStreamEvent extends Parsed ? true : false] = [true, true];
+void _sameShape;
+
+/** "a text_delta event", or "an event" when it has no type to name. */
+export function describeEvent(event: unknown): string {
+  return event !== null && typeof event === 'object' && typeof (event as { type?: unknown }).type === 'string'
+    ? `a ${JSON.stringify((event as { type: string }).type)} event`
+    : `an event (${event === null ? 'null' : typeof event})`;
+}
+
+/**
+ * The event, checked; throws `model_protocol_error` when it does not fit. Deltas are returned as
+ * they came: the caller makes them storable with a `StorableTextStream`, which keeps a surrogate
+ * pair split across two deltas intact. Every other string is made storable here.
+ */
+export function checkModelStreamEvent(event: unknown, semanticOutput: boolean): ModelStreamEvent {
+  const parsed = modelStreamEventSchema.safeParse(event);
+  if (!parsed.success) {
+    throw new ModelError(
+      'model_protocol_error',
+      storableText(`the model stream sent ${describeEvent(event)} that does not fit the model port: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'event'}: ${i.message}`).join('; ')}`),
+      { semanticOutput },
+    );
+  }
+  const checked = parsed.data;
+  switch (checked.type) {
+    case 'text_delta':
+    case 'reasoning_delta':
+      return checked;
+    case 'completed':
+      return {
+        ...checked,
+        ...(checked.responseId !== undefined ? { responseId: storableText(checked.responseId) } : {}),
+        ...(checked.actualModel !== undefined ? { actualModel: storableText(checked.actualModel) } : {}),
+      };
+    case 'retry':
+      return { ...checked, reason: storableText(checked.reason) };
+    case 'tool_call':
+      return { type: 'tool_call', callId: storableText(checked.callId), name: storableText(checked.name), arguments: storableText(checked.arguments) };
+    case 'provider_opaque':
+      return { type: 'provider_opaque', provider: storableText(checked.provider), data: storableValue(checked.data) };
+    default: {
+      const never: never = checked;
+      throw new ModelError('model_protocol_error', `unknown model stream event ${JSON.stringify(never)}`);
+    }
+  }
+}
