@@ -61,16 +61,36 @@ function isoNow(services: RuntimeServices, notBefore?: string): string {
   return isoAt(services.clock, notBefore);
 }
 
+/** `error_message` of a turn closed as `interrupted` by the next start of its session (issue 13.1). */
+export const UNRECORDED_END_MESSAGE = 'the end of this turn could not be recorded; the next turn of the session closed it';
+
 export function createTurnActors(services: RuntimeServices, compactor: Compactor) {
   /** Model spans between their start (in callModel) and their end (after the response is stored). */
   const modelSpans = new Map<string, SpanData>();
   /**
-   * Ends this process decided but could not write, per session. The row stays `running`, which the
-   * one-running-turn index would hold against the session's next turn, so that turn's start writes
-   * the end first. Only this process's own turns are listed: another process's running turn is
-   * never touched (its owner, or the startup correction, ends it).
+   * This process's turns whose end is not recorded yet, per session and keyed by turn (issue 13.1).
+   * An entry is made before the begin is written and goes once an end write succeeds. `end` is the
+   * end decided but refused by the database; it is kept only for a turn whose begin was written.
+   * A turn whose begin never confirmed has no end queued: its row may not exist, or may exist if
+   * the commit landed but its answer was lost. The row of a listed turn that is still `running`
+   * would hold the one-running-turn index against the session's next turn, so that turn's start
+   * writes every kept end first and closes the rest as `interrupted`. Only this process's own turns
+   * are listed: another process's running turn is never touched (its owner, or the startup
+   * correction, ends it).
    */
-  const unrecordedEnds = new Map<string, { turnId: string; end: FinishTurn }>();
+  const unrecorded = new Map<string, Map<string, { begun: boolean; end: FinishTurn | null }>>();
+
+  /** Writes the kept ends of a session's earlier turns; throws (the new turn fails) while the database refuses. */
+  const settleUnrecorded = async (sessionId: string) => {
+    const pending = unrecorded.get(sessionId);
+    if (!pending) return;
+    for (const [turnId, entry] of pending) {
+      if (entry.end) await services.storage.finishTurn(turnId, entry.end);
+      else await services.storage.interruptTurn(turnId, { errorCode: 'persistence_error', errorMessage: UNRECORDED_END_MESSAGE });
+      pending.delete(turnId);
+    }
+    unrecorded.delete(sessionId);
+  };
 
   const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) => {
     const span = modelSpans.get(spanId);
@@ -87,12 +107,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
       const session = services.session(input.sessionId);
-      const unrecorded = unrecordedEnds.get(input.sessionId);
-      if (unrecorded) {
-        // Retry the end write of the previous turn; if the database still refuses, this turn fails too.
-        await services.storage.finishTurn(unrecorded.turnId, unrecorded.end);
-        unrecordedEnds.delete(input.sessionId);
-      }
+      // Retry the end writes of earlier turns; if the database still refuses, this turn fails too.
+      await settleUnrecorded(input.sessionId);
+      const entry = { begun: false, end: null };
+      unrecorded.set(input.sessionId, new Map([[input.turnId, entry]]));
       const stored = await services.storage.beginTurn({
         turnId: input.turnId,
         sessionId: input.sessionId,
@@ -103,6 +121,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         appVersion: services.appVersion,
         messages: input.messages,
       });
+      entry.begun = true;
       session.chat.append(stored);
     }),
 
@@ -432,13 +451,15 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         errorMessage: outcome.status === 'failed' ? outcome.message : null,
         planUnfinishedStepCount: input.planUnfinishedStepCount,
       };
+      const entry = unrecorded.get(input.sessionId)?.get(input.turnId);
       let recorded: boolean;
       try {
         recorded = await services.storage.finishTurn(input.turnId, end);
       } catch (error) {
-        unrecordedEnds.set(input.sessionId, { turnId: input.turnId, end });
+        if (entry?.begun) entry.end = end;
         throw error;
       }
+      unrecorded.get(input.sessionId)?.delete(input.turnId);
       // Spans still open belong to this turn only if something went wrong; the writer flushes on its own.
       void services.trace.flush().catch(() => undefined);
       return recorded;

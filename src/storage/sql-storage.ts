@@ -572,6 +572,27 @@ export class SqlSessionStorage implements SessionStorage {
     });
   }
 
+  interruptTurn(turnId: string, reason: { errorCode: string; errorMessage: string }): Promise<boolean> {
+    return this.run('interrupt turn', () =>
+      this.db.transaction(async (tx) => {
+        const turns = await tx.query(
+          `UPDATE turns SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
+             error_message = $3, updated_at = now()
+           WHERE id = $1 AND status = 'running'`,
+          [turnId, reason.errorCode, reason.errorMessage],
+        );
+        if (turns.rowCount === 0) return false;
+        await tx.query(
+          `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
+             error_code = COALESCE(error_code, $2)
+           WHERE turn_id = $1 AND status = 'running'`,
+          [turnId, reason.errorCode],
+        );
+        return true;
+      }),
+    );
+  }
+
   async writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
     if (signals.length === 0) return { written: 0, failed: 0 };
     try {

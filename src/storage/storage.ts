@@ -278,6 +278,12 @@ export interface SessionStorage {
   appendTurnMessages(turnId: string, messages: NewMessage[]): Promise<StoredMessage[]>;
   /** End of turn; returns false when the turn was no longer running. */
   finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean>;
+  /**
+   * Closes one turn of this process whose end was never recorded, if it is still `running`: the
+   * turn becomes `interrupted` and its running spans `outcome_unknown`, in one transaction. Returns
+   * false when there was no such running row (its begin never committed, or its end is written).
+   */
+  interruptTurn(turnId: string, reason: { errorCode: string; errorMessage: string }): Promise<boolean>;
 
   writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport>;
 
