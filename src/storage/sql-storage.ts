@@ -228,7 +228,7 @@ export class SqlSessionStorage implements SessionStorage {
     }
   }
 
-  migrate(): Promise<MigrationReport> {
+  async migrate(): Promise<MigrationReport> {
     return migrate(this.db);
   }
 
