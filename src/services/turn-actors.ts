@@ -104,6 +104,37 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     });
   };
 
+  /**
+   * Model spans whose call was stopped from outside, per turn, until the reason is known (issue
+   * 13.6, reference §11.1). The stopped actor cannot tell why it stops; the turn's outcome can: the
+   * end of a turn the user cancelled makes them `cancelled`. Any other stop (shutdown, the session
+   * actor stopped) leaves the outcome unknown: the request may have been served.
+   */
+  const stoppedSpans = new Map<string, Map<string, Partial<SpanData>>>();
+
+  const endStoppedSpans = (turnId: string, userCancel: boolean) => {
+    const stopped = stoppedSpans.get(turnId);
+    if (!stopped) return;
+    stoppedSpans.delete(turnId);
+    for (const [spanId, patch] of stopped) {
+      endModelSpan(spanId, {
+        ...patch,
+        status: userCancel ? 'cancelled' : 'outcome_unknown',
+        ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
+        attributes: { ...patch.attributes, errorPhase: 'cancelled', finishReason: 'cancelled' },
+      });
+    }
+  };
+
+  const stopModelSpan = (turnId: string, spanId: string, patch: Partial<SpanData>) => {
+    const stopped = stoppedSpans.get(turnId) ?? new Map<string, Partial<SpanData>>();
+    stoppedSpans.set(turnId, stopped);
+    stopped.set(spanId, patch);
+    // The turn's end, started in the same step right after this stop, claims the span with the
+    // reason; without one (the whole session actor stopped), the outcome stays unknown.
+    queueMicrotask(() => endStoppedSpans(turnId, false));
+  };
+
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
       const session = services.session(input.sessionId);
@@ -317,11 +348,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         return () => {
           if (finished) return;
           finished = true;
-          controller.abort(new Error('the model call was cancelled'));
-          endModelSpan(span.id, {
-            status: 'cancelled',
+          controller.abort(new Error('the model call was stopped'));
+          stopModelSpan(input.turnId, span.id, {
             attemptCount: attempts,
-            attributes: { errorPhase: 'cancelled', finishReason: 'cancelled', deliveryState: semantic ? 'semantic_output_emitted' : 'possibly_sent' },
+            attributes: { deliveryState: semantic ? 'semantic_output_emitted' : 'possibly_sent' },
           });
         };
       });
@@ -445,6 +475,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
     finishTurn: fromPromise<boolean, FinishInput>(async ({ input }) => {
       const outcome = input.outcome;
+      endStoppedSpans(input.turnId, outcome.status === 'cancelled');
       const end: FinishTurn = {
         status: outcome.status,
         errorCode: outcome.status === 'failed' ? outcome.code : null,

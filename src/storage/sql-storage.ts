@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { CommandError, InputError, StorageError, errorMessage } from '../errors.js';
-import type { NewMessage, StoredMessage } from '../protocol/content.js';
+import { textOf, type ContentBlock, type NewMessage, type StoredMessage } from '../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { SpanData, SpanPayload, TraceSignal } from '../services/trace/signals.js';
@@ -987,6 +987,17 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('get turn', async () => {
       const { rows } = await this.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = $1`, [turnId]);
       return rows[0] ? turnFromRow(rows[0]) : null;
+    });
+  }
+
+  getTurnFinalText(turnId: string): Promise<string> {
+    return this.run('get final text', async () => {
+      const { rows } = await this.db.query(
+        `SELECT content FROM messages WHERE turn_id = $1 AND role = 'assistant' ORDER BY sequence DESC LIMIT 1`,
+        [turnId],
+      );
+      const content = rows[0]?.content;
+      return Array.isArray(content) ? textOf(content as ContentBlock[]) : '';
     });
   }
 

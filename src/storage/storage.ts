@@ -314,6 +314,8 @@ export interface SessionStorage {
   setSkillDisabled(name: string, disabled: boolean): Promise<void>;
 
   getTurn(turnId: string): Promise<TurnRecord | null>;
+  /** The text of the turn's last assistant message ('' when none): a completed turn's `finalText` (reference §9.3). */
+  getTurnFinalText(turnId: string): Promise<string>;
   listTurns(sessionId: string): Promise<TurnRecord[]>;
   listMessages(sessionId: string, options?: { afterSequence?: number; limit?: number }): Promise<StoredMessage[]>;
   listTraceSpans(filter: { turnId?: string; sessionId?: string }): Promise<TraceSpanRecord[]>;
