@@ -52,7 +52,8 @@ export type ErrorCode =
   | TurnFailureCode
   | InspectionErrorCode
   | 'context_overflow'
-  | 'migration_error';
+  | 'migration_error'
+  | 'store_locked';
 
 export interface OpenworkErrorOptions {
   cause?: unknown;
@@ -103,6 +104,17 @@ export class StorageError extends OpenworkError {
   constructor(message: string, options: OpenworkErrorOptions & { sqlState?: string } = {}) {
     super('persistence_error', message, options);
     this.sqlState = options.sqlState;
+  }
+}
+
+/**
+ * `store_locked`: the embedded store's directory is held by another live process (issue 13.5).
+ * `details` name the lock file and the holder's pid and host.
+ */
+export class StoreLockedError extends OpenworkError {
+  declare readonly code: 'store_locked';
+  constructor(message: string, options?: OpenworkErrorOptions) {
+    super('store_locked', message, options);
   }
 }
 

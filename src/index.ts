@@ -13,7 +13,7 @@ export { postgresStorage } from './storage/postgres.js';
 export type { PostgresStorageOptions } from './storage/postgres.js';
 export type { SessionStorage, SessionRecord, TurnRecord, TraceSpanRecord, TokenUsage } from './storage/storage.js';
 
-export { OpenworkError, CommandError, BusyError, InputError, StorageError, ModelError, isOpenworkError } from './errors.js';
+export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, isOpenworkError } from './errors.js';
 export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } from './errors.js';
 
 export { defineTool, toolDefinition } from './services/tools/define.js';

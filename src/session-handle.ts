@@ -468,9 +468,10 @@ export class SessionHandle {
     const ctx = this.deps.actor.getSnapshot().context;
     if (ctx.activeTurn?.turnId !== turnId) {
       if (ctx.lastTerminal?.turnId === turnId) return Promise.resolve(ctx.lastTerminal.outcome);
-      return this.deps.storage.getTurn(turnId).then((t) => {
-        if (!t) throw new CommandError('turn_not_active', `turn ${turnId} is not known in this session`);
-        return outcomeOfRecord(t);
+      return this.deps.storage.getTurn(turnId).then(async (t) => {
+        if (!t || t.sessionId !== this.sessionId) throw new CommandError('turn_not_active', `turn ${turnId} is not known in this session`);
+        // A completed turn's answer is its last assistant message (reference §9.3), whenever it ran.
+        return outcomeOfRecord(t, t.status === 'completed' ? await this.deps.storage.getTurnFinalText(turnId) : '');
       });
     }
     return new Promise((resolve) => {

@@ -16,7 +16,7 @@ import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import { LineInput } from './line-input.js';
 import type { ChatOptions } from './options.js';
 import { UpdateRenderer, cardLines, pickAnswer, questionLines, styleFor } from './render.js';
-import { openStorage, storageLabel } from './storage.js';
+import { openStorage, storageLabel, storeLockedLine } from './storage.js';
 import { cliToolOptions } from './tools.js';
 
 export interface ChatIO {
@@ -92,7 +92,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   try {
     core = await createCore({ storage: openStorage(options), model, ...(await cliToolOptions()), resolveModel: () => model, userInput: true });
   } catch (error) {
-    return fail(`cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
+    return fail(storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
   }
 
   let session: SessionHandle;

@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import { errorMessage } from '../errors.js';
 import type { SessionsOptions } from './options.js';
-import { openStorage, storageLabel } from './storage.js';
+import { openStorage, storageLabel, storeLockedLine } from './storage.js';
 
 export async function runSessions(options: SessionsOptions, out: NodeJS.WritableStream, err: NodeJS.WritableStream): Promise<number> {
   if (!options.databaseUrl && !existsSync(options.dataDir)) {
@@ -28,7 +28,7 @@ export async function runSessions(options: SessionsOptions, out: NodeJS.Writable
     out.write(`continue one with: openwork chat --session <id>\n`);
     return 0;
   } catch (error) {
-    err.write(`openwork: cannot read the session store (${storageLabel(options)}): ${errorMessage(error)}\n`);
+    err.write(`openwork: ${storeLockedLine(options, error) ?? `cannot read the session store (${storageLabel(options)}): ${errorMessage(error)}`}\n`);
     return 2;
   } finally {
     await storage.close().catch(() => undefined);

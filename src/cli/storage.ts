@@ -10,6 +10,7 @@ import { isAbsolute, join, relative } from 'node:path';
 import { pgliteStorage } from '../storage/pglite.js';
 import { postgresStorage } from '../storage/postgres.js';
 import type { SqlSessionStorage } from '../storage/sql-storage.js';
+import { isOpenworkError } from '../errors.js';
 import type { StorageOptions } from './options.js';
 
 export function openStorage(options: StorageOptions): SqlSessionStorage {
@@ -45,4 +46,15 @@ export function storageLabel(options: StorageOptions): string {
   }
   const rel = relative(options.workingDirectory, options.dataDir);
   return `pglite ${rel && !rel.startsWith('..') ? rel : options.dataDir}`;
+}
+
+/**
+ * The one line the CLI prints when another process holds the embedded store (issue 13.5), or null
+ * for any other error.
+ */
+export function storeLockedLine(options: StorageOptions, error: unknown): string | null {
+  if (!isOpenworkError(error) || error.code !== 'store_locked') return null;
+  const pid = error.details.holderPid;
+  const holder = typeof pid === 'number' ? `process ${pid}` : 'another process';
+  return `${storageLabel(options)} is in use by ${holder}; PGlite allows one openwork process per directory (use --database-url <postgres-url> to run several)`;
 }

@@ -63,16 +63,36 @@ function isoNow(services: RuntimeServices, notBefore?: string): string {
   return isoAt(services.clock, notBefore);
 }
 
+/** `error_message` of a turn closed as `interrupted` by the next start of its session (issue 13.1). */
+export const UNRECORDED_END_MESSAGE = 'the end of this turn could not be recorded; the next turn of the session closed it';
+
 export function createTurnActors(services: RuntimeServices, compactor: Compactor) {
   /** Model spans between their start (in callModel) and their end (after the response is stored). */
   const modelSpans = new Map<string, SpanData>();
   /**
-   * Ends this process decided but could not write, per session. The row stays `running`, which the
-   * one-running-turn index would hold against the session's next turn, so that turn's start writes
-   * the end first. Only this process's own turns are listed: another process's running turn is
-   * never touched (its owner, or the startup correction, ends it).
+   * This process's turns whose end is not recorded yet, per session and keyed by turn (issue 13.1).
+   * An entry is made before the begin is written and goes once an end write succeeds. `end` is the
+   * end decided but refused by the database; it is kept only for a turn whose begin was written.
+   * A turn whose begin never confirmed has no end queued: its row may not exist, or may exist if
+   * the commit landed but its answer was lost. The row of a listed turn that is still `running`
+   * would hold the one-running-turn index against the session's next turn, so that turn's start
+   * writes every kept end first and closes the rest as `interrupted`. Only this process's own turns
+   * are listed: another process's running turn is never touched (its owner, or the startup
+   * correction, ends it).
    */
-  const unrecordedEnds = new Map<string, { turnId: string; end: FinishTurn }>();
+  const unrecorded = new Map<string, Map<string, { begun: boolean; end: FinishTurn | null }>>();
+
+  /** Writes the kept ends of a session's earlier turns; throws (the new turn fails) while the database refuses. */
+  const settleUnrecorded = async (sessionId: string) => {
+    const pending = unrecorded.get(sessionId);
+    if (!pending) return;
+    for (const [turnId, entry] of pending) {
+      if (entry.end) await services.storage.finishTurn(turnId, entry.end);
+      else await services.storage.interruptTurn(turnId, { errorCode: 'persistence_error', errorMessage: UNRECORDED_END_MESSAGE });
+      pending.delete(turnId);
+    }
+    unrecorded.delete(sessionId);
+  };
 
   const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) => {
     const span = modelSpans.get(spanId);
@@ -86,15 +106,44 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     });
   };
 
+  /**
+   * Model spans whose call was stopped from outside, per turn, until the reason is known (issue
+   * 13.6, reference §11.1). The stopped actor cannot tell why it stops; the turn's outcome can: the
+   * end of a turn the user cancelled makes them `cancelled`. Any other stop (shutdown, the session
+   * actor stopped) leaves the outcome unknown: the request may have been served.
+   */
+  const stoppedSpans = new Map<string, Map<string, Partial<SpanData>>>();
+
+  const endStoppedSpans = (turnId: string, userCancel: boolean) => {
+    const stopped = stoppedSpans.get(turnId);
+    if (!stopped) return;
+    stoppedSpans.delete(turnId);
+    for (const [spanId, patch] of stopped) {
+      endModelSpan(spanId, {
+        ...patch,
+        status: userCancel ? 'cancelled' : 'outcome_unknown',
+        ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
+        attributes: { ...patch.attributes, errorPhase: 'cancelled', finishReason: 'cancelled' },
+      });
+    }
+  };
+
+  const stopModelSpan = (turnId: string, spanId: string, patch: Partial<SpanData>) => {
+    const stopped = stoppedSpans.get(turnId) ?? new Map<string, Partial<SpanData>>();
+    stoppedSpans.set(turnId, stopped);
+    stopped.set(spanId, patch);
+    // The turn's end, started in the same step right after this stop, claims the span with the
+    // reason; without one (the whole session actor stopped), the outcome stays unknown.
+    queueMicrotask(() => endStoppedSpans(turnId, false));
+  };
+
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
       const session = services.session(input.sessionId);
-      const unrecorded = unrecordedEnds.get(input.sessionId);
-      if (unrecorded) {
-        // Retry the end write of the previous turn; if the database still refuses, this turn fails too.
-        await services.storage.finishTurn(unrecorded.turnId, unrecorded.end);
-        unrecordedEnds.delete(input.sessionId);
-      }
+      // Retry the end writes of earlier turns; if the database still refuses, this turn fails too.
+      await settleUnrecorded(input.sessionId);
+      const entry = { begun: false, end: null };
+      unrecorded.set(input.sessionId, new Map([[input.turnId, entry]]));
       const stored = await services.storage.beginTurn({
         turnId: input.turnId,
         sessionId: input.sessionId,
@@ -105,6 +154,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         appVersion: services.appVersion,
         messages: input.messages,
       });
+      entry.begun = true;
       session.chat.append(stored);
     }),
 
@@ -318,11 +368,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         return () => {
           if (finished) return;
           finished = true;
-          controller.abort(new Error('the model call was cancelled'));
-          endModelSpan(span.id, {
-            status: 'cancelled',
+          controller.abort(new Error('the model call was stopped'));
+          stopModelSpan(input.turnId, span.id, {
             attemptCount: attempts,
-            attributes: { errorPhase: 'cancelled', finishReason: 'cancelled', deliveryState: semantic ? 'semantic_output_emitted' : 'possibly_sent' },
+            attributes: { deliveryState: semantic ? 'semantic_output_emitted' : 'possibly_sent' },
           });
         };
       });
@@ -446,19 +495,22 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
     finishTurn: fromPromise<boolean, FinishInput>(async ({ input }) => {
       const outcome = input.outcome;
+      endStoppedSpans(input.turnId, outcome.status === 'cancelled');
       const end: FinishTurn = {
         status: outcome.status,
         errorCode: outcome.status === 'failed' ? outcome.code : null,
         errorMessage: outcome.status === 'failed' ? outcome.message : null,
         planUnfinishedStepCount: input.planUnfinishedStepCount,
       };
+      const entry = unrecorded.get(input.sessionId)?.get(input.turnId);
       let recorded: boolean;
       try {
         recorded = await services.storage.finishTurn(input.turnId, end);
       } catch (error) {
-        unrecordedEnds.set(input.sessionId, { turnId: input.turnId, end });
+        if (entry?.begun) entry.end = end;
         throw error;
       }
+      unrecorded.get(input.sessionId)?.delete(input.turnId);
       // Spans still open belong to this turn only if something went wrong; the writer flushes on its own.
       void services.trace.flush().catch(() => undefined);
       return recorded;

@@ -5,12 +5,14 @@
  * What it guarantees: PGlite runs Postgres with `fsync` off. In a directory, every committed write has
  * reached the operating system, so it survives a killed process, but not a power cut or a kernel crash.
  * In memory (no `dataDir`), nothing survives the process. One instance serialises every query.
+ * A directory belongs to one process at a time: a second opener gets `store_locked` (store-lock.ts).
  */
 import { PGlite } from '@electric-sql/pglite';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
+import { acquireStoreLock, type StoreLock } from './store-lock.js';
 
 export interface PgliteStorageOptions extends StorageOptions {
   /** A directory for the database files; omitted means in memory. */
@@ -43,15 +45,24 @@ export class PgliteDatabase implements SqlDatabase {
   readonly kind = 'pglite' as const;
   readonly db: PGlite;
   private readonly exec: SqlExecutor;
+  /** The directory's lock (issue 13.5); none in memory. */
+  private readonly lock: StoreLock | null;
 
   constructor(options: PgliteStorageOptions) {
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+    // Before PGlite touches the directory: a second process would overwrite this one's pages.
+    this.lock = options.dataDir ? acquireStoreLock(options.dataDir) : null;
     const settings = { ...PGLITE_DEFAULT_SETTINGS, ...options.postgresSettings };
     const startParams = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
-    this.db = new PGlite({
-      ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-      ...(startParams.length > 0 ? { startParams } : {}),
-    });
+    try {
+      this.db = new PGlite({
+        ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+        ...(startParams.length > 0 ? { startParams } : {}),
+      });
+    } catch (error) {
+      this.lock?.release();
+      throw error;
+    }
     this.exec = executor(this.db);
   }
 
@@ -69,7 +80,11 @@ export class PgliteDatabase implements SqlDatabase {
   }
 
   async close(): Promise<void> {
-    if (!this.db.closed) await this.db.close();
+    try {
+      if (!this.db.closed) await this.db.close();
+    } finally {
+      this.lock?.release();
+    }
   }
 }
 

@@ -16,14 +16,18 @@ export interface PostgresStorageOptions extends StorageOptions {
   pool?: pg.PoolConfig;
 }
 
-async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+/**
+ * BEGIN ... COMMIT on one client. A ROLLBACK that fails leaves the client in an unknown state (its
+ * connection lost, or a transaction still open): `broken` hears of it, and the client is discarded.
+ */
+async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) => Promise<T>, broken: (error: Error) => void): Promise<T> {
   await client.query('BEGIN');
   try {
     const result = await fn(clientExecutor(client));
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    await client.query('ROLLBACK').catch((rollbackError: Error) => broken(rollbackError));
     throw error;
   }
 }
@@ -56,22 +60,23 @@ export class PostgresDatabase implements SqlDatabase {
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.checkedOut((client) => runTransaction(client, fn));
+    return this.checkedOut((client, broken) => runTransaction(client, fn, broken));
   }
 
   async withConnection<T>(fn: (conn: SqlExecutor & { transaction: SqlDatabase['transaction'] }) => Promise<T>): Promise<T> {
-    return this.checkedOut((client) => {
+    return this.checkedOut((client, broken) => {
       const exec = clientExecutor(client);
-      return fn({ query: exec.query, transaction: (f) => runTransaction(client, f) });
+      return fn({ query: exec.query, transaction: (f) => runTransaction(client, f, broken) });
     });
   }
 
   /**
    * Runs `fn` on a client taken from the pool. A connection lost between two statements makes the
    * client emit `error` with no query to receive it; unheard, that would crash the host process.
-   * The next statement fails instead, and the broken client is discarded, not returned to the pool.
+   * The next statement fails instead, and the broken client is discarded, not returned to the pool,
+   * so the pool opens fresh connections once the server is back (issue 13.1): no restart needed.
    */
-  private async checkedOut<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  private async checkedOut<T>(fn: (client: pg.PoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let lost: Error | undefined;
     const onError = (error: Error) => {
@@ -79,7 +84,7 @@ export class PostgresDatabase implements SqlDatabase {
     };
     client.on('error', onError);
     try {
-      return await fn(client);
+      return await fn(client, onError);
     } finally {
       client.off('error', onError);
       client.release(lost);

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { CommandError, InputError, StorageError, errorMessage } from '../errors.js';
-import type { NewMessage, StoredMessage } from '../protocol/content.js';
+import { textOf, type ContentBlock, type NewMessage, type StoredMessage } from '../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { SpanData, SpanPayload, TraceSignal } from '../services/trace/signals.js';
@@ -235,7 +235,7 @@ export class SqlSessionStorage implements SessionStorage {
     }
   }
 
-  migrate(): Promise<MigrationReport> {
+  async migrate(): Promise<MigrationReport> {
     return migrate(this.db);
   }
 
@@ -577,6 +577,27 @@ export class SqlSessionStorage implements SessionStorage {
       );
       return result.rowCount > 0;
     });
+  }
+
+  interruptTurn(turnId: string, reason: { errorCode: string; errorMessage: string }): Promise<boolean> {
+    return this.run('interrupt turn', () =>
+      this.db.transaction(async (tx) => {
+        const turns = await tx.query(
+          `UPDATE turns SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
+             error_message = $3, updated_at = now()
+           WHERE id = $1 AND status = 'running'`,
+          [turnId, reason.errorCode, reason.errorMessage],
+        );
+        if (turns.rowCount === 0) return false;
+        await tx.query(
+          `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
+             error_code = COALESCE(error_code, $2)
+           WHERE turn_id = $1 AND status = 'running'`,
+          [turnId, reason.errorCode],
+        );
+        return true;
+      }),
+    );
   }
 
   async writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
@@ -973,6 +994,17 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('get turn', async () => {
       const { rows } = await this.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = $1`, [turnId]);
       return rows[0] ? turnFromRow(rows[0]) : null;
+    });
+  }
+
+  getTurnFinalText(turnId: string): Promise<string> {
+    return this.run('get final text', async () => {
+      const { rows } = await this.db.query(
+        `SELECT content FROM messages WHERE turn_id = $1 AND role = 'assistant' ORDER BY sequence DESC LIMIT 1`,
+        [turnId],
+      );
+      const content = rows[0]?.content;
+      return Array.isArray(content) ? textOf(content as ContentBlock[]) : '';
     });
   }
 

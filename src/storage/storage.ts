@@ -283,6 +283,12 @@ export interface SessionStorage {
   appendTurnMessages(turnId: string, messages: NewMessage[]): Promise<StoredMessage[]>;
   /** End of turn; returns false when the turn was no longer running. */
   finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean>;
+  /**
+   * Closes one turn of this process whose end was never recorded, if it is still `running`: the
+   * turn becomes `interrupted` and its running spans `outcome_unknown`, in one transaction. Returns
+   * false when there was no such running row (its begin never committed, or its end is written).
+   */
+  interruptTurn(turnId: string, reason: { errorCode: string; errorMessage: string }): Promise<boolean>;
 
   writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport>;
 
@@ -313,6 +319,8 @@ export interface SessionStorage {
   setSkillDisabled(name: string, disabled: boolean): Promise<void>;
 
   getTurn(turnId: string): Promise<TurnRecord | null>;
+  /** The text of the turn's last assistant message ('' when none): a completed turn's `finalText` (reference §9.3). */
+  getTurnFinalText(turnId: string): Promise<string>;
   listTurns(sessionId: string): Promise<TurnRecord[]>;
   listMessages(sessionId: string, options?: { afterSequence?: number; limit?: number }): Promise<StoredMessage[]>;
   listTraceSpans(filter: { turnId?: string; sessionId?: string }): Promise<TraceSpanRecord[]>;

@@ -392,6 +392,21 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(run.stderr).toBe('openwork: --api must be "responses" or "chat", not "soap" (see openwork --help)\n');
   });
 
+  it('a second chat on the same PGlite directory is one line naming the holder (issue 13.5)', async () => {
+    const cwd = await workspace();
+    const first = chat(cwd, '--pglite');
+    // The header comes after the store is open (and locked).
+    await first.waitFor(/^(sandbox: \w+, bash runs inside it|sandbox unavailable, bash disabled: .+)$/m);
+    const second = chat(cwd, '--pglite', 'hello');
+    expect(await second.exit).toBe(2);
+    expect(second.stderr).toBe(
+      `openwork: pglite .openwork/db is in use by process ${first.child.pid}; PGlite allows one openwork process per directory (use --database-url <postgres-url> to run several)\n`,
+    );
+    expect(server.requests).toHaveLength(0);
+    first.child.stdin.end();
+    expect(await first.exit).toBe(0);
+  });
+
   it('--session with an unknown id is one line', async () => {
     const cwd = await workspace();
     const run = chat(cwd, '--session', 'ses_nope');

@@ -264,6 +264,43 @@ describe.each(backends)('storage contract on $name', (backend) => {
     await expect(storage.db.query(`UPDATE turns SET ended_at = NULL WHERE id = $1`, [turnId])).rejects.toThrow(/turns_terminal_time_valid/);
   });
 
+  it('interruptTurn closes one running turn and its running spans, and leaves an ended or missing turn alone (issue 13.1)', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    const startedAt = new Date().toISOString();
+    await storage.writeTraceSignals([
+      {
+        type: 'span_started',
+        span: { id: uid('span'), traceId: turnId, sessionId, turnId, parentSpanId: null, kind: 'model_call', name: 'model.call', status: 'running', startedAt, attributes: {} },
+      },
+    ]);
+    const reason = { errorCode: 'persistence_error', errorMessage: 'end not recorded' };
+    expect(await storage.interruptTurn(turnId, reason)).toBe(true);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'persistence_error', errorMessage: 'end not recorded' });
+    expect((await storage.listTraceSpans({ turnId })).map((s) => [s.status, s.errorCode])).toEqual([['outcome_unknown', 'persistence_error']]);
+    expect(await storage.interruptTurn(turnId, reason)).toBe(false);
+    expect(await storage.interruptTurn('turn_never_written', reason)).toBe(false);
+    const ended = await turn(sessionId);
+    await storage.finishTurn(ended, { status: 'completed', planUnfinishedStepCount: null });
+    expect(await storage.interruptTurn(ended, reason)).toBe(false);
+    expect(await storage.getTurn(ended)).toMatchObject({ status: 'completed' });
+  });
+
+  it('getTurnFinalText is the text of the turn\'s last assistant message', async () => {
+    const sessionId = await session();
+    const turnId = await turn(sessionId);
+    expect(await storage.getTurnFinalText(turnId)).toBe('');
+    const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 };
+    await storage.commitAssistantMessage(turnId, { id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'text', text: 'first' }] }, usage, 0);
+    await storage.commitAssistantMessage(
+      turnId,
+      { id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'reasoning', text: 'hmm' }, { type: 'text', text: 'fin' }, { type: 'text', text: 'al' }] },
+      usage,
+      0,
+    );
+    expect(await storage.getTurnFinalText(turnId)).toBe('final');
+  });
+
   it('startup correction marks running turns and spans in one transaction with process_restart', async () => {
     const sessionId = await session();
     const turnId = await turn(sessionId);

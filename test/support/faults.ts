@@ -31,6 +31,7 @@ const WRITES = new Set<StorageMethod>([
   'commitPlanUpdate',
   'appendTurnMessages',
   'finishTurn',
+  'interruptTurn',
   'writeTraceSignals',
   'setSandboxMode',
   'insertCheckpoint',

@@ -18,6 +18,10 @@ export interface PostgresServer {
   halt(): void;
   /** Starts it again on the same port and data directory. */
   restart(): void;
+  /** Stops the server at once (`-m immediate`, as a crash would): backends are killed mid-statement. */
+  crash(): void;
+  /** `pg_ctl restart -m immediate`: killed and started again on the same port and data directory. */
+  crashRestart(): void;
 }
 
 function findBinDir(): string {
@@ -80,6 +84,14 @@ export async function startPostgres(): Promise<PostgresServer> {
       // Already stopped.
     }
   };
+  const crash = () => {
+    try {
+      run('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', 'stop']);
+    } catch {
+      // Already stopped.
+    }
+  };
+  const crashRestart = () => run('pg_ctl', ['-D', dataDir, '-o', options, '-l', join(root, 'server.log'), '-m', 'immediate', '-w', '-t', '60', 'restart']);
   start();
   return {
     url: `postgres://openwork@127.0.0.1:${port}/postgres`,
@@ -87,6 +99,8 @@ export async function startPostgres(): Promise<PostgresServer> {
     dataDir,
     halt,
     restart: start,
+    crash,
+    crashRestart,
     stop() {
       halt();
       rmSync(root, { recursive: true, force: true });

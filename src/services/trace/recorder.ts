@@ -7,9 +7,13 @@ import type { TraceSignal } from './signals.js';
 import type { SessionStorage } from '../../storage/storage.js';
 
 export interface TraceStats {
-  /** Signals refused because the queue was full, or because the recorder itself failed. */
+  /**
+   * Every signal that will never be stored: refused because the queue was full or the recorder
+   * itself failed, and those the database refused (seed 000 §11: "database failure: the loop
+   * continues, dropped_signals increases").
+   */
   droppedSignals: number;
-  /** Signals whose batch or payload write failed. */
+  /** Of those, the signals whose batch or payload write the database refused. */
   writeFailures: number;
   written: number;
   queued: number;
@@ -87,14 +91,20 @@ export class QueueTraceRecorder implements TraceRecorder {
         try {
           const report = await this.storage.writeTraceSignals(batch);
           this.counters.written += report.written;
-          this.counters.writeFailures += report.failed;
+          this.refused(report.failed);
         } catch {
-          this.counters.writeFailures += batch.length;
+          this.refused(batch.length);
         }
       }
     } finally {
       this.writing = null;
     }
+  }
+
+  /** Signals the database refused are lost: dropped, and counted apart as write failures. */
+  private refused(count: number): void {
+    this.counters.writeFailures += count;
+    this.counters.droppedSignals += count;
   }
 
   async flush(timeoutMs = 2000): Promise<FlushResult> {
