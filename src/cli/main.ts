@@ -1,13 +1,11 @@
 /**
  * @module cli/main
  * The `openwork` command: `demo`, `chat`, `sessions`. Every command answers `--help` (its own
- * usage) and `--version`, with exit code 0.
+ * usage) and `--version`, with exit code 0. The commands load the runtime only when they run, so
+ * that help and version answer at once.
  */
 import { readFileSync } from 'node:fs';
-import { runChat } from './chat.js';
-import { runDemo } from './demo.js';
 import { UsageError, parseChatOptions, parseSessionsOptions, DEFAULT_MODEL } from './options.js';
-import { runSessions } from './sessions.js';
 
 /** The package's version: package.json sits two directories up from both src/cli and dist/cli. */
 export function cliVersion(): string {
@@ -104,12 +102,20 @@ export async function main(argv: string[]): Promise<number> {
   }
   try {
     switch (command) {
-      case 'demo':
+      case 'demo': {
+        const { runDemo } = await import('./demo.js');
         return await runDemo({ ...(rest.includes('--yes') ? { autoApprove: true } : {}) });
-      case 'chat':
-        return await runChat(parseChatOptions(rest), { input: process.stdin, output: process.stdout, error: process.stderr });
-      case 'sessions':
-        return await runSessions(parseSessionsOptions(rest), process.stdout, process.stderr);
+      }
+      case 'chat': {
+        const options = parseChatOptions(rest);
+        const { runChat } = await import('./chat.js');
+        return await runChat(options, { input: process.stdin, output: process.stdout, error: process.stderr });
+      }
+      case 'sessions': {
+        const options = parseSessionsOptions(rest);
+        const { runSessions } = await import('./sessions.js');
+        return await runSessions(options, process.stdout, process.stderr);
+      }
       case 'version':
         process.stdout.write(`openwork ${cliVersion()}\n`);
         return 0;
