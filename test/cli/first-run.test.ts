@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, cleanEnv, ensureBuilt, runCli } from '../support/cli-process.js';
+import { createTestDatabase } from '../support/databases.js';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
 
 const run = promisify(execFile);
@@ -96,14 +97,17 @@ function readmeCliTools(): string[] {
 
 describe("the README's CLI tools are the model's", { timeout: 120_000 }, () => {
   let server: FakeOpenAIServer;
+  let databaseUrl: string;
   beforeAll(async () => {
     server = await startFakeOpenAI();
+    // The suite's Postgres server: a child process starts on it much faster than on PGlite.
+    databaseUrl = await createTestDatabase();
   });
   afterAll(() => server.close());
 
   it('`openwork chat` offers the model exactly the tools the README lists', async () => {
     server.script({ text: 'hi' });
-    const out = await openwork(['chat', '--base-url', server.url, '--model', 'fake-model', '--data-dir', join(dir, 'db'), 'hello']);
+    const out = await openwork(['chat', '--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl, 'hello']);
     expect(out.code, out.stderr).toBe(0);
     const offered = (server.requests[0]!.body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name);
     const documented = readmeCliTools();
