@@ -6,11 +6,13 @@
  * nothing answers (401/403) and the card stays pending; the secret is in no file or environment
  * the sandbox can read; a process on the host without the secret fares no better, so the secret
  * holds on its own, whatever the sandbox's network; and even with the secret a decision applies
- * only to the card of the session and turn it names.
+ * only to the card of the session and turn it names. The launcher (`npm run inspector`) prints the
+ * secret only in its address: not in its command line or environment.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { filter, firstValueFrom } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +30,7 @@ import { inspectorFetch } from '../support/inspector-client.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
 
 const run = promisify(execFile);
+const INSPECTOR_MAIN = fileURLToPath(new URL('../../inspector/main.ts', import.meta.url));
 
 interface Card {
   sessionId: string;
@@ -229,4 +232,38 @@ describe('attack: a sandboxed tool approves its own card through the inspector',
     expect(readFileSync(bashrc(), 'utf8')).toBe(BASHRC);
     expect(existsSync(bashrc())).toBe(true);
   }, 90_000);
+});
+
+describe('the launcher keeps its secret to the address it prints', () => {
+  it('`npm run inspector` prints ?token=; its command line and environment do not carry it; the bare address is refused', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', INSPECTOR_MAIN, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += String(d)));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const address = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no address printed; stdout: ${stdout} stderr: ${stderr}`)), 90_000);
+        child.stdout.on('data', (d: Buffer) => {
+          stdout += String(d);
+          const match = /^open (http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43})\s/m.exec(stdout);
+          if (match) {
+            clearTimeout(timer);
+            resolve(match[1]!);
+          }
+        });
+      });
+      const url = new URL(address);
+      const token = url.searchParams.get('token')!;
+      for (const file of ['cmdline', 'environ']) expect(readFileSync(`/proc/${child.pid}/${file}`, 'latin1')).not.toContain(token);
+      expect((await fetch(new URL('/api/sessions', url.origin))).status).toBe(401);
+      const entry = await fetch(address, { redirect: 'manual' });
+      expect(entry.status).toBe(303);
+      const cookie = entry.headers.get('set-cookie')!.split(';')[0]!;
+      expect((await fetch(new URL('/api/sessions', url.origin), { headers: { cookie } })).status).toBe(200);
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+  }, 120_000);
 });
