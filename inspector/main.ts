@@ -2,7 +2,8 @@
  * @module inspector/main
  * `npm run inspector [-- --port 4477] [--data-dir DIR] [--model-module FILE] [--stately ws://127.0.0.1:8080]`:
  * starts the embedded runtime and the inspector page on 127.0.0.1, prints the address, and stops
- * cleanly on Ctrl-C.
+ * cleanly on Ctrl-C. The address carries the server's per-launch secret (`?token=…`); it is
+ * printed to the terminal only, never written to a file, so a sandboxed tool cannot use the API.
  */
 import { parseArgs } from 'node:util';
 import { errorMessage } from '../src/errors.js';
@@ -27,6 +28,9 @@ const USAGE = `usage: npm run inspector -- [options]
                         (env OPENWORK_INSPECTOR_MODEL_MODULE); default: the scripted scenario
   --stately <ws-url>    also send inspection events to a @statelyai/inspect relay
                         (env OPENWORK_STATELY_RELAY)
+
+The printed address carries a secret made for this launch (?token=...): open that address;
+the page keeps the secret in a cookie. Anything without it gets 401/403.
 `;
 
 async function main(): Promise<number> {

@@ -55,11 +55,26 @@ const app = {
   selectedActorKey: null,
   showFinished: false,
   connection: 'connecting',
+  source: null,
   commandError: null,
 };
 
 // ---------------------------------------------------------------------------------------------
 // Server calls
+
+// The server's secret travels in an HttpOnly cookie that the address it printed set (script never
+// sees it). A 401/403 with a token code means this page lost it, or the server was restarted with a
+// new one: only the printed address can let the page in again.
+function isTokenRefusal(status, body) {
+  return (status === 401 || status === 403) && /^token_/.test(body?.error?.code ?? '');
+}
+
+function lockOut() {
+  if (app.connection === 'locked') return;
+  app.connection = 'locked';
+  app.source?.close();
+  render('header');
+}
 
 async function api(path, body) {
   const init = body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
@@ -70,6 +85,7 @@ async function api(path, body) {
   } catch {
     json = {};
   }
+  if (isTokenRefusal(res.status, json)) lockOut();
   return { ok: res.ok, status: res.status, body: json };
 }
 
@@ -343,6 +359,7 @@ function select(sessionId) {
 
 function connect() {
   const source = new EventSource('/api/events');
+  app.source = source;
   source.addEventListener('hello', (event) => {
     const hello = JSON.parse(event.data);
     if (app.instanceId !== null && app.instanceId !== hello.instanceId) {
@@ -396,8 +413,11 @@ function connect() {
   });
   source.addEventListener('sessions', () => refreshSessions());
   source.addEventListener('error', () => {
+    if (app.connection === 'locked') return;
     app.connection = source.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting';
     render('header');
+    // An event stream does not say why it failed; a plain call tells a lost secret from a server that is down.
+    api('/api/info').catch(() => undefined);
   });
 }
 
@@ -442,7 +462,7 @@ function renderHeader() {
   $('runtime-label').textContent = app.label;
   const connection = $('connection');
   connection.dataset.state = app.connection;
-  connection.textContent = app.connection;
+  connection.textContent = app.connection === 'locked' ? 'locked: open the address the inspector printed' : app.connection;
 }
 
 function statusOf(session) {

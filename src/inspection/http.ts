@@ -2,6 +2,7 @@
  * @module inspection/http
  * The HTTP edge of the inspector server: loopback checks (Host and Origin, against DNS rebinding
  * and cross-site requests), JSON bodies parsed by zod, and typed errors mapped to status codes.
+ * The per-launch secret every request must carry is checked in `auth.ts`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
@@ -11,6 +12,8 @@ import { InputError, OpenworkError, errorMessage } from '../errors.js';
 export type HttpErrorCode =
   | 'forbidden_host'
   | 'forbidden_origin'
+  | 'token_required'
+  | 'token_invalid'
   | 'unsupported_media_type'
   | 'payload_too_large'
   | 'invalid_json'
@@ -54,8 +57,12 @@ export function checkHost(req: IncomingMessage, hosts: Set<string>): void {
   if (!hosts.has(host)) throw new HttpError(421, 'forbidden_host', `this inspector answers only on loopback (Host ${JSON.stringify(host)})`);
 }
 
-/** Commands must come from the page itself: same origin, JSON content type. */
-export function checkCommandRequest(req: IncomingMessage, hosts: Set<string>): void {
+/**
+ * Requests from a browser must come from the page itself: an `Origin` other than this server's,
+ * or a cross-site fetch (`Sec-Fetch-Site`), is refused whatever it asks for. A top-level
+ * navigation may come from anywhere (a link in a terminal, say); it still needs the secret.
+ */
+export function checkOrigin(req: IncomingMessage, hosts: Set<string>): void {
   const origin = req.headers.origin;
   if (origin !== undefined) {
     let host = '';
@@ -64,9 +71,15 @@ export function checkCommandRequest(req: IncomingMessage, hosts: Set<string>): v
     } catch {
       host = '';
     }
-    if (!hosts.has(host)) throw new HttpError(403, 'forbidden_origin', `commands are accepted only from the inspector page (Origin ${origin})`);
+    if (!hosts.has(host)) throw new HttpError(403, 'forbidden_origin', `requests are accepted only from the inspector page (Origin ${origin})`);
   }
-  if (req.headers['sec-fetch-site'] === 'cross-site') throw new HttpError(403, 'forbidden_origin', 'cross-site commands are refused');
+  if (req.headers['sec-fetch-site'] === 'cross-site' && req.headers['sec-fetch-mode'] !== 'navigate') {
+    throw new HttpError(403, 'forbidden_origin', 'cross-site requests are refused');
+  }
+}
+
+/** Commands are JSON (a form post from elsewhere cannot be one). */
+export function checkCommandRequest(req: IncomingMessage): void {
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'commands must be sent as application/json');
 }

@@ -6,6 +6,12 @@
  * reconnects, the session commands (start, steer, cancel, answer a card, compact, rewind), the
  * checkpoints of a session, and the sub-agents of a root session.
  *
+ * Every request needs the server's per-launch secret (see `auth.ts`): the address it prints
+ * carries it once (`/?token=…`), the page keeps it in an HttpOnly cookie, and other clients send
+ * `Authorization: Bearer <token>`. A tool in the sandbox that reaches the port still cannot read
+ * anything or decide a card. A decision names its session, turn and tool call, and the session's
+ * machine applies it only to that session's pending card of that turn.
+ *
  * Each loaded session handle gets an `epoch`: sequence numbers restart when a session is loaded
  * again, so a page that remembers a sequence of another epoch must take the snapshot instead.
  */
@@ -29,7 +35,8 @@ import type { CompactionResult } from '../services/compaction/compaction.js';
 import type { CheckpointRecord } from '../storage/storage.js';
 import type { ActorTracker, TrackerChange } from './actor-tracker.js';
 import { machineChart, type MachineChart } from './charts.js';
-import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, pathSegments, readJson, sendError, sendJson, writeHead } from './http.js';
+import { checkToken, newInspectorToken, tokenCookie, tokenMatches } from './auth.js';
+import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, checkOrigin, pathSegments, readJson, sendError, sendJson, writeHead } from './http.js';
 
 export interface InspectorServerOptions {
   core: Core;
@@ -54,8 +61,13 @@ export interface InspectorServerOptions {
 }
 
 export interface InspectorServer {
+  /** The address to open: it carries the secret (`http://127.0.0.1:<port>/?token=…`). Show it only to the user. */
   readonly url: string;
+  /** The bare address (`http://127.0.0.1:<port>/`), for building API paths. */
+  readonly origin: string;
   readonly port: number;
+  /** The per-launch secret; API clients send it as `Authorization: Bearer <token>`. */
+  readonly token: string;
   /** Ends every event stream and stops listening. The core is left running. */
   close(): Promise<void>;
 }
@@ -123,11 +135,14 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
   const { core, tracker } = options;
   const pageDir = options.pageDir ?? DEFAULT_PAGE_DIR;
   const instanceId = randomUUID();
+  // Kept in memory only: never in a file, the environment or a command line a tool could read.
+  const token = newInspectorToken();
   const charts: MachineChart[] = (options.machines ?? [sessionMachine, turnMachine, toolCallMachine]).map(machineChart);
   const epochs = new WeakMap<SessionHandle, string>();
   const streams = new Set<ServerResponse>();
   const heartbeatMs = options.heartbeatMs ?? 15_000;
   let hosts = new Set<string>();
+  let port = 0;
 
   function epochOf(handle: SessionHandle): string {
     let epoch = epochs.get(handle);
@@ -213,12 +228,23 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     checkHost(req, hosts);
+    checkOrigin(req, hosts);
     const url = new URL(req.url ?? '/', 'http://inspector.invalid');
-    const parts = pathSegments(url.pathname);
     const method = req.method ?? 'GET';
     const isGet = method === 'GET' || method === 'HEAD';
+    // The printed address: its token becomes the page's cookie, and the address bar loses it.
+    if (isGet && url.pathname === '/' && url.searchParams.has('token')) {
+      if (!tokenMatches(url.searchParams.get('token') ?? '', token)) {
+        throw new HttpError(403, 'token_invalid', 'the token in this address is not this inspector\'s: open the address it printed');
+      }
+      writeHead(res, 303, { location: '/', 'set-cookie': tokenCookie(port, token), 'content-length': '0' });
+      res.end();
+      return;
+    }
+    checkToken(req, port, token);
+    const parts = pathSegments(url.pathname);
     if (!isGet && method !== 'POST') throw new HttpError(405, 'method_not_allowed', `${method} is not supported`);
-    if (!isGet) checkCommandRequest(req, hosts);
+    if (!isGet) checkCommandRequest(req);
 
     if (isGet && parts.length === 0) return serveAsset(res, 'index.html');
     if (isGet && parts[0] === 'assets' && parts.length === 2) return serveAsset(res, parts[1]!);
@@ -328,13 +354,16 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     });
   });
   const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
+  port = typeof address === 'object' && address ? address.port : 0;
   hosts = allowedHosts(port);
   const urlHost = host === '::1' ? '[::1]' : host;
+  const origin = `http://${urlHost}:${port}/`;
 
   return {
-    url: `http://${urlHost}:${port}/`,
+    url: `${origin}?token=${token}`,
+    origin,
     port,
+    token,
     async close() {
       for (const sub of subscriptions) sub.unsubscribe();
       for (const res of streams) res.end();

@@ -1,5 +1,7 @@
 /**
- * The inspector server's HTTP edge: loopback only (bind address, Host, Origin), JSON commands
+ * The inspector server's HTTP edge: a per-launch secret on every request (the printed address's
+ * token traded for an HttpOnly SameSite=Strict cookie, or a bearer header), loopback only (bind
+ * address, Host, Origin), JSON commands
  * validated by zod, bodies over 1 MiB refused, the runtime's error codes mapped to statuses (a
  * core that has shut down answers core_closed), replay and snapshot for reconnects, compaction
  * and rewind with their checkpoints, the event stream, and the page served with no outside resource.
@@ -22,7 +24,9 @@ interface Reply {
   json: { error?: { code: string; message: string }; [key: string]: unknown };
 }
 
-function call(server: InspectorServer, method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Reply> {
+/** Sends the server's secret as a bearer token unless `token` says otherwise (`null`: none at all). */
+function call(server: InspectorServer, method: string, path: string, options: { body?: unknown; headers?: Record<string, string>; token?: string | null } = {}): Promise<Reply> {
+  const token = options.token === undefined ? server.token : options.token;
   return new Promise((resolve, reject) => {
     const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
     const req = request(
@@ -33,6 +37,7 @@ function call(server: InspectorServer, method: string, path: string, options: { 
         path,
         headers: {
           host: `127.0.0.1:${server.port}`,
+          ...(token !== null ? { authorization: `Bearer ${token}` } : {}),
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
           ...options.headers,
         },
@@ -70,6 +75,7 @@ function postLarge(server: InspectorServer, path: string, size: number, mode: 'd
     const headers = [
       `POST ${path} HTTP/1.1`,
       `host: 127.0.0.1:${server.port}`,
+      `authorization: Bearer ${server.token}`,
       'content-type: application/json',
       mode === 'declared' ? `content-length: ${size}` : 'transfer-encoding: chunked',
     ];
@@ -110,7 +116,7 @@ function postLarge(server: InspectorServer, path: string, size: number, mode: 'd
 function openEvents(server: InspectorServer) {
   const events: Array<{ event: string; data: unknown }> = [];
   let buffer = '';
-  const req = request({ host: '127.0.0.1', port: server.port, path: '/api/events', headers: { host: `localhost:${server.port}` } }, (res) => {
+  const req = request({ host: '127.0.0.1', port: server.port, path: '/api/events', headers: { host: `localhost:${server.port}`, authorization: `Bearer ${server.token}` } }, (res) => {
     res.on('data', (d: Buffer) => {
       buffer += String(d);
       let end: number;
@@ -159,7 +165,8 @@ describe('inspector server', () => {
     await expect(startInspectorServer({ core, tracker, host: '0.0.0.0' })).rejects.toMatchObject({ code: 'inspector_not_loopback' });
     await expect(startInspectorServer({ core, tracker, host: '192.168.1.10' })).rejects.toMatchObject({ code: 'inspector_not_loopback' });
     const s = await start([]);
-    expect(s.url).toBe(`http://127.0.0.1:${s.port}/`);
+    expect(s.origin).toBe(`http://127.0.0.1:${s.port}/`);
+    expect(s.url).toBe(`http://127.0.0.1:${s.port}/?token=${s.token}`);
     const rebinding = await call(s, 'GET', '/api/info', { headers: { host: `evil.example:${s.port}` } });
     expect(rebinding.status).toBe(421);
     expect(rebinding.json.error?.code).toBe('forbidden_host');
@@ -168,6 +175,65 @@ describe('inspector server', () => {
     expect(info.json).toMatchObject({ label: 'test runtime', machines: ['session', 'turn', 'toolCall'] });
     // A request read to its end leaves the connection open for the next one.
     expect(info.headers.connection).toBe('keep-alive');
+    await s.close();
+  });
+
+  it('every request needs the per-launch secret: printed once in the address, then a cookie or a bearer header', async () => {
+    const s = await start([]);
+    // 256 random bits, base64url, fresh for every server.
+    expect(s.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const other = await startInspectorServer({ core: h.core, tracker });
+    expect(other.token).not.toBe(s.token);
+    await other.close();
+    const sessionsBefore = (await h.core.listSessions({ limit: 200 })).length;
+    const paths = ['/', '/assets/app.js', '/api/info', '/api/machines', '/api/events', '/api/sessions', `/api/sessions/${h.session.sessionId}/state`, `/api/sessions/${h.session.sessionId}/updates?after=0`];
+    for (const path of paths) {
+      const none = await call(s, 'GET', path, { token: null });
+      expect([path, none.status, none.json.error?.code]).toEqual([path, 401, 'token_required']);
+      const wrong = await call(s, 'GET', path, { token: s.token.slice(0, -1) + (s.token.endsWith('A') ? 'B' : 'A') });
+      expect([path, wrong.status, wrong.json.error?.code]).toEqual([path, 403, 'token_invalid']);
+      // The token in a query string is accepted only at the entry address, never on the API.
+      const query = await call(s, 'GET', `${path}${path.includes('?') ? '&' : '?'}token=${s.token}`, { token: null });
+      expect(query.status, path).toBe(path === '/' ? 303 : 401);
+    }
+    // Commands too, before their body is even looked at; nothing was started.
+    const base = `/api/sessions/${h.session.sessionId}`;
+    for (const [path, body] of [
+      [`${base}/turns`, { clientRequestId: 'c', text: 'hi' }],
+      [`${base}/turns/turn_x/permissions/tc_x`, { decision: 'allow_once' }],
+      ['/api/sessions', {}],
+    ] as const) {
+      const none = await call(s, 'POST', path, { body, token: null });
+      expect([path, none.status, none.json.error?.code]).toEqual([path, 401, 'token_required']);
+      const empty = await call(s, 'POST', path, { body, token: null, headers: { authorization: 'Bearer' } });
+      expect([path, empty.status, empty.json.error?.code]).toEqual([path, 403, 'token_invalid']);
+    }
+    expect(h.session.snapshot().runtime).toEqual({ type: 'idle' });
+    expect((await h.core.listSessions({ limit: 200 })).length).toBe(sessionsBefore);
+
+    // The printed address sets the cookie and sends the browser to the bare address.
+    const entry = await call(s, 'GET', `/?token=${s.token}`, { token: null });
+    expect(entry.status).toBe(303);
+    expect(entry.headers.location).toBe('/');
+    const cookie = String(entry.headers['set-cookie']);
+    expect(cookie).toBe(`openwork_inspector_${s.port}=${s.token}; Path=/; HttpOnly; SameSite=Strict`);
+    const badEntry = await call(s, 'GET', `/?token=${'x'.repeat(43)}`, { token: null });
+    expect([badEntry.status, badEntry.json.error?.code, badEntry.headers['set-cookie']]).toEqual([403, 'token_invalid', undefined]);
+    const cookieHeader = cookie.split(';')[0]!;
+    const page = await call(s, 'GET', '/', { token: null, headers: { cookie: `theme=dark; ${cookieHeader}` } });
+    expect(page.status).toBe(200);
+    const info = await call(s, 'GET', '/api/info', { token: null, headers: { cookie: cookieHeader } });
+    expect(info.status).toBe(200);
+    // Another port's cookie (another inspector on this machine) is not this one's.
+    const foreign = await call(s, 'GET', '/api/info', { token: null, headers: { cookie: `openwork_inspector_${s.port + 1}=${s.token}` } });
+    expect([foreign.status, foreign.json.error?.code]).toEqual([401, 'token_required']);
+    // With the secret, a request from another site's page is still refused (DNS rebinding, CSRF).
+    const rebinding = await call(s, 'GET', '/api/info', { headers: { host: `attacker.example:${s.port}` } });
+    expect([rebinding.status, rebinding.json.error?.code]).toEqual([421, 'forbidden_host']);
+    const crossOrigin = await call(s, 'GET', '/api/sessions', { headers: { origin: 'http://attacker.example' } });
+    expect([crossOrigin.status, crossOrigin.json.error?.code]).toEqual([403, 'forbidden_origin']);
+    const crossSite = await call(s, 'GET', '/api/sessions', { headers: { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'cors' } });
+    expect([crossSite.status, crossSite.json.error?.code]).toEqual([403, 'forbidden_origin']);
     await s.close();
   });
 

@@ -5,17 +5,21 @@
  * reach back), the actor tree and statechart following the Turn's phases, an explorer sub-agent
  * in the actor tree under its root, and a compaction (and a rewind) started from the page showing
  * in the update stream and as a checkpoint in the transcript.
- * Each test saves a screenshot under test-results/.
+ * The page gets in only through the address the server prints (its secret becomes an HttpOnly
+ * cookie) and says so when it is locked out.
+ * Each test saves a screenshot under test-results/. Without Chromium the tests say why and skip
+ * (they fail instead with OPENWORK_REQUIRE_BROWSER=1).
  */
 import { join } from 'node:path';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import type { Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/runtime.js';
 import { EXPLORER_TASK } from '../../inspector/scenario.js';
 import type { SessionSnapshot } from '../../src/protocol/snapshot.js';
-import { RESULTS_DIR, launchBrowser, type TestBrowser } from '../support/browser.js';
+import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../support/browser.js';
+import { inspectorFetch } from '../support/inspector-client.js';
 
 // The callbacks given to page.evaluate and waitForFunction run in the page; the project compiles
 // without the DOM library, so these declarations only let them type-check.
@@ -30,12 +34,12 @@ const pages: Page[] = [];
 const pageErrors: string[] = [];
 
 async function serverState(sessionId: string): Promise<{ snapshot: SessionSnapshot }> {
-  const res = await fetch(new URL(`/api/sessions/${sessionId}/state`, runtime.url));
+  const res = await inspectorFetch(runtime.server, `/api/sessions/${sessionId}/state`);
   return (await res.json()) as { snapshot: SessionSnapshot };
 }
 
 async function sessionIds(): Promise<string[]> {
-  const res = await fetch(new URL('/api/sessions', runtime.url));
+  const res = await inspectorFetch(runtime.server, '/api/sessions');
   return ((await res.json()) as { sessions: Array<{ sessionId: string }> }).sessions.map((s) => s.sessionId);
 }
 
@@ -75,11 +79,15 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 beforeAll(async () => {
+  // Nothing to start without a browser: each test then skips with the reason (requireBrowser).
+  if (browserUnavailable() !== null && process.env.OPENWORK_REQUIRE_BROWSER !== '1') return;
   const workingDirectory = await mkdtemp(join(tmpdir(), 'openwork-inspector-page-'));
   await writeFile(join(workingDirectory, 'README.md'), 'a project\n');
   await writeFile(join(workingDirectory, 'package.json'), '{}\n');
   [runtime, browser] = await Promise.all([startInspectorRuntime({ workingDirectory, timeScale: 0.5, port: 0 }), launchBrowser()]);
 }, 120_000);
+
+beforeEach((ctx) => requireBrowser(ctx));
 
 afterEach(async () => {
   while (pages.length > 0) await pages.pop()!.close();
@@ -172,7 +180,7 @@ describe('inspector page (headless Chromium)', () => {
     await card.waitFor({ state: 'hidden' });
     await page.locator('[data-testid=turn-outcome][data-status=completed]').waitFor();
     expect(await page.locator('[data-testid=update-log] li[data-type=user_input_resolved] .summary').textContent()).toBe('answered: German / notes');
-    const messages = (await (await fetch(new URL(`/api/sessions/${sessionId}/messages`, runtime.url))).json()) as { messages: Array<{ role: string; content: Array<{ type: string; text?: string }> }> };
+    const messages = (await (await inspectorFetch(runtime.server, `/api/sessions/${sessionId}/messages`)).json()) as { messages: Array<{ role: string; content: Array<{ type: string; text?: string }> }> };
     const last = messages.messages.filter((m) => m.role === 'assistant').at(-1)!;
     expect(last.content.map((b) => b.text ?? '').join('')).toContain('You answered {"answers":{"language":"German","name":"notes"}}.');
   });
@@ -317,7 +325,7 @@ describe('inspector page (headless Chromium)', () => {
     const summary = (await row.locator('.summary').textContent()) ?? '';
     const [, before, after, compactionId] = /^manual: (\d+) → (\d+) tokens · checkpoint (cmp_\S+)$/.exec(summary) ?? [];
     expect(compactionId, summary).toBeTruthy();
-    const res = await fetch(new URL(`/api/sessions/${sessionId}/checkpoints`, runtime.url));
+    const res = await inspectorFetch(runtime.server, `/api/sessions/${sessionId}/checkpoints`);
     const { checkpoints } = (await res.json()) as { checkpoints: Array<{ compactionId: string; throughMessageSequence: number; summary: string }> };
     expect(checkpoints.map((c) => c.compactionId)).toEqual([compactionId]);
 
@@ -387,5 +395,36 @@ describe('inspector page (headless Chromium)', () => {
     await page.locator('[data-testid=agent-session][data-task-name=explorer_1].selected').waitFor();
     expect(await page.textContent('[data-testid=session-title]')).toBe('explorer explorer_1');
     await shot(page, 'explorer-opened');
+  });
+
+  it('gets in only through the printed address: the secret becomes an HttpOnly SameSite=Strict cookie, and a page that loses it is locked out', async () => {
+    // Without the secret (a browser that never opened the printed address) there is no page at all.
+    await browser.context.clearCookies();
+    const bare = await browser.context.newPage();
+    pages.push(bare);
+    const refused = await bare.goto(runtime.server.origin);
+    expect(refused!.status()).toBe(401);
+    expect(JSON.parse(await refused!.text())).toMatchObject({ error: { code: 'token_required' } });
+    await bare.close();
+    pages.pop();
+
+    const { page } = await openInspector();
+    // The printed address was traded for the cookie; the address bar no longer carries the secret.
+    expect(page.url()).toBe(runtime.server.origin);
+    const cookies = await browser.context.cookies(runtime.server.origin);
+    expect(cookies.find((c) => c.name === `openwork_inspector_${runtime.server.port}`)).toMatchObject({ value: runtime.server.token, httpOnly: true, sameSite: 'Strict', path: '/' });
+    // Script in the page cannot read it.
+    expect(await page.evaluate(() => (document as unknown as { cookie: string }).cookie)).toBe('');
+
+    // Another inspector's (or a stale) secret: the page's next command is refused and the page says so.
+    await browser.context.clearCookies();
+    await browser.context.addCookies([{ name: `openwork_inspector_${runtime.server.port}`, value: 'stale', url: runtime.server.origin }]);
+    await page.click('[data-testid=new-session]');
+    await page.locator('[data-testid=connection][data-state=locked]').waitFor();
+    expect(await page.textContent('[data-testid=connection]')).toBe('locked: open the address the inspector printed');
+    await shot(page, 'locked');
+    // The printed address lets it in again.
+    await page.goto(runtime.url);
+    await page.locator('[data-testid=connection][data-state=live]').waitFor();
   });
 });

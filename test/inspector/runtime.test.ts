@@ -15,9 +15,10 @@ import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/ru
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
+import { inspectorFetch } from '../support/inspector-client.js';
 
 async function newSession(runtime: InspectorRuntime): Promise<SessionHandle> {
-  const res = await fetch(new URL('/api/sessions', runtime.url), {
+  const res = await inspectorFetch(runtime.server, '/api/sessions', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ title: 'test' }),
@@ -125,7 +126,7 @@ describe('inspector runtime and scenario', () => {
   it('explore: the root spawns an explorer, a Session actor under the root actor (system id agent:<task>), and answers with its report', async () => {
     const session = await newSession(runtime);
     const events: Array<{ parentSessionId: string | null; envelope: SessionUpdateEnvelope }> = [];
-    const stream = await fetch(new URL('/api/events', runtime.url));
+    const stream = await inspectorFetch(runtime.server, '/api/events');
     const reader = stream.body!.getReader();
     let buffer = '';
     const reading = (async () => {
@@ -163,9 +164,9 @@ describe('inspector runtime and scenario', () => {
     expect(runtime.tracker.actors(childId)).toEqual([]);
 
     // Over HTTP: the root lists its explorer; the explorer's updates name their root.
-    const listed = (await (await fetch(new URL(`/api/sessions/${session.sessionId}/agents`, runtime.url))).json()) as { agents: unknown[] };
+    const listed = (await (await inspectorFetch(runtime.server, `/api/sessions/${session.sessionId}/agents`)).json()) as { agents: unknown[] };
     expect(listed.agents).toEqual([expect.objectContaining({ sessionId: childId, taskName: 'explorer_1', agentRole: 'explorer', status: { type: 'idle' } })]);
-    const childState = (await (await fetch(new URL(`/api/sessions/${childId}/state`, runtime.url))).json()) as Record<string, unknown>;
+    const childState = (await (await inspectorFetch(runtime.server, `/api/sessions/${childId}/state`)).json()) as Record<string, unknown>;
     expect(childState).toMatchObject({ parentSessionId: session.sessionId, taskName: 'explorer_1' });
     await new Promise((r) => setTimeout(r, 100));
     const childEvents = events.filter((e) => e.envelope.sessionId === childId);
@@ -193,7 +194,7 @@ describe('inspector runtime and scenario', () => {
     const { waitFor } = collect(session);
     const turnId = await run(session, 'fail <on purpose>');
     await session.waitForTurn(turnId);
-    const res = await fetch(new URL(`/api/sessions/${session.sessionId}/compact`, runtime.url), {
+    const res = await inspectorFetch(runtime.server, `/api/sessions/${session.sessionId}/compact`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: '{}',
