@@ -29,7 +29,8 @@ beforeAll(async () => {
   await storage.migrate();
   version = readFileSync(join(store, 'PG_VERSION'), 'utf8');
   storeListing = readdirSync(store).sort();
-});
+  // A PGlite initdb in a directory takes seconds, and minutes on a loaded machine.
+}, 300_000);
 afterAll(async () => {
   await storage.close();
   env.cleanup();
