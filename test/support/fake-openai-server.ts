@@ -65,7 +65,15 @@ export interface FakeHttpError {
   headers?: Record<string, string>;
 }
 
-export type FakeReply = FakeStream | FakeHttpError;
+/**
+ * A reply sent byte for byte: the recorded wire shapes of `test/fixtures/wire/` (any status, any
+ * content type, the body in the chunks given, each written as its own socket write).
+ */
+export interface FakeRawReply {
+  raw: { status: number; headers: Record<string, string>; chunks: string[] };
+}
+
+export type FakeReply = FakeStream | FakeHttpError | FakeRawReply;
 export type FakeScript = FakeReply | ((request: RecordedRequest) => FakeReply);
 
 export interface RecordedRequest {
@@ -283,6 +291,10 @@ function isHttpError(reply: FakeReply): reply is FakeHttpError {
   return 'status' in reply;
 }
 
+function isRaw(reply: FakeReply): reply is FakeRawReply {
+  return 'raw' in reply;
+}
+
 /**
  * Starts the server on a free loopback port.
  *
@@ -315,6 +327,16 @@ export async function startFakeOpenAI(): Promise<FakeOpenAIServer> {
     if (isHttpError(reply)) {
       res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
       res.end(JSON.stringify(reply.body ?? { error: { message: `fake error ${reply.status}`, type: 'server_error', code: null } }));
+      return;
+    }
+    if (isRaw(reply)) {
+      res.writeHead(reply.raw.status, reply.raw.headers);
+      for (const chunk of reply.raw.chunks) {
+        res.write(chunk);
+        // Each chunk its own read on the client, as a provider flushes event by event.
+        await new Promise((r) => setImmediate(r));
+      }
+      res.end();
       return;
     }
     const { events } = api === 'responses' ? responsesEvents(reply, recorded) : chatEvents(reply, recorded);
