@@ -243,7 +243,12 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             switch (event.type) {
               case 'text_delta':
                 partial = { ...partial, text: partial.text + event.delta };
-                subscriber.next({ type: 'model.text_delta', delta: event.delta });
+                subscriber.next({
+                  type: 'model.text_delta',
+                  delta: event.delta,
+                  ...(event.newBlock ? { newBlock: true } : {}),
+                  ...(event.phase !== undefined ? { phase: event.phase } : {}),
+                });
                 break;
               case 'reasoning_delta':
                 partial = { ...partial, reasoning: partial.reasoning + event.delta };
@@ -312,7 +317,8 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       const draft = input.draft;
       const content: ContentBlock[] = [];
       if (draft.reasoning !== '') content.push({ type: 'reasoning', text: draft.reasoning });
-      if (draft.text !== '') content.push({ type: 'text', text: draft.text });
+      // One block per output message of the provider, as it came (an empty block says nothing).
+      content.push(...draft.textBlocks.filter((b) => b.text !== ''));
       for (const opaque of draft.opaque) content.push({ type: 'provider_opaque', provider: opaque.provider, data: opaque.data });
       content.push(...draft.toolCalls);
       const usage = draft.completion!.usage;

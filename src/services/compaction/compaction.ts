@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ModelError, OpenworkError, errorMessage } from '../../errors.js';
-import type { StoredMessage, ToolResultBlock } from '../../protocol/content.js';
+import { TEXT_BLOCK_SEPARATOR, type StoredMessage, type ToolResultBlock } from '../../protocol/content.js';
 import type { TurnPlanSnapshot } from '../../protocol/plan.js';
 import type { CheckpointRecord, CompactionKind } from '../../storage/storage.js';
 import { assembleRequest, buildSystemContext, type PreparedModelCall } from '../context/assemble.js';
@@ -400,7 +400,7 @@ export class Compactor {
     const timeout = () => ({ ok: false as const, classification: 'timeout' as const, reason: `the summary attempt exceeded ${this.options.attemptTimeoutMs} ms`, text, usage, finishReason });
     try {
       for await (const event of session.model.stream(request, { signal: controller.signal })) {
-        if (event.type === 'text_delta') text += event.delta;
+        if (event.type === 'text_delta') text += (event.newBlock && text !== '' ? TEXT_BLOCK_SEPARATOR : '') + event.delta;
         else if (event.type === 'tool_call') return { ok: false, classification: 'degenerate', reason: 'the summary response requested a tool', text, usage, finishReason };
         else if (event.type === 'completed') {
           completions += 1;

@@ -5,6 +5,7 @@
  * assembles tool calls from their indexed fragments. Pure: no SDK import, no I/O.
  */
 import { z } from 'zod';
+import { TEXT_BLOCK_SEPARATOR } from '../../protocol/content.js';
 import type { TokenUsage } from '../../storage/storage.js';
 import { errorBodyOf, protocolError, providerFailure, systemText, toolResultText, userText } from './openai-wire.js';
 import type { FinishReason, ModelRequest, ModelStreamEvent } from './port.js';
@@ -32,13 +33,15 @@ export function encodeChatRequest(request: ModelRequest, settings: ChatSettings)
         messages.push({ role: 'user', content: userText(message.content) });
         break;
       case 'assistant': {
-        let text = '';
+        const texts: string[] = [];
         const calls: ChatMessage[] = [];
         for (const block of message.content) {
-          if (block.type === 'text') text += block.text;
+          // One assistant message holds one text here: its output messages as paragraphs.
+          if (block.type === 'text') texts.push(block.text);
           else if (block.type === 'tool_call') calls.push({ id: block.callId, type: 'function', function: { name: block.name, arguments: block.arguments } });
           // Reasoning and other providers' opaque items are not part of this format's history.
         }
+        const text = texts.filter((t) => t !== '').join(TEXT_BLOCK_SEPARATOR);
         messages.push({ role: 'assistant', content: text === '' && calls.length > 0 ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) });
         break;
       }

@@ -49,21 +49,21 @@ export function encodeResponsesRequest(request: ModelRequest, settings: Response
         input.push({ type: 'message', role: 'user', content: [{ type: 'input_text', text: userText(message.content) }] });
         break;
       case 'assistant': {
-        const text: string[] = [];
+        const texts: InputItem[] = [];
         const calls: InputItem[] = [];
         for (const block of message.content) {
           if (block.type === 'provider_opaque') {
             const item = block.provider === RESPONSES_OPAQUE_PROVIDER ? opaqueItem(block.data, settings.store) : null;
             if (item) input.push(item);
           } else if (block.type === 'text') {
-            text.push(block.text);
+            // Each output message goes back as its own message, with its phase, as the provider sent it.
+            if (block.text !== '') texts.push({ role: 'assistant', content: block.text, ...(block.phase !== undefined ? { phase: block.phase } : {}) });
           } else if (block.type === 'tool_call') {
             calls.push({ type: 'function_call', call_id: block.callId, name: block.name, arguments: block.arguments });
           }
           // Reasoning text travels inside the opaque reasoning item; alone it cannot be sent back.
         }
-        if (text.length > 0 && text.join('') !== '') input.push({ role: 'assistant', content: text.join('') });
-        input.push(...calls);
+        input.push(...texts, ...calls);
         break;
       }
       case 'tool':
