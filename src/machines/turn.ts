@@ -484,6 +484,12 @@ export const turnMachine = turnSetup.createMachine({
               actions: enqueueActions(({ context, event, enqueue }) => {
                 const blocks = context.draft.textBlocks;
                 const last = blocks.at(-1);
+                if (event.delta === '') {
+                  // Nothing to show or store: no block is opened for it.
+                  enqueue.assign({ draft: { ...context.draft, semantic: true } });
+                  enqueue.sendParent({ type: 'turn.update', update: { type: 'text_delta', delta: '' } });
+                  return;
+                }
                 const opens = last === undefined || (event.newBlock === true && last.text !== '');
                 const phase = event.phase !== undefined ? { phase: event.phase } : {};
                 const shown = opens && last !== undefined ? TEXT_BLOCK_SEPARATOR + event.delta : event.delta;

@@ -70,7 +70,8 @@ export interface FakeHttpError {
  * content type, the body in the chunks given, each written as its own socket write).
  */
 export interface FakeRawReply {
-  raw: { status: number; headers: Record<string, string>; chunks: string[] };
+  /** `binary`: each chunk is a latin1 string of raw bytes (to cut a UTF-8 character in two). */
+  raw: { status: number; headers: Record<string, string>; chunks: string[]; binary?: boolean };
 }
 
 export type FakeReply = FakeStream | FakeHttpError | FakeRawReply;
@@ -332,7 +333,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAIServer> {
     if (isRaw(reply)) {
       res.writeHead(reply.raw.status, reply.raw.headers);
       for (const chunk of reply.raw.chunks) {
-        res.write(chunk);
+        res.write(reply.raw.binary ? Buffer.from(chunk, 'latin1') : chunk);
         // Each chunk its own read on the client, as a provider flushes event by event.
         await new Promise((r) => setImmediate(r));
       }
