@@ -67,7 +67,7 @@ const TRANSIENT_CODES = new Set(['server_error', 'rate_limit_exceeded', 'server_
 export function isTransientCode(code: string | number | null | undefined): boolean {
   if (code === null || code === undefined) return false;
   const status = typeof code === 'number' ? code : /^\d{3}$/.test(code) ? Number(code) : NaN;
-  if (Number.isFinite(status)) return status === 408 || status === 409 || status === 429 || status >= 500;
+  if (status >= 100 && status <= 599) return status === 408 || status === 409 || status === 429 || status >= 500;
   return TRANSIENT_CODES.has(String(code));
 }
 
