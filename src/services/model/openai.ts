@@ -6,6 +6,7 @@
  * failures into `ModelError` codes, and keeps the latest rate-limit headers.
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { Stream } from 'openai/streaming';
 import { InputError, ModelError, errorMessage } from '../../errors.js';
 import type { RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import { ChatDecoder, encodeChatRequest, type ChatSettings } from './openai-chat.js';
@@ -199,7 +200,16 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
     noteHeaders(response.headers);
     const contentType = response.headers.get('content-type') ?? '';
     // The client's stream reads the body only when iterated: here the body is still unread.
-    if (/^application\/(?:[\w.+-]*\+)?json/i.test(contentType)) return { whole: await response.json() };
+    if (/^application\/(?:[\w.+-]*\+)?json/i.test(contentType)) {
+      const text = await response.text();
+      try {
+        return { whole: JSON.parse(text) };
+      } catch (error) {
+        // A proxy that labels its event stream as JSON: read the (now buffered) body as the stream it is.
+        if (/^(?:data|event):/m.test(text)) return { events: Stream.fromSSEResponse<unknown>(new Response(text), new AbortController(), client) };
+        throw error;
+      }
+    }
     if (/text\/html|application\/xhtml/i.test(contentType)) {
       const page = await response.text();
       throw modelFailure('model_error', `the provider answered ${response.status} with an HTML page: ${summariseHtml(page)}`, {
