@@ -12,7 +12,7 @@
  * that no committed fact is left half-known.
  */
 import { assign, enqueueActions, fromEventObservable, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import type { NewMessage, ToolCallBlock } from '../protocol/content.js';
+import { TEXT_BLOCK_SEPARATOR, type NewMessage, type ToolCallBlock } from '../protocol/content.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import { storableText } from '../protocol/storable-text.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
@@ -171,7 +171,7 @@ function notProvided(name: string): never {
 }
 
 function emptyDraft(): ModelDraft {
-  return { text: '', reasoning: '', toolCalls: [], opaque: [], completion: null, semantic: false };
+  return { text: '', textBlocks: [], reasoning: '', toolCalls: [], opaque: [], completion: null, semantic: false };
 }
 
 function failedOutcome(code: string, message: string): TurnOutcome {
@@ -482,10 +482,25 @@ export const turnMachine = turnSetup.createMachine({
           },
           on: {
             'model.text_delta': {
-              actions: [
-                assign({ draft: ({ context, event }) => ({ ...context.draft, text: context.draft.text + event.delta, semantic: true }) }),
-                sendParent(({ event }) => ({ type: 'turn.update', update: { type: 'text_delta', delta: event.delta } })),
-              ],
+              // Another output message opens a text block of its own; the live text shows it as a paragraph.
+              actions: enqueueActions(({ context, event, enqueue }) => {
+                const blocks = context.draft.textBlocks;
+                const last = blocks.at(-1);
+                if (event.delta === '') {
+                  // Nothing to show or store: no block is opened for it.
+                  enqueue.assign({ draft: { ...context.draft, semantic: true } });
+                  enqueue.sendParent({ type: 'turn.update', update: { type: 'text_delta', delta: '' } });
+                  return;
+                }
+                const opens = last === undefined || (event.newBlock === true && last.text !== '');
+                const phase = event.phase !== undefined ? { phase: event.phase } : {};
+                const shown = opens && last !== undefined ? TEXT_BLOCK_SEPARATOR + event.delta : event.delta;
+                const textBlocks = opens
+                  ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
+                  : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
+                enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
+                enqueue.sendParent({ type: 'turn.update', update: { type: 'text_delta', delta: shown } });
+              }),
             },
             'model.reasoning_delta': {
               actions: [

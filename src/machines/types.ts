@@ -3,7 +3,7 @@
  * Data shapes shared by the Session, Turn and tool-call machines. Everything here is plain,
  * serialisable data: handles (storage, model, tools, clock) never enter machine context.
  */
-import type { NewMessage, StoredMessage, ToolCallBlock } from '../protocol/content.js';
+import type { NewMessage, StoredMessage, TextBlock, ToolCallBlock } from '../protocol/content.js';
 import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { RateLimitSnapshot } from '../protocol/rate-limits.js';
@@ -84,7 +84,10 @@ export interface ApprovalRecord {
 }
 
 export interface ModelDraft {
+  /** The answer text as streamed and shown: the text blocks joined by a paragraph break. */
   text: string;
+  /** The same text as the blocks to store, one per output message of the provider. */
+  textBlocks: TextBlock[];
   reasoning: string;
   toolCalls: ToolCallBlock[];
   opaque: Array<{ provider: string; data: unknown }>;
@@ -143,7 +146,8 @@ export type TurnEvent =
   | { type: 'turn.set_mode'; mode: PermissionMode; origin: PermissionModeOrigin }
   | { type: 'turn.decide'; toolCallId: string; decision: PermissionDecision; at: number }
   | { type: 'turn.answer'; toolCallId: string; answers: UserInputAnswers }
-  | { type: 'model.text_delta'; delta: string }
+  /** `newBlock`: the provider began another output message; `phase`: that message's label. */
+  | { type: 'model.text_delta'; delta: string; newBlock?: boolean; phase?: string }
   | { type: 'model.reasoning_delta'; delta: string }
   | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
   | { type: 'model.provider_opaque'; provider: string; data: unknown }

@@ -4,7 +4,15 @@
  */
 import { z } from 'zod';
 
-export const textBlockSchema = z.object({ type: z.literal('text'), text: z.string() });
+/**
+ * Text of the conversation. An assistant message holds one text block per output message of the
+ * provider (a commentary and a final answer stay two blocks); `phase` is the Responses API's label
+ * of that message (`commentary` / `final_answer`), kept to send it back as it came.
+ */
+export const textBlockSchema = z.object({ type: z.literal('text'), text: z.string(), phase: z.string().optional() });
+
+/** Between two text blocks wherever they are shown as one text: a paragraph break. */
+export const TEXT_BLOCK_SEPARATOR = '\n\n';
 
 /** Reasoning text the provider streamed; `opaque` keeps provider data needed in the next request. */
 export const reasoningBlockSchema = z.object({
@@ -127,5 +135,5 @@ export function textOf(content: readonly ContentBlock[]): string {
   return content
     .filter((b): b is TextBlock => b.type === 'text')
     .map((b) => b.text)
-    .join('');
+    .join(TEXT_BLOCK_SEPARATOR);
 }

@@ -240,10 +240,14 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         // next request carry the same characters.
         const textStream = new StorableTextStream();
         const reasoningStream = new StorableTextStream();
-        const emitText = (delta: string) => {
+        // A new output message's marks wait for its first storable character (a delta may be held).
+        let blockMarks: { newBlock?: true; phase?: string } = {};
+        const emitText = (delta: string, marks: { newBlock?: true; phase?: string } = {}) => {
+          blockMarks = { ...blockMarks, ...marks };
           if (delta === '') return;
           partial = { ...partial, text: partial.text + delta };
-          subscriber.next({ type: 'model.text_delta', delta });
+          subscriber.next({ type: 'model.text_delta', delta, ...blockMarks });
+          blockMarks = {};
         };
         const emitReasoning = (delta: string) => {
           if (delta === '') return;
@@ -315,7 +319,12 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             }
             switch (event.type) {
               case 'text_delta':
-                emitText(textStream.push(event.delta));
+                // A surrogate held back at the end of the previous message belongs to that message.
+                if (event.newBlock) emitText(textStream.end());
+                emitText(textStream.push(event.delta), {
+                  ...(event.newBlock ? { newBlock: true as const } : {}),
+                  ...(event.phase !== undefined ? { phase: event.phase } : {}),
+                });
                 break;
               case 'reasoning_delta':
                 emitReasoning(reasoningStream.push(event.delta));
@@ -381,7 +390,8 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       const draft = input.draft;
       const content: ContentBlock[] = [];
       if (draft.reasoning !== '') content.push({ type: 'reasoning', text: draft.reasoning });
-      if (draft.text !== '') content.push({ type: 'text', text: draft.text });
+      // One block per output message of the provider, as it came (an empty block says nothing).
+      content.push(...draft.textBlocks.filter((b) => b.text !== ''));
       for (const opaque of draft.opaque) content.push({ type: 'provider_opaque', provider: opaque.provider, data: opaque.data });
       content.push(...draft.toolCalls);
       const usage = draft.completion!.usage;

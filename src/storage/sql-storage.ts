@@ -963,7 +963,7 @@ export class SqlSessionStorage implements SessionStorage {
           status: r.status as Exclude<TurnStatus, 'running'>,
           errorCode: strOrNull(r.error_code),
           errorMessage: strOrNull(r.error_message),
-          finalText: Array.isArray(r.last_content) ? (r.last_content as Array<{ type: string; text?: string }>).filter((b) => b.type === 'text').map((b) => b.text ?? '').join('') : '',
+          finalText: Array.isArray(r.last_content) ? (r.last_content as Array<{ type: string; text?: string }>).filter((b) => b.type === 'text').map((b) => b.text ?? '').join('\n\n') : '',
         }));
         if (candidates.length === 0) return { deletedChildren: deleted.rows.map((r) => r.id), undelivered: [] };
         const ids = candidates.map((c) => messageIdOf(c.childSessionId, c.turnId, c.status));

@@ -25,6 +25,9 @@ import { canonicalJson, type SqlSessionStorage } from '../../src/storage/sql-sto
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.js';
 import { assertAllRequests, assertSequences, assertStoredInvariants } from '../support/invariants.js';
 import { isSummaryRequest, validSummary } from '../support/summaries.js';
+import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
+import { loadWireFixtures, rawReply } from '../support/wire-fixtures.js';
+import { openaiModel } from '../../src/services/model/openai.js';
 
 const USAGE = { inputTokens: 5, outputTokens: 3, cachedInputTokens: 0, reasoningTokens: 0 };
 
@@ -66,7 +69,10 @@ const toolCallArb = fc.record({
   name: fc.constantFrom('spy', 'spy', 'spy', 'nope'),
   arguments: argsArb,
 });
-const textArb = fc.string({ maxLength: 6 }).map((delta) => ({ type: 'text_delta' as const, delta }));
+// A delta may open another output message (issue 18: each is its own text block, with a phase).
+const textArb: fc.Arbitrary<Extract<ModelStreamEvent, { type: 'text_delta' }>> = fc
+  .record({ delta: fc.string({ maxLength: 6 }), newBlock: fc.constantFrom(false, false, false, true), phase: fc.constantFrom(undefined, undefined, 'commentary', 'final_answer') })
+  .map(({ delta, newBlock, phase }) => ({ type: 'text_delta' as const, delta, ...(newBlock ? { newBlock: true as const } : {}), ...(phase ? { phase } : {}) }));
 const eventArb: fc.Arbitrary<ModelStreamEvent> = fc.oneof(
   { weight: 3, arbitrary: textArb },
   { weight: 1, arbitrary: fc.string({ maxLength: 4 }).map((delta) => ({ type: 'reasoning_delta' as const, delta })) },
@@ -159,8 +165,14 @@ function oracle({ events, termination, summary }: StreamCase): Expected {
   const calls = events.filter((e): e is Extract<ModelStreamEvent, { type: 'tool_call' }> => e.type === 'tool_call');
   if (new Set(calls.map((c) => c.callId)).size !== calls.length) return failed('chat_state_error');
   if (calls.length === 0) {
-    const text = events.filter((e): e is Extract<ModelStreamEvent, { type: 'text_delta' }> => e.type === 'text_delta').map((e) => e.delta).join('');
-    return { outcome: { status: 'completed', finalText: text }, executed: [], modelCalls: 1, summaryCalls: 0 };
+    // Output messages are paragraphs of the final text; an empty delta opens nothing.
+    const blocks: string[] = [];
+    for (const e of events) {
+      if (e.type !== 'text_delta' || e.delta === '') continue;
+      if (blocks.length === 0 || (e.newBlock && blocks.at(-1) !== '')) blocks.push(e.delta);
+      else blocks[blocks.length - 1] += e.delta;
+    }
+    return { outcome: { status: 'completed', finalText: blocks.join('\n\n') }, executed: [], modelCalls: 1, summaryCalls: 0 };
   }
   const executed: unknown[] = [];
   let doom = { signature: '', count: 0 };
@@ -269,4 +281,52 @@ describe('fuzzed model streams', () => {
       fuzzParameters(120),
     );
   }, fuzzTimeout(120));
+});
+
+/**
+ * The recorded wire shapes of issue 18 cut into arbitrary pieces: a provider's bytes reach the
+ * client in whatever TCP segments the network makes (an event split inside a UTF-8 character, a
+ * line end split from its line, CRLF line ends as some proxies write them). Whatever the cuts, the
+ * port events and the failure are the fixture's.
+ */
+describe('fuzzed transport of the recorded wire shapes', () => {
+  let server: FakeOpenAIServer;
+  beforeAll(async () => {
+    server = await startFakeOpenAI();
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const cases = loadWireFixtures().flatMap((fixture) => fixture.apis.map((api) => ({ fixture, api })));
+
+  it('every fixture, cut anywhere and with either line end, gives the same events', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...cases),
+        fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 12 }),
+        fc.boolean(),
+        async ({ fixture, api }, cutPoints, crlf) => {
+          server.reset();
+          const whole = Buffer.from(rawReply(fixture).raw.chunks.join('').replace(/\n/g, crlf && fixture.sse ? '\r\n' : '\n'), 'utf8');
+          const cuts = [...new Set(cutPoints.map((p) => Math.floor(p * whole.length)))].sort((a, b) => a - b);
+          const pieces = [0, ...cuts].map((start, i) => whole.subarray(start, [...cuts, whole.length][i]).toString('latin1')).filter((p) => p !== '');
+          const reply = rawReply(fixture);
+          server.script({ raw: { ...reply.raw, chunks: pieces, binary: true } });
+          const model = openaiModel({ model: 'fake-model', api, baseURL: server.url, apiKey: 'sk-test', maxRetries: 0 });
+          const events: ModelStreamEvent[] = [];
+          let error: unknown;
+          try {
+            for await (const event of model.stream({ system: [], messages: [{ role: 'user', kind: 'normal', content: [{ type: 'text', text: 'go' }] }], tools: [] }, { signal: new AbortController().signal })) events.push(event);
+          } catch (caught) {
+            error = caught;
+          }
+          expect(events).toEqual(fixture.expect.events);
+          if (fixture.expect.error === undefined) expect(error).toBeUndefined();
+          else expect(error).toMatchObject({ code: fixture.expect.error.code, message: fixture.expect.error.message, retryable: fixture.expect.error.retryable });
+        },
+      ),
+      fuzzParameters(40),
+    );
+  }, fuzzTimeout(40));
 });

@@ -14,6 +14,8 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { approvalTool, echoTool } from '../../src/testing/tools.js';
 import { CONTEXT_LENGTH_ERROR, closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
 import { assertStoredInvariants } from '../support/invariants.js';
+import { loadWireFixtures, rawReply } from '../support/wire-fixtures.js';
+import { UpdateRenderer, type Style } from '../../src/cli/render.js';
 
 let server: FakeOpenAIServer;
 let storage: SqlSessionStorage;
@@ -245,6 +247,61 @@ describe.each(['responses', 'chat'] as const)('turns on openaiModel over %s', (a
     const run = await setup(api, { baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 1 });
     const { outcome } = await run.turn('hi');
     expect(outcome).toEqual({ status: 'failed', code: 'model_error', message: `cannot reach http://127.0.0.1:${port}/v1 (ECONNREFUSED)` });
+  });
+});
+
+describe('recorded wire shapes in whole turns (issue 18)', () => {
+  const fixture = (name: string) => rawReply(loadWireFixtures().find((f) => f.name === name)!);
+
+  it('two output messages (commentary, then the answer): two text blocks stored with their phase, sent back as two messages, shown as two paragraphs', async () => {
+    const run = await setup('responses', { reasoningEffort: 'medium' });
+    server.script(fixture('responses-openai-commentary-then-answer'), (request) => {
+      const input = request.body.input as Array<Record<string, unknown>>;
+      expect(input.filter((i) => i.role === 'assistant')).toEqual([
+        { role: 'assistant', content: "I'll answer with links.", phase: 'commentary' },
+        { role: 'assistant', content: 'Here are a few good sources.', phase: 'final_answer' },
+      ]);
+      return { text: 'Done.' };
+    });
+    const answer = "I'll answer with links.\n\nHere are a few good sources.";
+    expect((await run.turn('Find sources.')).outcome).toEqual({ status: 'completed', finalText: answer });
+    const [, assistant] = await run.session.messages();
+    expect(assistant!.content.filter((b) => b.type === 'text')).toEqual([
+      { type: 'text', text: "I'll answer with links.", phase: 'commentary' },
+      { type: 'text', text: 'Here are a few good sources.', phase: 'final_answer' },
+    ]);
+    // The live text is the stored text as shown: the second message starts a paragraph.
+    const deltas = run.updates.flatMap((u) => (u.update.type === 'text_delta' ? [u.update.delta] : []));
+    expect(deltas.join('')).toBe(answer);
+    const written: string[] = [];
+    const plain: Style = { dim: (t) => t, bold: (t) => t, red: (t) => t, green: (t) => t, yellow: (t) => t };
+    const renderer = new UpdateRenderer({ write: (chunk: string) => written.push(chunk) } as unknown as NodeJS.WritableStream, plain);
+    for (const envelope of run.updates) if (envelope.update.type === 'text_delta') renderer.render(envelope);
+    expect(written.join('')).toBe(answer);
+    expect((await run.turn('And then?')).outcome).toEqual({ status: 'completed', finalText: 'Done.' });
+    await assertStoredInvariants(storage, run.session.sessionId);
+  });
+
+  it('a tool search item with object arguments is ignored: the function call after it runs and the turn goes on', async () => {
+    const run = await setup('responses');
+    server.script(fixture('responses-openai-tool-search'), (request) => {
+      expect(String(sentResult(request, 'call_Qm3vX8pL2nR7tY1w'))).toMatch(/^\[error\] /);
+      return { text: 'No weather tool here.' };
+    });
+    expect((await run.turn('Weather in Paris?')).outcome).toEqual({ status: 'completed', finalText: 'No weather tool here.' });
+    expect(run.updates.map((u) => u.update)).toContainEqual(expect.objectContaining({ type: 'tool_call_started', toolName: 'get_weather' }));
+  });
+
+  it.each([
+    ['responses', 'responses-openai-error-nested'],
+    ['chat', 'chat-error-chunk'],
+  ] as const)('an in-stream error before any output (%s, %s): retried, the turn completes, two attempts in the trace', async (api, name) => {
+    const run = await setup(api);
+    server.script(fixture(name), { text: 'second attempt' });
+    const { turnId, outcome } = await run.turn('hi');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'second attempt' });
+    const [span] = await modelSpans(run.core, turnId);
+    expect(span).toMatchObject({ status: 'succeeded', attemptCount: 2 });
   });
 });
 

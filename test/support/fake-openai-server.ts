@@ -65,7 +65,16 @@ export interface FakeHttpError {
   headers?: Record<string, string>;
 }
 
-export type FakeReply = FakeStream | FakeHttpError;
+/**
+ * A reply sent byte for byte: the recorded wire shapes of `test/fixtures/wire/` (any status, any
+ * content type, the body in the chunks given, each written as its own socket write).
+ */
+export interface FakeRawReply {
+  /** `binary`: each chunk is a latin1 string of raw bytes (to cut a UTF-8 character in two). */
+  raw: { status: number; headers: Record<string, string>; chunks: string[]; binary?: boolean };
+}
+
+export type FakeReply = FakeStream | FakeHttpError | FakeRawReply;
 export type FakeScript = FakeReply | ((request: RecordedRequest) => FakeReply);
 
 export interface RecordedRequest {
@@ -283,6 +292,10 @@ function isHttpError(reply: FakeReply): reply is FakeHttpError {
   return 'status' in reply;
 }
 
+function isRaw(reply: FakeReply): reply is FakeRawReply {
+  return 'raw' in reply;
+}
+
 /**
  * Starts the server on a free loopback port.
  *
@@ -315,6 +328,16 @@ export async function startFakeOpenAI(): Promise<FakeOpenAIServer> {
     if (isHttpError(reply)) {
       res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
       res.end(JSON.stringify(reply.body ?? { error: { message: `fake error ${reply.status}`, type: 'server_error', code: null } }));
+      return;
+    }
+    if (isRaw(reply)) {
+      res.writeHead(reply.raw.status, reply.raw.headers);
+      for (const chunk of reply.raw.chunks) {
+        res.write(reply.raw.binary ? Buffer.from(chunk, 'latin1') : chunk);
+        // Each chunk its own read on the client, as a provider flushes event by event.
+        await new Promise((r) => setImmediate(r));
+      }
+      res.end();
       return;
     }
     const { events } = api === 'responses' ? responsesEvents(reply, recorded) : chatEvents(reply, recorded);

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ModelError, OpenworkError, errorMessage } from '../../errors.js';
-import type { StoredMessage, ToolResultBlock } from '../../protocol/content.js';
+import { TEXT_BLOCK_SEPARATOR, type StoredMessage, type ToolResultBlock } from '../../protocol/content.js';
 import type { TurnPlanSnapshot } from '../../protocol/plan.js';
 import type { CheckpointRecord, CompactionKind } from '../../storage/storage.js';
 import { assembleRequest, buildSystemContext, type PreparedModelCall } from '../context/assemble.js';
@@ -411,7 +411,7 @@ export class Compactor {
         } catch (error) {
           return { ok: false, classification: 'deterministic', reason: `model_protocol_error: ${errorMessage(error)}`, text, usage, finishReason };
         }
-        if (event.type === 'text_delta') text += textStream.push(event.delta);
+        if (event.type === 'text_delta') text += (event.newBlock && text !== '' ? textStream.end() + TEXT_BLOCK_SEPARATOR : '') + textStream.push(event.delta);
         else if (event.type === 'tool_call') return { ok: false, classification: 'degenerate', reason: 'the summary response requested a tool', text, usage, finishReason };
         else if (event.type === 'completed') {
           completions += 1;

@@ -5,8 +5,9 @@
  * assembles tool calls from their indexed fragments. Pure: no SDK import, no I/O.
  */
 import { z } from 'zod';
+import { TEXT_BLOCK_SEPARATOR } from '../../protocol/content.js';
 import type { TokenUsage } from '../../storage/storage.js';
-import { protocolError, systemText, toolResultText, userText } from './openai-wire.js';
+import { errorBodyOf, protocolError, providerFailure, systemText, toolResultText, userText } from './openai-wire.js';
 import type { FinishReason, ModelRequest, ModelStreamEvent } from './port.js';
 
 export interface ChatSettings {
@@ -32,13 +33,15 @@ export function encodeChatRequest(request: ModelRequest, settings: ChatSettings)
         messages.push({ role: 'user', content: userText(message.content) });
         break;
       case 'assistant': {
-        let text = '';
+        const texts: string[] = [];
         const calls: ChatMessage[] = [];
         for (const block of message.content) {
-          if (block.type === 'text') text += block.text;
+          // One assistant message holds one text here: its output messages as paragraphs.
+          if (block.type === 'text') texts.push(block.text);
           else if (block.type === 'tool_call') calls.push({ id: block.callId, type: 'function', function: { name: block.name, arguments: block.arguments } });
           // Reasoning and other providers' opaque items are not part of this format's history.
         }
+        const text = texts.filter((t) => t !== '').join(TEXT_BLOCK_SEPARATOR);
         messages.push({ role: 'assistant', content: text === '' && calls.length > 0 ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) });
         break;
       }
@@ -69,6 +72,25 @@ const toolCallFragmentSchema = z.object({
   id: z.string().nullish(),
   function: z.object({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
 });
+/**
+ * `content` as a string, or as an array of parts: Mistral's magistral models send
+ * `{type: 'thinking', thinking: [{type: 'text', text}]}` and `{type: 'text', text}` parts. Parts of
+ * other types (images, references) carry no answer text and are skipped.
+ */
+const contentPartSchema = z.looseObject({
+  type: z.string(),
+  text: z.string().nullish(),
+  thinking: z.union([z.string(), z.array(z.looseObject({ type: z.string().nullish(), text: z.string().nullish() }))]).nullish(),
+});
+const contentSchema = z.union([z.string(), z.array(z.unknown())]).nullish();
+const usageSchema = z.object({
+  prompt_tokens: z.number().nullish(),
+  completion_tokens: z.number().nullish(),
+  prompt_tokens_details: z.object({ cached_tokens: z.number().nullish() }).nullish(),
+  completion_tokens_details: z.object({ reasoning_tokens: z.number().nullish() }).nullish(),
+  // DeepSeek reports the cache as hit and miss counts.
+  prompt_cache_hit_tokens: z.number().nullish(),
+});
 const chunkSchema = z.object({
   id: z.string().nullish(),
   model: z.string().nullish(),
@@ -78,7 +100,7 @@ const chunkSchema = z.object({
         index: z.number().nullish(),
         delta: z
           .object({
-            content: z.string().nullish(),
+            content: contentSchema,
             refusal: z.string().nullish(),
             // `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, LM Studio, vLLM newer).
             reasoning_content: z.string().nullish(),
@@ -90,16 +112,41 @@ const chunkSchema = z.object({
       }),
     )
     .nullish(),
-  usage: z
-    .object({
-      prompt_tokens: z.number().nullish(),
-      completion_tokens: z.number().nullish(),
-      prompt_tokens_details: z.object({ cached_tokens: z.number().nullish() }).nullish(),
-      completion_tokens_details: z.object({ reasoning_tokens: z.number().nullish() }).nullish(),
-    })
-    .nullish(),
+  usage: usageSchema.nullish(),
+  // Groq reports the usage of a stream inside `x_groq` on its last chunk.
+  x_groq: z.object({ usage: usageSchema.nullish() }).nullish(),
 });
 type Chunk = z.infer<typeof chunkSchema>;
+
+/** The reasoning and the answer text of a `content` field, in order. */
+function contentPieces(content: z.infer<typeof contentSchema>): Array<{ reasoning: boolean; text: string }> {
+  if (typeof content === 'string') return content === '' ? [] : [{ reasoning: false, text: content }];
+  const pieces: Array<{ reasoning: boolean; text: string }> = [];
+  for (const raw of content ?? []) {
+    const part = contentPartSchema.safeParse(raw).data;
+    if (part?.type === 'text' && part.text) pieces.push({ reasoning: false, text: part.text });
+    if (part?.type === 'thinking') {
+      const thinking = typeof part.thinking === 'string' ? part.thinking : (part.thinking ?? []).map((t) => t.text ?? '').join('');
+      if (thinking !== '') pieces.push({ reasoning: true, text: thinking });
+    }
+  }
+  return pieces;
+}
+
+const completionSchema = z.object({
+  id: z.string().nullish(),
+  model: z.string().nullish(),
+  choices: z
+    .array(
+      z.object({
+        index: z.number().nullish(),
+        message: z.looseObject({}).nullish(),
+        finish_reason: z.string().nullish(),
+      }),
+    )
+    .nullish(),
+  usage: usageSchema.nullish(),
+});
 
 interface PartialCall {
   index: number;
@@ -141,20 +188,39 @@ export class ChatDecoder {
   private emittedCalls = 0;
 
   push(raw: unknown): ModelStreamEvent[] {
+    // An error chunk without the `error` wrapper (`{object: 'error', message, code}`): the provider's failure.
+    const kind = raw && typeof raw === 'object' ? ((raw as { object?: unknown }).object ?? (raw as { type?: unknown }).type) : undefined;
+    if (kind === 'error') throw providerFailure(errorBodyOf(raw, 'the provider reported an error in the stream'), this.semantic);
     const parsed = chunkSchema.safeParse(raw);
     if (!parsed.success) throw protocolError(`malformed chat completion chunk: ${parsed.error.issues[0]?.message ?? 'invalid'}`, this.semantic);
     return this.handle(parsed.data);
   }
 
+  /**
+   * A whole `chat.completion` object (a server that ignored `stream: true`): its message as one
+   * chunk's delta, with the finish. `finish` then returns the completion.
+   */
+  complete(raw: unknown): ModelStreamEvent[] {
+    const parsed = completionSchema.safeParse(raw);
+    if (!parsed.success) throw protocolError(`malformed chat completion: ${parsed.error.issues[0]?.message ?? 'invalid'}`, this.semantic);
+    const { choices, ...rest } = parsed.data;
+    const chunk = { ...rest, choices: (choices ?? []).map(({ message, ...choice }) => ({ ...choice, delta: message ?? {} })) };
+    const out = this.push(chunk);
+    // A completion always ends its response, even from a server that leaves the finish reason out.
+    if (this.finish_reason === null) out.push(...this.handle({ choices: [{ index: 0, finish_reason: 'stop' }] }));
+    return out;
+  }
+
   private handle(chunk: Chunk): ModelStreamEvent[] {
     if (chunk.id) this.responseId = chunk.id;
     if (chunk.model) this.model = chunk.model;
-    if (chunk.usage) {
+    const usage = chunk.usage ?? chunk.x_groq?.usage;
+    if (usage) {
       this.usage = {
-        inputTokens: chunk.usage.prompt_tokens ?? 0,
-        outputTokens: chunk.usage.completion_tokens ?? 0,
-        cachedInputTokens: chunk.usage.prompt_tokens_details?.cached_tokens ?? 0,
-        reasoningTokens: chunk.usage.completion_tokens_details?.reasoning_tokens ?? 0,
+        inputTokens: usage.prompt_tokens ?? 0,
+        outputTokens: usage.completion_tokens ?? 0,
+        cachedInputTokens: usage.prompt_tokens_details?.cached_tokens ?? usage.prompt_cache_hit_tokens ?? 0,
+        reasoningTokens: usage.completion_tokens_details?.reasoning_tokens ?? 0,
       };
     }
     const out: ModelStreamEvent[] = [];
@@ -167,10 +233,13 @@ export class ChatDecoder {
           this.semantic = true;
           out.push({ type: 'reasoning_delta', delta: reasoning });
         }
-        const text = delta.content ?? delta.refusal;
-        if (text) {
+        for (const piece of contentPieces(delta.content)) {
           this.semantic = true;
-          out.push({ type: 'text_delta', delta: text });
+          out.push(piece.reasoning ? { type: 'reasoning_delta', delta: piece.text } : { type: 'text_delta', delta: piece.text });
+        }
+        if (delta.refusal) {
+          this.semantic = true;
+          out.push({ type: 'text_delta', delta: delta.refusal });
         }
         for (const [position, fragment] of (delta.tool_calls ?? []).entries()) this.addFragment(fragment, position);
       }

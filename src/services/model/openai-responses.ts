@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { TokenUsage } from '../../storage/storage.js';
-import { isContextOverflow, isTransientCode, modelFailure, protocolError, systemText, toolResultText, userText } from './openai-wire.js';
+import { protocolError, providerFailure, systemText, toolResultText, userText } from './openai-wire.js';
 import type { FinishReason, ModelRequest, ModelStreamEvent } from './port.js';
 
 /** The `provider` of the opaque blocks this format stores (reasoning items, sent back verbatim). */
@@ -49,21 +49,21 @@ export function encodeResponsesRequest(request: ModelRequest, settings: Response
         input.push({ type: 'message', role: 'user', content: [{ type: 'input_text', text: userText(message.content) }] });
         break;
       case 'assistant': {
-        const text: string[] = [];
+        const texts: InputItem[] = [];
         const calls: InputItem[] = [];
         for (const block of message.content) {
           if (block.type === 'provider_opaque') {
             const item = block.provider === RESPONSES_OPAQUE_PROVIDER ? opaqueItem(block.data, settings.store) : null;
             if (item) input.push(item);
           } else if (block.type === 'text') {
-            text.push(block.text);
+            // Each output message goes back as its own message, with its phase, as the provider sent it.
+            if (block.text !== '') texts.push({ role: 'assistant', content: block.text, ...(block.phase !== undefined ? { phase: block.phase } : {}) });
           } else if (block.type === 'tool_call') {
             calls.push({ type: 'function_call', call_id: block.callId, name: block.name, arguments: block.arguments });
           }
           // Reasoning text travels inside the opaque reasoning item; alone it cannot be sent back.
         }
-        if (text.length > 0 && text.join('') !== '') input.push({ role: 'assistant', content: text.join('') });
-        input.push(...calls);
+        input.push(...texts, ...calls);
         break;
       }
       case 'tool':
@@ -92,13 +92,29 @@ export function encodeResponsesRequest(request: ModelRequest, settings: Response
 }
 
 // The events the decoder reads; every other event type is ignored (the API adds types over time).
-const itemSchema = z.looseObject({
-  type: z.string(),
+// Output items are read as `unknown`: only the items this port uses (function calls, messages,
+// reasoning) are validated, each by its own schema, so that a built-in tool's item (web search,
+// tool search with object arguments, MCP, items added later) is ignored whatever its shape.
+const functionCallSchema = z.looseObject({
+  type: z.literal('function_call'),
   id: z.string().nullish(),
   call_id: z.string().nullish(),
   name: z.string().nullish(),
   arguments: z.string().nullish(),
 });
+const messageItemSchema = z.looseObject({
+  type: z.literal('message'),
+  id: z.string().nullish(),
+  phase: z.string().nullish(),
+  content: z.array(z.unknown()).nullish(),
+});
+const reasoningItemSchema = z.looseObject({
+  type: z.literal('reasoning'),
+  id: z.string().nullish(),
+  summary: z.array(z.unknown()).nullish(),
+  content: z.array(z.unknown()).nullish(),
+});
+const textPartSchema = z.looseObject({ type: z.string(), text: z.string().nullish(), refusal: z.string().nullish() });
 const usageSchema = z
   .object({
     input_tokens: z.number().nullish(),
@@ -107,16 +123,17 @@ const usageSchema = z
     output_tokens_details: z.object({ reasoning_tokens: z.number().nullish() }).nullish(),
   })
   .nullish();
-const errorBodySchema = z.object({ code: z.string().nullish(), message: z.string().nullish(), type: z.string().nullish() }).nullish();
+const errorBodySchema = z.object({ code: z.union([z.string(), z.number()]).nullish(), message: z.string().nullish(), type: z.string().nullish() });
 const responseSchema = z.object({
   id: z.string().nullish(),
   model: z.string().nullish(),
   status: z.string().nullish(),
   usage: usageSchema,
   incomplete_details: z.object({ reason: z.string().nullish() }).nullish(),
-  error: errorBodySchema,
-  output: z.array(itemSchema).nullish(),
+  error: errorBodySchema.nullish(),
+  output: z.unknown(),
 });
+const itemEventSchema = z.object({ item: z.unknown() });
 const deltaSchema = z.object({ item_id: z.string().nullish(), delta: z.string() });
 const eventSchemas = {
   'response.created': z.object({ response: responseSchema }),
@@ -124,19 +141,27 @@ const eventSchemas = {
   'response.completed': z.object({ response: responseSchema }),
   'response.incomplete': z.object({ response: responseSchema }),
   'response.failed': z.object({ response: responseSchema }),
-  'response.output_item.added': z.object({ item: itemSchema }),
-  'response.output_item.done': z.object({ item: itemSchema }),
+  'response.output_item.added': itemEventSchema,
+  'response.output_item.done': itemEventSchema,
   'response.output_text.delta': deltaSchema,
   'response.refusal.delta': deltaSchema,
   'response.reasoning_summary_text.delta': deltaSchema.extend({ summary_index: z.number().nullish() }),
   'response.reasoning_text.delta': deltaSchema.extend({ content_index: z.number().nullish() }),
   'response.function_call_arguments.delta': deltaSchema,
   'response.function_call_arguments.done': z.object({ item_id: z.string().nullish(), arguments: z.string() }),
-  error: z.object({ code: z.string().nullish(), message: z.string().nullish(), type: z.string().nullish() }),
+  // The reference documents the fields at the top level; OpenAI's streams nest them under `error`.
+  error: errorBodySchema.extend({ error: errorBodySchema.nullish() }),
 } as const;
 type EventType = keyof typeof eventSchemas;
 type Parsed<T extends EventType> = z.infer<(typeof eventSchemas)[T]>;
 type Response = z.infer<typeof responseSchema>;
+type FunctionCallItem = z.infer<typeof functionCallSchema>;
+
+/** The `type` of an output item, if it has one. */
+function itemType(item: unknown): string | undefined {
+  const type = item && typeof item === 'object' ? (item as { type?: unknown }).type : undefined;
+  return typeof type === 'string' ? type : undefined;
+}
 
 function usageOf(response: Response): TokenUsage {
   const u = response.usage;
@@ -152,6 +177,7 @@ function usageOf(response: Response): TokenUsage {
  * Decodes one Responses stream. `push` returns the events an SSE event produces (tool calls only
  * once their item is done); `finish` returns the completion, which it holds back until the stream
  * has ended so that a second completion is caught. Both throw `ModelError` on protocol faults.
+ * `complete` decodes a whole Response object, for a server that answered without streaming.
  */
 export class ResponsesDecoder {
   /** True once text, reasoning or a tool call has been produced. */
@@ -163,6 +189,10 @@ export class ResponsesDecoder {
   private readonly emittedCalls = new Set<string>();
   private reasoningPart: string | null = null;
   private refused = false;
+  /** The `phase` of each message item (commentary or final answer), sent back with its text. */
+  private readonly phases = new Map<string, string>();
+  /** The message item the last text came from; `undefined` before any text. */
+  private textItem: string | null | undefined = undefined;
 
   push(raw: unknown): ModelStreamEvent[] {
     const type = (raw as { type?: unknown } | null)?.type;
@@ -170,6 +200,42 @@ export class ResponsesDecoder {
     const parsed = eventSchemas[type as EventType].safeParse(raw);
     if (!parsed.success) throw protocolError(`malformed ${type} event: ${parsed.error.issues[0]?.message ?? 'invalid'}`, this.semantic);
     return this.handle(type as EventType, parsed.data);
+  }
+
+  /**
+   * A whole Response object (a server that ignored `stream: true`): its output items in order, as
+   * the stream would have delivered them, then its completion. `finish` still returns the completion.
+   */
+  complete(raw: unknown): ModelStreamEvent[] {
+    const parsed = responseSchema.safeParse(raw);
+    if (!parsed.success) throw protocolError(`malformed response: ${parsed.error.issues[0]?.message ?? 'invalid'}`, this.semantic);
+    const response = parsed.data;
+    if (response.status === 'failed') return this.handle('response.failed', { response });
+    const out: ModelStreamEvent[] = this.handle('response.created', { response });
+    for (const [index, item] of (Array.isArray(response.output) ? response.output : []).entries()) {
+      const type = itemType(item);
+      const itemId = (item as { id?: unknown }).id;
+      // An item without an id still keeps its text apart from the other items' text.
+      const id = typeof itemId === 'string' ? itemId : `item_${index}`;
+      out.push(...this.handle('response.output_item.added', { item }));
+      if (type === 'message') {
+        for (const part of messageItemSchema.safeParse(item).data?.content ?? []) {
+          const p = textPartSchema.safeParse(part).data;
+          const delta = p?.type === 'output_text' ? p.text : p?.type === 'refusal' ? p.refusal : null;
+          if (delta) out.push(...this.handle(p!.type === 'refusal' ? 'response.refusal.delta' : 'response.output_text.delta', { item_id: id, delta }));
+        }
+      } else if (type === 'reasoning') {
+        const reasoning = reasoningItemSchema.safeParse(item).data;
+        const summary = (reasoning?.summary ?? []).map((part) => textPartSchema.safeParse(part).data?.text ?? '');
+        const content = (reasoning?.content ?? []).map((part) => textPartSchema.safeParse(part).data?.text ?? '');
+        // The summary is what a stream shows; the raw reasoning text only where there is no summary.
+        const parts = summary.some((t) => t !== '') ? summary : content;
+        for (const [partIndex, delta] of parts.entries()) out.push(...this.handle('response.reasoning_summary_text.delta', { item_id: id, summary_index: partIndex, delta }));
+      }
+      out.push(...this.handle('response.output_item.done', { item }));
+    }
+    out.push(...this.handle(response.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response }));
+    return out;
   }
 
   private handle(type: EventType, event: Parsed<EventType>): ModelStreamEvent[] {
@@ -183,11 +249,17 @@ export class ResponsesDecoder {
       }
       case 'response.output_text.delta':
       case 'response.refusal.delta': {
-        const { delta } = event as Parsed<'response.output_text.delta'>;
+        const { delta, item_id } = event as Parsed<'response.output_text.delta'>;
         if (type === 'response.refusal.delta') this.refused = true;
         if (delta === '') return [];
         this.semantic = true;
-        return [{ type: 'text_delta', delta }];
+        // Each output message is its own text block: the first delta of another item opens one.
+        const item = item_id ?? null;
+        if (this.textItem !== undefined && item === this.textItem) return [{ type: 'text_delta', delta }];
+        const phase = item !== null ? this.phases.get(item) : undefined;
+        const opens = this.textItem !== undefined;
+        this.textItem = item;
+        return [{ type: 'text_delta', delta, ...(opens ? { newBlock: true as const } : {}), ...(phase ? { phase } : {}) }];
       }
       case 'response.reasoning_summary_text.delta':
       case 'response.reasoning_text.delta': {
@@ -202,8 +274,13 @@ export class ResponsesDecoder {
       }
       case 'response.output_item.added': {
         const { item } = event as Parsed<'response.output_item.added'>;
-        if (item.type === 'function_call' && item.id) {
-          this.calls.set(item.id, { callId: item.call_id ?? null, name: item.name ?? null, arguments: item.arguments ?? '' });
+        const kind = itemType(item);
+        if (kind === 'function_call') {
+          const call = this.functionCall(item);
+          if (call.id) this.calls.set(call.id, { callId: call.call_id ?? null, name: call.name ?? null, arguments: call.arguments ?? '' });
+        } else if (kind === 'message') {
+          const message = messageItemSchema.safeParse(item).data;
+          if (message?.id && message.phase) this.phases.set(message.id, message.phase);
         }
         return [];
       }
@@ -221,8 +298,9 @@ export class ResponsesDecoder {
       }
       case 'response.output_item.done': {
         const { item } = event as Parsed<'response.output_item.done'>;
-        if (item.type === 'function_call') return this.completeCall(item);
-        if (item.type === 'reasoning') return [{ type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item } }];
+        const kind = itemType(item);
+        if (kind === 'function_call') return this.completeCall(this.functionCall(item));
+        if (kind === 'reasoning') return [{ type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item } }];
         return [];
       }
       case 'response.completed':
@@ -231,19 +309,22 @@ export class ResponsesDecoder {
         if (this.terminal) throw protocolError('the response completed twice', this.semantic);
         const out: ModelStreamEvent[] = [];
         // A call the stream never closed with `output_item.done` is complete in the final output.
-        for (const item of response.output ?? []) {
-          if (item.type === 'function_call' && !this.emittedCalls.has(item.call_id ?? item.id ?? '')) out.push(...this.completeCall(item));
+        for (const item of Array.isArray(response.output) ? response.output : []) {
+          if (itemType(item) !== 'function_call') continue;
+          const call = this.functionCall(item);
+          if (!this.emittedCalls.has(call.call_id ?? call.id ?? '')) out.push(...this.completeCall(call));
         }
         this.terminal = { response, finishReason: this.finishReason(type, response) };
         return out;
       }
       case 'response.failed': {
         const { response } = event as Parsed<'response.failed'>;
-        throw this.failure(response.error?.code, response.error?.type, response.error?.message ?? 'the response failed');
+        throw providerFailure({ ...response.error, message: response.error?.message ?? 'the response failed' }, this.semantic);
       }
       case 'error': {
         const e = event as Parsed<'error'>;
-        throw this.failure(e.code, e.type, e.message ?? 'the provider reported an error in the stream');
+        const body = e.error ?? e;
+        throw providerFailure({ ...body, message: body.message ?? 'the provider reported an error in the stream' }, this.semantic);
       }
       default: {
         const never: never = type;
@@ -252,18 +333,14 @@ export class ResponsesDecoder {
     }
   }
 
-  private failure(code: string | null | undefined, type: string | null | undefined, message: string) {
-    const overflow = isContextOverflow(code, type, message);
-    return modelFailure(overflow ? 'context_overflow' : 'model_error', `the provider failed the response: ${message}`, {
-      errorPhase: 'response_body',
-      deliveryState: 'accepted_no_semantic_output',
-      ...(code ? { providerCode: code } : {}),
-      semanticOutput: this.semantic,
-      retryable: !overflow && !this.semantic && isTransientCode(code),
-    });
+  /** A function call item, validated strictly: the one item kind whose fields this port relies on. */
+  private functionCall(item: unknown): FunctionCallItem {
+    const parsed = functionCallSchema.safeParse(item);
+    if (!parsed.success) throw protocolError(`malformed function_call item: ${parsed.error.issues[0]?.message ?? 'invalid'}`, this.semantic);
+    return parsed.data;
   }
 
-  private completeCall(item: z.infer<typeof itemSchema>): ModelStreamEvent[] {
+  private completeCall(item: FunctionCallItem): ModelStreamEvent[] {
     const assembled = item.id ? this.calls.get(item.id) : undefined;
     const callId = item.call_id ?? assembled?.callId ?? null;
     const name = item.name ?? assembled?.name ?? null;

@@ -58,9 +58,87 @@ export function isContextOverflow(code: string | null | undefined, type: string 
   return /maximum context length|context length exceeded|context_length_exceeded|exceeds? the (available )?context (size|window|length)|prompt is too long|too many tokens in the prompt/i.test(message);
 }
 
-/** Codes that a provider uses for a failure that the same request may not meet again. */
-export function isTransientCode(code: string | null | undefined): boolean {
-  return code === 'server_error' || code === 'rate_limit_exceeded' || code === 'server_is_overloaded' || code === 'slow_down';
+const TRANSIENT_CODES = new Set(['server_error', 'rate_limit_exceeded', 'server_is_overloaded', 'slow_down', 'overloaded_error', 'rate_limit_error', 'internal_server_error', 'service_unavailable']);
+
+/**
+ * Codes that a provider uses for a failure that the same request may not meet again: OpenAI's
+ * names, and the HTTP status that compatible servers (vLLM, gateways) put in `code` as a number.
+ */
+export function isTransientCode(code: string | number | null | undefined): boolean {
+  if (code === null || code === undefined) return false;
+  const status = typeof code === 'number' ? code : /^\d{3}$/.test(code) ? Number(code) : NaN;
+  if (status >= 100 && status <= 599) return status === 408 || status === 409 || status === 429 || status >= 500;
+  return TRANSIENT_CODES.has(String(code));
+}
+
+/** An error object a provider sends in place of (or inside) a response: `{code, type, message}`. */
+export interface ProviderErrorBody {
+  code?: string | number | null;
+  type?: string | null;
+  message?: string | null;
+}
+
+/** The fields of an error object the provider sent, each kept only when it has the expected type. */
+export function errorBodyOf(value: unknown, fallbackMessage: string): ProviderErrorBody {
+  const body = (value && typeof value === 'object' ? value : {}) as Record<string, unknown>;
+  return {
+    code: typeof body.code === 'string' || typeof body.code === 'number' ? body.code : null,
+    type: typeof body.type === 'string' ? body.type : null,
+    message: typeof body.message === 'string' ? body.message : fallbackMessage,
+  };
+}
+
+/**
+ * A failure the provider reported in the body (an in-stream `error` event or chunk, `response.failed`,
+ * a JSON error object answered with 200), classified by its code: retried when the code is transient
+ * and nothing was emitted yet, `context_overflow` when it is a context-length refusal.
+ */
+export function providerFailure(error: ProviderErrorBody, semanticOutput: boolean, errorPhase: ErrorPhase = 'response_body', cause?: unknown): ModelError {
+  const code = error.code === null || error.code === undefined ? undefined : String(error.code);
+  const message = error.message ?? 'the provider reported an error';
+  const overflow = isContextOverflow(code, error.type, message);
+  return modelFailure(overflow ? 'context_overflow' : 'model_error', `the provider failed the response: ${message}`, {
+    errorPhase,
+    deliveryState: 'accepted_no_semantic_output',
+    ...(code ? { providerCode: code } : {}),
+    semanticOutput,
+    retryable: !overflow && !semanticOutput && (isTransientCode(error.code) || isTransientCode(error.type)),
+    ...(cause !== undefined ? { cause } : {}),
+  });
+}
+
+/** Whether a body is an HTML page rather than the JSON or event stream an API answers with. */
+export function looksLikeHtml(text: string, contentType?: string | null): boolean {
+  return /text\/html|application\/xhtml/i.test(contentType ?? '') || /^\s*(<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>])/i.test(text);
+}
+
+function decodeEntities(text: string): string {
+  return text
+    .replace(/&nbsp;/g, ' ')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;|&apos;/g, "'")
+    .replace(/&amp;/g, '&');
+}
+
+/**
+ * An HTML page (a proxy's 404, a CDN's 502, a captive portal) in one short line: its title and its
+ * first line of visible text, so that the error says what answered without pasting the markup.
+ */
+export function summariseHtml(html: string, limit = 200): string {
+  const oneLine = (text: string) => decodeEntities(text).replace(/\s+/g, ' ').trim();
+  const title = oneLine(/<title[^>]*>([\s\S]*?)<\/title>/i.exec(html)?.[1] ?? '');
+  const body = (/<body[^>]*>([\s\S]*)/i.exec(html)?.[1] ?? html)
+    .replace(/<!--[\s\S]*?-->/g, '')
+    .replace(/<(script|style|head|title)\b[^>]*>[\s\S]*?<\/\1>/gi, '')
+    .replace(/<[^>]*>/g, '\n');
+  const first = body
+    .split('\n')
+    .map(oneLine)
+    .find((line) => line !== '' && line !== title);
+  const summary = [title, first].filter((part) => part !== undefined && part !== '').join(' — ') || 'an empty page';
+  return summary.length > limit ? `${summary.slice(0, limit - 1)}…` : summary;
 }
 
 /** The system parts as one instruction text, in order. */

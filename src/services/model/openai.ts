@@ -6,12 +6,13 @@
  * failures into `ModelError` codes, and keeps the latest rate-limit headers.
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { Stream } from 'openai/streaming';
 import { InputError, ModelError, errorMessage } from '../../errors.js';
 import type { RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import { ChatDecoder, encodeChatRequest, type ChatSettings } from './openai-chat.js';
 import { parseRateLimitHeaders, type HeaderSource } from './openai-rate-limits.js';
 import { ResponsesDecoder, encodeResponsesRequest, type ResponsesSettings } from './openai-responses.js';
-import { isContextOverflow, modelFailure } from './openai-wire.js';
+import { errorBodyOf, isContextOverflow, looksLikeHtml, modelFailure, providerFailure, summariseHtml } from './openai-wire.js';
 import type { ModelCallOptions, ModelPort, ModelRequest, ModelStreamEvent } from './port.js';
 
 export interface OpenAIModelOptions {
@@ -182,22 +183,42 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
     if (snapshot) latestRateLimits = snapshot;
   };
 
-  /** Opens the stream: the HTTP response is in (headers read), the body not yet. */
-  async function open(request: ModelRequest, signal: AbortSignal): Promise<AsyncIterable<unknown>> {
-    if (api === 'responses') {
-      const body = encodeResponsesRequest(request, responsesSettings);
-      const { data, response } = await client.responses
-        .create({ ...body, stream: true } as unknown as OpenAI.Responses.ResponseCreateParamsStreaming, { signal })
-        .withResponse();
-      noteHeaders(response.headers);
-      return data;
-    }
-    const body = encodeChatRequest(request, chatSettings);
-    const { data, response } = await client.chat.completions
-      .create({ ...body, stream: true } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming, { signal })
-      .withResponse();
+  /**
+   * Opens the stream: the HTTP response is in (headers read), the body not yet. A server that
+   * ignored `stream: true` and answered one JSON object gives that object, read whole; an HTML page
+   * answered with a success status is a failure that names the page.
+   */
+  async function open(request: ModelRequest, signal: AbortSignal): Promise<{ events: AsyncIterable<unknown> } | { whole: unknown }> {
+    const { data, response } =
+      api === 'responses'
+        ? await client.responses
+            .create({ ...encodeResponsesRequest(request, responsesSettings), stream: true } as unknown as OpenAI.Responses.ResponseCreateParamsStreaming, { signal })
+            .withResponse()
+        : await client.chat.completions
+            .create({ ...encodeChatRequest(request, chatSettings), stream: true } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming, { signal })
+            .withResponse();
     noteHeaders(response.headers);
-    return data;
+    const contentType = response.headers.get('content-type') ?? '';
+    // The client's stream reads the body only when iterated: here the body is still unread.
+    if (/^application\/(?:[\w.+-]*\+)?json/i.test(contentType)) {
+      const text = await response.text();
+      try {
+        return { whole: JSON.parse(text) };
+      } catch (error) {
+        // A proxy that labels its event stream as JSON: read the (now buffered) body as the stream it is.
+        if (/^(?:data|event):/m.test(text)) return { events: Stream.fromSSEResponse<unknown>(new Response(text), new AbortController(), client) };
+        throw error;
+      }
+    }
+    if (/text\/html|application\/xhtml/i.test(contentType)) {
+      const page = await response.text();
+      throw modelFailure('model_error', `the provider answered ${response.status} with an HTML page: ${summariseHtml(page)}`, {
+        errorPhase: 'response_decode',
+        deliveryState: 'accepted_no_semantic_output',
+        httpStatus: response.status,
+      });
+    }
+    return { events: data };
   }
 
   /** Any failure of one attempt as a `ModelError`; `opened` says whether the response had begun. */
@@ -226,10 +247,18 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
     if (error instanceof APIUserAbortError) {
       return modelFailure('model_error', 'the request was aborted by the client', { errorPhase: 'response_body', deliveryState: 'possibly_sent', semanticOutput: semantic, cause: error });
     }
+    if (error instanceof APIError && typeof error.status !== 'number') {
+      // An error the provider sent inside the stream (`error` event or chunk): the client throws it
+      // without a status, so its code alone says whether the same request may succeed again.
+      return providerFailure(errorBodyOf(error.error, error.message), semantic, 'response_body', error);
+    }
     if (error instanceof APIError) {
       const status = typeof error.status === 'number' ? error.status : undefined;
       const body = error.error as { message?: unknown } | undefined;
-      const message = typeof body?.message === 'string' ? body.message : error.message;
+      // A page instead of an API error (a proxy's 404, a CDN's 502): its title and first line, not its markup.
+      const raw = error.message.startsWith(`${status} `) ? error.message.slice(`${status} `.length) : error.message;
+      const html = body === undefined && looksLikeHtml(raw, error.headers?.get('content-type'));
+      const message = typeof body?.message === 'string' ? body.message : html ? summariseHtml(raw) : error.message;
       const code = error.code ?? undefined;
       if (status !== undefined) noteHeaders(error.headers);
       const overflow = (status === undefined || status === 400 || status === 413) && isContextOverflow(code, error.type, message);
@@ -237,7 +266,7 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
       const wait = retryAfterMs(error.headers, Date.now());
       return modelFailure(
         overflow ? 'context_overflow' : 'model_error',
-        status !== undefined ? `the provider answered ${status}: ${message}` : `the provider failed the response: ${message}`,
+        html ? `the provider answered ${status} with an HTML page: ${message}` : status !== undefined ? `the provider answered ${status}: ${message}` : `the provider failed the response: ${message}`,
         {
           errorPhase: status !== undefined ? 'response_headers' : 'response_body',
           deliveryState: 'accepted_no_semantic_output',
@@ -301,8 +330,22 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
       let opened = false;
       let emitted = false;
       try {
-        const events = await open(request, AbortSignal.any([signal, stall.signal]));
+        const opening = await open(request, AbortSignal.any([signal, stall.signal]));
         opened = true;
+        if ('whole' in opening) {
+          const whole = opening.whole as { error?: unknown } | null;
+          // A JSON error object answered with 200 is the provider's failure, classified by its code.
+          if (whole && typeof whole === 'object' && whole.error && typeof whole.error === 'object') {
+            throw providerFailure(errorBodyOf(whole.error, 'the provider answered with an error'), false, 'response_decode');
+          }
+          for (const event of decoder.complete(whole)) {
+            emitted = true;
+            yield event;
+          }
+          for (const event of decoder.finish()) yield event;
+          return;
+        }
+        const events = opening.events;
         waitingSince = Date.now();
         timer = setTimeout(check, idleTimeout);
         for await (const raw of events) {

@@ -35,7 +35,12 @@ export interface ModelRequest {
 export type FinishReason = 'stop' | 'tool_use' | 'length' | 'content_filter' | 'refusal' | 'incomplete' | 'unknown';
 
 export type ModelStreamEvent =
-  | { type: 'text_delta'; delta: string }
+  /**
+   * Answer text. Each output message of the provider is its own text block: `newBlock` marks the
+   * first delta of a message after text of an earlier one, and `phase` (the Responses API's
+   * `commentary` / `final_answer`) is carried on the first delta of the message that has one.
+   */
+  | { type: 'text_delta'; delta: string; newBlock?: true; phase?: string }
   | { type: 'reasoning_delta'; delta: string }
   /** A complete tool call; adapters emit it only once its arguments are complete. */
   | { type: 'tool_call'; callId: string; name: string; arguments: string }

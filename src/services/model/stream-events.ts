@@ -16,7 +16,7 @@ const tokenCount = z.number().int().nonnegative();
 const finishReasons = ['stop', 'tool_use', 'length', 'content_filter', 'refusal', 'incomplete', 'unknown'] as const satisfies readonly FinishReason[];
 
 export const modelStreamEventSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('text_delta'), delta: z.string() }),
+  z.object({ type: z.literal('text_delta'), delta: z.string(), newBlock: z.literal(true).optional(), phase: z.string().optional() }),
   z.object({ type: z.literal('reasoning_delta'), delta: z.string() }),
   z.object({
     type: z.literal('tool_call'),
@@ -69,6 +69,7 @@ export function checkModelStreamEvent(event: unknown, semanticOutput: boolean): 
   const checked = parsed.data;
   switch (checked.type) {
     case 'text_delta':
+      return checked.phase !== undefined ? { ...checked, phase: storableText(checked.phase) } : checked;
     case 'reasoning_delta':
       return checked;
     case 'completed':

@@ -328,6 +328,8 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
             { type: 'text', text: 'On it.' },
             { type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item: { id: 'rs_9', type: 'reasoning', summary: [], encrypted_content: 'enc', status: 'completed' } } },
             { type: 'provider_opaque', provider: 'another.provider', data: { anything: true } },
+            // A second output message (its own text block, with the Responses API's phase).
+            { type: 'text', text: 'Second.', phase: 'final_answer' },
             // Without encrypted content (no `include`), an unstored item cannot be sent back.
             { type: 'provider_opaque', provider: RESPONSES_OPAQUE_PROVIDER, data: { item: { id: 'rs_10', type: 'reasoning', summary: [] } } },
             { type: 'tool_call', callId: 'c1', name: 'echo', arguments: '{"text":"1"}' },
@@ -357,6 +359,7 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
         { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Do four things.' }] },
         { type: 'reasoning', summary: [], encrypted_content: 'enc' },
         { role: 'assistant', content: 'On it.' },
+        { role: 'assistant', content: 'Second.', phase: 'final_answer' },
         { type: 'function_call', call_id: 'c1', name: 'echo', arguments: '{"text":"1"}' },
         { type: 'function_call', call_id: 'c2', name: 'echo', arguments: '{"text":"2"}' },
         { type: 'function_call', call_id: 'c3', name: 'echo', arguments: '{"text":"3"}' },
@@ -375,7 +378,7 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
         { role: 'user', content: 'Do four things.' },
         {
           role: 'assistant',
-          content: 'On it.',
+          content: 'On it.\n\nSecond.',
           tool_calls: ['1', '2', '3', '4'].map((n) => ({ id: `c${n}`, type: 'function', function: { name: 'echo', arguments: `{"text":"${n}"}` } })),
         },
         { role: 'tool', tool_call_id: 'c1', content: '1' },
