@@ -4,13 +4,15 @@
  * mount plan then binds the writable roots, re-binds protected paths read-only inside them and
  * hides credential paths behind empty, unreadable mounts. All capabilities are dropped (so root
  * cannot read through the hiding), the command gets its own PID namespace (cancel kills
- * everything in it) and a new session. The network is not touched: no isolation is claimed.
+ * everything in it) and a new session. Unless the call was granted the network, it also gets its
+ * own network namespace: bubblewrap brings up a private `lo` there, and nothing of the host's
+ * network (the internet, services on the host's 127.0.0.1, abstract unix sockets) is reachable.
  */
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
-import { shellArgv, type LaunchSpec, type SandboxLauncher } from './launcher.js';
+import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
 import { buildMountPlan, type MountPlan } from './mount-plan.js';
 
 export interface BubblewrapOptions {
@@ -32,8 +34,8 @@ function unreadableFile(stateDir: string): string {
 }
 
 /** The bubblewrap arguments for a mount plan (before `--` and the command). */
-export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string }): string[] {
-  const args = ['--die-with-parent', '--new-session', '--unshare-pid', '--cap-drop', 'ALL', '--json-status-fd', '3', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/dev/shm'];
+export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string; network?: boolean }): string[] {
+  const args = ['--die-with-parent', '--new-session', '--unshare-pid', ...(options.network ? [] : ['--unshare-net']), '--cap-drop', 'ALL', '--json-status-fd', '3', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/dev/shm'];
   const remount: string[] = [];
   for (const op of plan.ops) {
     switch (op.mode) {
@@ -68,9 +70,9 @@ export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadab
 export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher {
   return {
     kind: 'bubblewrap',
-    prepare(policy: SandboxPolicy, command: string): LaunchSpec {
+    prepare(policy: SandboxPolicy, command: string, launch: LaunchOptions = {}): LaunchSpec {
       const plan = buildMountPlan(policy);
-      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir) });
+      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network: launch.network === true });
       return {
         file: options.bwrapPath,
         args: [...args, '--', ...shellArgv(command)],

@@ -15,10 +15,20 @@ export interface LaunchSpec {
   cleanup(): void;
 }
 
+/** What one call may do beyond its policy's paths. */
+export interface LaunchOptions {
+  /**
+   * Whether the command may use the host's network. Off by default: bash then runs in its own
+   * network namespace with only a private loopback (no internet, no host loopback services, no
+   * host abstract unix sockets). On only for a call whose network card the user approved.
+   */
+  network?: boolean;
+}
+
 export interface SandboxLauncher {
   readonly kind: 'bubblewrap' | 'seatbelt';
   /** The wrapped command: `/bin/bash -c <command>` with stderr joined to stdout, inside the sandbox. */
-  prepare(policy: SandboxPolicy, command: string): LaunchSpec;
+  prepare(policy: SandboxPolicy, command: string, options?: LaunchOptions): LaunchSpec;
 }
 
 /**
