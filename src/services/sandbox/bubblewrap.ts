@@ -7,6 +7,8 @@
  * everything in it) and a new session. Unless the call was granted the network, it also gets its
  * own network namespace: bubblewrap brings up a private `lo` there, and nothing of the host's
  * network (the internet, services on the host's 127.0.0.1, abstract unix sockets) is reachable.
+ * Each call's processes are bounded by the runtime's process limit (a pids cgroup per call, see
+ * `process-limit.ts`).
  */
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,12 +16,15 @@ import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
 import { buildMountPlan, type MountPlan } from './mount-plan.js';
+import { limitCall, type ProcessLimit } from './process-limit.js';
 
 export interface BubblewrapOptions {
   /** The `bwrap` executable. */
   bwrapPath: string;
   /** A directory only the runtime writes (under `~/.openwork`), for the unreadable placeholder file. */
   stateDir: string;
+  /** How each call's processes are bounded (issue 12.11); none when absent. */
+  processLimit?: ProcessLimit;
 }
 
 /** The empty, mode-000 file bound over hidden credential files. */
@@ -73,12 +78,15 @@ export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher 
     prepare(policy: SandboxPolicy, command: string, launch: LaunchOptions = {}): LaunchSpec {
       const plan = buildMountPlan(policy);
       const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network: launch.network === true });
+      const limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
+      const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, limit.shellPrefix)]);
       return {
-        file: options.bwrapPath,
-        args: [...args, '--', ...shellArgv(command)],
+        file,
+        args: wrapped,
         statusFd: true,
         hidden: plan.hidden,
         cleanup() {
+          limit.cleanup();
           for (const path of plan.placeholders) {
             try {
               if (statSync(path).size === 0) rmSync(path);

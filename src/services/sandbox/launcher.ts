@@ -35,6 +35,7 @@ export interface SandboxLauncher {
  * Runs `command` in a fresh bash whose stderr is joined to stdout, so the output keeps its order;
  * the launcher's own stderr stays apart and tells a sandbox failure from the command's output.
  */
-export function shellArgv(command: string): string[] {
-  return ['/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', command];
+export function shellArgv(command: string, prefix = ''): string[] {
+  // A prefix (bash's `ulimit -u`) needs bash itself as the wrapper: dash spells the option differently.
+  return prefix === '' ? ['/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', command] : ['/bin/bash', '-c', `${prefix}exec /bin/bash -c "$0" 2>&1`, command];
 }
