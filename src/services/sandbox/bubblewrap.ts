@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
-import { buildMountPlan, type MountPlan } from './mount-plan.js';
+import { buildMountPlan, type MountPlan, type Placeholder } from './mount-plan.js';
 import { limitCall, type ProcessLimit } from './process-limit.js';
 
 export interface BubblewrapOptions {
@@ -72,6 +72,20 @@ export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadab
   return args;
 }
 
+/**
+ * Removes a placeholder the command never touched: same inode, still empty, and neither time moved.
+ * A file the command created, truncated, wrote or touched stays, whatever its size (issue 20.1).
+ */
+function removeUntouched(placeholder: Placeholder): void {
+  try {
+    const st = statSync(placeholder.path, { bigint: true });
+    const untouched = st.ino === placeholder.ino && st.size === 0n && st.mtimeNs === placeholder.mtimeNs && st.ctimeNs === placeholder.ctimeNs;
+    if (untouched) rmSync(placeholder.path);
+  } catch {
+    // Already gone: nothing of ours to remove.
+  }
+}
+
 export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher {
   return {
     kind: 'bubblewrap',
@@ -87,13 +101,7 @@ export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher 
         hidden: plan.hidden,
         cleanup() {
           limit.cleanup();
-          for (const path of plan.placeholders) {
-            try {
-              if (statSync(path).size === 0) rmSync(path);
-            } catch {
-              // Already gone or replaced: nothing of ours to remove.
-            }
-          }
+          for (const placeholder of plan.placeholders) removeUntouched(placeholder);
         },
       };
     },
