@@ -9,6 +9,8 @@
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import { cardLines, NETWORK_CARD_NOTE, styleFor } from '../../src/cli/render.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { PermissionDecision } from '../../src/protocol/input.js';
@@ -189,6 +191,9 @@ describe('the network card (issue 12.3)', () => {
       reason: 'the command talks to a local server',
       summary: "this once, additionally allow network access (the internet and the host's services on 127.0.0.1 and unix sockets)",
     });
+    // The CLI shows it to the user as "network".
+    const plain = styleFor(new PassThrough(), { NO_COLOR: '1' });
+    expect(cardLines(played.cards[0]!, plain)).toContain(`  network: ${NETWORK_CARD_NOTE}`);
     expect(played.results[0]!.text).toContain('host-secret-page');
     expect(played.results[0]!.text).toContain('abstract-socket-hello');
     expect(played.results[0]!.text).toContain('pg-connected');
