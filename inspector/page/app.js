@@ -665,6 +665,7 @@ function renderCard(view) {
     c.path ? el('div', { class: 'card-detail', title: c.path, text: c.path }) : null,
     c.command ? el('pre', { class: 'card-detail', text: c.command }) : null,
     c.reason ? el('div', { class: 'card-reason', text: c.reason }) : null,
+    c.network ? el('div', { class: 'card-danger', 'data-testid': 'card-network', text: 'network: this command may reach the internet and the services of this machine (127.0.0.1, unix sockets, a local database)' }) : null,
     c.dangerNote ? el('div', { class: 'card-danger', text: c.dangerNote }) : null,
     el(
       'div',

@@ -33,12 +33,16 @@ function resultLine(text: string): string {
   return lines.length > 1 ? `${first} (+${lines.length - 1} lines)` : first;
 }
 
+/** What a network card warns about (issue 12.3); the inspector page shows the same words. */
+export const NETWORK_CARD_NOTE = "this command may reach the internet and the services of this machine (127.0.0.1, unix sockets, a local database)";
+
 /** The lines of a permission card, before the question. */
 export function cardLines(card: PermissionCard, style: Style): string[] {
   const lines = [style.yellow(`? ${card.toolName} asks: ${card.summary}`)];
   if (card.reason) lines.push(style.dim(`  why: ${card.reason}`));
   if (card.command) lines.push(style.dim(`  command: ${card.command}`));
   if (card.path) lines.push(style.dim(`  path: ${card.path}`));
+  if (card.network) lines.push(style.red(`  network: ${NETWORK_CARD_NOTE}`));
   if (card.dangerNote) lines.push(style.red(`  danger: ${card.dangerNote}`));
   return lines;
 }

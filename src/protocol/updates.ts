@@ -41,6 +41,8 @@ export const permissionCardSchema = z.object({
   requestedPaths: z
     .array(z.object({ path: z.string(), access: z.enum(['read', 'write']), scope: z.enum(['exact', 'subtree']), tier: z.string().optional() }))
     .optional(),
+  /** True when the card asks for network access for one bash command (shown to the user as "network"). */
+  network: z.boolean().optional(),
   dangerNote: z.string().optional(),
   dangerMatch: z.string().optional(),
   /** Where the matched sub-command sits in `command` (string offsets), for highlighting. */

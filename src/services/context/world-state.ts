@@ -151,21 +151,18 @@ export async function renderAgentsMd(workingDirectory: string): Promise<string |
 
 export const BASH_UNAVAILABLE_LINE = 'bash: unavailable — the sandbox could not start, so shell commands are not run';
 
-/** The four facts of the sandbox policy section; never mentions the network. */
+/**
+ * The four facts of the sandbox policy section. `sandboxPermissions` is named only while the
+ * sandbox works: without it no tool schema carries the parameter.
+ */
 export function defaultSandboxPolicy({ mode, workspace, sandbox }: { mode: PermissionMode; workspace: string; sandbox: SandboxStatus }): string {
   const bash = !sandbox.available
     ? BASH_UNAVAILABLE_LINE
     : mode === 'auto'
-      ? 'bash: can write the workspace and temp directories'
-      : 'bash: can write temp directories only — workspace writes need sandboxPermissions';
-  return [
-    '<sandbox_policy>',
-    `mode: ${mode}`,
-    `workspace: ${escapeText(workspace)}`,
-    'write / edit: the workspace and temp directories; other paths need sandboxPermissions',
-    bash,
-    '</sandbox_policy>',
-  ].join('\n');
+      ? 'bash: can write the workspace and temp directories; no network unless a call is granted it with sandboxPermissions'
+      : 'bash: can write temp directories only — workspace writes and the network need sandboxPermissions';
+  const files = sandbox.available ? 'write / edit: the workspace and temp directories; other paths need sandboxPermissions' : 'write / edit: the workspace and temp directories; other paths cannot be written in this session';
+  return ['<sandbox_policy>', `mode: ${mode}`, `workspace: ${escapeText(workspace)}`, files, bash, '</sandbox_policy>'].join('\n');
 }
 
 /** Reads the four sources (reference §2.3 `capture`). */

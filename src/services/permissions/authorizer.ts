@@ -5,7 +5,8 @@
  *   1. a file tool reaching the runtime's store or configuration, or writing a hard-protected
  *      path → rule denial (no card);
  *   2. an escalation request → refused with an explanation if invalid (no card), else an
- *      escalation card (annotated when the command is dangerous);
+ *      escalation card for its paths and/or bash's network (annotated when the command is
+ *      dangerous);
  *   3. bash without a working sandbox → `sandbox_unavailable` (not run, no card);
  *   4. bash in `auto` whose command hits the danger list → a danger card;
  *   5. otherwise run; the sandbox (kernel or fence) refuses what the policy does not allow.
@@ -30,14 +31,25 @@ export function dangerNote(hit: DangerHit): string {
   return `this command deletes files: \`${hit.match}\` (${hit.key}); it still runs inside the current mode's sandbox`;
 }
 
-function describeGrants(grants: readonly PathGrant[]): string {
-  return grants.map((g) => `${g.access === 'write' ? 'writing' : 'reading'} ${g.path} (${g.scope === 'exact' ? 'file' : 'subtree'})`).join(', ');
+function describeGrants(grants: readonly PathGrant[], network: boolean): string {
+  const parts = grants.map((g) => `${g.access === 'write' ? 'writing' : 'reading'} ${g.path} (${g.scope === 'exact' ? 'file' : 'subtree'})`);
+  if (network) parts.unshift(NETWORK_GRANT_LABEL);
+  return parts.join(', ');
 }
 
-/** Equal keys are covered by the same turn- or session-scoped grant: the exact paths, and the command when it is dangerous. */
-export function escalationGrantKey(grants: readonly PathGrant[], danger: { hit: DangerHit; command: string } | null): string {
+/** How a card names the network permission to the user. */
+export const NETWORK_GRANT_LABEL = 'network access (the internet and the host\'s services on 127.0.0.1 and unix sockets)';
+
+/**
+ * Equal keys are covered by the same turn- or session-scoped grant: the exact paths, the network,
+ * and the command when it is dangerous. A request for the network alone has its own key,
+ * `network`, so "allow network for this session" covers every later network-only request in the
+ * same workspace and nothing else.
+ */
+export function escalationGrantKey(grants: readonly PathGrant[], danger: { hit: DangerHit; command: string } | null, network = false): string {
   const paths = [...grants].map((g) => [g.path, g.access, g.scope]).sort((a, b) => (a.join('\u0000') < b.join('\u0000') ? -1 : 1));
-  return `escalation:${JSON.stringify(paths)}${danger ? `|danger:${danger.hit.key}:${danger.command}` : ''}`;
+  const base = paths.length === 0 && network ? 'network' : `escalation:${JSON.stringify(paths)}${network ? '|network' : ''}`;
+  return `${base}${danger ? `|danger:${danger.hit.key}:${danger.command}` : ''}`;
 }
 
 export function dangerGrantKey(hit: DangerHit, command: string): string {
@@ -58,7 +70,7 @@ function environmentId(policy: SandboxPolicy): string {
   return `workspace:${policy.workspaceRoot}`;
 }
 
-function escalationCard(tool: SandboxedTool, args: unknown, policy: SandboxPolicy, grants: PathGrant[], hit: DangerHit | null, previousDenial: string | undefined): Card {
+function escalationCard(tool: SandboxedTool, args: unknown, policy: SandboxPolicy, grants: PathGrant[], network: boolean, hit: DangerHit | null, previousDenial: string | undefined): Card {
   const command = tool.sandboxed.command?.(args);
   const raw = tool.sandboxed.targets(args)[0]?.path;
   let target = raw;
@@ -71,15 +83,16 @@ function escalationCard(tool: SandboxedTool, args: unknown, policy: SandboxPolic
   return {
     toolName: tool.name,
     kind: 'escalation',
-    summary: `this once, additionally allow ${describeGrants(grants)}${opensGit(grants) ? `; ${GIT_GRANT_NOTE}` : ''}${hit ? '; this command deletes files' : ''}`,
+    summary: `this once, additionally allow ${describeGrants(grants, network)}${opensGit(grants) ? `; ${GIT_GRANT_NOTE}` : ''}${hit ? '; this command deletes files' : ''}`,
     ...(command !== undefined ? { command } : {}),
     ...(command === undefined && target !== undefined ? { path: target } : {}),
     reason: justification,
     requestedPaths: grants.map((g) => ({ path: g.path, access: g.access, scope: g.scope, tier: policy.tier(g.path) })),
+    ...(network ? { network: true } : {}),
     ...(hit ? { dangerNote: dangerNote(hit), dangerMatch: hit.key, dangerSpan: hit.span } : {}),
     ...(previousDenial !== undefined ? { previousDenial } : {}),
     environmentId: environmentId(policy),
-    grantKey: escalationGrantKey(grants, hit && command !== undefined ? { hit, command } : null),
+    grantKey: escalationGrantKey(grants, hit && command !== undefined ? { hit, command } : null, network),
   };
 }
 
@@ -133,7 +146,7 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
       if (hasEscalation(args)) {
         const verdict = validateEscalation(args, policy, spec.actor);
         if (!verdict.ok) return { kind: 'deny', text: verdict.text, source: 'builtin' };
-        return { kind: 'card', card: escalationCard(tool, args, policy, verdict.grants, detect(), runtime.denials.get(ctx.sessionId, ctx.turnId)) };
+        return { kind: 'card', card: escalationCard(tool, args, policy, verdict.grants, verdict.network, detect(), runtime.denials.get(ctx.sessionId, ctx.turnId)) };
       }
 
       if (spec.actor === 'bash') {

@@ -3,7 +3,9 @@
  * Escalation requests (reference §4.9): the `sandboxPermissions` + `justification` parameters a
  * sandboxed tool carries, and their validation. A request that fails validation is refused with an
  * explanation and no card; one that passes becomes an escalation card whose paths apply to that
- * one call only.
+ * one call only. bash may also ask for the network (`network: true`): bash runs in its own network
+ * namespace, so the internet and the host's loopback services are out of reach until the user
+ * grants it.
  */
 import { isAbsolute, resolve, sep } from 'node:path';
 import { z } from 'zod';
@@ -24,14 +26,36 @@ export const pathRequestSchema = z.strictObject({
 export const sandboxPermissionsSchema = z.strictObject({
   paths: z.array(pathRequestSchema),
 });
-export type SandboxPermissionsInput = z.infer<typeof sandboxPermissionsSchema>;
 
-/** The two parameters every sandboxed tool carries while the sandbox is available. */
+/**
+ * bash's request: the same paths, or none when it asks only for the network. `network` can only be
+ * `true`: there is still no "allow everything" value, and network access is its own card.
+ */
+export const bashSandboxPermissionsSchema = z.strictObject({
+  paths: z.array(pathRequestSchema).optional(),
+  network: z
+    .literal(true)
+    .optional()
+    .describe('Network access for this one command (the internet and the host\'s own services on 127.0.0.1 and unix sockets). Without it bash has only a private loopback.'),
+});
+export type SandboxPermissionsInput = { paths?: z.infer<typeof pathRequestSchema>[] | undefined; network?: true | undefined };
+
+const JUSTIFICATION = z.string().optional().describe('One sentence for the user saying why the extra paths are needed; required with sandboxPermissions.');
+
+/** The two parameters every sandboxed file tool carries while the sandbox is available. */
 export const escalationParameters = {
   sandboxPermissions: sandboxPermissionsSchema
     .optional()
     .describe('Only after a "[sandbox: ...]" denial (or when you know the call needs it): the extra paths this one call needs. The user is asked; the grant lasts for this call only.'),
-  justification: z.string().optional().describe('One sentence for the user saying why the extra paths are needed; required with sandboxPermissions.'),
+  justification: JUSTIFICATION,
+};
+
+/** bash's two escalation parameters: paths as for the file tools, and the network. */
+export const bashEscalationParameters = {
+  sandboxPermissions: bashSandboxPermissionsSchema
+    .optional()
+    .describe('Only after a "[sandbox: ...]" denial (or when you know the command needs it): the extra paths and/or the network this one command needs. The user is asked; the grant lasts for this call only.'),
+  justification: z.string().optional().describe('One sentence for the user saying why the extra paths or the network are needed; required with sandboxPermissions.'),
 };
 
 export interface EscalationRequest {
@@ -39,7 +63,8 @@ export interface EscalationRequest {
   justification?: string | undefined;
 }
 
-export type EscalationValidation = { ok: true; grants: PathGrant[] } | { ok: false; text: string };
+/** A valid request: its path grants (canonical) and whether it asks for the network. */
+export type EscalationValidation = { ok: true; grants: PathGrant[]; network: boolean } | { ok: false; text: string };
 
 function refused(reason: string): EscalationValidation {
   return { ok: false, text: `[sandbox: escalation refused without asking the user: ${reason}]` };
@@ -60,7 +85,9 @@ export function validateEscalation(request: EscalationRequest, policy: SandboxPo
     return refused('justification is empty; give one sentence for the user saying why the paths are needed, then retry');
   }
   const paths = request.sandboxPermissions?.paths ?? [];
-  if (paths.length === 0) return refused('sandboxPermissions.paths is empty; list the paths this call needs');
+  const network = request.sandboxPermissions?.network === true;
+  if (network && actor !== 'bash') return refused('network access applies to bash only; file tools never use the network');
+  if (paths.length === 0 && !network) return refused('sandboxPermissions.paths is empty; list the paths this call needs');
   if (paths.length > MAX_GRANTS) return refused(`${paths.length} paths requested, at most ${MAX_GRANTS} are allowed; list only the paths this call needs`);
   const grants: PathGrant[] = [];
   for (const entry of paths) {
@@ -84,5 +111,5 @@ export function validateEscalation(request: EscalationRequest, policy: SandboxPo
       return refused(`${grant.path} (${grant.access}) is already allowed under ${modeLabel(policy.mode)} mode, so the request grants nothing new; retry without sandboxPermissions`);
     }
   }
-  return { ok: true, grants };
+  return { ok: true, grants, network };
 }

@@ -1,7 +1,9 @@
 /**
  * @module services/permissions/texts
  * The model-visible texts of the permission system (reference §4.6, §4.11, §4.13). They are
- * format constants: tests compare them byte for byte. None of them claims network isolation.
+ * format constants: tests compare them byte for byte. They say only what the current mode offers:
+ * with the sandbox off there is no `sandboxPermissions` to retry with, and no text names it. bash
+ * has no network unless a call is granted it (issue 12.3), and the texts say exactly that.
  */
 import type { PermissionMode } from '../../protocol/input.js';
 import type { Access } from './policy.js';
@@ -20,11 +22,24 @@ export function bashDenialText(mode: PermissionMode): string {
   ].join('\n');
 }
 
-/** A file tool refused by the current mode: sensitive, credential or outside the workspace. */
-export function fileDenialText(access: Access, path: string, mode: PermissionMode): string {
+/** Appended to a bash result that failed for want of the network (no network grant on the call). */
+export function networkDenialText(): string {
+  return [
+    '[sandbox: bash has no network access (only a private loopback; the host\'s 127.0.0.1 services are not reachable either)]',
+    '[sandbox: if the command needs the network, retry this exact command once with sandboxPermissions {"network": true} and a one-sentence justification; the user will be asked]',
+  ].join('\n');
+}
+
+/**
+ * A file tool refused by the current mode: sensitive, credential or outside the workspace. With
+ * the sandbox off (`escalation` false) there is no escalation to offer, so the text says so.
+ */
+export function fileDenialText(access: Access, path: string, mode: PermissionMode, escalation = true): string {
   return [
     `[sandbox: ${access} access to ${path} denied under ${modeLabel(mode)} mode]`,
-    `[sandbox: to proceed, retry this call once with sandboxPermissions listing ${path} (${access}, exact), and a one-sentence justification; the user will be asked]`,
+    escalation
+      ? `[sandbox: to proceed, retry this call once with sandboxPermissions listing ${path} (${access}, exact), and a one-sentence justification; the user will be asked]`
+      : '[sandbox: this session cannot grant extra paths (the sandbox is off); do not retry. Continue with what the mode allows, or ask the user to do this step]',
   ].join('\n');
 }
 
@@ -67,10 +82,20 @@ export const NON_INTERACTIVE_REFUSAL_TEXT =
   'Continue with what the current mode allows without sandboxPermissions (reading files, writing where the mode permits, commands that do not delete files), ' +
   'or report to the parent agent which command or paths you need.]';
 
-/** Text every sandboxed tool description carries (reference §4.11, last bullet). */
+/** Text every sandboxed tool description carries while the sandbox works (reference §4.11, last bullet). */
 export const DENIAL_IS_POLICY_TEXT =
   'A "[sandbox: ...]" denial is the permission policy, not a defect of your command: do not rephrase the call to get around it. ' +
   'The only accepted way forward is to retry once with sandboxPermissions (absolute paths, read or write, exact or subtree) and a one-sentence justification, which asks the user.';
+
+/** The same rule when the sandbox is off: there is no escalation parameter, so none is named. */
+export const DENIAL_IS_FINAL_TEXT =
+  'A "[sandbox: ...]" denial is the permission policy, not a defect of your call: do not rephrase the call to get around it. ' +
+  'This session cannot grant extra paths; continue with what the mode allows, or ask the user to do the step.';
+
+/** The denial rule a tool description carries: with the escalation route only while the sandbox works. */
+export function denialRuleText(escalation: boolean): string {
+  return escalation ? DENIAL_IS_POLICY_TEXT : DENIAL_IS_FINAL_TEXT;
+}
 
 export interface SandboxPolicySectionInput {
   mode: PermissionMode;
@@ -81,21 +106,18 @@ export interface SandboxPolicySectionInput {
 }
 
 /**
- * The body of the `runtime/sandbox-policy` World State section: four fact lines, never a claim
- * about the network and never "read-only".
+ * The body of the `runtime/sandbox-policy` World State section: four fact lines, never
+ * "read-only". `sandboxPermissions` is named only while the sandbox works (bash available):
+ * without it the parameter is not in any schema.
  */
 export function renderSandboxPolicySection(input: SandboxPolicySectionInput): string {
   const bash = !input.bashAvailable
     ? bashUnavailablePolicyLine(input.platform)
     : input.bashWritesWorkspace
-      ? 'bash: runs in the sandbox; it can write the workspace and the temp directories.'
-      : 'bash: runs in the sandbox; it can write the temp directories only — workspace writes need sandboxPermissions.';
-  return [
-    '<sandbox_policy>',
-    `mode: ${modeLabel(input.mode)}`,
-    `workspace: ${input.workspace}`,
-    'write / edit: may write the workspace and the temp directories; protected, sensitive and credential paths and paths outside the workspace need sandboxPermissions.',
-    bash,
-    '</sandbox_policy>',
-  ].join('\n');
+      ? 'bash: runs in the sandbox; it can write the workspace and the temp directories; no network unless a call is granted it with sandboxPermissions.'
+      : 'bash: runs in the sandbox; it can write the temp directories only — workspace writes and the network need sandboxPermissions.';
+  const files = input.bashAvailable
+    ? 'write / edit: may write the workspace and the temp directories; protected, sensitive and credential paths and paths outside the workspace need sandboxPermissions.'
+    : 'write / edit: may write the workspace and the temp directories; protected, sensitive and credential paths and paths outside the workspace cannot be written in this session.';
+  return ['<sandbox_policy>', `mode: ${modeLabel(input.mode)}`, `workspace: ${input.workspace}`, files, bash, '</sandbox_policy>'].join('\n');
 }

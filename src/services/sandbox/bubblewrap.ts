@@ -4,20 +4,27 @@
  * mount plan then binds the writable roots, re-binds protected paths read-only inside them and
  * hides credential paths behind empty, unreadable mounts. All capabilities are dropped (so root
  * cannot read through the hiding), the command gets its own PID namespace (cancel kills
- * everything in it) and a new session. The network is not touched: no isolation is claimed.
+ * everything in it) and a new session. Unless the call was granted the network, it also gets its
+ * own network namespace: bubblewrap brings up a private `lo` there, and nothing of the host's
+ * network (the internet, services on the host's 127.0.0.1, abstract unix sockets) is reachable.
+ * Each call's processes are bounded by the runtime's process limit (a pids cgroup per call, see
+ * `process-limit.ts`).
  */
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
-import { shellArgv, type LaunchSpec, type SandboxLauncher } from './launcher.js';
-import { buildMountPlan, type MountPlan } from './mount-plan.js';
+import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
+import { buildMountPlan, type MountPlan, type Placeholder } from './mount-plan.js';
+import { limitCall, type ProcessLimit } from './process-limit.js';
 
 export interface BubblewrapOptions {
   /** The `bwrap` executable. */
   bwrapPath: string;
   /** A directory only the runtime writes (under `~/.openwork`), for the unreadable placeholder file. */
   stateDir: string;
+  /** How each call's processes are bounded (issue 12.11); none when absent. */
+  processLimit?: ProcessLimit;
 }
 
 /** The empty, mode-000 file bound over hidden credential files. */
@@ -32,8 +39,8 @@ function unreadableFile(stateDir: string): string {
 }
 
 /** The bubblewrap arguments for a mount plan (before `--` and the command). */
-export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string }): string[] {
-  const args = ['--die-with-parent', '--new-session', '--unshare-pid', '--cap-drop', 'ALL', '--json-status-fd', '3', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/dev/shm'];
+export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string; network?: boolean }): string[] {
+  const args = ['--die-with-parent', '--new-session', '--unshare-pid', ...(options.network ? [] : ['--unshare-net']), '--cap-drop', 'ALL', '--json-status-fd', '3', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/dev/shm'];
   const remount: string[] = [];
   for (const op of plan.ops) {
     switch (op.mode) {
@@ -65,25 +72,36 @@ export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadab
   return args;
 }
 
+/**
+ * Removes a placeholder the command never touched: same inode, still empty, and neither time moved.
+ * A file the command created, truncated, wrote or touched stays, whatever its size (issue 20.1).
+ */
+function removeUntouched(placeholder: Placeholder): void {
+  try {
+    const st = statSync(placeholder.path, { bigint: true });
+    const untouched = st.ino === placeholder.ino && st.size === 0n && st.mtimeNs === placeholder.mtimeNs && st.ctimeNs === placeholder.ctimeNs;
+    if (untouched) rmSync(placeholder.path);
+  } catch {
+    // Already gone: nothing of ours to remove.
+  }
+}
+
 export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher {
   return {
     kind: 'bubblewrap',
-    prepare(policy: SandboxPolicy, command: string): LaunchSpec {
+    prepare(policy: SandboxPolicy, command: string, launch: LaunchOptions = {}): LaunchSpec {
       const plan = buildMountPlan(policy);
-      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir) });
+      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network: launch.network === true });
+      const limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
+      const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, limit.shellPrefix)]);
       return {
-        file: options.bwrapPath,
-        args: [...args, '--', ...shellArgv(command)],
+        file,
+        args: wrapped,
         statusFd: true,
         hidden: plan.hidden,
         cleanup() {
-          for (const path of plan.placeholders) {
-            try {
-              if (statSync(path).size === 0) rmSync(path);
-            } catch {
-              // Already gone or replaced: nothing of ours to remove.
-            }
-          }
+          limit.cleanup();
+          for (const placeholder of plan.placeholders) removeUntouched(placeholder);
         },
       };
     },

@@ -74,3 +74,26 @@ export function classify(input: ClassifyInput): Classification {
   const line = denialLine(input.output, input.hidden, input.cwd);
   return line === null ? { kind: 'normal' } : { kind: 'denied', line };
 }
+
+/**
+ * Failures that, in a sandbox without the network, mean the command wanted it: a name that cannot
+ * be resolved (no resolver is reachable) or no route out. "Connection refused" is not among them:
+ * inside the sandbox it also answers a wrong local port, so it proves nothing.
+ */
+const NETWORK_SIGNATURES = [
+  'network is unreachable',
+  'could not resolve host',
+  'temporary failure in name resolution',
+  'name or service not known',
+  'getaddrinfo eai_again',
+  'no address associated with hostname',
+];
+
+/** The first output line that shows a command failing for want of the network, or null. */
+export function networkFailureLine(output: string): string | null {
+  for (const line of output.split('\n')) {
+    const lower = line.toLowerCase();
+    if (NETWORK_SIGNATURES.some((s) => lower.includes(s))) return line.trim();
+  }
+  return null;
+}

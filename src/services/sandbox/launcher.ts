@@ -15,16 +15,27 @@ export interface LaunchSpec {
   cleanup(): void;
 }
 
+/** What one call may do beyond its policy's paths. */
+export interface LaunchOptions {
+  /**
+   * Whether the command may use the host's network. Off by default: bash then runs in its own
+   * network namespace with only a private loopback (no internet, no host loopback services, no
+   * host abstract unix sockets). On only for a call whose network card the user approved.
+   */
+  network?: boolean;
+}
+
 export interface SandboxLauncher {
   readonly kind: 'bubblewrap' | 'seatbelt';
   /** The wrapped command: `/bin/bash -c <command>` with stderr joined to stdout, inside the sandbox. */
-  prepare(policy: SandboxPolicy, command: string): LaunchSpec;
+  prepare(policy: SandboxPolicy, command: string, options?: LaunchOptions): LaunchSpec;
 }
 
 /**
  * Runs `command` in a fresh bash whose stderr is joined to stdout, so the output keeps its order;
  * the launcher's own stderr stays apart and tells a sandbox failure from the command's output.
  */
-export function shellArgv(command: string): string[] {
-  return ['/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', command];
+export function shellArgv(command: string, prefix = ''): string[] {
+  // A prefix (bash's `ulimit -u`) needs bash itself as the wrapper: dash spells the option differently.
+  return prefix === '' ? ['/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', command] : ['/bin/bash', '-c', `${prefix}exec /bin/bash -c "$0" 2>&1`, command];
 }

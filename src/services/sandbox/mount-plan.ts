@@ -16,7 +16,7 @@
  * be renamed or removed (EBUSY), and `mv sub sub2; mkdir sub; cp -a sub2/.git sub/.git` fails at
  * its first step instead of leaving an unprotected copy at the protected path.
  */
-import { mkdirSync, readdirSync, statSync, writeFileSync, type Dirent } from 'node:fs';
+import { mkdirSync, readdirSync, statSync, utimesSync, writeFileSync, type Dirent } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { PathGrant, SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
@@ -37,8 +37,20 @@ export interface MountPlan {
   ops: MountOp[];
   /** Hidden paths, for classifying "Permission denied" lines as sandbox denials. */
   hidden: string[];
-  /** Files created so that an exact write grant has something to bind; removed if still empty. */
-  placeholders: string[];
+  /** Files created so that an exact write grant has something to bind; removed if the command never touched them. */
+  placeholders: Placeholder[];
+}
+
+/**
+ * An empty file made for an exact write grant, as it was when made: its inode and times. Its mtime
+ * is set to the epoch, so that any write, truncation or `touch` by the command moves it to now and
+ * the file is then the command's, whatever its size (issue 20.1).
+ */
+export interface Placeholder {
+  path: string;
+  ino: bigint;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
 }
 
 /** Directories below which the workspace scan does not look for sensitive names. */
@@ -151,7 +163,7 @@ function modeOf(policy: SandboxPolicy, path: string): MountMode {
 }
 
 /** Makes what an approved write grant names exist, so that it can be bound writable. */
-function materialiseGrant(grant: PathGrant, placeholders: string[]): void {
+function materialiseGrant(grant: PathGrant, placeholders: Placeholder[]): void {
   if (grant.access !== 'write' || exists(grant.path)) return;
   if (grant.scope === 'subtree') {
     mkdirSync(grant.path, { recursive: true });
@@ -159,7 +171,9 @@ function materialiseGrant(grant: PathGrant, placeholders: string[]): void {
   }
   mkdirSync(dirname(grant.path), { recursive: true });
   writeFileSync(grant.path, '', { flag: 'wx' });
-  placeholders.push(grant.path);
+  utimesSync(grant.path, 0, 0);
+  const st = statSync(grant.path, { bigint: true });
+  placeholders.push({ path: grant.path, ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs });
 }
 
 /**
@@ -168,7 +182,7 @@ function materialiseGrant(grant: PathGrant, placeholders: string[]): void {
  * writable `.git` lacks it, so that the hard-protected path can be mounted read-only.
  */
 export function buildMountPlan(policy: SandboxPolicy): MountPlan {
-  const placeholders: string[] = [];
+  const placeholders: Placeholder[] = [];
   for (const grant of policy.pathGrants) materialiseGrant(grant, placeholders);
   const env = policy.environment;
   const candidates = new Set<string>([

@@ -2,13 +2,13 @@
  * @module services/sandbox/seatbelt
  * bash under Seatbelt (`sandbox-exec`) on macOS, after reference §4.5. The profile text holds only
  * parameter names (`P0`, `P1`, ...); every path and regex travels in `-D` definitions. It
- * constrains file effects only. This path is NOT exercised by the test suite (it runs on Linux);
+ * constrains file effects and, unless the call was granted it, the network. This path is NOT exercised by the test suite (it runs on Linux);
  * the profile's shape is unit-tested, its behaviour is not.
  */
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import { credentialPaths } from '../permissions/tiers.js';
-import { shellArgv, type LaunchSpec, type SandboxLauncher } from './launcher.js';
+import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
 
 export const SANDBOX_EXEC = '/usr/bin/sandbox-exec';
 
@@ -34,8 +34,12 @@ export interface SeatbeltProfile {
   params: Array<[string, string]>;
 }
 
-/** Builds the profile and its parameters from a policy (reference §4.5). */
-export function seatbeltProfile(policy: SandboxPolicy): SeatbeltProfile {
+/**
+ * Builds the profile and its parameters from a policy (reference §4.5). Without `network` every
+ * socket operation is denied (`network*`: the internet, the host's loopback and unix sockets), as
+ * bubblewrap's network namespace does on Linux.
+ */
+export function seatbeltProfile(policy: SandboxPolicy, options: LaunchOptions = {}): SeatbeltProfile {
   const params: Array<[string, string]> = [];
   const param = (value: string) => {
     const name = `P${params.length}`;
@@ -45,6 +49,7 @@ export function seatbeltProfile(policy: SandboxPolicy): SeatbeltProfile {
   const env = policy.environment;
   const ws = policy.workspaceRoot;
   const lines = ['(version 1)', '(allow default)', '(deny file-write*)'];
+  if (!options.network) lines.push('(deny network*)');
 
   // Writable devices.
   const devices = ['/dev/null', '/dev/zero', '/dev/tty'].map((d) => `(literal ${param(d)})`);
@@ -102,8 +107,8 @@ export function seatbeltProfile(policy: SandboxPolicy): SeatbeltProfile {
 export function seatbeltLauncher(options: { sandboxExec?: string } = {}): SandboxLauncher {
   return {
     kind: 'seatbelt',
-    prepare(policy, command): LaunchSpec {
-      const { profile, params } = seatbeltProfile(policy);
+    prepare(policy, command, launch = {}): LaunchSpec {
+      const { profile, params } = seatbeltProfile(policy, launch);
       return {
         file: options.sandboxExec ?? SANDBOX_EXEC,
         args: ['-p', profile, ...params.flatMap(([k, v]) => ['-D', `${k}=${v}`]), '--', ...shellArgv(command)],

@@ -17,6 +17,7 @@ import { bubblewrapLauncher } from './bubblewrap.js';
 import { classify } from './classify.js';
 import type { SandboxLauncher } from './launcher.js';
 import { runProcess } from './process.js';
+import { DEFAULT_BASH_PROCESS_LIMIT, describeProcessLimit, detectProcessLimit } from './process-limit.js';
 import { SANDBOX_EXEC, seatbeltLauncher } from './seatbelt.js';
 
 export interface SelfCheckOptions {
@@ -26,6 +27,8 @@ export interface SelfCheckOptions {
   sandboxExec?: string;
   /** A runtime-owned directory (under `~/.openwork`) for the launcher's own files. */
   stateDir: string;
+  /** Processes one bash call may have at once (Linux; default `DEFAULT_BASH_PROCESS_LIMIT`). */
+  processLimit?: number;
 }
 
 export interface SelfCheckResult {
@@ -55,7 +58,7 @@ function unavailable(kind: string, detail: string): SelfCheckResult {
 
 /** Runs (once per process and configuration) the self-check of this platform's sandbox. */
 export function sandboxSelfCheck(options: SelfCheckOptions): Promise<SelfCheckResult> {
-  const key = JSON.stringify([options.platform, options.bwrapPath ?? null, options.sandboxExec ?? null, options.stateDir]);
+  const key = JSON.stringify([options.platform, options.bwrapPath ?? null, options.sandboxExec ?? null, options.stateDir, options.processLimit ?? null]);
   let result = cache.get(key);
   if (!result) {
     result = runSelfCheck(options);
@@ -69,7 +72,8 @@ async function runSelfCheck(options: SelfCheckOptions): Promise<SelfCheckResult>
     case 'linux': {
       const bwrap = options.bwrapPath ?? findOnPath('bwrap');
       if (!bwrap) return unavailable('bubblewrap', 'bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap)');
-      return probe(bubblewrapLauncher({ bwrapPath: bwrap, stateDir: options.stateDir }), bwrap);
+      const processLimit = detectProcessLimit(options.processLimit ?? DEFAULT_BASH_PROCESS_LIMIT);
+      return probe(bubblewrapLauncher({ bwrapPath: bwrap, stateDir: options.stateDir, processLimit }), bwrap, `; ${describeProcessLimit(processLimit)}`);
     }
     case 'darwin': {
       const exec = options.sandboxExec ?? SANDBOX_EXEC;
@@ -97,7 +101,7 @@ function versionOf(file: string): string {
  * every mode) must fail with a kernel denial and leave the host file as it was, and a credential
  * file must not be readable.
  */
-async function probe(launcher: SandboxLauncher, file: string): Promise<SelfCheckResult> {
+async function probe(launcher: SandboxLauncher, file: string, note = ''): Promise<SelfCheckResult> {
   const kind = launcher.kind;
   const base = canonicalize(mkdtempSync(join(tmpdir(), 'openwork-selfcheck-')));
   try {
@@ -143,7 +147,7 @@ async function probe(launcher: SandboxLauncher, file: string): Promise<SelfCheck
     if (!denied) return unavailable(kind, `self-check failed: the denied write did not fail with a kernel denial (output: ${output.trim().slice(0, 200)})`);
     if (allowed?.trim() !== 'allowed') return unavailable(kind, 'self-check failed: a write the policy allows did not happen');
     if (output.includes('secret')) return unavailable(kind, 'self-check failed: a credential file was readable inside the sandbox');
-    return { status: { available: true, kind, detail: `${versionOf(file)}: self-check passed (a denied write failed with a kernel denial)` }, launcher };
+    return { status: { available: true, kind, detail: `${versionOf(file)}: self-check passed (a denied write failed with a kernel denial)${note}` }, launcher };
   } finally {
     rmSync(base, { recursive: true, force: true });
   }

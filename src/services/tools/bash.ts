@@ -10,14 +10,14 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
-import { escalationParameters } from '../permissions/escalation.js';
-import { bashDenialText, DENIAL_IS_POLICY_TEXT, sandboxUnavailableText } from '../permissions/texts.js';
+import { bashEscalationParameters } from '../permissions/escalation.js';
+import { bashDenialText, DENIAL_IS_POLICY_TEXT, networkDenialText, sandboxUnavailableText } from '../permissions/texts.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
-import { classify } from '../sandbox/classify.js';
+import { classify, networkFailureLine } from '../sandbox/classify.js';
 import { runProcess } from '../sandbox/process.js';
 import { defineTool, type ToolContext, type ToolResult } from './define.js';
 import { OutputCollector, spillPath } from './output.js';
-import { callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
+import { approvedNetwork, callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
 export const BASH_DEFAULT_TIMEOUT_MS = 30_000;
@@ -48,8 +48,15 @@ const DESCRIPTION = [
   'Runs a bash command in a fresh shell inside a file-system sandbox, with the workspace root as the working directory, and returns its merged stdout and stderr followed by a status line such as "[exit 0; duration 12 ms]".',
   'Long output keeps its first 2 KiB and last 14 KiB; the full output is saved to a file you can read or grep.',
   'The sandbox lets commands read everything except credential directories and write the temp directories, and the workspace when the mode allows it; .git, .env files, editor settings and protected paths are not writable.',
-  'Commands that delete files recursively or by force ask the user first. Prefer read, grep, glob, list, write and edit for file work.',
+  'Commands have no network (only a private loopback: neither the internet nor servers on the host\'s 127.0.0.1 are reachable) unless the call asks for it with sandboxPermissions {"network": true}, which asks the user.',
+  'The number of processes is limited. Commands that delete files recursively or by force ask the user first. Prefer read, grep, glob, list, write and edit for file work.',
   DENIAL_IS_POLICY_TEXT,
+].join(' ');
+
+/** What the model reads when no sandbox works: bash is registered but never runs, and nothing can be escalated. */
+const UNAVAILABLE_DESCRIPTION = [
+  'Would run a bash command inside the platform sandbox, but the sandbox is unavailable in this session, so every call is refused with the reason and nothing runs.',
+  'Use read, grep, glob, list, write and edit for file work, and ask the user to run a command in their own terminal when one is needed.',
 ].join(' ');
 
 function commandEnv(policy: SandboxPolicy): Record<string, string> {
@@ -72,10 +79,11 @@ function withStatus(output: string, status: string): string {
 }
 
 export function bashTool(runtime: ToolRuntime): SandboxedTool {
-  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
+  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...bashEscalationParameters } : baseParameters);
   const tool = defineTool({
     name: 'bash',
-    description: DESCRIPTION,
+    // Without a sandbox the description names no parameter the schema lacks (issue 20.2).
+    description: runtime.launcher ? DESCRIPTION : UNAVAILABLE_DESCRIPTION,
     parameters,
     async execute(args, ctx: ToolContext): Promise<ToolResult> {
       const { command, timeoutMs: requested } = args as z.infer<z.ZodObject<typeof baseParameters>>;
@@ -86,10 +94,11 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
       }
       const timeoutMs = Math.min(BASH_MAX_TIMEOUT_MS, Math.max(1, requested ?? BASH_DEFAULT_TIMEOUT_MS));
       const policy = callPolicy(runtime, ctx);
+      const network = approvedNetwork(ctx);
       if (!existsSync(policy.workspaceRoot)) return failedResult('execution_failed', `the working directory ${policy.workspaceRoot} does not exist`);
       let spec;
       try {
-        spec = launcher.prepare(policy, command);
+        spec = launcher.prepare(policy, command, { network });
       } catch (error) {
         return failedResult('execution_failed', `the sandbox could not be prepared: ${(error as Error).message}`);
       }
@@ -160,6 +169,12 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           if (verdict.kind === 'denied') {
             runtime.denials.record(ctx.sessionId, ctx.turnId, verdict.line);
             return { status: 'succeeded', text: `${withStatus(output, status)}\n${bashDenialText(policy.mode)}`, sandboxDenied: true };
+          }
+          // Without the network grant a failed lookup or route is the sandbox's doing: say so, once.
+          const networkLine = network || outcome.exitCode === 0 ? null : networkFailureLine(output);
+          if (networkLine !== null) {
+            runtime.denials.record(ctx.sessionId, ctx.turnId, networkLine);
+            return { status: 'succeeded', text: `${withStatus(output, status)}\n${networkDenialText()}`, sandboxDenied: true };
           }
           return { status: 'succeeded', text: withStatus(output, status), sandboxDenied: false };
         }

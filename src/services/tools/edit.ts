@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { denialRuleText } from '../permissions/texts.js';
 import { defineTool, type ToolContext, type ToolResult } from './define.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES, type WriteTarget } from './file-write.js';
@@ -23,7 +23,6 @@ const DESCRIPTION = [
   'Replaces an exact piece of text in an existing text file (at most 1 MiB).',
   'Read the file first in this session; if it changed since (for example through bash), read it again.',
   'oldString must occur exactly once unless replaceAll is true; include enough surrounding lines to make it unique. Use write to create files.',
-  DENIAL_IS_POLICY_TEXT,
 ].join(' ');
 
 function occurrences(text: string, needle: string): number {
@@ -52,7 +51,8 @@ export function editTool(runtime: ToolRuntime): SandboxedTool {
   const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
   const tool = defineTool({
     name: 'edit',
-    description: DESCRIPTION,
+    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
+    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
     parameters,
     async execute(args, ctx) {
       const { path: raw, oldString, newString, replaceAll = false } = args as z.infer<z.ZodObject<typeof baseParameters>>;

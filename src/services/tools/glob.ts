@@ -6,7 +6,7 @@ import { stat } from 'node:fs/promises';
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { denialRuleText } from '../permissions/texts.js';
 import { defineTool } from './define.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
@@ -24,14 +24,14 @@ const baseParameters = {
 const DESCRIPTION = [
   `Finds files by a glob pattern and returns up to ${GLOB_MAX_RESULTS} paths, newest first.`,
   'Honours .gitignore and skips .git.',
-  DENIAL_IS_POLICY_TEXT,
 ].join(' ');
 
 export function globTool(runtime: ToolRuntime): SandboxedTool {
   const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
   const tool = defineTool({
     name: 'glob',
-    description: DESCRIPTION,
+    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
+    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
     parameters,
     async execute(args, ctx) {
       const { pattern, path } = args as z.infer<z.ZodObject<typeof baseParameters>>;

@@ -7,7 +7,7 @@
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { denialRuleText } from '../permissions/texts.js';
 import { defineTool } from './define.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, invalidArguments, type SandboxedTool } from './sandboxed.js';
@@ -33,7 +33,6 @@ const baseParameters = {
 const DESCRIPTION = [
   'Searches file contents for a regular expression and returns matching lines as path:line: text.',
   'Honours .gitignore, skips .git and binary files. At most 250 lines (50 per file) from 250 files.',
-  DENIAL_IS_POLICY_TEXT,
 ].join(' ');
 
 function clip(line: string): string {
@@ -48,7 +47,8 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
   const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
   const tool = defineTool({
     name: 'grep',
-    description: DESCRIPTION,
+    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
+    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
     parameters,
     async execute(args, ctx) {
       const { pattern, path, include, ignoreCase } = args as z.infer<z.ZodObject<typeof baseParameters>>;

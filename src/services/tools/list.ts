@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { denialRuleText } from '../permissions/texts.js';
 import { defineTool } from './define.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
@@ -22,13 +22,14 @@ const baseParameters = {
   limit: z.number().int().min(1).max(LIST_MAX_LIMIT).optional().describe(`At most this many entries (default ${LIST_DEFAULT_LIMIT}).`),
 };
 
-const DESCRIPTION = ['Lists the entries of a directory; directories end with "/".', DENIAL_IS_POLICY_TEXT].join(' ');
+const DESCRIPTION = 'Lists the entries of a directory; directories end with "/".';
 
 export function listTool(runtime: ToolRuntime): SandboxedTool {
   const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
   const tool = defineTool({
     name: 'list',
-    description: DESCRIPTION,
+    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
+    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
     parameters,
     async execute(args, ctx) {
       const { path, recursive = false, limit = LIST_DEFAULT_LIMIT } = args as z.infer<z.ZodObject<typeof baseParameters>>;

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { denialRuleText } from '../permissions/texts.js';
 import { defineTool } from './define.js';
 import { sha256 } from './file-change.js';
 import { FOOTER_RESERVE_BYTES, MAX_RESULT_BYTES } from './output.js';
@@ -30,7 +30,6 @@ const DESCRIPTION = [
   'Reads a text file and returns its lines, each prefixed with its line number and a tab.',
   `At most ${READ_MAX_LINES} lines and about 31 KB per call; use offset and limit to page through longer files (the footer says where to continue).`,
   'Any file outside the credential directories can be read. Reading a file is required before editing or overwriting it.',
-  DENIAL_IS_POLICY_TEXT,
 ].join(' ');
 
 function isBinary(buf: Buffer): boolean {
@@ -41,7 +40,8 @@ export function readTool(runtime: ToolRuntime): SandboxedTool {
   const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
   const tool = defineTool({
     name: 'read',
-    description: DESCRIPTION,
+    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
+    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
     parameters,
     async execute(args, ctx) {
       const { path: raw, offset = 1, limit = READ_MAX_LINES } = args as z.infer<z.ZodObject<typeof baseParameters>>;

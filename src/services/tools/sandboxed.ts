@@ -38,6 +38,11 @@ export function approvedGrants(ctx: ToolContext): PathGrant[] {
   return (ctx.approval.card?.requestedPaths ?? []).map((p) => ({ path: p.path, access: p.access, scope: p.scope }));
 }
 
+/** Whether an approved escalation card of this call granted bash the network. */
+export function approvedNetwork(ctx: ToolContext): boolean {
+  return ctx.approval.decision !== 'none' && ctx.approval.card?.network === true;
+}
+
 /** The policy this call runs under: the mode read fresh for the call, plus its approved grants. */
 export function callPolicy(runtime: ToolRuntime, ctx: ToolContext): SandboxPolicy {
   return runtime.policy(ctx.permissionMode, ctx.workingDirectory, approvedGrants(ctx));
@@ -67,7 +72,7 @@ export function fence(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPol
     const text = reason === 'hard_protected' ? protectedPathText(path) : runtimePathText(path);
     return { status: 'denied', text, error: { code: 'permission_denied', message: text, retryable: false } };
   }
-  const text = fileDenialText(access, path, policy.mode);
+  const text = fileDenialText(access, path, policy.mode, runtime.launcher !== null);
   runtime.denials.record(ctx.sessionId, ctx.turnId, text.split('\n')[0]!);
   return { status: 'failed', text, error: { code: 'permission_denied', message: text, retryable: false }, sandboxDenied: true };
 }

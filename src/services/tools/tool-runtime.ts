@@ -35,6 +35,12 @@ export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
    * the call ends as `outcome_unknown` (default 5,000 ms).
    */
   bashKillGraceMs?: number;
+  /**
+   * Processes and threads one bash call may have at once (default 1,024), enforced by a pids
+   * cgroup per call where the host has a usable one, else by `RLIMIT_NPROC` for a non-root user;
+   * `snapshot().sandbox.detail` says which, or that there is none (root without a pids cgroup).
+   */
+  bashProcessLimit?: number;
 }
 
 /** bash's default wait after SIGKILL before it calls the outcome unknown. */
@@ -95,6 +101,9 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
   if (!Number.isSafeInteger(bashKillGraceMs) || bashKillGraceMs <= 0) {
     throw new InputError('invalid_request', `bashKillGraceMs must be a positive integer, got ${JSON.stringify(options.bashKillGraceMs)}`);
   }
+  if (options.bashProcessLimit !== undefined && (!Number.isSafeInteger(options.bashProcessLimit) || options.bashProcessLimit < 1)) {
+    throw new InputError('invalid_request', `bashProcessLimit must be a positive integer, got ${JSON.stringify(options.bashProcessLimit)}`);
+  }
   let environment = detectEnvironment(options);
   mkdirSync(environment.openworkHome, { recursive: true });
   const spillRoot = join(environment.openworkHome, 'spill');
@@ -108,6 +117,7 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
           stateDir,
           ...(options.bwrapPath !== undefined ? { bwrapPath: options.bwrapPath } : {}),
           ...(options.sandboxExec !== undefined ? { sandboxExec: options.sandboxExec } : {}),
+          ...(options.bashProcessLimit !== undefined ? { processLimit: options.bashProcessLimit } : {}),
         }),
     loadDangerDetector(),
   ]);

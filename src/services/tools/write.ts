@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { DENIAL_IS_POLICY_TEXT } from '../permissions/texts.js';
+import { denialRuleText } from '../permissions/texts.js';
 import { defineTool } from './define.js';
 import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
 import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
@@ -20,14 +20,14 @@ const DESCRIPTION = [
   'Creates a text file, or replaces the whole content of one (at most 1 MiB).',
   'To overwrite an existing file, read it first in this session; if it changed since, read it again. Prefer edit for small changes.',
   'Writes inside the workspace and the temp directories are allowed; protected paths (.git/hooks, ~/.openwork, skill roots) can never be written.',
-  DENIAL_IS_POLICY_TEXT,
 ].join(' ');
 
 export function writeTool(runtime: ToolRuntime): SandboxedTool {
   const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
   const tool = defineTool({
     name: 'write',
-    description: DESCRIPTION,
+    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
+    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
     parameters,
     async execute(args, ctx) {
       const { path: raw, content } = args as z.infer<z.ZodObject<typeof baseParameters>>;

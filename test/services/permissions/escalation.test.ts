@@ -56,6 +56,7 @@ describe('escalation validation rules, on the policy alone (no sandbox needed)',
         { path: join(env.outside, 'new.txt'), access: 'write', scope: 'exact' },
         { path: join(env.home, '.ssh'), access: 'read', scope: 'subtree' },
       ],
+      network: false,
     });
   });
 });

@@ -30,13 +30,18 @@ describe('Seatbelt profile', () => {
     expect(profile('accept_edits').params.map(([, v]) => v)).not.toContain('/Users/ada/work/app');
   });
 
-  it('a read grant inside a credential path is subtracted from its read denial; no rule mentions the network', () => {
+  it('a read grant inside a credential path is subtracted from its read denial', () => {
     const { profile: text, params } = profile('auto', [{ path: '/Users/ada/.ssh', access: 'read', scope: 'subtree' }]);
     // Registered last: the credential read denials, each followed by the grants it subtracts.
     const sshParams = params.filter(([, v]) => v === '/Users/ada/.ssh').map(([k]) => k).slice(-2);
     expect(text).toContain(`(deny file-read* (require-all (subpath (param "${sshParams[0]}")) (require-not (subpath (param "${sshParams[1]}")))))`);
     expect(text.trimEnd().split('\n').filter((l) => l.startsWith('(deny file-read*'))).toHaveLength(CREDENTIAL_PATHS.length);
-    expect(text).not.toMatch(/network/i);
+  });
+
+  it('issue 12.3: every socket operation is denied unless the call was granted the network', () => {
+    const policy = new SandboxPolicy({ mode: 'auto', workspaceRoot: '/Users/ada/work/app', environment });
+    expect(seatbeltProfile(policy).profile.split('\n').slice(0, 4)).toEqual(['(version 1)', '(allow default)', '(deny file-write*)', '(deny network*)']);
+    expect(seatbeltProfile(policy, { network: true }).profile).not.toMatch(/network/);
   });
 
   it('runs /bin/bash under sandbox-exec with stderr joined to stdout', () => {
