@@ -114,7 +114,8 @@ function race(name: string): string {
   return dir;
 }
 
-describe('file tools against a process swapping symlinks', () => {
+// Thousands of attempts against a process that holds a core: seconds alone, longer on a loaded machine.
+describe('file tools against a process swapping symlinks', { timeout: 120_000 }, () => {
   it(`read: ${READS} reads of a file swapped with a link to ~/.ssh/id_rsa, and ${READS} through a directory swapped with a link to ~/.ssh: no secret`, async () => {
     const dir = race('read-race');
     writeFileSync(join(dir, 'key'), 'public\n');

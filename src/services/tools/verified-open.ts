@@ -277,6 +277,9 @@ export async function createVerified(j: Judge, path: string): Promise<{ ok: true
       return { ok: false, result: refusal };
     }
     return { ok: true, handle };
+  } catch (error) {
+    await closeQuietly(handle);
+    throw error;
   } finally {
     await closeQuietly(parent.handle);
   }
