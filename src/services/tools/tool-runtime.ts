@@ -17,6 +17,7 @@ import type { SandboxLauncher } from '../sandbox/launcher.js';
 import { sandboxSelfCheck } from '../sandbox/self-check.js';
 import { FileObservations } from './observations.js';
 import { purgeSpill, spillCap, SPILL_MAX_AGE_MS, type SpillOptions } from './output.js';
+import { SEARCH_TIMEOUT_MS } from './search-common.js';
 
 export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
   /** `auto` (default) runs the platform sandbox's self-check; `disabled` makes bash unavailable. */
@@ -35,6 +36,11 @@ export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
    * the call ends as `outcome_unknown` (default 5,000 ms).
    */
   bashKillGraceMs?: number;
+  /**
+   * How long one grep call may search (default 30,000 ms, `SEARCH_TIMEOUT_MS`). Matching that runs
+   * past it is stopped by terminating its worker thread, and the model gets a `timeout` result.
+   */
+  grepTimeoutMs?: number;
 }
 
 /** bash's default wait after SIGKILL before it calls the outcome unknown. */
@@ -70,6 +76,8 @@ export interface ToolRuntime {
   readonly spill: Required<SpillOptions>;
   /** See `ToolRuntimeOptions.bashKillGraceMs`. */
   readonly bashKillGraceMs: number;
+  /** See `ToolRuntimeOptions.grepTimeoutMs`. */
+  readonly grepTimeoutMs: number;
   readonly startup: { purgedSpillDirectories: number };
   /** The policy of one call: the mode it runs under, its workspace, and its approved grants. */
   policy(mode: PermissionMode, workingDirectory: string, grants?: readonly PathGrant[]): SandboxPolicy;
@@ -88,6 +96,10 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
   const bashKillGraceMs = options.bashKillGraceMs ?? BASH_KILL_GRACE_MS;
   if (!Number.isSafeInteger(bashKillGraceMs) || bashKillGraceMs <= 0) {
     throw new InputError('invalid_request', `bashKillGraceMs must be a positive integer, got ${JSON.stringify(options.bashKillGraceMs)}`);
+  }
+  const grepTimeoutMs = options.grepTimeoutMs ?? SEARCH_TIMEOUT_MS;
+  if (!Number.isSafeInteger(grepTimeoutMs) || grepTimeoutMs <= 0) {
+    throw new InputError('invalid_request', `grepTimeoutMs must be a positive integer, got ${JSON.stringify(options.grepTimeoutMs)}`);
   }
   const environment = detectEnvironment(options);
   mkdirSync(environment.openworkHome, { recursive: true });
@@ -115,6 +127,7 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
     spillRoot,
     spill,
     bashKillGraceMs,
+    grepTimeoutMs,
     startup: { purgedSpillDirectories: purged },
     policy: (mode, workingDirectory, grants = []) => new SandboxPolicy({ mode, workspaceRoot: workingDirectory, pathGrants: grants, environment }),
   };
