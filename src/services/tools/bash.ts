@@ -24,6 +24,8 @@ export const BASH_DEFAULT_TIMEOUT_MS = 30_000;
 export const BASH_MAX_TIMEOUT_MS = 120_000;
 /** Progress is forwarded in batches at most this often. */
 const PROGRESS_INTERVAL_MS = 50;
+/** A batch is forwarded at once when it reaches this size, so a flood never piles up between ticks. */
+const PROGRESS_BATCH_BYTES = 4 * 1024;
 
 const baseParameters = {
   command: z.string().min(1).describe('The bash command line to run (cwd is the workspace root).'),
@@ -103,6 +105,11 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           onOutput: (chunk) => {
             collector.push(chunk);
             pending += decoder.write(chunk);
+            if (pending.length >= PROGRESS_BATCH_BYTES) {
+              clearTimeout(flushTimer);
+              flush();
+              return;
+            }
             flushTimer ??= setTimeout(flush, PROGRESS_INTERVAL_MS);
           },
         });
