@@ -125,7 +125,7 @@ describe('issue 12.8: a catastrophic grep pattern', () => {
   it('runs off the main thread until the deadline, which terminates it and gives the model a typed timeout', async () => {
     const { session, model } = await start([
       { toolCalls: [{ name: 'grep', arguments: { pattern: 'aaa', path: 'fine.txt' } }] },
-      { toolCalls: [{ name: 'grep', arguments: { pattern: CATASTROPHIC } }] },
+      { toolCalls: [{ name: 'grep', arguments: { pattern: CATASTROPHIC, path: 'evil.txt' } }] },
       { text: 'done' },
     ]);
     const baseline = threadCount();
@@ -138,7 +138,7 @@ describe('issue 12.8: a catastrophic grep pattern', () => {
     assertAllRequests(model.requests);
     expect(outcome).toMatchObject({ status: 'completed' });
     const tool = model.requests[2]!.messages.filter((m) => m.role === 'tool').at(-1) as { text: string; status?: string };
-    expect(tool.text).toBe(grepTimeoutText(TIMEOUT_MS, 'evil.txt'));
+    expect(tool.text).toBe(grepTimeoutText(TIMEOUT_MS, 'evil.txt', false));
     const stored = (await storage.listMessages(session.sessionId)).filter((m) => m.role === 'tool').at(-1)!.content[0];
     expect(stored).toMatchObject({ status: 'failed', error: { code: 'timeout', retryable: false } });
     // The deadline held: the match was stopped, not waited out (2^40 steps take hours).

@@ -40,8 +40,9 @@ const DESCRIPTION = [
 ].join(' ');
 
 /** What the model reads when matching ran out of time: the pattern, not the files, is the likely cause. */
-export function grepTimeoutText(timeoutMs: number, file: string): string {
-  return `grep stopped after ${timeoutMs / 1000} s while matching ${file}: the pattern is too slow on this input (nested quantifiers such as (a+)+ backtrack exponentially on long lines). Simplify the pattern or narrow the path; matches found before the stop are listed above.`;
+export function grepTimeoutText(timeoutMs: number, file: string, partial: boolean): string {
+  const found = partial ? '; the matches found before the stop are listed above' : '';
+  return `grep stopped after ${timeoutMs / 1000} s while matching ${file}: the pattern is too slow on this input (nested quantifiers such as (a+)+ backtrack exponentially on long lines). Simplify the pattern or narrow the path${found}.`;
 }
 
 function clip(line: string): string {
@@ -147,7 +148,7 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
         stoppedNote(state.stopped);
       const spillTo = spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId);
       if (stuckIn !== null) {
-        const message = grepTimeoutText(timeoutMs, stuckIn);
+        const message = grepTimeoutText(timeoutMs, stuckIn, out.length > 0);
         const text = boundResultText(`${out.length > 0 ? `${out.join('\n')}\n` : ''}${message}`, spillTo, runtime.spill);
         return { status: 'failed', text, error: { code: 'timeout', message, retryable: false } } satisfies ToolResult;
       }
