@@ -18,6 +18,7 @@ import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
 import { normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
+import { ProgressBudget } from './updates/progress-budget.js';
 import type { SpanData } from './trace/signals.js';
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
@@ -192,6 +193,14 @@ export function createToolCallActors(services: RuntimeServices) {
       };
       const started = services.clock.now();
       const approvalDecision = input.approval.decision === 'deny' ? 'none' : input.approval.decision;
+      // Progress is capped per call before it becomes an update (issue 12.9): the ring keeps 512 of them.
+      const progress = new ProgressBudget(
+        (item) => {
+          // Progress is live output; it is made storable like the result it previews.
+          if (!settled) sendBack({ type: 'tool.progress', progress: storableValue(item) });
+        },
+        () => services.clock.now(),
+      );
       Promise.resolve()
         .then(() =>
           resolved.tool.execute(input.args, {
@@ -202,16 +211,17 @@ export function createToolCallActors(services: RuntimeServices) {
             workingDirectory: session.workingDirectory,
             permissionMode: input.permissionMode,
             signal: controller.signal,
-            progress: (progress) => {
-              // Progress is live output; it is made storable like the result it previews.
-              if (!settled) sendBack({ type: 'tool.progress', progress: storableValue(progress) });
-            },
+            progress: (item) => progress.push(item),
             approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
           }),
         )
         .then(
-          (result) => finish(boundResult(normalizeToolResult(result))),
+          (result) => {
+            progress.finish();
+            finish(boundResult(normalizeToolResult(result)));
+          },
           (error: unknown) => {
+            progress.finish();
             if (controller.signal.aborted) {
               const text = `tool call cancelled after ${services.clock.now() - started} ms`;
               finish({ status: 'cancelled', text, error: { code: 'cancelled', message: text, retryable: false } });

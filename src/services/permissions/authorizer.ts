@@ -18,7 +18,7 @@ import type { Authorizer } from '../runtime.js';
 import type { Authorization, AuthorizeContext } from '../tools/define.js';
 import { isSandboxedTool, type SandboxedTool } from '../tools/sandboxed.js';
 import type { ToolRuntime } from '../tools/tool-runtime.js';
-import type { DangerHit } from './danger.js';
+import { deletesFiles, type DangerHit } from './danger.js';
 import { hasEscalation, validateEscalation } from './escalation.js';
 import { PathResolutionError, resolveToolPath } from './paths.js';
 import type { PathGrant, SandboxPolicy } from './policy.js';
@@ -28,7 +28,27 @@ type Card = Extract<Authorization, { kind: 'card' }>['card'];
 
 /** What the danger card says about a hit (reference §4.12). */
 export function dangerNote(hit: DangerHit): string {
-  return `this command deletes files: \`${hit.match}\` (${hit.key}); it still runs inside the current mode's sandbox`;
+  return `${dangerClause(hit)}: \`${hit.match}\` (${hit.key}); it still runs inside the current mode's sandbox`;
+}
+
+/** What kind of danger a hit is: a deleting command, or one the detector cannot see through. */
+function dangerClause(hit: DangerHit): string {
+  switch (hit.key) {
+    case 'rm_recursive_or_force':
+    case 'find_delete':
+    case 'git_clean_force':
+      return 'this command deletes files';
+    case 'nesting_too_deep':
+      return 'this command nests shells too deeply to be checked';
+    case 'unparsable':
+      return 'this command could not be parsed, so what it runs was not checked';
+    case 'dynamic_command':
+      return 'this command runs code chosen only when it runs, so what it runs was not checked';
+    default: {
+      const never: never = hit.key;
+      throw new Error(`unknown danger key ${String(never)}`);
+    }
+  }
 }
 
 function describeGrants(grants: readonly PathGrant[], network: boolean): string {
@@ -83,7 +103,7 @@ function escalationCard(tool: SandboxedTool, args: unknown, policy: SandboxPolic
   return {
     toolName: tool.name,
     kind: 'escalation',
-    summary: `this once, additionally allow ${describeGrants(grants, network)}${opensGit(grants) ? `; ${GIT_GRANT_NOTE}` : ''}${hit ? '; this command deletes files' : ''}`,
+    summary: `this once, additionally allow ${describeGrants(grants, network)}${opensGit(grants) ? `; ${GIT_GRANT_NOTE}` : ''}${hit ? `; ${dangerClause(hit)}` : ''}`,
     ...(command !== undefined ? { command } : {}),
     ...(command === undefined && target !== undefined ? { path: target } : {}),
     reason: justification,
@@ -100,7 +120,7 @@ function dangerCard(tool: SandboxedTool, command: string, policy: SandboxPolicy,
   return {
     toolName: tool.name,
     kind: 'danger',
-    summary: `this once, still inside the sandbox: run a command that deletes files (${hit.key})`,
+    summary: `this once, still inside the sandbox: run a command that ${deletesFiles(hit.key) ? 'deletes files' : 'could not be checked'} (${hit.key})`,
     command,
     dangerNote: dangerNote(hit),
     dangerMatch: hit.key,

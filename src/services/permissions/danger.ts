@@ -1,15 +1,30 @@
 /**
  * @module services/permissions/danger
- * Danger-command detection (reference §4.10) on a real bash parse tree (tree-sitter-bash, loaded
- * as WebAssembly so that nothing is compiled or downloaded at install). The list is closed; a hit
- * only asks the user first: the command still runs inside the current mode's sandbox. The parse
- * tree is used for this and nothing else: it never allows anything.
+ * Danger-command detection (reference §4.10, tightened by issue 12 point 10) on a real bash parse
+ * tree (tree-sitter-bash, loaded as WebAssembly so that nothing is compiled or downloaded at
+ * install). A hit only asks the user first: the command still runs inside the current mode's
+ * sandbox. The parse tree is used for this and nothing else: it never allows anything.
+ *
+ * The detector errs towards asking. Besides the closed list of deleting commands it counts as a hit
+ * whatever it cannot see through: a command with a syntax error (bash runs the lines before the
+ * error), `eval` and `exec`, a command substitution in command position, a shell that reads its
+ * script from stdin or from a substitution (`| sh`, `bash <(…)`), and any program it does not
+ * know to be harmless that carries a dangerous command among its operands (`busybox rm -rf x`,
+ * `setsid rm -rf x`). Long options match by unique prefix, as GNU getopt and git do.
  */
 import { createRequire } from 'node:module';
 import { basename } from 'node:path';
 import { Language, Parser, type Node } from 'web-tree-sitter';
 
-export type DangerKey = 'rm_recursive_or_force' | 'find_delete' | 'git_clean_force' | 'nesting_too_deep';
+export type DangerKey =
+  | 'rm_recursive_or_force'
+  | 'find_delete'
+  | 'git_clean_force'
+  | 'nesting_too_deep'
+  /** The command (or a `bash -c` literal in it) has a syntax error, so it cannot be checked. */
+  | 'unparsable'
+  /** Code chosen at run time: `eval`, `exec`, `$(…)` as the program, a shell fed by stdin or a substitution. */
+  | 'dynamic_command';
 
 export interface DangerHit {
   key: DangerKey;
@@ -19,14 +34,44 @@ export interface DangerHit {
   span: { start: number; end: number };
 }
 
+/** Whether a hit's key names a command that deletes files (the others name a command that cannot be checked). */
+export function deletesFiles(key: DangerKey): boolean {
+  return key === 'rm_recursive_or_force' || key === 'find_delete' || key === 'git_clean_force';
+}
+
 /** `bash -c` literals are re-parsed up to this depth; one more level is itself a hit. */
 export const MAX_NESTING = 8;
 
-const SHELLS = new Set(['bash', 'sh', 'zsh', 'dash', 'ksh']);
+const SHELLS = new Set(['bash', 'sh', 'zsh', 'dash', 'ksh', 'ash', 'mksh', 'yash', 'posh', 'rbash']);
+
+/**
+ * Programs that never run their operands as a command: a dangerous word among their arguments is
+ * data (`echo rm -rf x`, `grep -rf patterns .`). Every other program with such a word in its
+ * operands is treated as a wrapper of it.
+ */
+const HARMLESS = new Set([
+  'echo', 'printf', 'cat', 'tac', 'ls', 'grep', 'egrep', 'fgrep', 'rg', 'ag', 'head', 'tail', 'wc', 'sort', 'uniq', 'cut', 'tr',
+  'mkdir', 'rmdir', 'touch', 'cp', 'mv', 'ln', 'chmod', 'chown', 'test', '[', '[[', 'true', 'false', 'cd', 'pwd', 'which', 'type',
+  'whatis', 'man', 'help', 'file', 'stat', 'du', 'df', 'basename', 'dirname', 'realpath', 'readlink', 'diff', 'cmp', 'tee', 'less',
+  'more', 'export', 'declare', 'typeset', 'local', 'readonly', 'unset', 'read', 'jq', 'hash', 'alias', 'unalias', 'compgen', 'complete',
+]);
+
+/**
+ * Words that start a command this detector must look at when they appear among a wrapper's
+ * operands (the wrapper is then checked as if it were that command).
+ */
+const HEADS = new Set(['rm', 'find', 'git', 'eval', 'exec', 'trap', 'xargs', 'env', 'command', ...SHELLS]);
+
+/** Heads whose own check already covers every later operand. */
+const SELF_SCANNING = new Set(['exec', 'xargs', 'env', 'command']);
 
 interface Arg {
   /** The literal value, or `null` when it depends on an expansion. */
   value: string | null;
+  /** The program name the value would run as (`/bin/rm` → `rm`), or null. */
+  name: string | null;
+  /** True when the word contains a command or process substitution. */
+  substitution: boolean;
 }
 
 function unescapeWord(text: string): string {
@@ -72,68 +117,50 @@ function literal(node: Node): string | null {
   }
 }
 
+function hasSubstitution(node: Node): boolean {
+  if (node.type === 'command_substitution' || node.type === 'process_substitution') return true;
+  return node.namedChildren.some((child) => child !== null && hasSubstitution(child));
+}
+
+function argOf(node: Node): Arg {
+  const value = literal(node);
+  return { value, name: value === null ? null : basename(value), substitution: hasSubstitution(node) };
+}
+
 function argvOf(command: Node): Arg[] | null {
   const name = command.childForFieldName('name');
   if (!name) return null;
-  const argv: Arg[] = [{ value: literal(name) }];
+  const argv: Arg[] = [argOf(name)];
   for (const arg of command.childrenForFieldName('argument')) {
-    if (arg) argv.push({ value: literal(arg) });
+    if (arg) argv.push(argOf(arg));
   }
   return argv;
 }
 
-const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*=/;
-
-/** Skips options (`withValue` take the next word unless written `--opt=value`) and assignments. */
-function skipOptions(args: Arg[], withValue: Set<string>, options: { assignments?: boolean; stopAtFirst?: boolean } = {}): Arg[] {
-  let i = 0;
-  while (i < args.length) {
-    const value = args[i]!.value;
-    if (value === null) return args.slice(i);
-    if (value === '--') return args.slice(i + 1);
-    if (value.startsWith('-') && value.length > 1) {
-      i += withValue.has(value) ? 2 : 1;
-      continue;
-    }
-    if (options.assignments && ASSIGNMENT.test(value)) {
-      i += 1;
-      continue;
-    }
-    break;
-  }
-  return args.slice(i);
+function words(values: string[]): Arg[] {
+  return values.map((value) => ({ value, name: basename(value), substitution: false }));
 }
 
-const SUDO_VALUE = new Set(['-u', '-g', '-C', '-D', '-h', '-p', '-r', '-t', '-U', '-T', '--user', '--group', '--close-from', '--chdir', '--host', '--prompt', '--role', '--type', '--other-user', '--command-timeout']);
-const ENV_VALUE = new Set(['-u', '--unset', '-C', '--chdir']);
-const XARGS_VALUE = new Set(['-I', '-L', '-n', '-P', '-s', '-d', '-E', '-a', '--arg-file', '--delimiter', '--max-args', '--max-procs', '--max-chars', '--max-lines', '--eof', '--process-slot-var']);
-const TIMEOUT_VALUE = new Set(['-s', '--signal', '-k', '--kill-after']);
-const NICE_VALUE = new Set(['-n', '--adjustment']);
-const TIME_VALUE = new Set(['-o', '--output', '-f', '--format']);
+/**
+ * Whether `value` names the long option `option` as GNU getopt_long reads it: the full name or an
+ * unambiguous prefix of it (`--recur`), optionally followed by `=value`. `others` are the program's
+ * other long options, which make a shared prefix ambiguous (getopt then refuses it).
+ */
+function longOption(value: string, option: string, others: readonly string[]): boolean {
+  if (!value.startsWith('--') || value.length < 3) return false;
+  const name = value.split('=')[0]!;
+  if (name === option) return true;
+  if (!option.startsWith(name)) return false;
+  return !others.some((other) => other !== option && other.startsWith(name));
+}
+
+/** GNU rm's long options. */
+const RM_LONG = ['--force', '--interactive', '--one-file-system', '--no-preserve-root', '--preserve-root', '--recursive', '--dir', '--verbose', '--help', '--version'];
+/** git clean's long options (git's parse-options also takes unique prefixes). */
+const GIT_CLEAN_LONG = ['--force', '--dry-run', '--quiet', '--interactive', '--exclude', '--no-force', '--no-dry-run', '--no-quiet', '--no-interactive', '--no-exclude'];
+
 const GIT_VALUE = new Set(['-C', '-c', '--git-dir', '--work-tree', '--namespace', '--config-env', '--super-prefix', '--exec-path']);
 const SHELL_VALUE = new Set(['-o', '+o', '-O', '+O', '--rcfile', '--init-file']);
-
-/** `env -S 'a b'` splits its string into words that continue the command line. */
-function expandEnvSplit(args: Arg[]): Arg[] {
-  const out: Arg[] = [];
-  for (let i = 0; i < args.length; i += 1) {
-    const value = args[i]!.value;
-    if ((value === '-S' || value === '--split-string') && i + 1 < args.length) {
-      const split = args[i + 1]!.value;
-      if (split === null) return [...out, ...args.slice(i + 1)];
-      out.push(...split.split(/\s+/).filter((w) => w !== '').map((w) => ({ value: w })));
-      i += 1;
-      continue;
-    }
-    if (value?.startsWith('--split-string=') || (value?.startsWith('-S') && value.length > 2)) {
-      const split = value.startsWith('-S') ? value.slice(2) : value.slice('--split-string='.length);
-      out.push(...split.split(/\s+/).filter((w) => w !== '').map((w) => ({ value: w })));
-      continue;
-    }
-    out.push(args[i]!);
-  }
-  return out;
-}
 
 function isShortCluster(value: string): boolean {
   return value.startsWith('-') && !value.startsWith('--') && value.length > 1;
@@ -143,54 +170,88 @@ function rmHit(args: Arg[]): boolean {
   for (const { value } of args) {
     if (value === null) continue;
     if (value === '--') return false;
-    if (value === '--recursive' || value === '--force') return true;
+    if (longOption(value, '--recursive', RM_LONG) || longOption(value, '--force', RM_LONG)) return true;
     if (isShortCluster(value) && /[rRf]/.test(value.slice(1))) return true;
   }
   return false;
 }
 
-function findHit(args: Arg[]): boolean {
-  for (let i = 0; i < args.length; i += 1) {
-    const value = args[i]!.value;
-    if (value === '-delete') return true;
-    if ((value === '-exec' || value === '-execdir') && i + 1 < args.length) {
-      const program = args[i + 1]!.value;
-      if (program !== null && basename(program) === 'rm') return true;
-    }
-  }
-  return false;
-}
-
 function gitCleanHit(args: Arg[]): boolean {
-  const rest = skipOptions(args, GIT_VALUE);
-  if (rest[0]?.value !== 'clean') return false;
-  for (const { value } of rest.slice(1)) {
+  let i = 0;
+  let noRequireForce = false;
+  // Git's own options come before the subcommand; `-c clean.requireForce=false` makes a bare `git clean` delete.
+  while (i < args.length) {
+    const value = args[i]!.value;
+    if (value === null || !value.startsWith('-')) break;
+    if (value === '-c' && /^clean\.requireforce/i.test(args[i + 1]?.value ?? '')) noRequireForce = true;
+    i += GIT_VALUE.has(value) ? 2 : 1;
+  }
+  if (args[i]?.value !== 'clean') return false;
+  const rest = args.slice(i + 1);
+  if (noRequireForce) return !rest.some((a) => a.value !== null && (a.value === '-n' || longOption(a.value, '--dry-run', GIT_CLEAN_LONG)));
+  for (const { value } of rest) {
     if (value === null) continue;
     if (value === '--') return false;
-    if (value === '--force') return true;
+    if (longOption(value, '--force', GIT_CLEAN_LONG)) return true;
     if (isShortCluster(value) && value.slice(1).includes('f')) return true;
   }
   return false;
 }
 
+/** `env -S 'a b'` splits its string into words that continue the command line. */
+function expandEnvSplit(args: Arg[]): Arg[] {
+  const out: Arg[] = [];
+  for (let i = 0; i < args.length; i += 1) {
+    const value = args[i]!.value;
+    if ((value === '-S' || (value !== null && longOption(value, '--split-string', ['--split-string', '--ignore-environment']) && !value.includes('='))) && i + 1 < args.length) {
+      const split = args[i + 1]!.value;
+      if (split === null) return [...out, ...args.slice(i + 1)];
+      out.push(...words(split.split(/\s+/).filter((w) => w !== '')));
+      i += 1;
+      continue;
+    }
+    if (value?.startsWith('--split-string=') || (value?.startsWith('-S') && value.length > 2)) {
+      const split = value.startsWith('-S') ? value.slice(2) : value.slice('--split-string='.length);
+      out.push(...words(split.split(/\s+/).filter((w) => w !== '')));
+      continue;
+    }
+    out.push(args[i]!);
+  }
+  return out;
+}
+
 export interface DangerDetector {
-  /** The first hit in document order, or null. Syntax errors are never hits (reference §4.10). */
+  /** The first hit in document order, or null. A syntax error is itself a hit (`unparsable`). */
   detect(command: string): DangerHit | null;
 }
 
+type Span = { start: number; end: number };
+
+/**
+ * Words looked at per `detect` at most; a command that needs more (thousands of nested wrappers)
+ * is not checked through and counts as `unparsable`, so the check itself stays cheap.
+ */
+export const MAX_CHECKS = 100_000;
+
 class TreeSitterDangerDetector implements DangerDetector {
+  private checks = 0;
+
   constructor(private readonly parser: Parser) {}
 
   detect(command: string): DangerHit | null {
+    this.checks = 0;
     return this.scan(command, 0, null);
   }
 
   /** `outer` is the span of the top-level command a nested literal came from. */
-  private scan(script: string, depth: number, outer: { start: number; end: number } | null): DangerHit | null {
+  private scan(script: string, depth: number, outer: Span | null): DangerHit | null {
     const tree = this.parser.parse(script);
-    if (!tree) return null;
+    // No tree at all is as unknowable as a syntax error.
+    if (!tree) return { key: 'unparsable', match: script, span: outer ?? { start: 0, end: script.length } };
     try {
-      if (tree.rootNode.hasError) return null;
+      // bash runs every complete command before the one it cannot parse (`rm -rf build\n)`), so a
+      // syntax error anywhere leaves the whole command unchecked: ask.
+      if (tree.rootNode.hasError) return { key: 'unparsable', match: script, span: outer ?? { start: 0, end: script.length } };
       const stack: Node[] = [tree.rootNode];
       // Depth-first, in document order: the first hit is the leftmost.
       while (stack.length > 0) {
@@ -213,56 +274,123 @@ class TreeSitterDangerDetector implements DangerDetector {
     }
   }
 
-  private checkArgv(argv: Arg[], text: string, depth: number, span: { start: number; end: number }): DangerHit | null {
-    const program = argv[0]?.value;
-    // A dynamic program name (`$CMD -rf x`) is not checked: it runs in the sandbox like any command.
-    if (program === null || program === undefined) return null;
-    const name = basename(program);
+  private checkArgv(argv: Arg[], text: string, depth: number, span: Span): DangerHit | null {
+    const head = argv[0];
+    if (head === undefined) return null;
+    // Each check looks at the words after the head at most a few times.
+    this.checks += argv.length;
+    if (this.checks > MAX_CHECKS) return { key: 'unparsable', match: text, span };
+    const dynamic: DangerHit = { key: 'dynamic_command', match: text, span };
+    if (head.value === null) {
+      // `$(…)` as the program runs whatever the substitution prints. A variable (`$CMD -rf x`) is
+      // not checked (reference §4.10 acc 28): it runs in the sandbox like any command.
+      return head.substitution ? dynamic : null;
+    }
+    const name = head.name!;
     const args = argv.slice(1);
-    const inner = (rest: Arg[]) => (rest.length > 0 ? this.checkArgv(rest, text, depth, span) : null);
     switch (name) {
-      case 'sudo':
-        return inner(skipOptions(args, SUDO_VALUE, { assignments: true }));
-      case 'env':
-        return inner(skipOptions(expandEnvSplit(args), ENV_VALUE, { assignments: true }));
-      case 'xargs':
-        return inner(skipOptions(args, XARGS_VALUE));
-      case 'timeout': {
-        const rest = skipOptions(args, TIMEOUT_VALUE);
-        return inner(rest.slice(1));
-      }
-      case 'nice':
-        return inner(skipOptions(args, NICE_VALUE));
-      case 'nohup':
-      case 'time':
-        return inner(skipOptions(args, TIME_VALUE));
-      case 'command': {
-        // `command -v` / `-V` only describes a command; it does not run it.
-        const options = args.slice(0, args.length - skipOptions(args, new Set()).length);
-        if (options.some((o) => o.value !== null && /^-[a-zA-Z]*[vV]/.test(o.value))) return null;
-        return inner(skipOptions(args, new Set()));
-      }
       case 'rm':
         return rmHit(args) ? { key: 'rm_recursive_or_force', match: text, span } : null;
       case 'find':
-        return findHit(args) ? { key: 'find_delete', match: text, span } : null;
+        return this.checkFind(args, text, depth, span);
       case 'git':
         return gitCleanHit(args) ? { key: 'git_clean_force', match: text, span } : null;
+      case 'eval': {
+        if (args.length === 0) return null;
+        // The joined words are what eval runs; a more specific hit inside is reported as such.
+        const script = args.every((a) => a.value !== null) ? args.map((a) => a.value).join(' ') : null;
+        return (script !== null ? this.nested(script, text, depth, span) : null) ?? dynamic;
+      }
+      case 'exec': {
+        // `exec 2>&1` only redirects; `exec cmd` replaces the shell with cmd (options like `-a name` included).
+        if (args.length === 0) return null;
+        return this.wrapped(args, text, depth, span) ?? dynamic;
+      }
+      case 'trap': {
+        const operands = args.filter((a) => a.value === null || !a.value.startsWith('-'));
+        const action = operands[0];
+        if (action === undefined || operands.length < 2) return null;
+        if (action.value === null) return dynamic;
+        return this.nested(action.value, text, depth, span);
+      }
+      case 'command': {
+        // `command -v` / `-V` only describes a command; it does not run it.
+        if (args.some((o) => o.value !== null && /^-[a-zA-Z]*[vV]/.test(o.value))) return null;
+        return this.wrapped(args, text, depth, span);
+      }
+      case 'env':
+        return this.wrapped(expandEnvSplit(args), text, depth, span);
+      case 'xargs': {
+        // xargs builds the command line from its input: a shell under it runs text nobody can see here.
+        if (args.some((a) => a.name !== null && SHELLS.has(a.name))) return dynamic;
+        return this.wrapped(args, text, depth, span);
+      }
       default:
         if (SHELLS.has(name)) return this.checkShell(args, text, depth, span);
-        return null;
+        if (HARMLESS.has(name)) return null;
+        return this.wrapped(args, text, depth, span);
     }
   }
 
-  private checkShell(args: Arg[], text: string, depth: number, span: { start: number; end: number }): DangerHit | null {
-    let readsString = false;
+  /**
+   * Any other program is treated as a possible wrapper (`sudo`, `busybox`, `setsid`, `stdbuf`,
+   * `ionice`, `nice`, `timeout`, ...): every operand that names a command this detector checks is
+   * checked with the words after it. Options are not parsed, so an unknown option syntax cannot
+   * hide the inner command.
+   */
+  private wrapped(args: Arg[], text: string, depth: number, span: Span): DangerHit | null {
     for (let i = 0; i < args.length; i += 1) {
       const value = args[i]!.value;
-      if (value === null) return null;
+      if (value === null) {
+        // `sudo $(which rm) -rf x`: the inner program is chosen at run time.
+        if (args[i]!.substitution) return { key: 'dynamic_command', match: text, span };
+        continue;
+      }
+      const name = args[i]!.name!;
+      if (!HEADS.has(name)) continue;
+      const hit = this.checkArgv(args.slice(i), text, depth, span);
+      // These check every operand after them themselves; looking again would only repeat that work.
+      if (hit || SELF_SCANNING.has(name)) return hit;
+    }
+    return null;
+  }
+
+  /** `-delete`, or `-exec`/`-execdir`/`-ok`/`-okdir` running `rm` or any other dangerous command. */
+  private checkFind(args: Arg[], text: string, depth: number, span: Span): DangerHit | null {
+    for (let i = 0; i < args.length; i += 1) {
+      const value = args[i]!.value;
+      if (value === '-delete') return { key: 'find_delete', match: text, span };
+      if (value !== '-exec' && value !== '-execdir' && value !== '-ok' && value !== '-okdir') continue;
+      let end = i + 1;
+      while (end < args.length && args[end]!.value !== ';' && args[end]!.value !== '+') end += 1;
+      const command = args.slice(i + 1, end);
+      const program = command[0];
+      if (program === undefined) continue;
+      if (program.name === 'rm') return { key: 'find_delete', match: text, span };
+      const hit = this.checkArgv(command, text, depth, span);
+      if (hit) return hit;
+      i = end;
+    }
+    return null;
+  }
+
+  private checkShell(args: Arg[], text: string, depth: number, span: Span): DangerHit | null {
+    const dynamic: DangerHit = { key: 'dynamic_command', match: text, span };
+    let readsString = false;
+    for (let i = 0; i < args.length; i += 1) {
+      const arg = args[i]!;
+      const value = arg.value;
+      if (value === null) {
+        // `bash -c "$(curl …)"`, `bash <(curl …)`: the script is produced at run time. A plain
+        // variable (`bash -c "$SCRIPT"`) is not checked, like a variable program name.
+        return arg.substitution ? dynamic : null;
+      }
       if (value === '--' || value === '-') {
-        if (!readsString) return null;
-        const script = args[i + 1]?.value;
-        return script === undefined || script === null ? null : this.nested(script, text, depth, span);
+        const script = args[i + 1];
+        if (!readsString) return script === undefined || value === '-' ? dynamic : script.substitution ? dynamic : null;
+        if (script === undefined) return null;
+        if (script.value === null) return script.substitution ? dynamic : null;
+        return this.nested(script.value, text, depth, span);
       }
       if ((value.startsWith('-') || value.startsWith('+')) && value.length > 1) {
         if (SHELL_VALUE.has(value)) {
@@ -270,15 +398,18 @@ class TreeSitterDangerDetector implements DangerDetector {
           continue;
         }
         if (!value.startsWith('--') && value.slice(1).includes('c')) readsString = true;
+        // `-s` reads the script from stdin even when operands follow.
+        if (!value.startsWith('--') && !readsString && value.slice(1).includes('s')) return dynamic;
         continue;
       }
       // The first operand: the command string under -c, otherwise a script file (not checked).
       return readsString ? this.nested(value, text, depth, span) : null;
     }
-    return null;
+    // No operand: the shell runs whatever arrives on stdin (`curl … | sh`, `sh <<< "…"`).
+    return readsString ? null : dynamic;
   }
 
-  private nested(script: string, text: string, depth: number, span: { start: number; end: number }): DangerHit | null {
+  private nested(script: string, text: string, depth: number, span: Span): DangerHit | null {
     if (depth + 1 > MAX_NESTING) return { key: 'nesting_too_deep', match: text, span };
     return this.scan(script, depth + 1, span);
   }

@@ -31,6 +31,8 @@ export const BASH_MAX_COMMAND_BYTES = 65_536;
 
 /** Progress is forwarded in batches at most this often. */
 const PROGRESS_INTERVAL_MS = 50;
+/** A batch is forwarded at once when it reaches this size, so a flood never piles up between ticks. */
+const PROGRESS_BATCH_BYTES = 4 * 1024;
 
 const baseParameters = {
   command: z
@@ -125,6 +127,11 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           onOutput: (chunk) => {
             collector.push(chunk);
             pending += decoder.write(chunk);
+            if (pending.length >= PROGRESS_BATCH_BYTES) {
+              clearTimeout(flushTimer);
+              flush();
+              return;
+            }
             flushTimer ??= setTimeout(flush, PROGRESS_INTERVAL_MS);
           },
         });

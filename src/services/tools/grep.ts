@@ -3,15 +3,18 @@
  * `grep`: searches file contents with a regular expression (JavaScript syntax) below a directory,
  * honouring `.gitignore` and skipping binary files and what the policy does not let the file tools
  * read. At most 250 matching lines (50 per file, 2,000 bytes each) from 250 files, in 30 s.
+ * The regex runs in a worker thread (`grep-matcher.ts`) that is terminated at the deadline or on
+ * cancel, so a catastrophic pattern costs one call a timeout, never the host its event loop.
  */
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
 import { denialRuleText } from '../permissions/texts.js';
-import { defineTool } from './define.js';
+import { defineTool, type ToolResult } from './define.js';
+import { LineMatcher } from './grep-matcher.js';
 import { boundResultText, spillPath } from './output.js';
-import { callPolicy, invalidArguments, type SandboxedTool } from './sandboxed.js';
-import { displayPath, searchRoot, SEARCH_TIMEOUT_MS, skippedNote, stoppedNote } from './search-common.js';
+import { callPolicy, failedResult, invalidArguments, type SandboxedTool } from './sandboxed.js';
+import { displayPath, searchRoot, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { openForRead } from './verified-open.js';
 import { walk, type WalkState } from './walk.js';
@@ -34,6 +37,12 @@ const DESCRIPTION = [
   'Searches file contents for a regular expression and returns matching lines as path:line: text.',
   'Honours .gitignore, skips .git and binary files. At most 250 lines (50 per file) from 250 files.',
 ].join(' ');
+
+/** What the model reads when matching ran out of time: the pattern, not the files, is the likely cause. */
+export function grepTimeoutText(timeoutMs: number, file: string, partial: boolean): string {
+  const found = partial ? '; the matches found before the stop are listed above' : '';
+  return `grep stopped after ${timeoutMs / 1000} s while matching ${file}: the pattern is too slow on this input (nested quantifiers such as (a+)+ backtrack exponentially on long lines). Simplify the pattern or narrow the path${found}.`;
+}
 
 function clip(line: string): string {
   const buf = Buffer.from(line, 'utf8');
@@ -63,7 +72,8 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
       const root = await searchRoot(runtime, ctx, policy, path);
       if (!root.ok) return root.result;
       const state: WalkState = { skipped: 0, stopped: null };
-      const deadline = Date.now() + SEARCH_TIMEOUT_MS;
+      const timeoutMs = runtime.grepTimeoutMs;
+      const deadline = Date.now() + timeoutMs;
       const files: Array<{ path: string; relative: string }> = [];
       if (root.isDirectory) {
         for await (const entry of walk(root.path, { policy, signal: ctx.signal, deadline, now: Date.now }, state)) {
@@ -77,60 +87,79 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
       let matchedFiles = 0;
       let tooLarge = 0;
       let truncated = false;
-      for (const file of files) {
-        if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error('cancelled');
-        if (Date.now() > deadline) {
-          state.stopped = 'deadline';
-          break;
-        }
-        if (matchesInclude && !matchesInclude(file.relative)) continue;
-        // Opened first, then judged (verified-open.ts): a file swapped for a link out is skipped.
-        const opened = await openForRead({ runtime, ctx, policy }, file.path);
-        if (!opened.ok) continue;
-        let buf: Buffer;
-        try {
-          if (!opened.info.isFile()) continue;
-          if (opened.info.size > GREP_MAX_FILE_BYTES) {
-            tooLarge += 1;
-            continue;
+      /** The file whose matching ran into the deadline (the worker was terminated there). */
+      let stuckIn: string | null = null;
+      const matcher = new LineMatcher(regex.source, regex.flags);
+      try {
+        for (const file of files) {
+          if (ctx.signal.aborted) throw ctx.signal.reason ?? new Error('cancelled');
+          if (Date.now() > deadline) {
+            state.stopped = 'deadline';
+            break;
           }
-          buf = await opened.handle.readFile();
-        } catch {
-          continue;
-        } finally {
-          await opened.handle.close().catch(() => undefined);
-        }
-        if (buf.subarray(0, 8192).includes(0)) continue;
-        const lines = buf.toString('utf8').split('\n');
-        let inFile = 0;
-        for (let i = 0; i < lines.length; i += 1) {
-          if (!regex.test(lines[i]!)) continue;
-          if (inFile === 0) {
-            if (matchedFiles >= GREP_MAX_FILES) {
+          if (matchesInclude && !matchesInclude(file.relative)) continue;
+          // Opened first, then judged (verified-open.ts): a file swapped for a link out is skipped.
+          const opened = await openForRead({ runtime, ctx, policy }, file.path);
+          if (!opened.ok) continue;
+          let buf: Buffer;
+          try {
+            if (!opened.info.isFile()) continue;
+            if (opened.info.size > GREP_MAX_FILE_BYTES) {
+              tooLarge += 1;
+              continue;
+            }
+            buf = await opened.handle.readFile();
+          } catch {
+            continue;
+          } finally {
+            await opened.handle.close().catch(() => undefined);
+          }
+          if (buf.subarray(0, 8192).includes(0)) continue;
+          if (matchedFiles >= GREP_MAX_FILES) {
+            // Only a further matching file would be cut; ask for one match to know.
+            const probe = await matcher.match(buf, 0, { signal: ctx.signal, deadline });
+            if (probe.kind === 'matched' && probe.more) {
               truncated = true;
               break;
             }
-            matchedFiles += 1;
+            if (probe.kind === 'matched') continue;
+            if (probe.kind === 'aborted') throw ctx.signal.reason ?? new Error('cancelled');
+            if (probe.kind === 'deadline') stuckIn = displayPath(policy, file.path);
+            else return failedResult('execution_failed', `grep could not match ${displayPath(policy, file.path)}: ${probe.message}`);
+            break;
           }
-          if (inFile >= GREP_MAX_PER_FILE || out.length >= GREP_MAX_LINES) {
+          const limit = Math.min(GREP_MAX_PER_FILE, GREP_MAX_LINES - out.length);
+          const outcome = await matcher.match(buf, limit, { signal: ctx.signal, deadline });
+          if (outcome.kind === 'aborted') throw ctx.signal.reason ?? new Error('cancelled');
+          if (outcome.kind === 'deadline') {
+            stuckIn = displayPath(policy, file.path);
+            break;
+          }
+          if (outcome.kind === 'failed') return failedResult('execution_failed', `grep could not match ${displayPath(policy, file.path)}: ${outcome.message}`);
+          if (outcome.matches.length > 0) matchedFiles += 1;
+          for (const match of outcome.matches) out.push(`${displayPath(policy, file.path)}:${match.line}: ${clip(match.text.replace(/\r$/, ''))}`);
+          if (outcome.more) truncated = true;
+          if (out.length >= GREP_MAX_LINES) {
             truncated = true;
             break;
           }
-          out.push(`${displayPath(policy, file.path)}:${i + 1}: ${clip(lines[i]!.replace(/\r$/, ''))}`);
-          inFile += 1;
         }
-        if (out.length >= GREP_MAX_LINES || (truncated && matchedFiles >= GREP_MAX_FILES)) {
-          truncated = true;
-          break;
-        }
+      } finally {
+        matcher.close();
       }
       const notes =
         (truncated ? `\n(results truncated: at most ${GREP_MAX_LINES} lines, ${GREP_MAX_PER_FILE} per file, from ${GREP_MAX_FILES} files; narrow the pattern or the path)` : '') +
         (tooLarge > 0 ? `\n(${tooLarge} file${tooLarge === 1 ? '' : 's'} larger than ${GREP_MAX_FILE_BYTES} bytes not searched)` : '') +
         skippedNote(state.skipped) +
         stoppedNote(state.stopped);
+      const spillTo = spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId);
+      if (stuckIn !== null) {
+        const message = grepTimeoutText(timeoutMs, stuckIn, out.length > 0);
+        const text = boundResultText(`${out.length > 0 ? `${out.join('\n')}\n` : ''}${message}`, spillTo, runtime.spill);
+        return { status: 'failed', text, error: { code: 'timeout', message, retryable: false } } satisfies ToolResult;
+      }
       const text = out.length === 0 ? `No matches for ${JSON.stringify(pattern)} in ${displayPath(policy, root.path)}.${notes}` : `${out.join('\n')}${notes}`;
-      return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
+      return boundResultText(text, spillTo, runtime.spill);
     },
   });
   return Object.assign(tool, {

@@ -17,6 +17,7 @@ import type { SandboxLauncher } from '../sandbox/launcher.js';
 import { sandboxSelfCheck } from '../sandbox/self-check.js';
 import { FileObservations } from './observations.js';
 import { purgeSpill, spillCap, SPILL_MAX_AGE_MS, type SpillOptions } from './output.js';
+import { SEARCH_TIMEOUT_MS } from './search-common.js';
 
 export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
   /** `auto` (default) runs the platform sandbox's self-check; `disabled` makes bash unavailable. */
@@ -41,6 +42,11 @@ export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
    * `snapshot().sandbox.detail` says which, or that there is none (root without a pids cgroup).
    */
   bashProcessLimit?: number;
+  /**
+   * How long one grep call may search (default 30,000 ms, `SEARCH_TIMEOUT_MS`). Matching that runs
+   * past it is stopped by terminating its worker thread, and the model gets a `timeout` result.
+   */
+  grepTimeoutMs?: number;
 }
 
 /** bash's default wait after SIGKILL before it calls the outcome unknown. */
@@ -77,6 +83,8 @@ export interface ToolRuntime {
   readonly spill: Required<SpillOptions>;
   /** See `ToolRuntimeOptions.bashKillGraceMs`. */
   readonly bashKillGraceMs: number;
+  /** See `ToolRuntimeOptions.grepTimeoutMs`. */
+  readonly grepTimeoutMs: number;
   readonly startup: { purgedSpillDirectories: number };
   /** The policy of one call: the mode it runs under, its workspace, and its approved grants. */
   policy(mode: PermissionMode, workingDirectory: string, grants?: readonly PathGrant[]): SandboxPolicy;
@@ -103,6 +111,10 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
   }
   if (options.bashProcessLimit !== undefined && (!Number.isSafeInteger(options.bashProcessLimit) || options.bashProcessLimit < 1)) {
     throw new InputError('invalid_request', `bashProcessLimit must be a positive integer, got ${JSON.stringify(options.bashProcessLimit)}`);
+  }
+  const grepTimeoutMs = options.grepTimeoutMs ?? SEARCH_TIMEOUT_MS;
+  if (!Number.isSafeInteger(grepTimeoutMs) || grepTimeoutMs <= 0) {
+    throw new InputError('invalid_request', `grepTimeoutMs must be a positive integer, got ${JSON.stringify(options.grepTimeoutMs)}`);
   }
   let environment = detectEnvironment(options);
   mkdirSync(environment.openworkHome, { recursive: true });
@@ -133,6 +145,7 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
     spillRoot,
     spill,
     bashKillGraceMs,
+    grepTimeoutMs,
     startup: { purgedSpillDirectories: purged },
     policy: (mode, workingDirectory, grants = []) => new SandboxPolicy({ mode, workspaceRoot: workingDirectory, pathGrants: grants, environment }),
     protectRuntimePaths(paths) {

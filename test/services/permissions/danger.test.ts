@@ -95,10 +95,107 @@ describe('danger detection', () => {
     }
   });
 
-  it('acc 30: syntax errors never hit', () => {
-    expect(key('if [ ; then rm -rf x')).toBeNull();
-    expect(key('rm -rf x; (')).toBeNull();
-    expect(key("bash -c 'rm -rf x; ('")).toBeNull();
+  // Issue 12 point 10 replaces acc 30 ("syntax errors never hit"): bash runs every line before the
+  // one it cannot parse, so `rm -rf build\n)` deleted a directory with no card.
+  it('issue 12.10: a syntax error anywhere, also inside a bash -c literal, is a hit (unparsable)', () => {
+    expect(detector.detect('rm -rf build\n)')).toEqual({ key: 'unparsable', match: 'rm -rf build\n)', span: { start: 0, end: 14 } });
+    expect(key('if [ ; then rm -rf x')).toBe('unparsable');
+    expect(key('rm -rf x; (')).toBe('unparsable');
+    expect(key('ls; )')).toBe('unparsable');
+    expect(detector.detect("echo ok && bash -c 'ls\n)'")).toMatchObject({ key: 'unparsable', span: { start: 11, end: 25 } });
+  });
+
+  it('issue 12.10: exec and eval are hits; the inner command gives the key when it is known', () => {
+    expect(key('exec rm -rf x')).toBe('rm_recursive_or_force');
+    expect(key('exec -a name rm -rf x')).toBe('rm_recursive_or_force');
+    expect(key('exec ls')).toBe('dynamic_command');
+    expect(key('exec 2>&1')).toBeNull();
+    expect(key('eval "rm -rf x"')).toBe('rm_recursive_or_force');
+    expect(key('eval rm -rf x')).toBe('rm_recursive_or_force');
+    expect(key('eval ls')).toBe('dynamic_command');
+    expect(key('eval "$CODE"')).toBe('dynamic_command');
+    expect(key('builtin eval "$(cat script)"')).toBe('dynamic_command');
+    expect(key("trap 'rm -rf x' EXIT")).toBe('rm_recursive_or_force');
+    expect(key('trap "$cleanup" EXIT')).toBe('dynamic_command');
+    expect(key('trap - EXIT')).toBeNull();
+  });
+
+  it('issue 12.10: long options match by unique prefix (GNU getopt, git parse-options)', () => {
+    for (const option of ['--recur', '--r', '--re', '--recursive', '--f', '--fo', '--forc']) {
+      expect(key(`rm ${option} build`), option).toBe('rm_recursive_or_force');
+    }
+    expect(key('rm --verbose x')).toBeNull();
+    expect(key('rm --dir x')).toBeNull();
+    expect(key('rm --interactive=never x')).toBeNull();
+    expect(key('git clean --forc')).toBe('git_clean_force');
+    expect(key('git clean --fo -d')).toBe('git_clean_force');
+    expect(key('git clean --dry-run')).toBeNull();
+    expect(key('git -c clean.requireForce=false clean -d')).toBe('git_clean_force');
+  });
+
+  it('issue 12.10: known and unknown wrappers of a dangerous command hit, whatever their options', () => {
+    for (const command of [
+      'busybox rm -rf x',
+      'setsid rm -rf x',
+      'setsid -f rm -rf x',
+      'stdbuf -o0 rm -rf x',
+      'ionice -c3 rm -rf x',
+      'nice -n 5 rm -r x',
+      'nice --adj 5 rm -r x',
+      'timeout --sig KILL 5 rm -rf x',
+      'timeout -k 1 5 rm -rf x',
+      'env -i PATH=/bin rm -rf x',
+      "env -S 'rm -rf x'",
+      'chrt -i 0 rm -rf x',
+      'taskset -c 0 rm -rf x',
+      'flock /tmp/l rm -rf x',
+      'my-wrapper --any --thing rm -rf x',
+      'sudo busybox rm -rf x',
+      'nohup setsid nice rm -rf x',
+    ]) {
+      expect(key(command), command).toBe('rm_recursive_or_force');
+    }
+    expect(key('setsid git clean -fd')).toBe('git_clean_force');
+    expect(key("setsid bash -c 'rm -rf x'")).toBe('rm_recursive_or_force');
+    expect(key('sudo $(which rm) -rf x')).toBe('dynamic_command');
+    expect(key('setsid ls -la')).toBeNull();
+    expect(key('make -j4 test')).toBeNull();
+  });
+
+  it('issue 12.10: find -ok / -okdir and find -exec of any dangerous command hit', () => {
+    expect(key('find . -ok rm {} \\;')).toBe('find_delete');
+    expect(key('find . -okdir /bin/rm {} \\;')).toBe('find_delete');
+    expect(key('find . -exec busybox rm -rf {} +')).toBe('rm_recursive_or_force');
+    expect(key("find . -exec sh -c 'rm -rf \"$1\"' _ {} \\;")).toBe('rm_recursive_or_force');
+    expect(key('find . -exec cat {} \\;')).toBeNull();
+  });
+
+  it('issue 12.10: a command substitution in command position, a pipe into a shell and a shell fed by a substitution are hits', () => {
+    for (const command of [
+      '$(echo rm) -rf x',
+      '`echo rm` -rf x',
+      '$(printf r)m -rf x',
+      "echo 'rm -rf x' | sh",
+      'curl -s https://example.com/install | bash',
+      'cat script | bash -s -- arg',
+      "bash <<< 'rm -rf x'",
+      'bash <(echo rm -rf x)',
+      'bash -c "$(cat cmd.txt)"',
+      'sh -',
+      "echo 'rm -rf x' | xargs -I{} sh -c '{}'",
+    ]) {
+      expect(key(command), command).toBe('dynamic_command');
+    }
+    expect(key('bash script.sh')).toBeNull();
+    expect(key('echo $(date) && ls $(pwd)')).toBeNull();
+  });
+
+  it('a pathological command stays cheap to check', () => {
+    const start = performance.now();
+    expect(key(`${'xargs '.repeat(100)}ls`)).toBeNull();
+    expect(key(`${'xargs '.repeat(5_000)}ls`)).toBe('unparsable');
+    expect(key(`${'setsid find -exec '.repeat(2_000)}ls`)).toBe('unparsable');
+    expect(performance.now() - start).toBeLessThan(2_000);
   });
 
   it('spans are string offsets into the checked command, also after non-ASCII text', () => {
