@@ -321,10 +321,11 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
               case 'text_delta':
                 // A surrogate held back at the end of the previous message belongs to that message.
                 if (event.newBlock) emitText(textStream.end());
-                emitText(textStream.push(event.delta), {
-                  ...(event.newBlock ? { newBlock: true as const } : {}),
-                  ...(event.phase !== undefined ? { phase: event.phase } : {}),
-                });
+                // An empty delta opens no message; a delta held back keeps its message's marks.
+                emitText(
+                  textStream.push(event.delta),
+                  event.delta === '' ? {} : { ...(event.newBlock ? { newBlock: true as const } : {}), ...(event.phase !== undefined ? { phase: event.phase } : {}) },
+                );
                 break;
               case 'reasoning_delta':
                 emitReasoning(reasoningStream.push(event.delta));
