@@ -48,7 +48,7 @@ void _sameShape;
 /** "a text_delta event", or "an event" when it has no type to name. */
 export function describeEvent(event: unknown): string {
   return event !== null && typeof event === 'object' && typeof (event as { type?: unknown }).type === 'string'
-    ? `a ${JSON.stringify((event as { type: string }).type)} event`
+    ? `a ${JSON.stringify((event as { type: string }).type.slice(0, 64))} event`
     : `an event (${event === null ? 'null' : typeof event})`;
 }
 

@@ -766,6 +766,9 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
         default:
           return done({ result: { status: 'succeeded', text: '{"delivered":false,"timed_out":true}' }, waitTimedOut: true });
       }
+    case 'record':
+      // The actor answers the result as stored (made storable, issue 13.2); these results already are.
+      return outcome === 'ok' ? done(input.result) : fail();
     default:
       return outcome === 'ok' ? done(undefined) : fail();
   }
