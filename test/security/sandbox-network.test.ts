@@ -59,8 +59,12 @@ afterAll(async () => {
   env.cleanup();
 });
 
-/** bash's /dev/tcp: a raw HTTP request to the host's loopback server. */
-const devTcp = (port: number) => `exec 3<>/dev/tcp/127.0.0.1/${port} && printf 'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3 && cat <&3`;
+/**
+ * bash's /dev/tcp: a raw HTTP request to the host's loopback server. The socket is opened with `<`
+ * (a socket is two-way whatever the operator): tree-sitter-bash cannot parse `<>`, and an
+ * unparsable command asks first (issue 12.10).
+ */
+const devTcp = (port: number) => `exec 3</dev/tcp/127.0.0.1/${port} && printf 'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3 && cat <&3`;
 const curl = (port: number) => `curl -sS --max-time 5 http://127.0.0.1:${port}/`;
 /** Node inside the sandbox connecting to the host's abstract unix socket. */
 const abstractClient = () =>
@@ -143,7 +147,7 @@ describe('bash has no network by default (issue 12.3)', () => {
     requireSandbox(ctx, env.runtime);
     const port = new URL(inject('databaseUrl')).port;
     const s = await session();
-    const played = await s.turn([{ command: `exec 3<>/dev/tcp/127.0.0.1/${port} && echo connected` }]);
+    const played = await s.turn([{ command: `exec 3</dev/tcp/127.0.0.1/${port} && echo connected` }]);
     expect(played.results[0]!.text).toMatch(/Connection refused/);
     expect(played.results[0]!.text).not.toContain('connected\n');
   });
@@ -174,7 +178,7 @@ describe('the network card (issue 12.3)', () => {
     const port = new URL(inject('databaseUrl')).port;
     const played = await s.turn(
       [
-        { command: `${devTcp(httpPort)}; ${abstractClient()}; exec 4<>/dev/tcp/127.0.0.1/${port} && echo pg-connected`, ...networkRequest },
+        { command: `${devTcp(httpPort)}; ${abstractClient()}; exec 4</dev/tcp/127.0.0.1/${port} && echo pg-connected`, ...networkRequest },
         { command: devTcp(httpPort) },
       ],
       () => 'allow_once',

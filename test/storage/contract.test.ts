@@ -298,7 +298,8 @@ describe.each(backends)('storage contract on $name', (backend) => {
       usage,
       0,
     );
-    expect(await storage.getTurnFinalText(turnId)).toBe('final');
+    // Two text blocks are two output messages (issue 18.4): the final text shows them as paragraphs.
+    expect(await storage.getTurnFinalText(turnId)).toBe('fin\n\nal');
   });
 
   it('startup correction marks running turns and spans in one transaction with process_restart', async () => {
