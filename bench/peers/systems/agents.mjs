@@ -29,17 +29,16 @@ const model = {
 
 export function setupAgents() {
   return async () => {
-  setTracingDisabled(true);
-  const instant = tool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: async ({ i }) => instantTool(i) });
-  const agent = new Agent({ name: 'bench', instructions: 'Use the tool.', model, tools: [instant] });
-  const runner = new Runner({ tracingDisabled: true });
-  return {
-    async turn() {
-      const result = await runner.run(agent, USER_TEXT, { maxTurns: 50 });
-      if (result.finalOutput !== FINAL_TEXT) throw new Error(`agents: unexpected output ${result.finalOutput}`);
-    },
-    close: async () => {},
-  };
-}
+    setTracingDisabled(true);
+    const instant = tool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: async ({ i }) => instantTool(i) });
+    const agent = new Agent({ name: 'bench', instructions: 'Use the tool.', model, tools: [instant] });
+    const runner = new Runner({ tracingDisabled: true });
+    return {
+      async turn() {
+        const result = await runner.run(agent, USER_TEXT, { maxTurns: 50 });
+        if (result.finalOutput !== FINAL_TEXT) throw new Error(`agents: unexpected output ${result.finalOutput}`);
+      },
+      close: async () => {},
+    };
   };
 }

@@ -16,29 +16,28 @@ let calls = 0;
 
 export function setupAiSdk() {
   return async () => {
-  const model = new MockLanguageModelV3({
-    doGenerate: async ({ prompt }) => {
-      let results = 0;
-      for (const m of prompt) if (m.role === 'tool') for (const part of m.content) if (part.type === 'tool-result') results += 1;
-      const next = decide(results);
-      if (next === null) return { content: [{ type: 'text', text: FINAL_TEXT }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
-      calls += 1;
-      return {
-        content: [{ type: 'tool-call', toolCallId: `call_${calls}`, toolName: 'instant', input: JSON.stringify({ i: next }) }],
-        finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
-        usage,
-        warnings: [],
-      };
-    },
-  });
-  const tools = { instant: tool({ description: 'Returns at once.', inputSchema: z.object({ i: z.number() }), execute: async ({ i }) => instantTool(i) }) };
-  return {
-    async turn() {
-      const result = await generateText({ model, tools, prompt: USER_TEXT, stopWhen: stepCountIs(50) });
-      if (result.text !== FINAL_TEXT) throw new Error(`ai sdk: unexpected text ${result.text}`);
-    },
-    close: async () => {},
-  };
-}
+    const model = new MockLanguageModelV3({
+      doGenerate: async ({ prompt }) => {
+        let results = 0;
+        for (const m of prompt) if (m.role === 'tool') for (const part of m.content) if (part.type === 'tool-result') results += 1;
+        const next = decide(results);
+        if (next === null) return { content: [{ type: 'text', text: FINAL_TEXT }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
+        calls += 1;
+        return {
+          content: [{ type: 'tool-call', toolCallId: `call_${calls}`, toolName: 'instant', input: JSON.stringify({ i: next }) }],
+          finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+          usage,
+          warnings: [],
+        };
+      },
+    });
+    const tools = { instant: tool({ description: 'Returns at once.', inputSchema: z.object({ i: z.number() }), execute: async ({ i }) => instantTool(i) }) };
+    return {
+      async turn() {
+        const result = await generateText({ model, tools, prompt: USER_TEXT, stopWhen: stepCountIs(50) });
+        if (result.text !== FINAL_TEXT) throw new Error(`ai sdk: unexpected text ${result.text}`);
+      },
+      close: async () => {},
+    };
   };
 }

@@ -25,7 +25,7 @@ const model = {
     let results = 0;
     for (const m of request.messages) if (m.role === 'tool') results += 1;
     const next = decide(results);
-    const usage = { inputTokens: 100, outputTokens: 10 };
+    const usage = { inputTokens: 100, outputTokens: 10, cachedInputTokens: 0, reasoningTokens: 0 };
     if (next === null) {
       yield { type: 'text_delta', delta: FINAL_TEXT };
       yield { type: 'completed', usage, finishReason: 'stop' };
