@@ -123,7 +123,7 @@ const out = [];
 out.push(`peers benchmark, ${started.toISOString()}: Node ${process.version}, PostgreSQL ${version} (${settings.map((s) => `${s.name}=${s.setting}`).join(', ')}), ${cpus().length} cores, load average at end ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 out.push(`scenario: K=${K} tool steps per turn (${K + 1} model calls), a fresh session/thread per turn; serial ${results[names[0]].phases.serial.turns} turns; ${results[names[0]].phases.concurrent.turns} sessions at once, 1 turn each`);
 out.push('');
-out.push('| system | wall/step ms | Node CPU/step ms | PG CPU/step ms | commits/step | WAL B/step | ${SESSIONS} at once: s | turns/s | Node CPU/step at once ms | peak RSS MB | durable |');
+out.push(`| system | wall/step ms | Node CPU/step ms | PG CPU/step ms | commits/step | WAL B/step | ${SESSIONS} at once: s | turns/s | Node CPU/step at once ms | peak RSS MB | durable |`);
 out.push('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   out.push(`| ${r.label} | ${fmt(r.wall)} | ${fmt(r.cpu)} | ${fmt(r.pgCpu)} | ${fmt(r.commits, 1)} | ${fmt(r.wal, 0)} | ${fmt(r.concWall)} | ${fmt(r.turnsPerSec, 0)} | ${fmt(r.concCpu)} | ${fmt(r.rss, 0)} | ${r.durable ? 'yes' : 'no'} |`);
@@ -131,7 +131,7 @@ for (const r of rows) {
 out.push('');
 out.push('Ratios: each durable system to its floor (raw pg, or raw PGlite of the same kind) / to LangGraph + PostgresSaver (sync). Lower is better.');
 out.push('');
-out.push('| system | wall/step | Node CPU/step | PG CPU/step | commits/step | WAL/step | ${SESSIONS} at once: wall | peak RSS |');
+out.push(`| system | wall/step | Node CPU/step | PG CPU/step | commits/step | WAL/step | ${SESSIONS} at once: wall | peak RSS |`);
 out.push('|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const f = byName[floorOf(r.name)];
