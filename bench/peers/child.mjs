@@ -4,7 +4,8 @@
  * parent snapshots the Postgres server's counters between the messages), and reports wall time and
  * its own CPU time per phase and its peak RSS at the end.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SYSTEMS } from './systems/index.mjs';
@@ -38,8 +39,24 @@ async function phase(label, turns, fn) {
 for (let i = 0; i < WARMUP; i += 1) await system.turn();
 await system.drain?.();
 
+// BENCH_PEERS_CPU_PROF=<dir>: a CPU profile (the format of --cpu-prof) of the serial phase alone,
+// so that set-up and warm-up do not dilute the per-step breakdown (bench/peers/profile.mjs).
+const profDir = process.env.BENCH_PEERS_CPU_PROF;
+const inspector = profDir ? new Session() : null;
 await phase('serial', SERIAL, async () => {
+  if (inspector) {
+    inspector.connect();
+    await inspector.post('Profiler.enable');
+    await inspector.post('Profiler.setSamplingInterval', { interval: 200 });
+    await inspector.post('Profiler.start');
+  }
   for (let i = 0; i < SERIAL; i += 1) await system.turn();
+  await system.drain?.();
+  if (inspector) {
+    const { profile } = await inspector.post('Profiler.stop');
+    writeFileSync(`${profDir}/${name}.serial.cpuprofile`, JSON.stringify(profile));
+    inspector.disconnect();
+  }
 });
 await phase('concurrent', SESSIONS, async () => {
   await Promise.all(Array.from({ length: SESSIONS }, () => system.turn()));

@@ -8,8 +8,8 @@
  *
  * Knobs: BENCH_PEERS_TURNS (serial turns, 30), BENCH_PEERS_SESSIONS (sessions at once, 100),
  * BENCH_PEERS_WARMUP (5), BENCH_PEERS_ONLY (comma-separated system names), BENCH_K (tool steps, 10),
- * BENCH_PEERS_JSON (write the raw results to this file), BENCH_PEERS_CPU_PROF (a directory: the
- * openwork-core children run with --cpu-prof into it).
+ * BENCH_PEERS_JSON (write the raw results to this file), BENCH_PEERS_CPU_PROF (a directory: each
+ * child writes a CPU profile of its serial phase there; read it with profile.mjs).
  */
 import { fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -45,9 +45,7 @@ async function walBytes(from, to) {
 function runChild(name) {
   return new Promise((resolve, reject) => {
     const db = `peers_${name.replace(/-/g, '_')}`;
-    const profDir = process.env.BENCH_PEERS_CPU_PROF;
-    const execArgv = profDir && name.startsWith('openwork') ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
-    const child = fork(join(here, 'child.mjs'), [name], { env: { ...process.env, BENCH_PG_URL: server.url(db) }, execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(join(here, 'child.mjs'), [name], { env: { ...process.env, BENCH_PG_URL: server.url(db) }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const result = { name, phases: {} };
     let before = null;
     // Messages are handled one after the other: a phase's closing snapshot must be taken before the
