@@ -47,10 +47,47 @@ for (const [id, us] of selfUs) {
   totals.set(category, totals.get(category) + us);
   all += us;
 }
+/**
+ * The second view charges each sample to the openwork-core component that caused it, from the whole
+ * stack rather than the leaf: a socket write inside `pg` called by the storage layer called by the
+ * trace recorder counts for the trace. The first matching rule over the stack wins.
+ */
+const parent = new Map();
+for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+const STACK_RULES = [
+  ['trace recorder (incl. its storage writes)', (u) => u.includes('/dist/services/trace/')],
+  ['storage client (dist/storage, pg, socket)', (u) => u.includes('/dist/storage/') || /\/node_modules\/pg(-protocol|-pool|-types)?\//.test(u)],
+  ['request assembly', (u) => u.includes('/dist/services/context/')],
+  ['updates (RxJS, services/updates)', (u) => u.includes('/node_modules/rxjs/') || u.includes('/dist/services/updates/') || u.includes('/dist/protocol/updates')],
+  ['zod', (u) => u.includes('/node_modules/zod/')],
+  ['machines + actors (own code)', (u) => u.includes('/dist/machines/') || /\/dist\/services\/[a-z-]*actors\.js/.test(u)],
+  ['XState interpreter', (u) => u.includes('/node_modules/xstate/')],
+  ['rest of openwork-core', (u) => u.includes('/dist/')],
+  ['bench harness + fake model', (u) => u.includes('/bench/peers/')],
+];
+const stackTotals = new Map();
+for (const [id, us] of selfUs) {
+  const leaf = byId.get(id).callFrame.functionName;
+  let category = leaf === '(idle)' ? 'idle' : leaf === '(garbage collector)' ? 'GC' : null;
+  if (!category) {
+    const urls = [];
+    for (let n = id; n !== undefined; n = parent.get(n)) urls.push(byId.get(n).callFrame.url ?? '');
+    category = STACK_RULES.find(([, test]) => urls.some(test))?.[0] ?? 'other (Node internals, timers, program)';
+  }
+  stackTotals.set(category, (stackTotals.get(category) ?? 0) + us);
+}
+
 console.log(`profile ${file}: ${(all / 1000).toFixed(0)} ms sampled, ${steps} steps`);
 console.log('| category | ms per step | share |');
 console.log('|---|---|---|');
 for (const [category, us] of [...totals].sort((a, b) => b[1] - a[1])) {
   if (us === 0) continue;
+  console.log(`| ${category} | ${(us / 1000 / steps).toFixed(3)} | ${((100 * us) / all).toFixed(1)}% |`);
+}
+console.log('');
+console.log('charged to the component on the stack:');
+console.log('| component | ms per step | share |');
+console.log('|---|---|---|');
+for (const [category, us] of [...stackTotals].sort((a, b) => b[1] - a[1])) {
   console.log(`| ${category} | ${(us / 1000 / steps).toFixed(3)} | ${((100 * us) / all).toFixed(1)}% |`);
 }
