@@ -1,12 +1,16 @@
 /**
- * Runtime overhead against a raw `pg` baseline that makes the same commits, measured in one run.
+ * Runtime overhead against two raw `pg` baselines measured in one run, on a PostgreSQL server with
+ * its default durability (fsync on, synchronous_commit on).
  *
  * Scenario: a scripted model and an instant tool; each turn is 10 tool steps plus a final answer
- * (11 model calls). The baseline issues the same business transactions (turn start, counters before
- * each model call, assistant message + counters, each tool result, end of turn) and the same trace
- * rows in batches, with hand-written SQL on a `pg` pool of the same size.
+ * (11 model calls). The **floor** is the least a durable loop can do: one autocommitted INSERT per
+ * message (the user message, each assistant message with its tool call, each tool result). The
+ * **same-commits** baseline issues the runtime's own business transactions (turn start, counters
+ * before each model call, assistant message + counters, each tool result, end of turn) and the same
+ * trace rows in batches, with hand-written SQL; it shows what the runtime's design costs apart from
+ * its code. Both use a `pg` pool of the runtime's size.
  *
- * Run: npm run bench   (starts its own PostgreSQL server, like the test suite)
+ * Run: npm run bench   (starts its own PostgreSQL server)
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -190,6 +194,48 @@ async function rawTurn(pool: pg.Pool, sessionId: string): Promise<void> {
   await pool.query(`UPDATE turns SET status = 'completed', ended_at = GREATEST(now(), started_at), updated_at = now() WHERE id = $1 AND status = 'running'`, [turnId]);
 }
 
+// ---------- the floor: one commit per message ----------
+
+const FLOOR_SCHEMA = `CREATE TABLE IF NOT EXISTS floor_messages (
+  thread_id text NOT NULL, seq integer NOT NULL, role text NOT NULL, content jsonb NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (thread_id, seq))`;
+
+async function floorTurn(pool: pg.Pool, threadId: string, firstSeq: number): Promise<number> {
+  let seq = firstSeq;
+  const append = (role: string, content: unknown) =>
+    pool.query('INSERT INTO floor_messages (thread_id, seq, role, content) VALUES ($1, $2, $3, $4)', [threadId, (seq += 1), role, JSON.stringify(content)]);
+  await append('user', [{ type: 'text', text: 'go' }]);
+  for (let step = 1; step <= STEPS; step += 1) {
+    const callId = `call_${step}`;
+    await append('assistant', [{ type: 'tool_call', callId, name: 'instant', arguments: `{"i":${step}}` }]);
+    await append('tool', [{ type: 'tool_result', callId, status: 'succeeded', text: `ok ${step}` }]);
+  }
+  await append('assistant', [{ type: 'text', text: 'finished' }]);
+  return seq;
+}
+
+async function floorTurns(url: string, sessions: number, turnsPerSession: number): Promise<Sample & { latencies: number[] }> {
+  const pool = new pg.Pool({ connectionString: url, max: POOL });
+  await pool.query(FLOOR_SCHEMA);
+  const latencies: number[] = [];
+  const sample = await measure(async () => {
+    await Promise.all(
+      Array.from({ length: sessions }, async () => {
+        const threadId = randomUUID();
+        let seq = 0;
+        for (let t = 0; t < turnsPerSession; t += 1) {
+          const start = performance.now();
+          seq = await floorTurn(pool, threadId, seq);
+          latencies.push(performance.now() - start);
+        }
+      }),
+    );
+    return sessions * turnsPerSession;
+  });
+  await pool.end();
+  return { ...sample, latencies };
+}
+
 async function rawTurns(url: string, sessions: number, turnsPerSession: number): Promise<Sample & { latencies: number[] }> {
   const pool = new pg.Pool({ connectionString: url, max: POOL });
   const ids = Array.from({ length: sessions }, () => `ses_${randomUUID()}`);
@@ -220,13 +266,14 @@ function pct(values: number[], p: number): number {
 const f = (n: number) => n.toFixed(1);
 
 export async function runRuntimeBench(): Promise<string[]> {
-  const server = await startPostgres();
+  const server = await startPostgres({ durable: true });
   const lines: string[] = [];
   try {
     const admin = new pg.Client({ connectionString: server.url });
     await admin.connect();
     await admin.query('CREATE DATABASE bench_runtime');
     await admin.query('CREATE DATABASE bench_raw');
+    await admin.query('CREATE DATABASE bench_floor');
     await admin.end();
     const url = (db: string) => server.url.replace(/\/postgres$/, `/${db}`);
     const schema = postgresStorage({ connectionString: url('bench_raw') });
@@ -235,29 +282,38 @@ export async function runRuntimeBench(): Promise<string[]> {
 
     // Warm-up: JIT, connection pools, plan caches.
     await runtimeTurns(url('bench_runtime'), 1, 3);
+    await floorTurns(url('bench_floor'), 1, 3);
     await rawTurns(url('bench_raw'), 1, 3);
 
+    const line = (name: string, x: Sample, extra = '') => {
+      const p = perStep(x);
+      return `  ${name.padEnd(12)} ${f(p.wallUs)} µs/step wall, ${f(p.cpuUs)} µs/step CPU (node process)${extra}`;
+    };
+    const ratios = (a: Sample, b: Sample, wall: (s: Sample) => number) =>
+      `${(wall(a) / wall(b)).toFixed(2)}x wall, ${(perStep(a).cpuUs / perStep(b).cpuUs).toFixed(2)}x CPU`;
+    const serialWall = (x: Sample) => perStep(x).wallUs;
+    const totalWall = (x: Sample) => x.wallMs;
+
     const rt = await runtimeTurns(url('bench_runtime'), 1, SERIAL_TURNS);
+    const floor = await floorTurns(url('bench_floor'), 1, SERIAL_TURNS);
     const raw = await rawTurns(url('bench_raw'), 1, SERIAL_TURNS);
-    const a = perStep(rt);
-    const b = perStep(raw);
-    lines.push(`serial: 1 session, ${SERIAL_TURNS} turns x ${STEPS} tool steps (11 model calls each), pg pool ${POOL}`);
-    lines.push(`  runtime   ${f(a.wallUs)} µs/step wall, ${f(a.cpuUs)} µs/step CPU (node process)`);
-    lines.push(`  raw pg    ${f(b.wallUs)} µs/step wall, ${f(b.cpuUs)} µs/step CPU (node process)`);
-    lines.push(`  ratio     ${(a.wallUs / b.wallUs).toFixed(2)}x wall, ${(a.cpuUs / b.cpuUs).toFixed(2)}x CPU`);
+    lines.push(`serial: 1 session, ${SERIAL_TURNS} turns x ${STEPS} tool steps (11 model calls each), pg pool ${POOL}, fsync on`);
+    lines.push(line('runtime', rt));
+    lines.push(line('floor', floor));
+    lines.push(line('same commits', raw));
+    lines.push(`  runtime / floor         ${ratios(rt, floor, serialWall)}`);
+    lines.push(`  runtime / same commits  ${ratios(rt, raw, serialWall)}`);
 
     const rtc = await runtimeTurns(url('bench_runtime'), CONCURRENT_SESSIONS, 1);
+    const floorc = await floorTurns(url('bench_floor'), CONCURRENT_SESSIONS, 1);
     const rawc = await rawTurns(url('bench_raw'), CONCURRENT_SESSIONS, 1);
-    const ac = perStep(rtc);
-    const bc = perStep(rawc);
-    lines.push(`concurrent: ${CONCURRENT_SESSIONS} sessions at once, 1 turn x ${STEPS} tool steps each, pg pool ${POOL}`);
-    lines.push(
-      `  runtime   ${f(rtc.wallMs)} ms total, ${f(ac.wallUs)} µs/step wall, ${f(ac.cpuUs)} µs/step CPU, turn p50 ${f(pct(rtc.latencies, 50))} ms p99 ${f(pct(rtc.latencies, 99))} ms`,
-    );
-    lines.push(
-      `  raw pg    ${f(rawc.wallMs)} ms total, ${f(bc.wallUs)} µs/step wall, ${f(bc.cpuUs)} µs/step CPU, turn p50 ${f(pct(rawc.latencies, 50))} ms p99 ${f(pct(rawc.latencies, 99))} ms`,
-    );
-    lines.push(`  ratio     ${(rtc.wallMs / rawc.wallMs).toFixed(2)}x wall, ${(ac.cpuUs / bc.cpuUs).toFixed(2)}x CPU`);
+    const latency = (x: Sample & { latencies: number[] }) => `, ${f(x.wallMs)} ms total, turn p50 ${f(pct(x.latencies, 50))} ms p99 ${f(pct(x.latencies, 99))} ms`;
+    lines.push(`concurrent: ${CONCURRENT_SESSIONS} sessions at once, 1 turn x ${STEPS} tool steps each, pg pool ${POOL}, fsync on`);
+    lines.push(line('runtime', rtc, latency(rtc)));
+    lines.push(line('floor', floorc, latency(floorc)));
+    lines.push(line('same commits', rawc, latency(rawc)));
+    lines.push(`  runtime / floor         ${ratios(rtc, floorc, totalWall)}`);
+    lines.push(`  runtime / same commits  ${ratios(rtc, rawc, totalWall)}`);
   } finally {
     server.stop();
   }

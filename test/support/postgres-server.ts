@@ -60,7 +60,15 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
+export interface StartPostgresOptions {
+  /**
+   * Keep the server's default durability (fsync, synchronous_commit, full_page_writes on). The test
+   * suite turns them off for speed; benchmarks keep them, because a durable step must pay for them.
+   */
+  durable?: boolean;
+}
+
+export async function startPostgres(startOptions: StartPostgresOptions = {}): Promise<PostgresServer> {
   const bin = findBinDir();
   const user = serviceUser();
   const root = mkdtempSync(join(tmpdir(), 'openwork-pg-'));
@@ -75,7 +83,8 @@ export async function startPostgres(): Promise<PostgresServer> {
   };
   run('initdb', ['-D', dataDir, '-U', 'openwork', '--auth=trust', '-E', 'UTF8', '--no-locale']);
   const port = await freePort();
-  const options = `-p ${port} -k ${socketDir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
+  const durability = startOptions.durable ? '' : ' -c fsync=off -c synchronous_commit=off -c full_page_writes=off';
+  const options = `-p ${port} -k ${socketDir} -c listen_addresses=127.0.0.1${durability} -c max_connections=200`;
   const start = () => run('pg_ctl', ['-D', dataDir, '-o', options, '-l', join(root, 'server.log'), '-w', '-t', '60', 'start']);
   const halt = () => {
     try {
