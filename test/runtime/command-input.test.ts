@@ -119,7 +119,7 @@ describe('commands refuse bad input before anything is stored', () => {
 
 function get(server: InspectorServer, path: string): Promise<{ status: number; json: { error?: { code: string } } }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: server.port, method: 'GET', path, headers: { host: `127.0.0.1:${server.port}` } }, (res) => {
+    const req = request({ host: '127.0.0.1', port: server.port, method: 'GET', path, headers: { host: `127.0.0.1:${server.port}`, authorization: `Bearer ${server.token}` } }, (res) => {
       let text = '';
       res.on('data', (d: Buffer) => (text += String(d)));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text || '{}') }));
