@@ -28,7 +28,7 @@ export interface ChatIO {
   signals?: NodeJS.EventEmitter;
 }
 
-/** Exit codes: 0 done, 1 the last turn failed, 2 could not start, 130 interrupted. */
+/** Exit codes: 0 done, 1 the last turn failed, 2 could not start, 130 interrupted (Ctrl-C, or the last turn was cancelled). */
 export const EXIT = { ok: 0, turnFailed: 1, cannotStart: 2, interrupted: 130 } as const;
 
 const ANSWERS: Record<string, PermissionDecision> = {
@@ -254,7 +254,9 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
     const outcome = await finished;
     const line = outcomeLine(outcome);
     if (line) print(style.red(line));
-    exitCode = outcome.status === 'failed' ? EXIT.turnFailed : EXIT.ok;
+    // The exit code is the last turn's: a turn Ctrl-C cancelled makes it 130, so a piped run that
+    // was interrupted does not look like a success to its caller.
+    exitCode = outcome.status === 'failed' ? EXIT.turnFailed : outcome.status === 'cancelled' && cancelling ? EXIT.interrupted : EXIT.ok;
   };
 
   try {

@@ -282,6 +282,20 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(run.stderr).toBe('');
   });
 
+  it('a piped run whose turn SIGINT cancelled exits 130, not 0', async () => {
+    const cwd = await workspace();
+    server.script({ text: 'I will talk for a very long time about everything', chunk: 2, hangAfterEvents: 8 });
+    const run = chat(cwd);
+    run.type('talk forever');
+    await run.waitFor(/I will/);
+    run.child.kill('SIGINT');
+    await run.waitFor(/turn cancelled/);
+    // The input ends after the interrupted turn: the run is over, and it was interrupted.
+    run.child.stdin.end();
+    expect(await run.exit).toBe(130);
+    expect(run.stderr).toBe('');
+  });
+
   it('Ctrl-C while a card is asked cancels the turn, and the next line is the next prompt', async (ctx) => {
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'A=1\n');
