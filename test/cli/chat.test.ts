@@ -296,6 +296,45 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(run.stderr).toBe('');
   });
 
+  it('slash commands are never sent to the model: /help, /status, /sessions, /new, an unknown /x, /exit', async () => {
+    const cwd = await workspace();
+    server.script({ text: 'First answer.', usage: { inputTokens: 120, outputTokens: 30, cachedInputTokens: 64, reasoningTokens: 8 } }, (request) => {
+      // After /new the conversation starts afresh: only the new prompt, nothing of the first session.
+      expect(userTexts(request)).toEqual(['second prompt']);
+      return { text: 'Second answer.' };
+    });
+    const run = chat(cwd, 'first prompt');
+    await run.waitFor(/First answer\./);
+    const first = /session (ses_\S+)/.exec(run.stdout)![1]!;
+    run.type('/help');
+    await run.waitFor(/\/sessions +the stored sessions/);
+    expect(run.stdout).toMatch(/^ {2}\/status +the session, model, permission mode and token usage so far$/m);
+    run.type('/status');
+    await run.waitFor(/usage so far: .+\n/);
+    expect(run.stdout).toContain(`session ${first} · model openai/fake-model over chat · mode `);
+    // The usage the provider reported for the one turn so far, as stored with it.
+    expect(run.stdout).toContain('usage so far: 1 turn(s), 120 tokens in (64 cached), 30 out (8 reasoning), 1 model call(s)');
+    run.type('/frobnicate now');
+    await run.waitFor(/unknown command/);
+    expect(run.stdout).toMatch(/^openwork: unknown command \/frobnicate \(type \/help for the list\)$/m);
+    run.type('/new');
+    await run.waitFor(/new session (ses_\S+)/);
+    const second = /new session (ses_\S+)/.exec(run.stdout)![1]!;
+    expect(second).not.toBe(first);
+    run.type('/sessions');
+    await run.waitFor(/continue one with: openwork chat --session <id>/);
+    expect(run.stdout).toMatch(new RegExp(`^${first} .+first prompt$`, 'm'));
+    run.type('second prompt');
+    await run.waitFor(/Second answer\./);
+    run.type('/exit');
+    run.type('never sent');
+    expect(await run.exit).toBe(0);
+    // Two model calls in all: the slash commands and the line after /exit reached no model.
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests.flatMap(userTexts)).toEqual(['first prompt', 'second prompt']);
+    expect(run.stdout).not.toContain('> never sent');
+  });
+
   it('Ctrl-C while a card is asked cancels the turn, and the next line is the next prompt', async (ctx) => {
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'A=1\n');
