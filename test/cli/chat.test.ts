@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
-import { cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
+import { spawn } from 'node:child_process';
+import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
 import { createTestDatabase } from '../support/databases.js';
 import { sandboxUnavailableText } from '../../src/services/permissions/texts.js';
 
@@ -465,6 +466,31 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     const run = chat(cwd, '--session', 'ses_nope');
     expect(await run.exit).toBe(2);
     expect(run.stderr).toBe(`openwork: no session ses_nope in postgres ${databaseUrl} (see \`openwork sessions\`)\n`);
+  });
+});
+
+describe('openwork chat on a terminal', { timeout: 120_000 }, () => {
+  it('Ctrl-D at the prompt leaves the shell prompt on a fresh line', async () => {
+    const cwd = await workspace();
+    // `script` gives the command a pseudo-terminal; what is written to its stdin is typed on it.
+    const command = [process.execPath, join(ROOT, 'bin', 'openwork.js'), 'chat', '--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl]
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd, env: cleanEnv({ TERM: 'dumb' }), stdio: 'pipe' });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+    try {
+      await expect.poll(() => out, { timeout: 60_000 }).toMatch(/Ctrl-D\) exits\.[\s\S]*> $/);
+      child.stdin.write('\u0004');
+      expect(await exit).toBe(0);
+      // Everything after the last prompt: the line break that ends it, then nothing on that line.
+      const afterPrompt = out.slice(out.lastIndexOf('> ') + 2);
+      expect(afterPrompt).toMatch(/^\r?\n/);
+      expect(out.endsWith('> ')).toBe(false);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
   });
 });
 
