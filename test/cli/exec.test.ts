@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
-import { ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
+import { spawn } from 'node:child_process';
+import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
 import { createTestDatabase } from '../support/databases.js';
 
 let server: FakeOpenAIServer;
@@ -57,6 +58,18 @@ function escalatedEnvWrite(cwd: string, content: string, callId: string) {
       justification: 'The user asked to set the token in .env.',
     },
   };
+}
+
+/** `openwork exec` on a pseudo-terminal (`script`): what is written to the child's stdin is typed on it. */
+function onTerminal(cwd: string, args: string[]) {
+  const command = [process.execPath, join(ROOT, 'bin', 'openwork.js'), 'exec', '--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl, ...args]
+    .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
+    .join(' ');
+  const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd, env: cleanEnv({ TERM: 'dumb' }), stdio: 'pipe' });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { child, exit, out: () => out };
 }
 
 describe('openwork exec', { timeout: 120_000 }, () => {
@@ -120,6 +133,31 @@ describe('openwork exec', { timeout: 120_000 }, () => {
     expect(await run.exit).toBe(2);
     expect(run.stderr).toBe('openwork: --approve on-request asks on the terminal, but stdin is not a terminal; use --approve never or --approve full-auto\n');
     expect(server.requests).toHaveLength(0);
+  });
+
+  it('--approve on-request asks on the terminal: another answer asks again, "y" allows once', async () => {
+    const cwd = await workspace();
+    await writeFile(join(cwd, '.env'), 'TOKEN=old\n');
+    server.script(
+      { toolCalls: [{ name: 'read', arguments: { path: '.env' }, callId: 'rd' }, escalatedEnvWrite(cwd, 'TOKEN=new\n', 'w')] },
+      { text: 'Written.' },
+    );
+    const tty = onTerminal(cwd, ['--approve', 'on-request', 'set the token']);
+    const asked = (run: typeof tty) => run.out().match(/allow once \[y\] \/ deny \[n\]\? /g)?.length ?? 0;
+    try {
+      await expect.poll(() => asked(tty), { timeout: 60_000 }).toBe(1);
+      expect(tty.out()).toContain(`? write asks: this once, additionally allow writing ${join(cwd, '.env')} (file)`);
+      tty.child.stdin.write('maybe\r');
+      await expect.poll(() => asked(tty), { timeout: 60_000 }).toBe(2);
+      expect(await readFile(join(cwd, '.env'), 'utf8')).toBe('TOKEN=old\n');
+      tty.child.stdin.write('y\r');
+      expect(await tty.exit).toBe(0);
+      expect(tty.out()).toContain('permission for write: allow_once (--approve on-request)');
+      expect(tty.out()).toContain('Written.');
+      expect(await readFile(join(cwd, '.env'), 'utf8')).toBe('TOKEN=new\n');
+    } finally {
+      if (tty.child.exitCode === null) tty.child.kill('SIGKILL');
+    }
   });
 
   it('SIGINT during the turn cancels it and exits 130', async () => {
