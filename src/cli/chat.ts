@@ -16,6 +16,7 @@ import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import { LineInput } from './line-input.js';
 import type { ChatOptions } from './options.js';
 import { UpdateRenderer, cardLines, pickAnswer, questionLines, styleFor } from './render.js';
+import { parseSlash, slashHelpLines } from './slash-commands.js';
 import { openStorage, storageLabel, storeLockedLine } from './storage.js';
 import { cliToolOptions } from './tools.js';
 
@@ -28,7 +29,7 @@ export interface ChatIO {
   signals?: NodeJS.EventEmitter;
 }
 
-/** Exit codes: 0 done, 1 the last turn failed, 2 could not start, 130 interrupted. */
+/** Exit codes: 0 done, 1 the last turn failed, 2 could not start, 130 interrupted (Ctrl-C, or the last turn was cancelled). */
 export const EXIT = { ok: 0, turnFailed: 1, cannotStart: 2, interrupted: 130 } as const;
 
 const ANSWERS: Record<string, PermissionDecision> = {
@@ -153,13 +154,15 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
 
   const approvals: SessionUpdateEnvelope[] = [];
   let wakeApproval: (() => void) | null = null;
-  const subscription = session.updates$.subscribe((envelope) => {
-    renderer.render(envelope);
-    if (envelope.update.type === 'permission_requested' || envelope.update.type === 'user_input_requested') {
-      approvals.push(envelope);
-      wakeApproval?.();
-    }
-  });
+  const watch = (handle: SessionHandle) =>
+    handle.updates$.subscribe((envelope) => {
+      renderer.render(envelope);
+      if (envelope.update.type === 'permission_requested' || envelope.update.type === 'user_input_requested') {
+        approvals.push(envelope);
+        wakeApproval?.();
+      }
+    });
+  let subscription = watch(session);
 
   /** Asks the model's questions one by one; a number picks an option, anything else is the answer. */
   const answerQuestions = async (turnId: string, toolCallId: string, request: UserInputRequest, turnOver: AbortSignal) => {
@@ -254,23 +257,89 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
     const outcome = await finished;
     const line = outcomeLine(outcome);
     if (line) print(style.red(line));
-    exitCode = outcome.status === 'failed' ? EXIT.turnFailed : EXIT.ok;
+    // The exit code is the last turn's: a turn Ctrl-C cancelled makes it 130, so a piped run that
+    // was interrupted does not look like a success to its caller.
+    exitCode = outcome.status === 'failed' ? EXIT.turnFailed : outcome.status === 'cancelled' && cancelling ? EXIT.interrupted : EXIT.ok;
+  };
+
+  /**
+   * Carries out a slash command (never sent to the model); false when it asks to leave the chat.
+   * Its failures (a store that does not answer) are one line, and the chat goes on.
+   */
+  const runSlash = async (line: string): Promise<boolean> => {
+    const slash = parseSlash(line)!;
+    if (slash.kind === 'unknown') {
+      print(style.red(`openwork: unknown command ${slash.name} (type /help for the list)`));
+      return true;
+    }
+    try {
+      switch (slash.name) {
+        case 'help':
+          print('commands (a line starting with / is never sent to the model):');
+          for (const l of slashHelpLines()) print(l);
+          return true;
+        case 'exit':
+          return false;
+        case 'status': {
+          const turns = await session.turns();
+          const sum = (pick: (t: (typeof turns)[number]) => number | null) => turns.reduce((total, t) => total + (pick(t) ?? 0), 0);
+          print(`session ${session.sessionId} · model ${model.id} over ${model.api} · mode ${session.snapshot().permissionMode}`);
+          print(
+            `usage so far: ${turns.length} turn(s), ${sum((t) => t.inputTokens)} tokens in (${sum((t) => t.cachedInputTokens)} cached), ` +
+              `${sum((t) => t.outputTokens)} out (${sum((t) => t.reasoningTokens)} reasoning), ${sum((t) => t.modelCallCount)} model call(s)`,
+          );
+          return true;
+        }
+        case 'new': {
+          const next = await core.createSession({ workingDirectory: options.workingDirectory });
+          subscription.unsubscribe();
+          session = next;
+          subscription = watch(session);
+          print(style.bold(`new session ${session.sessionId}`));
+          return true;
+        }
+        case 'sessions': {
+          const stored = await core.listSessions({ limit: 20 });
+          if (stored.length === 0) print('no sessions stored yet');
+          for (const s of stored) {
+            const current = s.id === session.sessionId ? ' (this one)' : '';
+            print(`${s.id}  ${(s.lastTurnAt ?? s.updatedAt).replace(/\.\d+Z$/, 'Z')}  ${s.title ?? '(untitled)'}${current}`);
+          }
+          print(style.dim('continue one with: openwork chat --session <id>'));
+          return true;
+        }
+      }
+    } catch (error) {
+      print(style.red(`openwork: /${slash.name} failed: ${errorMessage(error)}`));
+      return true;
+    }
   };
 
   try {
     let n = 0;
-    if (options.prompt) {
+    const handle = async (text: string): Promise<boolean> => {
+      if (parseSlash(text)) return runSlash(text);
       n += 1;
+      await runTurn(text, n);
+      return true;
+    };
+    let going = true;
+    if (options.prompt) {
       print(style.bold(`> ${options.prompt}`));
-      await runTurn(options.prompt, n);
+      going = await handle(options.prompt);
     }
-    while (!exiting) {
+    while (going && !exiting) {
       const next = terminal ? await lines.ask('> ', exitSignal.signal) : await lines.next(exitSignal.signal);
-      if (next === undefined || next === null) break;
+      if (next === undefined) break;
+      if (next === null) {
+        // Ctrl-D at the prompt: readline leaves the cursor after "> ", so the shell's prompt would
+        // follow on the same line.
+        if (terminal) io.output.write('\n');
+        break;
+      }
       if (next.trim() === '') continue;
       if (!terminal) print(style.bold(`> ${next}`));
-      n += 1;
-      await runTurn(next, n);
+      going = await handle(next);
     }
   } finally {
     signals.off('SIGINT', onInterrupt);

@@ -1,11 +1,11 @@
 /**
  * @module cli/main
- * The `openwork` command: `demo`, `chat`, `sessions`. Every command answers `--help` (its own
+ * The `openwork` command: `demo`, `chat`, `exec`, `sessions`. Every command answers `--help` (its own
  * usage) and `--version`, with exit code 0. The commands load the runtime only when they run, so
  * that help and version answer at once.
  */
 import { readFileSync } from 'node:fs';
-import { UsageError, parseChatOptions, parseSessionsOptions, DEFAULT_MODEL } from './options.js';
+import { UsageError, parseChatOptions, parseExecOptions, parseSessionsOptions, DEFAULT_MODEL } from './options.js';
 
 /** The package's version: package.json sits two directories up from both src/cli and dist/cli. */
 export function cliVersion(): string {
@@ -41,6 +41,22 @@ const CHAT_USAGE = `usage: openwork chat [prompt] [options]
 environment: OPENAI_API_KEY (not needed for a local --base-url), OPENAI_BASE_URL, DATABASE_URL
 `;
 
+const EXEC_USAGE = `usage: openwork exec "<prompt>" [--json] [--approve never|on-request|full-auto] [options]
+
+  One turn, headless, in the current directory: prints the answer (errors on stderr) and exits
+  0 when the turn completed, 1 when it failed, 130 when interrupted (SIGINT), 2 when it could not start.
+
+  --json                   print every session update as one JSON line instead of the answer
+  --approve <policy>       how permission cards are answered (default: never):
+                             never       deny every card
+                             on-request  ask on the terminal (needs stdin to be a terminal)
+                             full-auto   allow every card, once
+  the chat options: --model, --api, --base-url, --reasoning-effort, --max-output-tokens,
+  --session <id> (the turn continues that session), --data-dir, --database-url
+
+environment: OPENAI_API_KEY (not needed for a local --base-url), OPENAI_BASE_URL, DATABASE_URL
+`;
+
 const SESSIONS_USAGE = `usage: openwork sessions [options]
 
   The stored sessions, newest first (continue one with openwork chat --session <id>).
@@ -56,6 +72,8 @@ commands:
   demo                 an offline session with a SCRIPTED model through the real runtime
                        (a tool call, an approval card, a plan; PGlite under .openwork/)
   chat [prompt]        a conversation with a real model in the current directory
+  exec "<prompt>"      one headless turn: prints the answer (--json: the updates), exits 0/1/130
+                       (--approve never|on-request|full-auto answers the cards; default never)
   sessions             the stored sessions (continue one with chat --session <id>)
 
 chat options:
@@ -68,7 +86,7 @@ chat options:
   --max-output-tokens <n>  cap on each response
   --session <id>           continue a stored session
 
-storage options (chat, sessions):
+storage options (chat, exec, sessions):
   --data-dir <dir>         PGlite directory (default .openwork/db)
   --database-url <url>     Postgres instead of PGlite (default DATABASE_URL)
 
@@ -76,7 +94,7 @@ every command: --help (-h) prints its usage, --version (-V) the version
 environment: OPENAI_API_KEY (not needed for a local --base-url), OPENAI_BASE_URL, DATABASE_URL
 `;
 
-const COMMAND_USAGE: Record<string, string> = { demo: DEMO_USAGE, chat: CHAT_USAGE, sessions: SESSIONS_USAGE };
+const COMMAND_USAGE: Record<string, string> = { demo: DEMO_USAGE, chat: CHAT_USAGE, exec: EXEC_USAGE, sessions: SESSIONS_USAGE };
 
 /** `--help`/`--version` among a command's arguments (before a `--`, after which all is a prompt). */
 function metaFlag(args: string[]): 'help' | 'version' | null {
@@ -110,6 +128,11 @@ export async function main(argv: string[]): Promise<number> {
         const options = parseChatOptions(rest);
         const { runChat } = await import('./chat.js');
         return await runChat(options, { input: process.stdin, output: process.stdout, error: process.stderr });
+      }
+      case 'exec': {
+        const options = parseExecOptions(rest);
+        const { runExec } = await import('./exec.js');
+        return await runExec(options, { input: process.stdin, output: process.stdout, error: process.stderr });
       }
       case 'sessions': {
         const options = parseSessionsOptions(rest);

@@ -35,6 +35,15 @@ export interface ChatOptions extends StorageOptions {
   maxOutputTokens?: number;
 }
 
+/** How `openwork exec` answers permission cards (there is nobody to ask unless on-request on a TTY). */
+export type ApprovePolicy = 'never' | 'on-request' | 'full-auto';
+
+export interface ExecOptions extends Omit<ChatOptions, 'prompt'> {
+  prompt: string;
+  json: boolean;
+  approve: ApprovePolicy;
+}
+
 export interface SessionsOptions extends StorageOptions {
   limit: number;
 }
@@ -58,6 +67,44 @@ function parse(argv: string[], options: NonNullable<ParseArgsConfig['options']>)
     // The parser explains over several lines; the first one says what is wrong.
     throw new UsageError((error as Error).message.split('\n')[0]!);
   }
+}
+
+const CHAT_FLAGS = {
+  session: { type: 'string' },
+  model: { type: 'string' },
+  api: { type: 'string' },
+  'base-url': { type: 'string' },
+  'reasoning-effort': { type: 'string' },
+  'max-output-tokens': { type: 'string' },
+  'database-url': { type: 'string' },
+  'data-dir': { type: 'string' },
+} as const;
+
+/** `openwork exec "<prompt>" [--json] [--approve never|on-request|full-auto] [chat options]`. */
+export function parseExecOptions(argv: string[], env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): ExecOptions {
+  const { values } = parse(argv, { ...CHAT_FLAGS, json: { type: 'boolean' }, approve: { type: 'string' } });
+  const v = values as Record<string, string | boolean | undefined>;
+  const approve = (v.approve as string | undefined) ?? 'never';
+  if (approve !== 'never' && approve !== 'on-request' && approve !== 'full-auto') {
+    throw new UsageError(`--approve must be "never", "on-request" or "full-auto", not ${JSON.stringify(approve)}`);
+  }
+  // The chat options are parsed by the chat parser, without the two flags only exec knows.
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--json') continue;
+    if (arg === '--approve') {
+      i++;
+      continue;
+    }
+    if (arg.startsWith('--approve=')) continue;
+    rest.push(arg);
+    if (arg === '--') rest.push(...argv.slice(i + 1));
+    if (arg === '--') break;
+  }
+  const { prompt, ...chat } = parseChatOptions(rest, env, cwd);
+  if (!prompt) throw new UsageError('exec needs a prompt: openwork exec "<prompt>"');
+  return { ...chat, prompt, json: v.json === true, approve };
 }
 
 /** `openwork chat [prompt] [options]`. */

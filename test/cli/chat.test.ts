@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
-import { cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
+import { spawn } from 'node:child_process';
+import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
 import { createTestDatabase } from '../support/databases.js';
 import { sandboxUnavailableText } from '../../src/services/permissions/texts.js';
 
@@ -282,6 +283,59 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(run.stderr).toBe('');
   });
 
+  it('a piped run whose turn SIGINT cancelled exits 130, not 0', async () => {
+    const cwd = await workspace();
+    server.script({ text: 'I will talk for a very long time about everything', chunk: 2, hangAfterEvents: 8 });
+    const run = chat(cwd);
+    run.type('talk forever');
+    await run.waitFor(/I will/);
+    run.child.kill('SIGINT');
+    await run.waitFor(/turn cancelled/);
+    // The input ends after the interrupted turn: the run is over, and it was interrupted.
+    run.child.stdin.end();
+    expect(await run.exit).toBe(130);
+    expect(run.stderr).toBe('');
+  });
+
+  it('slash commands are never sent to the model: /help, /status, /sessions, /new, an unknown /x, /exit', async () => {
+    const cwd = await workspace();
+    server.script({ text: 'First answer.', usage: { inputTokens: 120, outputTokens: 30, cachedInputTokens: 64, reasoningTokens: 8 } }, (request) => {
+      // After /new the conversation starts afresh: only the new prompt, nothing of the first session.
+      expect(userTexts(request)).toEqual(['second prompt']);
+      return { text: 'Second answer.' };
+    });
+    const run = chat(cwd, 'first prompt');
+    await run.waitFor(/First answer\./);
+    const first = /session (ses_\S+)/.exec(run.stdout)![1]!;
+    run.type('/help');
+    await run.waitFor(/\/sessions +the stored sessions/);
+    expect(run.stdout).toMatch(/^ {2}\/status +the session, model, permission mode and token usage so far$/m);
+    run.type('/status');
+    await run.waitFor(/usage so far: .+\n/);
+    expect(run.stdout).toContain(`session ${first} · model openai/fake-model over chat · mode `);
+    // The usage the provider reported for the one turn so far, as stored with it.
+    expect(run.stdout).toContain('usage so far: 1 turn(s), 120 tokens in (64 cached), 30 out (8 reasoning), 1 model call(s)');
+    run.type('/frobnicate now');
+    await run.waitFor(/unknown command/);
+    expect(run.stdout).toMatch(/^openwork: unknown command \/frobnicate \(type \/help for the list\)$/m);
+    run.type('/new');
+    await run.waitFor(/new session (ses_\S+)/);
+    const second = /new session (ses_\S+)/.exec(run.stdout)![1]!;
+    expect(second).not.toBe(first);
+    run.type('/sessions');
+    await run.waitFor(/continue one with: openwork chat --session <id>/);
+    expect(run.stdout).toMatch(new RegExp(`^${first} .+first prompt$`, 'm'));
+    run.type('second prompt');
+    await run.waitFor(/Second answer\./);
+    run.type('/exit');
+    run.type('never sent');
+    expect(await run.exit).toBe(0);
+    // Two model calls in all: the slash commands and the line after /exit reached no model.
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests.flatMap(userTexts)).toEqual(['first prompt', 'second prompt']);
+    expect(run.stdout).not.toContain('> never sent');
+  });
+
   it('Ctrl-C while a card is asked cancels the turn, and the next line is the next prompt', async (ctx) => {
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'A=1\n');
@@ -412,6 +466,31 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     const run = chat(cwd, '--session', 'ses_nope');
     expect(await run.exit).toBe(2);
     expect(run.stderr).toBe(`openwork: no session ses_nope in postgres ${databaseUrl} (see \`openwork sessions\`)\n`);
+  });
+});
+
+describe('openwork chat on a terminal', { timeout: 120_000 }, () => {
+  it('Ctrl-D at the prompt leaves the shell prompt on a fresh line', async () => {
+    const cwd = await workspace();
+    // `script` gives the command a pseudo-terminal; what is written to its stdin is typed on it.
+    const command = [process.execPath, join(ROOT, 'bin', 'openwork.js'), 'chat', '--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl]
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd, env: cleanEnv({ TERM: 'dumb' }), stdio: 'pipe' });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+    try {
+      await expect.poll(() => out, { timeout: 60_000 }).toMatch(/Ctrl-D\) exits\.[\s\S]*> $/);
+      child.stdin.write('\u0004');
+      expect(await exit).toBe(0);
+      // Everything after the last prompt: the line break that ends it, then nothing on that line.
+      const afterPrompt = out.slice(out.lastIndexOf('> ') + 2);
+      expect(afterPrompt).toMatch(/^\r?\n/);
+      expect(out.endsWith('> ')).toBe(false);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
   });
 });
 

@@ -2,7 +2,7 @@
  * The CLI's command line and its environment defaults.
  */
 import { describe, expect, it } from 'vitest';
-import { UsageError, parseChatOptions, parseSessionsOptions } from '../../src/cli/options.js';
+import { UsageError, parseChatOptions, parseExecOptions, parseSessionsOptions } from '../../src/cli/options.js';
 
 describe('parseChatOptions', () => {
   it('defaults: the Responses API on OpenAI, PGlite under .openwork/db', () => {
@@ -45,5 +45,19 @@ describe('parseSessionsOptions', () => {
   it('takes a limit and the storage options only', () => {
     expect(parseSessionsOptions(['--limit', '5'], {}, '/w')).toEqual({ limit: 5, dataDir: '/w/.openwork/db', workingDirectory: '/w' });
     expect(() => parseSessionsOptions(['extra'], {}, '/w')).toThrow('unexpected argument "extra"');
+  });
+});
+
+describe('parseExecOptions', () => {
+  it('the prompt, --json and --approve (default never) on top of the chat options', () => {
+    expect(parseExecOptions(['--json', 'fix', 'it', '--approve', 'full-auto', '--model', 'm'], {}, '/w')).toMatchObject({ prompt: 'fix it', json: true, approve: 'full-auto', model: 'm' });
+    expect(parseExecOptions(['--approve=on-request', 'hi'], {}, '/w')).toMatchObject({ prompt: 'hi', json: false, approve: 'on-request' });
+    expect(parseExecOptions(['hi'], {}, '/w')).toMatchObject({ approve: 'never' });
+    expect(parseExecOptions(['--', '--json', 'is a word'], {}, '/w')).toMatchObject({ prompt: '--json is a word', json: false });
+  });
+
+  it('refuses an unknown policy and a missing prompt, as usage_error', () => {
+    expect(() => parseExecOptions(['--approve', 'sometimes', 'hi'], {}, '/w')).toThrow(UsageError);
+    expect(() => parseExecOptions(['--json'], {}, '/w')).toThrow(/exec needs a prompt/);
   });
 });
