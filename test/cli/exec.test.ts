@@ -6,7 +6,9 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { prepareToolRuntime, type ToolRuntime } from '../../src/services/tools/tool-runtime.js';
+import { requireSandbox } from '../support/tool-env.js';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
 import { spawn } from 'node:child_process';
 import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
@@ -16,8 +18,12 @@ let server: FakeOpenAIServer;
 let databaseUrl: string;
 let dir: string | undefined;
 const running: CliRun[] = [];
+/** Whether bubblewrap works here: escalation cards (and so the --approve card tests) need it. */
+let sandboxProbe: ToolRuntime;
 
 beforeAll(async () => {
+  const probeHome = await mkdtemp(join(tmpdir(), 'openwork-exec-probe-'));
+  sandboxProbe = await prepareToolRuntime({ home: probeHome, tempDirs: [probeHome] });
   ensureBuilt();
   server = await startFakeOpenAI();
   databaseUrl = await createTestDatabase();
@@ -99,7 +105,9 @@ describe('openwork exec', { timeout: 120_000 }, () => {
     expect(lines.at(-1)!.update).toMatchObject({ type: 'turn_finished', outcome: { status: 'completed', finalText: 'Streamed.' } });
   });
 
-  it('--approve never (the default) denies the card: the file is untouched and the exit code is 1', async () => {
+  it('--approve never (the default) denies the card: the file is untouched and the exit code is 1', async (ctx: TestContext) => {
+    // Escalation cards exist only where the sandbox works: skipped with the reason elsewhere.
+    requireSandbox(ctx, sandboxProbe);
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'TOKEN=old\n');
     server.script({ toolCalls: [{ name: 'read', arguments: { path: '.env' }, callId: 'rd' }, escalatedEnvWrite(cwd, 'TOKEN=new\n', 'w')] });
@@ -111,7 +119,9 @@ describe('openwork exec', { timeout: 120_000 }, () => {
     expect(await readFile(join(cwd, '.env'), 'utf8')).toBe('TOKEN=old\n');
   });
 
-  it('--approve full-auto allows the card once: the file is written and the exit code is 0', async () => {
+  it('--approve full-auto allows the card once: the file is written and the exit code is 0', async (ctx: TestContext) => {
+    // Escalation cards exist only where the sandbox works: skipped with the reason elsewhere.
+    requireSandbox(ctx, sandboxProbe);
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'TOKEN=old\n');
     server.script(
@@ -135,7 +145,9 @@ describe('openwork exec', { timeout: 120_000 }, () => {
     expect(server.requests).toHaveLength(0);
   });
 
-  it('--approve on-request asks on the terminal: another answer asks again, "y" allows once', async () => {
+  it('--approve on-request asks on the terminal: another answer asks again, "y" allows once', async (ctx: TestContext) => {
+    // Escalation cards exist only where the sandbox works: skipped with the reason elsewhere.
+    requireSandbox(ctx, sandboxProbe);
     const cwd = await workspace();
     await writeFile(join(cwd, '.env'), 'TOKEN=old\n');
     server.script(
