@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadMigrations } from '../../src/storage/migrate.js';
-import { createPgliteSeed, pgliteStorage } from '../../src/storage/pglite.js';
+import { PGLITE_DEFAULT_SETTINGS, createPgliteSeed, pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 
 /** Everything the migrations define in `public`, as sorted text lines, to compare two stores. */
@@ -95,6 +95,29 @@ describe('PGlite seed', () => {
       expect((await storage.listSessions()).map((s) => s.id)).toEqual(['in-memory']);
     } finally {
       await storage.close();
+    }
+  }, 120_000);
+});
+
+describe('PGlite settings', () => {
+  it("run with the memory-trimming defaults, and settings given by the host extend them and PGlite's own start parameters", async () => {
+    const plain = pgliteStorage({ seed: null });
+    const tuned = pgliteStorage({ seed: null, postgresSettings: { work_mem: '2MB' } });
+    try {
+      await plain.migrate();
+      await tuned.migrate();
+      const show = async (s: SqlSessionStorage, name: string) => (await s.db.query<Record<string, string>>(`SHOW ${name}`)).rows[0]![name];
+      expect(await show(plain, 'shared_buffers')).toBe(PGLITE_DEFAULT_SETTINGS.shared_buffers);
+      expect(await show(tuned, 'shared_buffers')).toBe(PGLITE_DEFAULT_SETTINGS.shared_buffers);
+      expect(await show(tuned, 'work_mem')).toBe('2MB');
+      // PGlite's own defaults are still there (they would be dropped if the settings replaced them).
+      expect(await show(tuned, 'search_path')).toBe('public');
+      expect(await show(tuned, 'max_parallel_workers')).toBe('0');
+      await tuned.createSession({ id: 'tuned', workingDirectory: '/work' });
+      expect((await tuned.getSession('tuned'))?.id).toBe('tuned');
+    } finally {
+      await plain.close();
+      await tuned.close();
     }
   }, 120_000);
 });
