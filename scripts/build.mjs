@@ -1,9 +1,10 @@
-// Builds dist/ from src/ with tsc and copies the SQL migrations beside the compiled storage code.
+// Builds dist/ from src/ with tsc, copies the SQL migrations beside the compiled storage code and
+// writes the PGlite seed (a migrated data directory) there.
 import { execFileSync } from 'node:child_process';
-import { cpSync, rmSync, existsSync } from 'node:fs';
+import { cpSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -18,3 +19,8 @@ try {
 rmSync(join(root, 'dist'), { recursive: true, force: true });
 execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
 cpSync(join(root, 'src', 'storage', 'migrations'), join(root, 'dist', 'storage', 'migrations'), { recursive: true });
+
+// The seed a new PGlite store starts from (src/storage/pglite.ts): initdb and the migrations run
+// here once instead of on every user's first start.
+const { createPgliteSeed } = await import(pathToFileURL(join(root, 'dist', 'storage', 'pglite.js')).href);
+writeFileSync(join(root, 'dist', 'storage', 'pglite-seed.tar.gz'), await createPgliteSeed());

@@ -91,7 +91,11 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
 
   let core: Core;
   try {
-    core = await createCore({ storage: openStorage(options), model, ...(await cliToolOptions()), resolveModel: () => model, userInput: true });
+    const storage = openStorage(options);
+    // Opening the store (PGlite: about a second) and preparing the tools (the sandbox probe) wait on
+    // different things, so they overlap; createCore's own migrate then finds everything applied.
+    const [toolOptions] = await Promise.all([cliToolOptions(), storage.migrate()]);
+    core = await createCore({ storage, model, ...toolOptions, resolveModel: () => model, userInput: true });
   } catch (error) {
     return fail(storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
   }

@@ -6,23 +6,45 @@
  * reached the operating system, so it survives a killed process, but not a power cut or a kernel crash.
  * In memory (no `dataDir`), nothing survives the process. One instance serialises every query.
  * A directory belongs to one process at a time: a second opener gets `store_locked` (store-lock.ts).
+ *
+ * Start-up: a new store (a new directory, or memory) starts from the seed, a data directory that
+ * `npm run build` initialised and migrated once and shipped as `dist/storage/pglite-seed.tar.gz`.
+ * Loading it skips PGlite's `initdb` (most of a new store's start-up, see docs/benchmarks.md). The
+ * migrations still run on every open as usual, so a seed older than the code is brought up to date
+ * by the migration table like any other store. Without a seed (running from `src/`), initdb runs.
  */
 import { PGlite } from '@electric-sql/pglite';
-import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { acquireStoreLock, type StoreLock } from './store-lock.js';
+import { migrate } from './migrate.js';
+
+/** Where the build puts the seed: beside this module in `dist/storage/`. */
+export const SHIPPED_PGLITE_SEED = fileURLToPath(new URL('./pglite-seed.tar.gz', import.meta.url));
 
 export interface PgliteStorageOptions extends StorageOptions {
   /** A directory for the database files; omitted means in memory. */
   dataDir?: string;
   /** Extra `-c name=value` Postgres settings; defaults keep memory use down (see docs/benchmarks.md). */
   postgresSettings?: Record<string, string>;
+  /**
+   * A gzipped data-directory tarball (`createPgliteSeed`) that a new store starts from instead of
+   * running initdb; `null` always runs initdb. Default: the seed shipped in `dist/`, when present.
+   */
+  seed?: string | null;
 }
 
-/** Settings that trim PGlite's memory without changing semantics (measured in docs/benchmarks.md). */
-export const PGLITE_DEFAULT_SETTINGS: Record<string, string> = {};
+/**
+ * Settings that trim PGlite's memory without changing semantics (measured in docs/benchmarks.md).
+ * PGlite's own configuration keeps Postgres's 128 MB of shared buffers, all of it inside the WASM
+ * heap and touched as the cache fills; a session store's working set is far smaller, and a page that
+ * falls out of 16 MB is read back from the operating system's cache. That takes about 140 MB off the
+ * peak RSS and some start-up time (zeroing the buffers).
+ */
+export const PGLITE_DEFAULT_SETTINGS: Record<string, string> = { shared_buffers: '16MB' };
 
 function executor(db: Pick<PGlite, 'query'>): SqlExecutor {
   return {
@@ -53,11 +75,15 @@ export class PgliteDatabase implements SqlDatabase {
     // Before PGlite touches the directory: a second process would overwrite this one's pages.
     this.lock = options.dataDir ? acquireStoreLock(options.dataDir) : null;
     const settings = { ...PGLITE_DEFAULT_SETTINGS, ...options.postgresSettings };
-    const startParams = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+    const extra = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+    // PGlite's start parameters replace its defaults (single-user mode and friends), so extend them.
+    const startParams = [...PGlite.defaultStartParams, ...extra];
     try {
+      const seed = seedFor(options);
       this.db = new PGlite({
         ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-        ...(startParams.length > 0 ? { startParams } : {}),
+        ...(extra.length > 0 ? { startParams } : {}),
+        ...(seed ? { loadDataDir: new Blob([seed]) } : {}),
       });
     } catch (error) {
       this.lock?.release();
@@ -85,6 +111,32 @@ export class PgliteDatabase implements SqlDatabase {
     } finally {
       this.lock?.release();
     }
+  }
+}
+
+/**
+ * The seed's bytes when this open creates a new store and a seed is there, else null. An existing
+ * directory (it has `PG_VERSION`) is opened as it is: PGlite refuses to load a tarball over it.
+ */
+function seedFor(options: PgliteStorageOptions): Uint8Array | null {
+  const path = options.seed === undefined ? SHIPPED_PGLITE_SEED : options.seed;
+  if (path === null || !existsSync(path)) return null;
+  if (options.dataDir && existsSync(join(options.dataDir, 'PG_VERSION'))) return null;
+  return readFileSync(path);
+}
+
+/**
+ * Builds a seed: a new in-memory PGlite store with every migration applied, dumped as a gzipped
+ * tarball of its data directory. `scripts/build.mjs` writes it to `dist/storage/pglite-seed.tar.gz`.
+ */
+export async function createPgliteSeed(): Promise<Uint8Array> {
+  const database = new PgliteDatabase({ seed: null });
+  try {
+    await migrate(database);
+    const blob = await database.db.dumpDataDir('gzip');
+    return new Uint8Array(await blob.arrayBuffer());
+  } finally {
+    await database.close();
   }
 }
 

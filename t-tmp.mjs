@@ -1,0 +1,11 @@
+const T=(l,t)=>console.log(l,(performance.now()-t).toFixed(0));
+let t=performance.now();
+const { PgliteDatabase } = await import('./dist/storage/pglite.js');
+const { loadMigrations } = await import('./dist/storage/migrate.js');
+const d = new PgliteDatabase({dataDir: process.argv[2]}); await d.db.waitReady; T('ready',t); t=performance.now();
+await loadMigrations(); T('load',t); t=performance.now();
+await d.query('SELECT pg_advisory_lock($1)', [7340213118]); T('lock',t); t=performance.now();
+await d.query(`CREATE TABLE IF NOT EXISTS openwork_migrations (id TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); T('create',t); t=performance.now();
+await d.query('SELECT id, checksum FROM openwork_migrations'); T('select',t); t=performance.now();
+await d.query('SELECT pg_advisory_unlock($1)', [7340213118]); T('unlock',t); t=performance.now();
+await d.close(); T('close',t);

@@ -1,0 +1,123 @@
+/**
+ * The PGlite seed (issue 14.4): a new store loads a data directory that was initialised and migrated
+ * at build time instead of running initdb. A store made from it must be exactly the store the
+ * migrations make from scratch and keep its sessions across reopen.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadMigrations } from '../../src/storage/migrate.js';
+import { PGLITE_DEFAULT_SETTINGS, createPgliteSeed, pgliteStorage } from '../../src/storage/pglite.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+
+/** Everything the migrations define in `public`, as sorted text lines, to compare two stores. */
+async function schemaDump(storage: SqlSessionStorage): Promise<string[]> {
+  const queries = [
+    `SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' null=' || is_nullable
+       || ' default=' || coalesce(column_default, '') || ' pos=' || ordinal_position AS line
+       FROM information_schema.columns WHERE table_schema = 'public'`,
+    `SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid) AS line
+       FROM pg_constraint WHERE connamespace = 'public'::regnamespace`,
+    `SELECT 'index ' || indexname || ' ' || indexdef AS line FROM pg_indexes WHERE schemaname = 'public'`,
+    `SELECT 'trigger ' || tgrelid::regclass::text || ' ' || tgname || ' ' || pg_get_triggerdef(oid) AS line
+       FROM pg_trigger WHERE NOT tgisinternal`,
+    `SELECT 'function ' || p.proname || ' ' || pg_get_functiondef(p.oid) AS line
+       FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace`,
+    `SELECT 'relation ' || relname || ' ' || relkind::text AS line FROM pg_class WHERE relnamespace = 'public'::regnamespace`,
+    `SELECT 'type ' || typname || ' ' || typtype::text AS line FROM pg_type WHERE typnamespace = 'public'::regnamespace`,
+    `SELECT 'extension ' || extname || ' ' || extversion AS line FROM pg_extension`,
+    `SELECT 'migration ' || id || ' ' || checksum AS line FROM openwork_migrations`,
+  ];
+  const lines: string[] = [];
+  for (const text of queries) {
+    const { rows } = await storage.db.query<{ line: string }>(text);
+    lines.push(...rows.map((r) => r.line));
+  }
+  return lines.sort();
+}
+
+describe('PGlite seed', () => {
+  let dir: string;
+  let seedPath: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'openwork-seed-'));
+    seedPath = join(dir, 'seed.tar.gz');
+    writeFileSync(seedPath, await createPgliteSeed());
+  }, 120_000);
+
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a new directory store loaded from the seed has exactly the schema the migrations make from scratch', async () => {
+    const fromScratch = pgliteStorage({ seed: null });
+    const fromSeed = pgliteStorage({ dataDir: join(dir, 'db-schema'), seed: seedPath });
+    try {
+      const scratchReport = await fromScratch.migrate();
+      const seedReport = await fromSeed.migrate();
+      const all = (await loadMigrations()).map((m) => m.id);
+      // The seed really was loaded: its migrations were already applied when the store opened.
+      expect(scratchReport).toEqual({ applied: all, alreadyApplied: [] });
+      expect(seedReport).toEqual({ applied: [], alreadyApplied: all });
+      const [a, b] = [await schemaDump(fromScratch), await schemaDump(fromSeed)];
+      expect(a.length).toBeGreaterThan(100);
+      expect(b).toEqual(a);
+    } finally {
+      await fromScratch.close();
+      await fromSeed.close();
+    }
+  }, 120_000);
+
+  it('a store from the seed keeps its sessions across reopen, which opens the directory and not the seed again', async () => {
+    const dataDir = join(dir, 'db-reopen');
+    const first = pgliteStorage({ dataDir, seed: seedPath });
+    try {
+      await first.migrate();
+      await first.createSession({ id: 'seeded-session', workingDirectory: '/work' });
+    } finally {
+      await first.close();
+    }
+    const second = pgliteStorage({ dataDir, seed: seedPath });
+    try {
+      expect(await second.migrate()).toMatchObject({ applied: [] });
+      expect((await second.getSession('seeded-session'))?.workingDirectory).toBe('/work');
+    } finally {
+      await second.close();
+    }
+  }, 120_000);
+
+  it('an in-memory store starts from the seed too', async () => {
+    const storage = pgliteStorage({ seed: seedPath });
+    try {
+      const all = (await loadMigrations()).map((m) => m.id);
+      expect(await storage.migrate()).toEqual({ applied: [], alreadyApplied: all });
+      await storage.createSession({ id: 'in-memory', workingDirectory: '/work' });
+      expect((await storage.listSessions()).map((s) => s.id)).toEqual(['in-memory']);
+    } finally {
+      await storage.close();
+    }
+  }, 120_000);
+});
+
+describe('PGlite settings', () => {
+  it("run with the memory-trimming defaults, and settings given by the host extend them and PGlite's own start parameters", async () => {
+    const plain = pgliteStorage({ seed: null });
+    const tuned = pgliteStorage({ seed: null, postgresSettings: { work_mem: '2MB' } });
+    try {
+      await plain.migrate();
+      await tuned.migrate();
+      const show = async (s: SqlSessionStorage, name: string) => (await s.db.query<Record<string, string>>(`SHOW ${name}`)).rows[0]![name];
+      expect(await show(plain, 'shared_buffers')).toBe(PGLITE_DEFAULT_SETTINGS.shared_buffers);
+      expect(await show(tuned, 'shared_buffers')).toBe(PGLITE_DEFAULT_SETTINGS.shared_buffers);
+      expect(await show(tuned, 'work_mem')).toBe('2MB');
+      // PGlite's own defaults are still there (they would be dropped if the settings replaced them).
+      expect(await show(tuned, 'search_path')).toBe('public');
+      expect(await show(tuned, 'max_parallel_workers')).toBe('0');
+      await tuned.createSession({ id: 'tuned', workingDirectory: '/work' });
+      expect((await tuned.getSession('tuned'))?.id).toBe('tuned');
+    } finally {
+      await plain.close();
+      await tuned.close();
+    }
+  }, 120_000);
+});
