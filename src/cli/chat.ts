@@ -6,19 +6,17 @@
  * cancels the running turn on Ctrl-C and exits on a second one. Sessions are stored (PGlite under
  * `.openwork/` or Postgres) and continued with `--session <id>`.
  */
-import { createCore, type Core } from '../core.js';
 import { isOpenworkError, errorMessage } from '../errors.js';
 import type { PermissionDecision } from '../protocol/input.js';
 import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
 import type { SessionHandle } from '../session-handle.js';
 import type { UserInputRequest } from '../protocol/user-input.js';
-import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import { LineInput } from './line-input.js';
 import type { ChatOptions } from './options.js';
 import { UpdateRenderer, cardLines, pickAnswer, questionLines, styleFor } from './render.js';
 import { parseSlash, slashHelpLines } from './slash-commands.js';
-import { openStorage, storageLabel, storeLockedLine } from './storage.js';
-import { cliToolOptions } from './tools.js';
+import { storageLabel } from './storage.js';
+import { openCliCore, openCliModel } from './runtime.js';
 
 export interface ChatIO {
   input: NodeJS.ReadableStream;
@@ -73,32 +71,12 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
     return EXIT.cannotStart;
   };
 
-  let model: OpenAIModel;
-  try {
-    model = openaiModel({
-      model: options.model,
-      api: options.api,
-      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
-      ...(options.reasoningEffort ? { reasoningEffort: options.reasoningEffort } : {}),
-      ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
-    });
-  } catch (error) {
-    if (isOpenworkError(error) && error.code === 'invalid_request' && /API key/.test(error.message)) {
-      return fail('no OpenAI API key: set OPENAI_API_KEY, or use --base-url with a local OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)');
-    }
-    return fail(errorMessage(error));
-  }
-
-  let core: Core;
-  try {
-    const storage = openStorage(options);
-    // Opening the store (PGlite: about a second) and preparing the tools (the sandbox probe) wait on
-    // different things, so they overlap; createCore's own migrate then finds everything applied.
-    const [toolOptions] = await Promise.all([cliToolOptions(), storage.migrate()]);
-    core = await createCore({ storage, model, ...toolOptions, resolveModel: () => model, userInput: true });
-  } catch (error) {
-    return fail(storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
-  }
+  const opened = openCliModel(options);
+  if (!opened.ok) return fail(opened.line);
+  const model = opened.value;
+  const started = await openCliCore(options, model, true);
+  if (!started.ok) return fail(started.line);
+  const core = started.value;
 
   let session: SessionHandle;
   try {

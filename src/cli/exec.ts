@@ -6,18 +6,16 @@
  * are answered by `--approve`: `never` denies each one, `full-auto` allows each one once, and
  * `on-request` asks on the terminal, so it refuses to start without one.
  */
-import { createCore, type Core } from '../core.js';
 import { isOpenworkError, errorMessage } from '../errors.js';
 import type { PermissionDecision } from '../protocol/input.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
 import type { SessionHandle } from '../session-handle.js';
-import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import { EXIT, type ChatIO } from './chat.js';
 import { LineInput } from './line-input.js';
 import type { ApprovePolicy, ExecOptions } from './options.js';
 import { cardLines, styleFor } from './render.js';
-import { openStorage, storageLabel, storeLockedLine } from './storage.js';
-import { cliToolOptions } from './tools.js';
+import { storageLabel } from './storage.js';
+import { openCliCore, openCliModel } from './runtime.js';
 
 /** The decision each policy gives without asking (on-request asks instead). */
 const AUTOMATIC: Record<Exclude<ApprovePolicy, 'on-request'>, PermissionDecision> = { never: 'deny', 'full-auto': 'allow_once' };
@@ -35,29 +33,13 @@ export async function runExec(options: ExecOptions, io: ChatIO): Promise<number>
     return fail('--approve on-request asks on the terminal, but stdin is not a terminal; use --approve never or --approve full-auto');
   }
 
-  let model: OpenAIModel;
-  try {
-    model = openaiModel({
-      model: options.model,
-      api: options.api,
-      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
-      ...(options.reasoningEffort ? { reasoningEffort: options.reasoningEffort } : {}),
-      ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
-    });
-  } catch (error) {
-    if (isOpenworkError(error) && error.code === 'invalid_request' && /API key/.test(error.message)) {
-      return fail('no OpenAI API key: set OPENAI_API_KEY, or use --base-url with a local OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)');
-    }
-    return fail(errorMessage(error));
-  }
-
-  let core: Core;
-  try {
-    // No request_user_input: a headless turn has nobody to answer the model's questions.
-    core = await createCore({ storage: openStorage(options), model, ...(await cliToolOptions()), resolveModel: () => model, userInput: false });
-  } catch (error) {
-    return fail(storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}`);
-  }
+  const opened = openCliModel(options);
+  if (!opened.ok) return fail(opened.line);
+  const model = opened.value;
+  // No request_user_input: a headless turn has nobody to answer the model's questions.
+  const started = await openCliCore(options, model, false);
+  if (!started.ok) return fail(started.line);
+  const core = started.value;
 
   let session: SessionHandle;
   try {

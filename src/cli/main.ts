@@ -13,6 +13,17 @@ export function cliVersion(): string {
   return pkg.version;
 }
 
+/** The model and session flags that chat and exec share, as both usages list them. */
+const MODEL_FLAGS = `  --model <name>           model name (default: OPENWORK_MODEL, OPENAI_MODEL, or ${DEFAULT_MODEL})
+  --api responses|chat     OpenAI API to speak (default: responses; chat when a base URL is set)
+  --base-url <url>         an OpenAI-compatible server, e.g. http://localhost:11434/v1 (Ollama),
+                           http://localhost:8000/v1 (vLLM), http://localhost:8080/v1 (llama.cpp),
+                           http://localhost:1234/v1 (LM Studio); default OPENAI_BASE_URL
+  --reasoning-effort <e>   minimal | low | medium | high, for models that reason
+  --max-output-tokens <n>  cap on each response
+  --session <id>           continue a stored session
+`;
+
 const DEMO_USAGE = `usage: openwork demo [--yes]
 
   An offline session with a SCRIPTED model through the real runtime (a tool call, an approval card,
@@ -27,15 +38,7 @@ const CHAT_USAGE = `usage: openwork chat [prompt] [options]
   (read, write, edit, grep, glob, list, bash in the sandbox), conversation_history, update_plan,
   request_user_input and the sub-agent tools; risky calls ask first.
 
-  --model <name>           model name (default: OPENWORK_MODEL, OPENAI_MODEL, or ${DEFAULT_MODEL})
-  --api responses|chat     OpenAI API to speak (default: responses; chat when a base URL is set)
-  --base-url <url>         an OpenAI-compatible server, e.g. http://localhost:11434/v1 (Ollama),
-                           http://localhost:8000/v1 (vLLM), http://localhost:8080/v1 (llama.cpp),
-                           http://localhost:1234/v1 (LM Studio); default OPENAI_BASE_URL
-  --reasoning-effort <e>   minimal | low | medium | high, for models that reason
-  --max-output-tokens <n>  cap on each response
-  --session <id>           continue a stored session
-  --data-dir <dir>         PGlite directory (default .openwork/db)
+${MODEL_FLAGS}  --data-dir <dir>         PGlite directory (default .openwork/db)
   --database-url <url>     Postgres instead of PGlite (default DATABASE_URL)
 
 environment: OPENAI_API_KEY (not needed for a local --base-url), OPENAI_BASE_URL, DATABASE_URL
@@ -77,15 +80,7 @@ commands:
   sessions             the stored sessions (continue one with chat --session <id>)
 
 chat options:
-  --model <name>           model name (default: OPENWORK_MODEL, OPENAI_MODEL, or ${DEFAULT_MODEL})
-  --api responses|chat     OpenAI API to speak (default: responses; chat when a base URL is set)
-  --base-url <url>         an OpenAI-compatible server, e.g. http://localhost:11434/v1 (Ollama),
-                           http://localhost:8000/v1 (vLLM), http://localhost:8080/v1 (llama.cpp),
-                           http://localhost:1234/v1 (LM Studio); default OPENAI_BASE_URL
-  --reasoning-effort <e>   minimal | low | medium | high, for models that reason
-  --max-output-tokens <n>  cap on each response
-  --session <id>           continue a stored session
-
+${MODEL_FLAGS}
 storage options (chat, exec, sessions):
   --data-dir <dir>         PGlite directory (default .openwork/db)
   --database-url <url>     Postgres instead of PGlite (default DATABASE_URL)

@@ -109,16 +109,7 @@ export function parseExecOptions(argv: string[], env: NodeJS.ProcessEnv = proces
 
 /** `openwork chat [prompt] [options]`. */
 export function parseChatOptions(argv: string[], env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): ChatOptions {
-  const { values, positionals } = parse(argv, {
-    session: { type: 'string' },
-    model: { type: 'string' },
-    api: { type: 'string' },
-    'base-url': { type: 'string' },
-    'reasoning-effort': { type: 'string' },
-    'max-output-tokens': { type: 'string' },
-    'database-url': { type: 'string' },
-    'data-dir': { type: 'string' },
-  });
+  const { values, positionals } = parse(argv, CHAT_FLAGS);
   const v = values as Record<string, string | undefined>;
   const baseURL = v['base-url'] ?? (env.OPENAI_BASE_URL?.trim() || undefined);
   const api = v.api ?? (env.OPENWORK_API?.trim() || undefined) ?? (baseURL ? 'chat' : 'responses');
