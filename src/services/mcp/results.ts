@@ -61,8 +61,12 @@ function describe(block: McpContent, artifacts: Array<Record<string, unknown>>):
   }
 }
 
-/** Whether some text block already carries the structured content as JSON (the spec asks servers to). */
+/** Whether the text blocks already carry the structured content: as JSON (the spec asks servers to), or as its one string. */
 function textRepeats(blocks: readonly McpContent[], structured: Record<string, unknown>): boolean {
+  // `{ "content": "<the text>" }` (server-filesystem) says nothing the text does not.
+  const values = Object.values(structured);
+  const texts = blocks.flatMap((b) => (b.type === 'text' ? [String(b.text)] : []));
+  if (values.length === 1 && typeof values[0] === 'string' && texts.join('\n') === values[0]) return true;
   return blocks.some((b) => {
     if (b.type !== 'text') return false;
     try {
