@@ -102,15 +102,19 @@ export class McpConnection {
     return live;
   }
 
-  private client_(): Client {
+  private client_(kind: 'stdio' | 'streamable-http' | 'sse'): Client {
     const client = new Client(CLIENT_INFO, { capabilities: {} });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.events.toolsChanged());
     client.onclose = () => {
       // A process that exits or a session that ends: the next call connects again.
       if (this.live?.client === client) this.live = null;
     };
-    // Transport errors also reach the pending request, which reports them; nothing to add here.
-    client.onerror = () => undefined;
+    client.onerror = (error) => {
+      if (this.live?.client !== client || !connectionLost(kind, error)) return;
+      // Closing the client rejects its pending requests (ConnectionClosed), so a call in flight on a
+      // server that went away ends now as `mcp_server_exited` instead of waiting for its timeout.
+      void this.reset();
+    };
     return client;
   }
 
@@ -128,7 +132,7 @@ export class McpConnection {
     transport.stderr?.on('data', (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
     });
-    const client = this.client_();
+    const client = this.client_('stdio');
     try {
       await client.connect(transport, { timeout });
     } catch (error) {
@@ -142,7 +146,7 @@ export class McpConnection {
     const url = new URL(config.url);
     const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
     if (config.type !== 'sse') {
-      const client = this.client_();
+      const client = this.client_('streamable-http');
       const transport = new StreamableHTTPClientTransport(url, { requestInit });
       try {
         await client.connect(transport, { timeout });
@@ -153,7 +157,7 @@ export class McpConnection {
         if (!answeredWithHttpStatus(error)) throw error;
       }
     }
-    const client = this.client_();
+    const client = this.client_('sse');
     // The SSE transport sends `requestInit.headers` on its event stream as well as on its posts.
     const transport = new SSEClientTransport(url, { requestInit });
     try {
@@ -166,8 +170,39 @@ export class McpConnection {
   }
 }
 
+/**
+ * Whether a transport error means the server is gone. Streamable HTTP resumes a broken event
+ * stream by itself, so only its giving up counts (the SDK's own texts, pinned by the tests); the
+ * older SSE transport cannot resume a session, so any error of its event stream counts. Stdio
+ * errors (a line that is not JSON) never do: the process's exit is what says it is gone.
+ */
+function connectionLost(kind: 'stdio' | 'streamable-http' | 'sse', error: Error): boolean {
+  switch (kind) {
+    case 'stdio':
+      return false;
+    case 'streamable-http':
+      return /^(Failed to reconnect|Maximum reconnection attempts)/.test(error.message);
+    case 'sse':
+      return /SSE error/.test(error.message);
+    default: {
+      const never: never = kind;
+      throw new Error(`unknown transport ${String(never)}`);
+    }
+  }
+}
+
 /** Whether a failed Streamable HTTP connect got an HTTP answer (4xx: the server may be SSE-only). */
-function answeredWithHttpStatus(error: unknown): boolean {
+export function answeredWithHttpStatus(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   return typeof code === 'number' && code >= 400 && code < 500;
+}
+
+/**
+ * Whether a request was refused because the server no longer knows our HTTP session (it
+ * restarted): 404 by the specification, 400 naming the session in practice. Nothing ran, so the
+ * request may be sent again on a new session.
+ */
+export function sessionExpired(error: unknown): boolean {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return code === 404 || (code === 400 && typeof message === 'string' && /session/i.test(message));
 }

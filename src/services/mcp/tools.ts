@@ -16,7 +16,7 @@ import type { PermissionCard } from '../../protocol/updates.js';
 import type { Authorization, AnyTool, ToolContext, ToolResult } from '../tools/define.js';
 import type { ToolSource } from '../tools/source.js';
 import { mcpServerConfigSchema, type McpServerConfig, type McpTrust } from './config.js';
-import { McpConnection } from './connection.js';
+import { McpConnection, sessionExpired } from './connection.js';
 import { namespacedToolNames } from './names.js';
 import { mcpToolResult } from './results.js';
 
@@ -145,27 +145,36 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
   });
 
   const call = async (tool: McpToolDefinition, args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult> => {
-    let client;
-    try {
-      client = await connection.client();
-    } catch (error) {
-      return failed('mcp_server_unavailable', errorMessage(error));
-    }
-    try {
-      const result = await client.callTool({ name: tool.name, arguments: args }, undefined, {
+    const send = async () => {
+      const client = await connection.client();
+      return client.callTool({ name: tool.name, arguments: args }, undefined, {
         // Aborting sends `notifications/cancelled` for this request (the SDK does it) and rejects.
         signal: ctx.signal,
         onprogress: (progress) => ctx.progress({ kind: 'message', message: progressText(progress) }),
         timeout: callTimeoutMs,
         resetTimeoutOnProgress: true,
       });
+    };
+    try {
+      let result;
+      try {
+        result = await send();
+      } catch (error) {
+        // An HTTP server that restarted since the last call refuses our old session before running
+        // anything: a new session, and the same request once more.
+        if (!sessionExpired(error) || ctx.signal.aborted) throw error;
+        await connection.reset();
+        result = await send();
+      }
       return mcpToolResult(result);
     } catch (error) {
+      if (error instanceof McpServerError) return failed('mcp_server_unavailable', error.message);
       // The runtime reports a cancelled call itself once the promise settles.
       if (ctx.signal.aborted) throw error;
       if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) {
         const tail = connection.stderr ? ` (its stderr: ${connection.stderr.split('\n').slice(-3).join(' | ')})` : '';
-        return failed('mcp_server_exited', `the MCP server "${name}" went away during the call${tail}; it is started again for the next call`);
+        const again = 'command' in config ? 'it is started again for the next call' : 'the next call connects again';
+        return failed('mcp_server_exited', `the MCP server "${name}" went away during the call${tail}; ${again}`);
       }
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
         return { status: 'failed', text: `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms; the call was cancelled`, error: { code: 'timeout', message: `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms; the call was cancelled`, retryable: true } };

@@ -289,8 +289,8 @@ async function freePort(): Promise<number> {
 }
 
 /** Starts server-everything over HTTP (`streamableHttp` or `sse`) and waits until it listens. */
-async function everythingOverHttp(mode: 'streamableHttp' | 'sse'): Promise<number> {
-  const port = await freePort();
+async function everythingOverHttp(mode: 'streamableHttp' | 'sse', port?: number): Promise<{ port: number; child: ChildProcess }> {
+  port ??= await freePort();
   const child = spawn(EVERYTHING, [mode], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
   processes.push(child);
   await new Promise<void>((ready, fail) => {
@@ -303,12 +303,12 @@ async function everythingOverHttp(mode: 'streamableHttp' | 'sse'): Promise<numbe
     child.stderr!.on('data', look);
     child.once('exit', (code) => fail(new Error(`server-everything ${mode} exited (${code}): ${seen}`)));
   });
-  return port;
+  return { port, child };
 }
 
 describe('HTTP servers', () => {
   it('Streamable HTTP server-everything through a full turn', async () => {
-    const port = await everythingOverHttp('streamableHttp');
+    const { port } = await everythingOverHttp('streamableHttp');
     const server = await connect({ name: 'web', url: `http://127.0.0.1:${port}/mcp`, trust: 'trusted' });
     expect(server.pid).toBeNull();
     const h = await harness(storage, [{ toolCalls: [{ name: 'web__echo', arguments: { message: 'over http' } }, { name: 'web__trigger-long-running-operation', arguments: { duration: 0.2, steps: 2 } }] }, { text: 'ok' }], { tools: [server] });
@@ -320,8 +320,44 @@ describe('HTTP servers', () => {
     expect(h.updates.filter(is('tool_call_progress'))).toHaveLength(2);
   });
 
+  it('an HTTP server killed mid-call gives mcp_server_exited at once; later calls reach it again after restarts', async () => {
+    const first = await everythingOverHttp('streamableHttp');
+    const server = await connect({ name: 'web', url: `http://127.0.0.1:${first.port}/mcp`, trust: 'trusted' });
+    const h = await harness(
+      storage,
+      [
+        { toolCalls: [{ name: 'web__trigger-long-running-operation', arguments: { duration: 30, steps: 30 } }] },
+        { text: 'it died' },
+        { toolCalls: [{ name: 'web__echo', arguments: { message: 'one' } }] },
+        { text: 'back' },
+        { toolCalls: [{ name: 'web__echo', arguments: { message: 'two' } }] },
+        { text: 'back again' },
+      ],
+      { tools: [server] },
+    );
+    const turnId = await h.start('run long');
+    await h.waitFor(is('tool_call_progress'));
+    const killedAt = Date.now();
+    first.child.kill('SIGKILL');
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'it died' });
+    // Not the 10-minute call timeout: the transport giving up on the stream ends the call.
+    expect(Date.now() - killedAt).toBeLessThan(15_000);
+    expect(finished(h)[0]).toMatchObject({ status: 'failed', error: { code: 'mcp_server_exited' } });
+
+    const second = await everythingOverHttp('streamableHttp', first.port);
+    expect((await h.run('again')).outcome).toEqual({ status: 'completed', finalText: 'back' });
+    // Restarted between calls: the old session is refused, and the call goes through on a new one.
+    second.child.kill('SIGKILL');
+    await everythingOverHttp('streamableHttp', first.port);
+    expect((await h.run('and again')).outcome).toEqual({ status: 'completed', finalText: 'back again' });
+    expect(finished(h).slice(1).map((r) => [r.status, r.text])).toEqual([
+      ['succeeded', 'Echo: one'],
+      ['succeeded', 'Echo: two'],
+    ]);
+  });
+
   it('falls back to the HTTP+SSE transport for an SSE-only server', async () => {
-    const port = await everythingOverHttp('sse');
+    const { port } = await everythingOverHttp('sse');
     const server = await connect({ name: 'old', url: `http://127.0.0.1:${port}/sse`, trust: 'trusted' });
     const h = await harness(storage, [{ toolCalls: [{ name: 'old__get-sum', arguments: { a: 1, b: 2 } }] }, { text: 'ok' }], { tools: [server] });
     await h.run('sse');
