@@ -170,6 +170,8 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
     assembleRequest: fromPromise<AssembledCall, AssembleActorInput>(async ({ input }) => {
       const session = services.session(input.sessionId);
+      // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
+      await session.toolset.refresh();
       const prepared = assembleRequest({
         system: input.systemContext,
         conversation: session.chat.view(),
