@@ -12,7 +12,7 @@ export function configLines(options: Omit<ChatOptions, 'prompt'>, files: LoadedC
   const paths = configPaths(options.workingDirectory, home);
   const found = new Set(files.map((f) => f.path));
   const s = options.sources;
-  const row = (key: string, value: string, source: string) => `  ${key.padEnd(11)} ${value.padEnd(40)} ${source}`;
+  const row = (key: string, value: string, source: string) => `  ${key.padEnd(13)} ${value.padEnd(40)} ${source}`;
   const lines = [
     'precedence, highest first: flag, environment, ./.openwork/config.json, ~/.openwork/config.json, default',
     'config files:',
@@ -23,6 +23,7 @@ export function configLines(options: Omit<ChatOptions, 'prompt'>, files: LoadedC
     row('api', options.api, sourceLabel(s.api)),
     row('baseUrl', options.baseURL ?? 'https://api.openai.com/v1', sourceLabel(s.baseURL)),
     row('mode', options.mode, sourceLabel(s.mode)),
+    row('contextWindow', options.contextWindow !== undefined ? String(options.contextWindow) : '(unknown)', sourceLabel(s.contextWindow)),
     row('store', storageLabel(options), sourceLabel(options.databaseUrl ? s.databaseUrl : s.dataDir)),
   ];
   const servers = Object.entries(options.mcpServers ?? {});

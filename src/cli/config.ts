@@ -2,7 +2,7 @@
  * @module cli/config
  * The CLI's config files: `~/.openwork/config.json` (the user's), then `./.openwork/config.json`
  * (the project's), each optional, each checked with zod. They set the model, base URL, API,
- * permission mode and MCP servers; the environment and the flags override them (see options.ts).
+ * permission mode, context window and MCP servers; the environment and the flags override them (see options.ts).
  * JSON only: no TOML parser is installed, and a second format is not worth a dependency.
  */
 import { readFileSync } from 'node:fs';
@@ -41,6 +41,7 @@ export const configFileSchema = z.strictObject({
   baseUrl: z.url().optional(),
   api: z.enum(['responses', 'chat']).optional(),
   mode: permissionModeSchema.optional(),
+  contextWindow: z.int().positive().optional(),
   mcpServers: mcpServersSchema.optional(),
 });
 export type ConfigFile = z.infer<typeof configFileSchema>;

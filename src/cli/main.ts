@@ -24,6 +24,8 @@ const MODEL_FLAGS = `  --model <name>           model name (default: OPENWORK_MO
                            http://localhost:1234/v1 (LM Studio); default OPENAI_BASE_URL, config "baseUrl"
   --reasoning-effort <e>   minimal | low | medium | high, for models that reason
   --max-output-tokens <n>  cap on each response
+  --context-window <n>     the model's context window in tokens (default: OPENWORK_CONTEXT_WINDOW,
+                           config "contextWindow"): turns on automatic compaction, fills /status
   --mode auto|accept_edits permission mode of a new session (default: OPENWORK_MODE, config "mode",
                            or auto); with --session it changes the session's mode
   --session <id>           continue a stored session: its model, API and base URL come back with it
@@ -33,7 +35,7 @@ const MODEL_FLAGS = `  --model <name>           model name (default: OPENWORK_MO
 /** The config files, as every command that talks to a model reads them. */
 const CONFIG_HELP = `config files (JSON; optional; see openwork config): ~/.openwork/config.json, then
 ./.openwork/config.json, with the keys model, baseUrl, api ("responses" | "chat"), mode ("auto" |
-"accept_edits") and mcpServers ({ "<name>": { "command", "args", "env" } | { "url", "headers" } }).
+"accept_edits"), contextWindow and mcpServers ({ "<name>": { "command", "args", "env" } | { "url", "headers" } }).
 Precedence, highest first: flag, environment, ./.openwork/config.json, ~/.openwork/config.json, default.
 A file that is not valid JSON or has an unknown key stops the command (exit 2).
 `;

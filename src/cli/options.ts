@@ -63,6 +63,7 @@ export interface ChatSources {
   api: SettingSource;
   baseURL: SettingSource;
   mode: SettingSource;
+  contextWindow: SettingSource;
   /** Per MCP server name: the file that defined it. */
   mcpServers: Record<string, SettingSource>;
   databaseUrl: SettingSource;
@@ -77,6 +78,8 @@ export interface ChatOptions extends StorageOptions {
   baseURL?: string;
   reasoningEffort?: string;
   maxOutputTokens?: number;
+  /** The model's context window in tokens: turns on automatic compaction and /status's fill. */
+  contextWindow?: number;
   /** The permission mode of a new session (a continued one keeps its own unless `--mode` says). */
   mode: PermissionMode;
   /** MCP servers from the config files, in the map format of other MCP hosts. */
@@ -152,6 +155,7 @@ const CHAT_FLAGS = {
   'reasoning-effort': { type: 'string' },
   'max-output-tokens': { type: 'string' },
   mode: { type: 'string' },
+  'context-window': { type: 'string' },
   'database-url': { type: 'string' },
   'data-dir': { type: 'string' },
 } as const;
@@ -206,6 +210,13 @@ export function parseChatOptions(argv: string[], env: NodeJS.ProcessEnv = proces
     if (!parsed.success) throw new UsageError('--max-output-tokens must be a positive integer');
     maxOutputTokens = parsed.data;
   }
+  const window = pick({ name: '--context-window', value: v['context-window'] }, env, ['OPENWORK_CONTEXT_WINDOW'], files, (f) => (f.config.contextWindow !== undefined ? String(f.config.contextWindow) : undefined));
+  let contextWindow: number | undefined;
+  if (window) {
+    const parsed = positiveInt.safeParse(window.value);
+    if (!parsed.success) throw new UsageError('--context-window must be a positive integer');
+    contextWindow = parsed.data;
+  }
   // MCP servers merge by name; the project's file replaces a server of the same name.
   let mcpServers: McpServers | undefined;
   const mcpSources: Record<string, SettingSource> = {};
@@ -226,6 +237,7 @@ export function parseChatOptions(argv: string[], env: NodeJS.ProcessEnv = proces
     ...(baseURL ? { baseURL: baseURL.value } : {}),
     ...(v['reasoning-effort'] ? { reasoningEffort: v['reasoning-effort'] } : {}),
     ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
+    ...(contextWindow !== undefined ? { contextWindow } : {}),
     mode: parsedMode.data,
     ...(mcpServers ? { mcpServers } : {}),
     sources: {
@@ -233,6 +245,7 @@ export function parseChatOptions(argv: string[], env: NodeJS.ProcessEnv = proces
       api: api.source,
       baseURL: baseURL?.source ?? { kind: 'default', note: 'https://api.openai.com/v1' },
       mode: mode.source,
+      contextWindow: window?.source ?? { kind: 'default', note: 'unknown' },
       mcpServers: mcpSources,
       ...storageSources,
     },

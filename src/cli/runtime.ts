@@ -1,20 +1,26 @@
 /**
  * @module cli/runtime
  * What `openwork chat` and `openwork exec` open before their first turn: the OpenAI model from the
- * flags, then the store and the built-in tools. Each failure comes back as the one line the command
- * prints before it exits with "could not start".
+ * resolved options (with `--session`, from the settings stored with that session unless a flag
+ * overrides them), the store and the built-in tools. Each failure comes back as the one line the
+ * command prints before it exits with "could not start".
  */
+import { z } from 'zod';
 import { createCore, type Core } from '../core.js';
 import { errorMessage, isOpenworkError } from '../errors.js';
+import type { ModelStreamEvent } from '../services/model/port.js';
 import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
+import type { SessionStorage } from '../storage/storage.js';
 import type { ChatOptions } from './options.js';
 import { openStorage, storageLabel, storeLockedLine } from './storage.js';
 import { cliToolOptions } from './tools.js';
 
 export type Opened<T> = { ok: true; value: T } | { ok: false; line: string };
 
-/** The model the flags name; a missing key is said the way a user can fix it. */
-export function openCliModel(options: Omit<ChatOptions, 'prompt'>): Opened<OpenAIModel> {
+type ModelOptions = Omit<ChatOptions, 'prompt'>;
+
+/** The model the options name; a missing key is said the way a user can fix it. */
+export function openCliModel(options: ModelOptions): Opened<OpenAIModel> {
   try {
     return {
       ok: true,
@@ -24,6 +30,7 @@ export function openCliModel(options: Omit<ChatOptions, 'prompt'>): Opened<OpenA
         ...(options.baseURL ? { baseURL: options.baseURL } : {}),
         ...(options.reasoningEffort ? { reasoningEffort: options.reasoningEffort } : {}),
         ...(options.maxOutputTokens ? { maxOutputTokens: options.maxOutputTokens } : {}),
+        ...(options.contextWindow ? { contextWindow: options.contextWindow } : {}),
       }),
     };
   } catch (error) {
@@ -34,15 +41,113 @@ export function openCliModel(options: Omit<ChatOptions, 'prompt'>): Opened<OpenA
   }
 }
 
-/** The core on the store the flags name, with the CLI's tools; `userInput` offers request_user_input. */
-export async function openCliCore(options: Omit<ChatOptions, 'prompt'>, model: OpenAIModel, userInput: boolean): Promise<Opened<Core>> {
+/**
+ * What the CLI stores with a session (`sessions.client_settings`) to continue it on the same
+ * model. Read with zod: the column is any host's JSON, and an unreadable value is ignored.
+ */
+const cliSessionSettingsSchema = z.object({
+  model: z.string().min(1),
+  api: z.enum(['responses', 'chat']),
+  baseUrl: z.string().nullable(),
+});
+export type CliSessionSettings = z.infer<typeof cliSessionSettingsSchema>;
+
+export function sessionSettingsOf(options: ModelOptions): CliSessionSettings {
+  return { model: options.model, api: options.api, baseUrl: options.baseURL ?? null };
+}
+
+/**
+ * The options with a continued session's stored model, API and base URL in place of every one
+ * that no flag set (a flag given now wins); unchanged when the session stored none.
+ */
+export function withSessionSettings<T extends ModelOptions>(options: T, stored: Record<string, unknown> | null): T {
+  const parsed = cliSessionSettingsSchema.safeParse(stored);
+  if (!parsed.success || !options.sessionId) return options;
+  const s = parsed.data;
+  const source = { kind: 'session' as const, sessionId: options.sessionId };
+  const next: T = { ...options, sources: { ...options.sources } };
+  if (options.sources.model.kind !== 'flag') {
+    next.model = s.model;
+    next.sources.model = source;
+  }
+  if (options.sources.api.kind !== 'flag') {
+    next.api = s.api;
+    next.sources.api = source;
+  }
+  if (options.sources.baseURL.kind !== 'flag') {
+    if (s.baseUrl === null) delete next.baseURL;
+    else next.baseURL = s.baseUrl;
+    next.sources.baseURL = source;
+  }
+  return next;
+}
+
+/** A model whose stream events are also shown to `observe` (the chat's spinner counts retries). */
+function observed(model: OpenAIModel, observe: (event: ModelStreamEvent) => void): OpenAIModel {
+  return {
+    ...model,
+    async *stream(request, callOptions) {
+      for await (const event of model.stream(request, callOptions)) {
+        observe(event);
+        yield event;
+      }
+    },
+  };
+}
+
+export interface CliRuntime {
+  core: Core;
+  model: OpenAIModel;
+  /** The options after a continued session's stored settings were applied. */
+  options: ModelOptions;
+}
+
+/**
+ * The model and the core on the store the options name, with the CLI's tools; `userInput` offers
+ * request_user_input, `observe` sees every model stream event. Without `--session` the model is
+ * opened first, so that a missing key is said before any store is created.
+ */
+export async function openCliRuntime(
+  given: ModelOptions,
+  userInput: boolean,
+  observe?: (event: ModelStreamEvent) => void,
+): Promise<Opened<CliRuntime>> {
+  let options = given;
+  let model: OpenAIModel | null = null;
+  if (!options.sessionId) {
+    const opened = openCliModel(options);
+    if (!opened.ok) return opened;
+    model = opened.value;
+  }
+  let storage: ReturnType<typeof openStorage> | null = null;
   try {
-    const storage = openStorage(options);
+    storage = openStorage(options);
     // Opening the store (PGlite: about a second) and preparing the tools (the sandbox probe) wait on
     // different things, so they overlap; createCore's own migrate then finds everything applied.
     const [toolOptions] = await Promise.all([cliToolOptions(), storage.migrate()]);
-    return { ok: true, value: await createCore({ storage, model, ...toolOptions, resolveModel: () => model, userInput }) };
+    if (options.sessionId) {
+      options = withSessionSettings(options, await storage.getClientSettings(options.sessionId));
+      const opened = openCliModel(options);
+      if (!opened.ok) {
+        await storage.close().catch(() => undefined);
+        return opened;
+      }
+      model = opened.value;
+    }
+    const used = observe ? observed(model!, observe) : model!;
+    // MCP servers (options.mcpServers, from the config files) become tools here: branch mcp adds the function that turns the map into tools.
+    const core = await createCore({ storage, model: used, ...toolOptions, resolveModel: () => used, userInput });
+    return { ok: true, value: { core, model: model!, options } };
   } catch (error) {
+    await storage?.close().catch(() => undefined);
     return { ok: false, line: storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}` };
   }
+}
+
+/**
+ * Stores the settings a session runs on, so that `--session` continues it on the same model; a
+ * failure is not worth stopping the conversation for (the next continue falls back to the flags).
+ */
+export async function rememberSessionSettings(storage: SessionStorage, sessionId: string, options: ModelOptions): Promise<void> {
+  await storage.setClientSettings(sessionId, sessionSettingsOf(options)).catch(() => undefined);
 }
