@@ -1,10 +1,12 @@
 /**
  * @module cli/chat
  * `openwork chat [prompt]`: a terminal conversation in the working directory on a real model.
- * It streams the answer, shows each tool call and result in brief, asks each permission card and
- * each question of the model (request_user_input) inline,
+ * It streams the answer (on a terminal as Markdown, block by block, with a spinner while it waits),
+ * shows each tool call and result in brief (write/edit as a diff), asks each permission card and
+ * each question of the model (request_user_input) inline, ends each turn with a usage line,
  * cancels the running turn on Ctrl-C and exits on a second one. Sessions are stored (PGlite under
- * `.openwork/` or Postgres) and continued with `--session <id>`.
+ * `.openwork/` or Postgres) and continued with `--session <id>`, on the model, API and base URL
+ * they ran on, after their last exchanges.
  */
 import { isOpenworkError, errorMessage } from '../errors.js';
 import { permissionModeSchema } from '../protocol/input.js';
@@ -398,6 +400,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
     subscription.unsubscribe();
     lines.close();
     renderer.breakLine();
+    spinner.stop();
     // A hung provider must not keep the process: the session store is closed or abandoned after 5 s.
     await Promise.race([core.shutdown(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
   }

@@ -19,7 +19,7 @@ import { validSummary } from '../support/summaries.js';
 let server: FakeOpenAIServer;
 let databaseUrl: string;
 const dirs: string[] = [];
-const running: Array<{ child: { exitCode: number | null; kill(signal: string): boolean } }> = [];
+const running: Array<{ child: { exitCode: number | null; kill(signal?: NodeJS.Signals): boolean } }> = [];
 
 beforeAll(async () => {
   ensureBuilt();
