@@ -170,7 +170,8 @@ export interface Core {
   loadSession(sessionId: string): Promise<SessionHandle>;
   /** The loaded handle, if any, without touching storage. */
   session(sessionId: string): SessionHandle | undefined;
-  listSessions(options?: { limit?: number }): Promise<SessionRecord[]>;
+  /** Root sessions, newest first; `withTurns` leaves out those that never started a turn. */
+  listSessions(options?: { limit?: number; withTurns?: boolean }): Promise<SessionRecord[]>;
   /** The sub-agent sessions of a root (hidden from `listSessions`). */
   listChildSessions(parentSessionId: string): Promise<SessionRecord[]>;
   /** Every discovered skill (enabled and disabled) and every load warning, scanned now. */

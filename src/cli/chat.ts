@@ -1,22 +1,31 @@
 /**
  * @module cli/chat
  * `openwork chat [prompt]`: a terminal conversation in the working directory on a real model.
- * It streams the answer, shows each tool call and result in brief, asks each permission card and
- * each question of the model (request_user_input) inline,
+ * It streams the answer (on a terminal as Markdown, block by block, with a spinner while it waits),
+ * shows each tool call and result in brief (write/edit as a diff), asks each permission card and
+ * each question of the model (request_user_input) inline, ends each turn with a usage line,
  * cancels the running turn on Ctrl-C and exits on a second one. Sessions are stored (PGlite under
- * `.openwork/` or Postgres) and continued with `--session <id>`.
+ * `.openwork/` or Postgres) and continued with `--session <id>`, on the model, API and base URL
+ * they ran on, after their last exchanges.
  */
 import { isOpenworkError, errorMessage } from '../errors.js';
+import { permissionModeSchema } from '../protocol/input.js';
 import type { PermissionDecision } from '../protocol/input.js';
-import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
+import type { SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
 import type { SessionHandle } from '../session-handle.js';
 import type { UserInputRequest } from '../protocol/user-input.js';
+import { askCard } from './card-prompt.js';
+import { diffLineBudget } from './diff-view.js';
+import { lastExchanges, shorten } from './last-exchanges.js';
 import { LineInput } from './line-input.js';
+import { markdownRenderer } from './markdown.js';
 import type { ChatOptions } from './options.js';
-import { UpdateRenderer, cardLines, pickAnswer, questionLines, styleFor } from './render.js';
+import { UpdateRenderer, pickAnswer, questionLines, styleFor } from './render.js';
+import { openCliRuntime, rememberSessionSettings } from './runtime.js';
 import { parseSlash, slashHelpLines } from './slash-commands.js';
+import { Spinner } from './spinner.js';
 import { storageLabel } from './storage.js';
-import { openCliCore, openCliModel } from './runtime.js';
+import { turnUsage, usageLine } from './usage-line.js';
 
 export interface ChatIO {
   input: NodeJS.ReadableStream;
@@ -30,32 +39,8 @@ export interface ChatIO {
 /** Exit codes: 0 done, 1 the last turn failed, 2 could not start, 130 interrupted (Ctrl-C, or the last turn was cancelled). */
 export const EXIT = { ok: 0, turnFailed: 1, cannotStart: 2, interrupted: 130 } as const;
 
-const ANSWERS: Record<string, PermissionDecision> = {
-  o: 'allow_once',
-  once: 'allow_once',
-  y: 'allow_once',
-  yes: 'allow_once',
-  t: 'allow_for_turn',
-  turn: 'allow_for_turn',
-  s: 'allow_for_session',
-  session: 'allow_for_session',
-  d: 'deny',
-  deny: 'deny',
-  n: 'deny',
-  no: 'deny',
-};
-
-const LABELS: Record<PermissionDecision, string> = {
-  allow_once: '[o]nce',
-  allow_for_turn: 'this [t]urn',
-  allow_for_session: 'this [s]ession',
-  deny: '[d]eny',
-};
-
-function question(card: PermissionCard): string {
-  const offered = (['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'] as const).filter((d) => card.decisions.includes(d));
-  return `  allow ${offered.map((d) => LABELS[d]).join(' / ')}? `;
-}
+/** How many stored exchanges `--session` shows before the prompt. */
+const SHOWN_EXCHANGES = 3;
 
 function outcomeLine(outcome: TurnOutcome): string | null {
   if (outcome.status !== 'failed') return null;
@@ -71,18 +56,33 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
     return EXIT.cannotStart;
   };
 
-  const opened = openCliModel(options);
-  if (!opened.ok) return fail(opened.line);
-  const model = opened.value;
-  const started = await openCliCore(options, model, true);
+  // The spinner needs a terminal that draws (not TERM=dumb); Markdown and colour need one that colours.
+  const outputTTY = (io.output as { isTTY?: boolean }).isTTY === true;
+  const spinner = new Spinner(io.output, outputTTY && env.TERM !== 'dumb');
+  const columns = (io.output as { columns?: number }).columns;
+  const rows = (io.output as { rows?: number }).rows;
+  let renderer: UpdateRenderer | null = null;
+
+  // A retry is known only to the model port: its stream events tell the spinner how long the wait is.
+  const started = await openCliRuntime(options, true, (event) => {
+    if (event.type === 'retry') renderer?.wait(`retry in {retry}s (attempt ${event.attempt}): ${event.reason.slice(0, 60)}`, { retryInMs: event.delayMs ?? 0 });
+  });
   if (!started.ok) return fail(started.line);
-  const core = started.value;
+  const { core, model } = started.value;
 
   let session: SessionHandle;
   try {
-    session = options.sessionId
-      ? await core.loadSession(options.sessionId)
-      : await core.createSession({ workingDirectory: options.workingDirectory, ...(options.prompt ? { title: options.prompt.slice(0, 80) } : {}) });
+    if (options.sessionId) {
+      session = await core.loadSession(options.sessionId);
+      if (options.sources.mode.kind === 'flag') await session.setPermissionMode(options.mode);
+    } else {
+      session = await core.createSession({
+        workingDirectory: options.workingDirectory,
+        permissionMode: options.mode,
+        ...(options.prompt ? { title: options.prompt.slice(0, 80) } : {}),
+      });
+    }
+    await rememberSessionSettings(core.storage, session.sessionId, started.value.options);
   } catch (error) {
     await core.shutdown().catch(() => undefined);
     const code = isOpenworkError(error) ? error.code : undefined;
@@ -91,9 +91,17 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
 
   const terminal = (io.input as { isTTY?: boolean }).isTTY === true;
   const lines = new LineInput(io.input, io.output, terminal);
-  const renderer = new UpdateRenderer(io.output, style);
+  const rendererFor = (handle: SessionHandle) =>
+    new UpdateRenderer(io.output, style, {
+      ...(style.on ? { markdown: markdownRenderer(Math.min(columns ?? 100, 120)) } : {}),
+      workingDirectory: handle.info.workingDirectory,
+      diffLines: diffLineBudget(rows),
+      spinner,
+    });
+  renderer = rendererFor(session);
   const print = (text: string) => {
-    renderer.breakLine();
+    renderer!.breakLine();
+    spinner.clear();
     io.output.write(`${text}\n`);
   };
 
@@ -103,6 +111,15 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   const sandbox = session.snapshot().sandbox;
   print(sandbox.available ? style.dim(`sandbox: ${sandbox.kind}, bash runs inside it`) : style.yellow(`sandbox unavailable, bash disabled: ${sandbox.detail ?? 'no reason given'}`));
   print(style.dim(terminal ? 'Ctrl-C cancels the running turn; Ctrl-C again (or Ctrl-D) exits.' : 'reading prompts from stdin; SIGINT cancels the running turn, a second one exits.'));
+  if (options.sessionId) {
+    // Where the conversation stands, before the user types the next prompt.
+    const exchanges = lastExchanges(await session.messages().catch(() => []), SHOWN_EXCHANGES);
+    if (exchanges.length > 0) print(style.dim(`last ${exchanges.length === 1 ? 'exchange' : `${exchanges.length} exchanges`}:`));
+    for (const exchange of exchanges) {
+      for (const [i, line] of shorten(exchange.user, 3, 160).entries()) print(style.bold(`${i === 0 ? '> ' : '  '}${line}`));
+      for (const line of shorten(exchange.answer ?? '(no answer)', 6, 160)) print(`  ${line}`);
+    }
+  }
 
   let activeTurn: string | null = null;
   let cancelling = false;
@@ -138,7 +155,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   let wakeApproval: (() => void) | null = null;
   const watch = (handle: SessionHandle) =>
     handle.updates$.subscribe((envelope) => {
-      renderer.render(envelope);
+      renderer!.render(envelope);
       if (envelope.update.type === 'permission_requested' || envelope.update.type === 'user_input_requested') {
         approvals.push(envelope);
         wakeApproval?.();
@@ -153,6 +170,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
       for (const line of questionLines(q, style)) print(line);
       let answer: string | undefined;
       while (answer === undefined) {
+        spinner.stop();
         const typed = await lines.ask(style.bold('  answer> '), turnOver);
         if (typed === undefined) return;
         if (typed === null) {
@@ -198,20 +216,9 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
       }
       if (envelope.update.type !== 'permission_requested') continue;
       const { card, toolCallId } = envelope.update;
-      for (const line of cardLines(card, style)) print(line);
-      let decision: PermissionDecision | undefined;
-      while (decision === undefined && !done) {
-        const answer = await lines.ask(question(card), turnOver.signal);
-        if (answer === undefined) break;
-        if (answer === null) {
-          print(style.dim('  (input ended: denying)'));
-          decision = 'deny';
-          break;
-        }
-        const picked = ANSWERS[answer.trim().toLowerCase()];
-        if (picked && card.decisions.includes(picked)) decision = picked;
-        else print(style.dim(`  please answer ${question(card).trim()}`));
-      }
+      // While the question is on screen, the prompt is the indicator: a frame would overwrite the typing.
+      spinner.stop();
+      const decision: PermissionDecision | undefined = await askCard(card, lines, print, style, turnOver.signal);
       if (decision === undefined) continue;
       try {
         await session.resolvePermission(turnId, toolCallId, decision);
@@ -239,6 +246,8 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
     const outcome = await finished;
     const line = outcomeLine(outcome);
     if (line) print(style.red(line));
+    const usage = await turnUsage(core.storage, turnId);
+    if (usage) print(style.dim(usageLine(usage)));
     // The exit code is the last turn's: a turn Ctrl-C cancelled makes it 130, so a piped run that
     // was interrupted does not look like a success to its caller.
     exitCode = outcome.status === 'failed' ? EXIT.turnFailed : outcome.status === 'cancelled' && cancelling ? EXIT.interrupted : EXIT.ok;
@@ -268,21 +277,84 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
           print(`session ${session.sessionId} · model ${model.id} over ${model.api} · mode ${session.snapshot().permissionMode}`);
           print(
             `usage so far: ${turns.length} turn(s), ${sum((t) => t.inputTokens)} tokens in (${sum((t) => t.cachedInputTokens)} cached), ` +
-              `${sum((t) => t.outputTokens)} out (${sum((t) => t.reasoningTokens)} reasoning), ${sum((t) => t.modelCallCount)} model call(s)`,
+              `${sum((t) => t.outputTokens)} out (${sum((t) => t.reasoningTokens)} reasoning), ${sum((t) => t.modelCallCount)} model call(s), ` +
+              `${sum((t) => t.toolCallCount)} tool call(s)`,
+          );
+          const context = session.inspectContext();
+          const next = context.estimate.estimatedInputTokens;
+          print(
+            context.autoCompactTokenLimit !== null
+              ? `context: about ${next} tokens in the next request; ${context.autoCompactPercent}% of the compaction line (${context.autoCompactTokenLimit} of a ${model.contextWindow}-token window)`
+              : `context: about ${next} tokens in the next request; window unknown (set --context-window or "contextWindow" in the config)`,
           );
           return true;
         }
+        case 'mode': {
+          const wanted = slash.args[0];
+          if (wanted === undefined) {
+            print(`mode ${session.snapshot().permissionMode} (auto: edits outside the workspace ask; accept_edits: file edits in the workspace run without asking)`);
+            return true;
+          }
+          const mode = permissionModeSchema.safeParse(wanted);
+          if (!mode.success) {
+            print(style.red(`openwork: /mode takes auto or accept_edits, not ${JSON.stringify(wanted)}`));
+            return true;
+          }
+          await session.setPermissionMode(mode.data);
+          print(`mode ${mode.data} (from the next tool call)`);
+          return true;
+        }
+        case 'compact': {
+          print(style.dim('compacting the conversation…'));
+          spinner.show('compacting the conversation', { restart: true });
+          try {
+            const result = await session.compactConversation();
+            spinner.stop();
+            print(
+              result.checkpoint
+                ? `compacted: ${result.conversationTokensBefore} → ${result.conversationTokensAfter} tokens (checkpoint ${result.checkpoint.id}; /rewind lists the checkpoints)`
+                : `nothing to compact (${result.conversationTokensBefore} tokens)`,
+            );
+          } finally {
+            spinner.stop();
+          }
+          return true;
+        }
+        case 'rewind': {
+          const checkpoints = await session.checkpoints();
+          const wanted = slash.args[0];
+          if (wanted === undefined) {
+            if (checkpoints.length === 0) print('no checkpoints yet (/compact writes one)');
+            for (const [i, cp] of checkpoints.entries()) {
+              print(`  ${i + 1}. ${cp.id}  ${cp.kind}  through message ${cp.throughMessageSequence}  ${cp.createdAt.replace(/\.\d+Z$/, 'Z')}`);
+            }
+            if (checkpoints.length > 0) print(style.dim('rewind with /rewind <n> or /rewind <checkpoint-id>: the model sees the conversation as it stood there; nothing is deleted'));
+            return true;
+          }
+          const byNumber = /^\d+$/.test(wanted) ? checkpoints[Number(wanted) - 1] : undefined;
+          const id = byNumber?.id ?? wanted;
+          if (!byNumber && /^\d+$/.test(wanted)) {
+            print(style.red(`openwork: no checkpoint ${wanted} (there ${checkpoints.length === 1 ? 'is 1' : `are ${checkpoints.length}`}; /rewind lists them)`));
+            return true;
+          }
+          const result = await session.rewindConversation(id);
+          print(`rewound to ${id}: ${result.conversationTokensBefore} → ${result.conversationTokensAfter} tokens`);
+          return true;
+        }
         case 'new': {
-          const next = await core.createSession({ workingDirectory: options.workingDirectory });
+          const next = await core.createSession({ workingDirectory: options.workingDirectory, permissionMode: options.mode });
+          await rememberSessionSettings(core.storage, next.sessionId, started.value.options);
           subscription.unsubscribe();
           session = next;
+          renderer = rendererFor(session);
           subscription = watch(session);
           print(style.bold(`new session ${session.sessionId}`));
           return true;
         }
         case 'sessions': {
-          const stored = await core.listSessions({ limit: 20 });
-          if (stored.length === 0) print('no sessions stored yet');
+          // A session that never started a turn (a /new left unused) is nothing to continue.
+          const stored = await core.listSessions({ limit: 20, withTurns: true });
+          if (stored.length === 0) print('no sessions with a turn yet');
           for (const s of stored) {
             const current = s.id === session.sessionId ? ' (this one)' : '';
             print(`${s.id}  ${(s.lastTurnAt ?? s.updatedAt).replace(/\.\d+Z$/, 'Z')}  ${s.title ?? '(untitled)'}${current}`);
@@ -328,6 +400,7 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
     subscription.unsubscribe();
     lines.close();
     renderer.breakLine();
+    spinner.stop();
     // A hung provider must not keep the process: the session store is closed or abandoned after 5 s.
     await Promise.race([core.shutdown(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
   }

@@ -4,12 +4,15 @@
  * storage. The model is scripted; everything else (machines, storage, updates, approvals) is real.
  */
 import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline/promises';
 import { createCore } from '../core.js';
+import type { PermissionDecision } from '../protocol/input.js';
 import type { SessionUpdateEnvelope } from '../protocol/updates.js';
 import { scriptedModel } from '../services/model/scripted.js';
 import { pgliteStorage } from '../storage/pglite.js';
+import { askCard } from './card-prompt.js';
 import { listDirectoryTool, writeNoteTool } from './example-tools.js';
+import { LineInput } from './line-input.js';
+import { styleFor } from './render.js';
 import { ignoreOpenworkDirectory } from './storage.js';
 
 export interface DemoOptions {
@@ -127,7 +130,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<number> {
   const core = await createCore({ storage: pgliteStorage({ dataDir }), model, tools: [listTool, noteTool] });
   const session = await core.createSession({ workingDirectory, title: 'openwork demo' });
   print(`session ${session.sessionId}`);
-  const rl = autoApprove ? null : createInterface({ input: process.stdin, output: process.stdout });
+  // Cards are asked exactly as `openwork chat` asks them (card-prompt.ts).
+  const lines = autoApprove ? null : new LineInput(process.stdin, out, true);
+  const style = styleFor(out);
   let streaming = false;
   session.updates$.subscribe((e) => {
     if (e.update.type === 'text_delta') {
@@ -146,21 +151,21 @@ export async function runDemo(options: DemoOptions = {}): Promise<number> {
   session.updates$.subscribe((e) => {
     if (e.update.type !== 'permission_requested') return;
     const { toolCallId } = e.update;
+    const { card } = e.update;
     const answer = async () => {
-      let decision: 'allow_once' | 'deny' = 'allow_once';
-      if (rl) {
-        const reply = (await rl.question('  allow this once? [y/N] ')).trim().toLowerCase();
-        decision = reply === 'y' || reply === 'yes' ? 'allow_once' : 'deny';
+      let decision: PermissionDecision | undefined = 'allow_once';
+      if (lines) {
+        decision = await askCard(card, lines, print, style);
       } else {
         print('  (stdin is not a terminal: approving once)');
       }
-      await session.resolvePermission(e.turnId!, toolCallId, decision);
+      await session.resolvePermission(e.turnId!, toolCallId, decision ?? 'deny');
     };
     void answer();
   });
   const { turnId } = await session.startTurn({ clientRequestId: `demo-${Date.now()}`, input: [{ type: 'text', text: 'Show me around.' }] });
   const outcome = await session.waitForTurn(turnId);
-  rl?.close();
+  lines?.close();
   const turn = await core.storage.getTurn(turnId);
   const messages = await session.messages();
   print('');

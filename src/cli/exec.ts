@@ -15,7 +15,7 @@ import { LineInput } from './line-input.js';
 import type { ApprovePolicy, ExecOptions } from './options.js';
 import { cardLines, styleFor } from './render.js';
 import { storageLabel } from './storage.js';
-import { openCliCore, openCliModel } from './runtime.js';
+import { openCliRuntime, rememberSessionSettings } from './runtime.js';
 
 /** The decision each policy gives without asking (on-request asks instead). */
 const AUTOMATIC: Record<Exclude<ApprovePolicy, 'on-request'>, PermissionDecision> = { never: 'deny', 'full-auto': 'allow_once' };
@@ -33,19 +33,20 @@ export async function runExec(options: ExecOptions, io: ChatIO): Promise<number>
     return fail('--approve on-request asks on the terminal, but stdin is not a terminal; use --approve never or --approve full-auto');
   }
 
-  const opened = openCliModel(options);
-  if (!opened.ok) return fail(opened.line);
-  const model = opened.value;
   // No request_user_input: a headless turn has nobody to answer the model's questions.
-  const started = await openCliCore(options, model, false);
+  const started = await openCliRuntime(options, false);
   if (!started.ok) return fail(started.line);
-  const core = started.value;
+  const { core } = started.value;
 
   let session: SessionHandle;
   try {
-    session = options.sessionId
-      ? await core.loadSession(options.sessionId)
-      : await core.createSession({ workingDirectory: options.workingDirectory, title: options.prompt.slice(0, 80) });
+    if (options.sessionId) {
+      session = await core.loadSession(options.sessionId);
+      if (options.sources.mode.kind === 'flag') await session.setPermissionMode(options.mode);
+    } else {
+      session = await core.createSession({ workingDirectory: options.workingDirectory, title: options.prompt.slice(0, 80), permissionMode: options.mode });
+    }
+    await rememberSessionSettings(core.storage, session.sessionId, started.value.options);
   } catch (error) {
     await core.shutdown().catch(() => undefined);
     const code = isOpenworkError(error) ? error.code : undefined;

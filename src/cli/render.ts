@@ -1,24 +1,34 @@
 /**
  * @module cli/render
- * How `openwork chat` shows a session's updates in a terminal: the answer streamed as it arrives,
- * reasoning dimmed, each tool call and its result in one line, cards, plans and the outcome.
+ * How `openwork chat` shows a session's updates in a terminal: the answer streamed as it arrives
+ * (on a colour terminal rendered as Markdown, block by block), reasoning dimmed, each tool call and
+ * its result in one line, what write and edit changed as a diff, cards, plans and the outcome; the
+ * spinner says what the turn waits for between them.
  */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { PermissionCard, SessionUpdateEnvelope } from '../protocol/updates.js';
 import type { UserInputQuestion } from '../protocol/user-input.js';
+import { diffLines } from './diff-view.js';
+import { MarkdownStream } from './markdown.js';
+import type { Spinner } from './spinner.js';
 
 export interface Style {
+  /** True when the text is styled (a colour terminal, no NO_COLOR). */
+  readonly on: boolean;
   dim(text: string): string;
   bold(text: string): string;
   red(text: string): string;
   green(text: string): string;
   yellow(text: string): string;
+  cyan(text: string): string;
 }
 
 /** ANSI styling on a colour terminal (and not under NO_COLOR), plain text otherwise. */
 export function styleFor(out: NodeJS.WritableStream, env: NodeJS.ProcessEnv = process.env): Style {
   const on = (out as { isTTY?: boolean }).isTTY === true && !env.NO_COLOR;
   const wrap = (open: number, close: number) => (text: string) => (on ? `\u001b[${open}m${text}\u001b[${close}m` : text);
-  return { dim: wrap(2, 22), bold: wrap(1, 22), red: wrap(31, 39), green: wrap(32, 39), yellow: wrap(33, 39) };
+  return { on, dim: wrap(2, 22), bold: wrap(1, 22), red: wrap(31, 39), green: wrap(32, 39), yellow: wrap(33, 39), cyan: wrap(36, 39) };
 }
 
 function brief(text: string, max: number): string {
@@ -67,54 +77,140 @@ export function pickAnswer(q: UserInputQuestion, typed: string): string | undefi
   return option ? option.label : text;
 }
 
+/** What the renderer does beyond plain lines; every part is optional (a pipe gets none of the extras). */
+export interface RenderOptions {
+  /** Renders completed Markdown blocks; absent, the answer streams raw. */
+  markdown?: (markdown: string) => string;
+  /** Where relative tool paths start, for the write/edit diff. */
+  workingDirectory?: string;
+  /** Diff lines shown at most before "… n more lines". */
+  diffLines?: number;
+  spinner?: Spinner;
+}
+
+/** The tools whose successful calls are shown as a diff of the file they changed. */
+const DIFFED_TOOLS = new Set(['write', 'edit']);
+
 /** Writes updates as they come; keeps track of whether a streamed line is open. */
 export class UpdateRenderer {
   private streaming: 'text' | 'reasoning' | null = null;
+  private readonly markdown: MarkdownStream | null;
+  /** The content of each file a running write/edit call targets, read when the call started. */
+  private readonly before = new Map<string, { path: string; shown: string; content: string | null }>();
 
   constructor(
     private readonly out: NodeJS.WritableStream,
     private readonly style: Style,
-  ) {}
+    private readonly options: RenderOptions = {},
+  ) {
+    this.markdown = options.markdown ? new MarkdownStream(options.markdown) : null;
+  }
 
-  /** Ends a streamed line, if one is open. */
+  /** Writes after clearing the spinner's line, so that no output lands behind a frame. */
+  private write(text: string): void {
+    this.options.spinner?.clear();
+    this.out.write(text);
+  }
+
+  /** The spinner shows `label` unless a streamed line is open (its frame would overwrite it). */
+  wait(label: string, options: { restart?: boolean; retryInMs?: number } = { restart: true }): void {
+    if (this.streaming !== null) return;
+    this.options.spinner?.show(label, options);
+  }
+
+  /** Ends a streamed line (and writes what Markdown is still held), if one is open. */
   breakLine(): void {
-    if (this.streaming !== null) this.out.write('\n');
+    const rest = this.markdown?.flush() ?? '';
+    if (rest) this.write(rest);
+    if (this.streaming !== null) this.write('\n');
     this.streaming = null;
   }
 
   private line(text: string): void {
     this.breakLine();
-    this.out.write(`${text}\n`);
+    this.write(`${text}\n`);
+  }
+
+  private text(delta: string): void {
+    if (this.markdown) {
+      // Rendered per completed block: the line stays closed, and the spinner keeps spinning in between.
+      if (this.streaming === 'reasoning') this.breakLine();
+      const blocks = this.markdown.push(delta);
+      if (blocks) this.write(blocks);
+      this.options.spinner?.show('writing the answer');
+      return;
+    }
+    if (this.streaming !== 'text') {
+      this.breakLine();
+      this.options.spinner?.stop();
+      this.streaming = 'text';
+    }
+    this.write(delta);
+  }
+
+  /** Notes the file a write/edit call is about to change (the update comes before the call runs). */
+  private noteBefore(toolCallId: string, toolName: string, args: string): void {
+    if (!DIFFED_TOOLS.has(toolName) || this.options.workingDirectory === undefined) return;
+    let path: unknown;
+    try {
+      path = (JSON.parse(args) as { path?: unknown }).path;
+    } catch {
+      return;
+    }
+    if (typeof path !== 'string' || path === '') return;
+    const absolute = resolve(this.options.workingDirectory, path);
+    let content: string | null = null;
+    try {
+      content = readFileSync(absolute, 'utf8');
+    } catch {
+      content = null;
+    }
+    this.before.set(toolCallId, { path: absolute, shown: path, content });
+  }
+
+  private diffAfter(toolCallId: string, succeeded: boolean): void {
+    const before = this.before.get(toolCallId);
+    this.before.delete(toolCallId);
+    if (!before || !succeeded) return;
+    let after: string;
+    try {
+      after = readFileSync(before.path, 'utf8');
+    } catch {
+      return;
+    }
+    for (const l of diffLines(before.shown, before.content, after, this.style, this.options.diffLines ?? 40)) this.line(l);
   }
 
   render(envelope: SessionUpdateEnvelope): void {
     const u = envelope.update;
     switch (u.type) {
       case 'text_delta':
-        if (this.streaming !== 'text') {
-          this.breakLine();
-          this.streaming = 'text';
-        }
-        this.out.write(u.delta);
+        this.text(u.delta);
         return;
       case 'reasoning_delta':
         if (this.streaming !== 'reasoning') {
           this.breakLine();
-          this.out.write(this.style.dim('thinking: '));
+          this.options.spinner?.stop();
+          this.write(this.style.dim('thinking: '));
           this.streaming = 'reasoning';
         }
-        this.out.write(this.style.dim(u.delta));
+        this.write(this.style.dim(u.delta));
         return;
       case 'draft_cleared':
-        if (u.reason === 'discarded') this.line(this.style.dim('[the partial answer above was discarded]'));
-        else this.breakLine();
+        if (u.reason === 'discarded') {
+          this.markdown?.drop();
+          this.line(this.style.dim('[the partial answer above was discarded]'));
+        } else this.breakLine();
         return;
       case 'tool_call_started':
+        this.noteBefore(u.toolCallId, u.toolName, u.arguments);
         this.line(this.style.dim(`→ ${u.toolName} ${brief(u.arguments, 120)}`));
+        this.wait(`running ${u.toolName}`);
         return;
       case 'tool_call_finished': {
         const mark = u.status === 'succeeded' ? this.style.green('✓') : this.style.red('✗');
         this.line(`${mark} ${u.toolName} ${u.status === 'succeeded' ? '' : `${u.status}: `}${this.style.dim(resultLine(u.text))}`);
+        this.diffAfter(u.toolCallId, u.status === 'succeeded');
         return;
       }
       case 'permission_resolved':
@@ -125,9 +221,14 @@ export class UpdateRenderer {
         return;
       case 'phase_changed':
         if (u.phase === 'compacting') this.line(this.style.dim('(compacting the conversation)'));
+        if (u.phase === 'running_model') this.wait('waiting for the model');
+        else if (u.phase === 'compacting') this.wait('compacting the conversation');
+        else if (u.phase === 'waiting_permission') this.wait('waiting for your approval');
+        else if (u.phase === 'waiting_user_input') this.wait('waiting for your answer');
         return;
       case 'turn_finished':
         this.breakLine();
+        this.options.spinner?.stop();
         if (u.outcome.status === 'cancelled') this.line(this.style.yellow('turn cancelled'));
         return;
       case 'permission_requested':
@@ -143,6 +244,8 @@ export class UpdateRenderer {
         this.line(this.style.dim(`conversation compacted (${u.kind}): ${u.conversationTokensBefore} → ${u.conversationTokensAfter} tokens`));
         return;
       case 'turn_started':
+        this.wait('waiting for the model');
+        return;
       case 'tool_call_progress':
         return;
       default: {

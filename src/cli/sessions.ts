@@ -1,6 +1,7 @@
 /**
  * @module cli/sessions
- * `openwork sessions`: the stored sessions, newest first, with what `--session` needs.
+ * `openwork sessions`: the stored sessions that have a turn, newest first, with what `--session`
+ * needs. A session that never started a turn (a chat left at once, a `/new` unused) is not listed.
  */
 import { existsSync } from 'node:fs';
 import { errorMessage } from '../errors.js';
@@ -15,9 +16,9 @@ export async function runSessions(options: SessionsOptions, out: NodeJS.Writable
   const storage = openStorage(options);
   try {
     await storage.migrate();
-    const sessions = await storage.listSessions({ limit: options.limit });
+    const sessions = await storage.listSessions({ limit: options.limit, withTurns: true });
     if (sessions.length === 0) {
-      out.write(`no sessions in ${storageLabel(options)}\n`);
+      out.write(`no sessions with a turn in ${storageLabel(options)}\n`);
       return 0;
     }
     for (const s of sessions) {

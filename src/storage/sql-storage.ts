@@ -318,13 +318,13 @@ export class SqlSessionStorage implements SessionStorage {
     });
   }
 
-  listSessions(options: { limit?: number; includeChildren?: boolean } = {}): Promise<SessionRecord[]> {
+  listSessions(options: { limit?: number; includeChildren?: boolean; withTurns?: boolean } = {}): Promise<SessionRecord[]> {
     return this.run('list sessions', async () => {
       const { rows } = await this.db.query(
         `SELECT ${SESSION_COLUMNS} FROM sessions
-         WHERE ($1::boolean OR parent_session_id IS NULL)
+         WHERE ($1::boolean OR parent_session_id IS NULL) AND (NOT $3::boolean OR last_turn_at IS NOT NULL)
          ORDER BY updated_at DESC, id LIMIT $2`,
-        [options.includeChildren ?? false, options.limit ?? 100],
+        [options.includeChildren ?? false, options.limit ?? 100, options.withTurns ?? false],
       );
       return rows.map(sessionFromRow);
     });
@@ -355,6 +355,21 @@ export class SqlSessionStorage implements SessionStorage {
   setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void> {
     return this.run('set sandbox mode', async () => {
       await this.db.query(`UPDATE sessions SET sandbox_mode = $2, sandbox_mode_origin = 'user_toggle', updated_at = now() WHERE id = $1`, [sessionId, mode]);
+    });
+  }
+
+  getClientSettings(sessionId: string): Promise<Record<string, unknown> | null> {
+    return this.run('get client settings', async () => {
+      const { rows } = await this.db.query(`SELECT client_settings FROM sessions WHERE id = $1`, [sessionId]);
+      const value = rows[0]?.client_settings;
+      return value && typeof value === 'object' ? (value as Record<string, unknown>) : null;
+    });
+  }
+
+  setClientSettings(sessionId: string, settings: Record<string, unknown>): Promise<boolean> {
+    return this.run('set client settings', async () => {
+      const result = await this.db.query(`UPDATE sessions SET client_settings = $2::jsonb WHERE id = $1`, [sessionId, JSON.stringify(settings)]);
+      return result.rowCount > 0;
     });
   }
 

@@ -260,9 +260,14 @@ export interface SessionStorage {
 
   createSession(input: NewSession): Promise<SessionRecord>;
   getSession(sessionId: string): Promise<SessionRecord | null>;
-  listSessions(options?: { limit?: number; includeChildren?: boolean }): Promise<SessionRecord[]>;
+  /** Newest first; `withTurns` leaves out sessions that never started a turn. */
+  listSessions(options?: { limit?: number; includeChildren?: boolean; withTurns?: boolean }): Promise<SessionRecord[]>;
   deleteSession(sessionId: string): Promise<boolean>;
   setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void>;
+  /** The host's own settings stored with a session (a JSON object the runtime never reads); null when none or no session. */
+  getClientSettings(sessionId: string): Promise<Record<string, unknown> | null>;
+  /** Replaces the host's settings of a session; false when there is no such session. */
+  setClientSettings(sessionId: string, settings: Record<string, unknown>): Promise<boolean>;
   loadSession(sessionId: string): Promise<LoadedSession | null>;
 
   /** Turn row + its user messages + sessions.last_turn_at, in one transaction (reference §9.3). */

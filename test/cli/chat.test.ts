@@ -309,12 +309,12 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     const first = /session (ses_\S+)/.exec(run.stdout)![1]!;
     run.type('/help');
     await run.waitFor(/\/sessions +the stored sessions/);
-    expect(run.stdout).toMatch(/^ {2}\/status +the session, model, permission mode and token usage so far$/m);
+    expect(run.stdout).toMatch(/^ {2}\/status +the session, model, permission mode, token usage so far and context window fill$/m);
     run.type('/status');
     await run.waitFor(/usage so far: .+\n/);
     expect(run.stdout).toContain(`session ${first} · model openai/fake-model over chat · mode `);
     // The usage the provider reported for the one turn so far, as stored with it.
-    expect(run.stdout).toContain('usage so far: 1 turn(s), 120 tokens in (64 cached), 30 out (8 reasoning), 1 model call(s)');
+    expect(run.stdout).toContain('usage so far: 1 turn(s), 120 tokens in (64 cached), 30 out (8 reasoning), 1 model call(s), 0 tool call(s)');
     run.type('/frobnicate now');
     await run.waitFor(/unknown command/);
     expect(run.stdout).toMatch(/^openwork: unknown command \/frobnicate \(type \/help for the list\)$/m);

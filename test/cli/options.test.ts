@@ -3,10 +3,27 @@
  */
 import { describe, expect, it } from 'vitest';
 import { UsageError, parseChatOptions, parseExecOptions, parseSessionsOptions } from '../../src/cli/options.js';
+import type { LoadedConfigFile } from '../../src/cli/config.js';
 
 describe('parseChatOptions', () => {
   it('defaults: the Responses API on OpenAI, PGlite under .openwork/db', () => {
-    expect(parseChatOptions([], {}, '/work/p')).toEqual({ model: 'gpt-5-mini', api: 'responses', dataDir: '/work/p/.openwork/db', workingDirectory: '/work/p' });
+    expect(parseChatOptions([], {}, '/work/p')).toEqual({
+      model: 'gpt-5-mini',
+      api: 'responses',
+      mode: 'auto',
+      dataDir: '/work/p/.openwork/db',
+      workingDirectory: '/work/p',
+      sources: {
+        model: { kind: 'default' },
+        api: { kind: 'default', note: undefined },
+        baseURL: { kind: 'default', note: 'https://api.openai.com/v1' },
+        mode: { kind: 'default' },
+        contextWindow: { kind: 'default', note: 'unknown' },
+        mcpServers: {},
+        databaseUrl: { kind: 'default', note: 'none: PGlite' },
+        dataDir: { kind: 'default' },
+      },
+    });
   });
 
   it('a base URL (flag or OPENAI_BASE_URL) defaults to Chat Completions; flags beat the environment', () => {
@@ -38,6 +55,28 @@ describe('parseChatOptions', () => {
     }
     // One line, whatever the argument parser had to say.
     expect(caught).toMatchObject({ code: 'usage_error', message: expect.not.stringContaining('\n') });
+  });
+});
+
+describe('config files under the flags and the environment', () => {
+  const user: LoadedConfigFile = { path: '/home/u/.openwork/config.json', config: { model: 'user-model', api: 'chat', mode: 'accept_edits', mcpServers: { fs: { command: 'a' } } } };
+  const project: LoadedConfigFile = { path: '/w/.openwork/config.json', config: { model: 'project-model', mcpServers: { fs: { command: 'b' }, web: { url: 'http://h/mcp' } } } };
+
+  it('the project file beats the user file; MCP servers merge by name', () => {
+    const options = parseChatOptions([], {}, '/w', [user, project]);
+    expect(options).toMatchObject({ model: 'project-model', api: 'chat', mode: 'accept_edits', mcpServers: { fs: { command: 'b' }, web: { url: 'http://h/mcp' } } });
+    expect(options.sources).toMatchObject({
+      model: { kind: 'file', path: project.path },
+      api: { kind: 'file', path: user.path },
+      mcpServers: { fs: { kind: 'file', path: project.path }, web: { kind: 'file', path: project.path } },
+    });
+  });
+
+  it('the environment beats the files, and a flag beats both', () => {
+    expect(parseChatOptions([], { OPENAI_MODEL: 'env-model' }, '/w', [user, project]).sources.model).toEqual({ kind: 'env', name: 'OPENAI_MODEL' });
+    const flagged = parseChatOptions(['--model', 'flag-model', '--mode', 'auto'], { OPENAI_MODEL: 'env-model' }, '/w', [user, project]);
+    expect(flagged).toMatchObject({ model: 'flag-model', mode: 'auto', sources: { model: { kind: 'flag', flag: '--model' }, mode: { kind: 'flag', flag: '--mode' } } });
+    expect(() => parseChatOptions(['--mode', 'yolo'], {}, '/w')).toThrow('--mode must be "auto" or "accept_edits", not "yolo"');
   });
 });
 

@@ -274,7 +274,7 @@ describe('recorded wire shapes in whole turns (issue 18)', () => {
     const deltas = run.updates.flatMap((u) => (u.update.type === 'text_delta' ? [u.update.delta] : []));
     expect(deltas.join('')).toBe(answer);
     const written: string[] = [];
-    const plain: Style = { dim: (t) => t, bold: (t) => t, red: (t) => t, green: (t) => t, yellow: (t) => t };
+    const plain: Style = { on: false, dim: (t) => t, bold: (t) => t, red: (t) => t, green: (t) => t, yellow: (t) => t, cyan: (t) => t };
     const renderer = new UpdateRenderer({ write: (chunk: string) => written.push(chunk) } as unknown as NodeJS.WritableStream, plain);
     for (const envelope of run.updates) if (envelope.update.type === 'text_delta') renderer.render(envelope);
     expect(written.join('')).toBe(answer);

@@ -161,6 +161,23 @@ describe.each(backends)('storage contract on $name', (backend) => {
     expect((await storage.getSession(sessionId))!.lastTurnAt).not.toBeNull();
   });
 
+  it('client settings: a host JSON object stored with the session and read back; withTurns lists only sessions with a turn', async () => {
+    const withTurn = await session();
+    const without = await session();
+    await turn(withTurn);
+    expect(await storage.getClientSettings(withTurn)).toBeNull();
+    expect(await storage.setClientSettings(withTurn, { model: 'm', api: 'chat', baseUrl: null })).toBe(true);
+    expect(await storage.getClientSettings(withTurn)).toEqual({ model: 'm', api: 'chat', baseUrl: null });
+    expect(await storage.setClientSettings('ses_missing', { model: 'm' })).toBe(false);
+    expect(await storage.getClientSettings('ses_missing')).toBeNull();
+    // Only a JSON object: the column's CHECK refuses anything else.
+    await expect(storage.db.query(`UPDATE sessions SET client_settings = '[1]'::jsonb WHERE id = $1`, [without])).rejects.toThrow(/sessions_client_settings_object/);
+    const listed = (await storage.listSessions({ limit: 1000, withTurns: true })).map((s) => s.id);
+    expect(listed).toContain(withTurn);
+    expect(listed).not.toContain(without);
+    expect((await storage.listSessions({ limit: 1000 })).map((s) => s.id)).toContain(without);
+  });
+
   it('refuses a second running turn in one session and rolls the whole start back', async () => {
     const sessionId = await session();
     await turn(sessionId);

@@ -369,8 +369,10 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
         const failure = stall.signal.aborted ? stalled() : classify(error, opened, decoder.semantic);
         // Only a failure before any output is retried: the consumer has seen nothing to take back.
         if (!failure.retryable || emitted || attempt > maxRetries) throw failure;
-        yield { type: 'retry', attempt: attempt + 1, reason: failure.message };
-        await abortable(backoff(failure, attempt), signal);
+        const delayMs = backoff(failure, attempt);
+        // The wait is announced first, so that a host can say "retry in N s" while it lasts.
+        yield { type: 'retry', attempt: attempt + 1, reason: failure.message, delayMs };
+        await abortable(delayMs, signal);
       } finally {
         clearTimeout(timer);
       }

@@ -46,8 +46,8 @@ export type ModelStreamEvent =
   | { type: 'tool_call'; callId: string; name: string; arguments: string }
   | { type: 'provider_opaque'; provider: string; data: unknown }
   | { type: 'completed'; usage: TokenUsage; responseId?: string; finishReason?: FinishReason; actualModel?: string }
-  /** A transport retry happened before any output; visible in the trace as attempts. */
-  | { type: 'retry'; attempt: number; reason: string };
+  /** A transport retry happened before any output; visible in the trace as attempts. `delayMs`: the wait before it. */
+  | { type: 'retry'; attempt: number; reason: string; delayMs?: number };
 
 export interface ModelCallOptions {
   signal: AbortSignal;

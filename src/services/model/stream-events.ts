@@ -37,7 +37,7 @@ export const modelStreamEventSchema = z.discriminatedUnion('type', [
     finishReason: z.enum(finishReasons).optional(),
     actualModel: z.string().optional(),
   }),
-  z.object({ type: z.literal('retry'), attempt: z.number().int().positive(), reason: z.string() }),
+  z.object({ type: z.literal('retry'), attempt: z.number().int().positive(), reason: z.string(), delayMs: z.number().nonnegative().optional() }),
 ]);
 
 // The schema and the port's event type must describe the same events.

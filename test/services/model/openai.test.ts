@@ -177,7 +177,8 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
     const started = Date.now();
     const events = await collect(m.stream(request, { signal: new AbortController().signal }));
     expect(Date.now() - started).toBeGreaterThanOrEqual(25);
-    expect(events[0]).toEqual({ type: 'retry', attempt: 2, reason: expect.stringContaining('429') });
+    // The wait the provider asked for is announced with the retry (a host shows "retry in N s").
+    expect(events[0]).toEqual({ type: 'retry', attempt: 2, reason: expect.stringContaining('429'), delayMs: 30 });
     expect(text(events)).toBe('after the wait');
     expect(server.requests).toHaveLength(2);
     expect(server.requests[1]!.body).toEqual(server.requests[0]!.body);
@@ -188,8 +189,8 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
     server.script({ status: 500 }, { status: 502 }, { status: 503 });
     const { error, events } = await failure(run(api, { maxRetries: 2 }));
     expect(events).toEqual([
-      { type: 'retry', attempt: 2, reason: expect.stringContaining('500') },
-      { type: 'retry', attempt: 3, reason: expect.stringContaining('502') },
+      { type: 'retry', attempt: 2, reason: expect.stringContaining('500'), delayMs: expect.any(Number) },
+      { type: 'retry', attempt: 3, reason: expect.stringContaining('502'), delayMs: expect.any(Number) },
     ]);
     expect(error).toBeInstanceOf(ModelError);
     expect(error).toMatchObject({ code: 'model_error', semanticOutput: false, details: { httpStatus: 503, errorPhase: 'response_headers' } });
@@ -298,7 +299,7 @@ describe.each(['responses', 'chat'] as const)('openaiModel over %s', (api) => {
     } catch (error) {
       caught = error;
     }
-    expect(events).toEqual([{ type: 'retry', attempt: 2, reason: expect.stringContaining('429') }]);
+    expect(events).toEqual([{ type: 'retry', attempt: 2, reason: expect.stringContaining('429'), delayMs: expect.any(Number) }]);
     expect(caught).toBe(reason);
   });
 
@@ -449,7 +450,7 @@ describe('openaiModel specifics', () => {
     const port = await closedPort();
     const m = openaiModel({ model: 'm', api: 'chat', baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 1, retryBaseDelayMs: 1 });
     const { error, events } = await failure(m.stream(request, { signal: new AbortController().signal }));
-    expect(events).toEqual([{ type: 'retry', attempt: 2, reason: expect.stringContaining('cannot reach') }]);
+    expect(events).toEqual([{ type: 'retry', attempt: 2, reason: expect.stringContaining('cannot reach'), delayMs: expect.any(Number) }]);
     expect(error).toMatchObject({ code: 'model_error', details: { errorPhase: 'connect', deliveryState: 'not_sent' } });
     expect((error as Error).message).toBe(`cannot reach http://127.0.0.1:${port}/v1 (ECONNREFUSED)`);
   });

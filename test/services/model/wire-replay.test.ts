@@ -74,7 +74,7 @@ describe('provider wire shapes replayed into openaiModel', () => {
     server.script(rawReply(fixture), { text: 'second try' });
     const { events, error } = await replay(api, 1);
     expect(error).toBeUndefined();
-    expect(events[0]).toEqual({ type: 'retry', attempt: 2, reason: fixture.expect.error!.message });
+    expect(events[0]).toEqual({ type: 'retry', attempt: 2, reason: fixture.expect.error!.message, delayMs: expect.any(Number) });
     expect(events.slice(1).flatMap((e) => (e.type === 'text_delta' ? [e.delta] : [])).join('')).toBe('second try');
     expect(events.at(-1)).toMatchObject({ type: 'completed', finishReason: 'stop' });
     expect(server.requests).toHaveLength(2);
