@@ -104,6 +104,25 @@ console.log(`statements (round trips) / step ${(total / steps).toFixed(2)}`);
 console.log(`commits / step ${((Number(after.xmax) - Number(before.xmax)) / steps).toFixed(2)}`);
 console.log(`WAL / step ${(Number(rows[0].wal) / steps).toFixed(0)} B`);
 for (const [text, n] of [...counts.entries()].sort((a, b) => b[1] - a[1])) console.log(`${(n / steps).toFixed(2).padStart(6)}  ${text}`);
+if (process.env.STEP_WALDUMP === '1') {
+  // Which records the WAL of the measured turns holds (pg_waldump of the server's own binaries).
+  const { execFileSync } = await import('node:child_process');
+  const { join } = await import('node:path');
+  const bin = execFileSync('sh', ['-c', 'ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1'], { encoding: 'utf8' }).trim();
+  await probe.query('SELECT pg_switch_wal()');
+  const dump = (args: string[]) => execFileSync(join(bin, 'pg_waldump'), [...args, '-s', before.lsn, '-e', after.lsn, '-p', join(server.dataDir, 'pg_wal')], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  console.log(dump(['--stats=record']));
+  // WAL bytes per step by relation (table or index), from the records' block references.
+  const names = new Map((await probe.query(`SELECT relfilenode::text AS node, relname FROM pg_class`)).rows.map((r) => [r.node as string, r.relname as string]));
+  const byRel = new Map<string, number>();
+  for (const line of dump([]).split('\n')) {
+    const len = /len \(rec\/tot\):\s*\d+\/\s*(\d+)/.exec(line);
+    const rel = /rel \d+\/\d+\/(\d+)/.exec(line);
+    const key = rel ? (names.get(rel[1]!) ?? rel[1]!) : (/rmgr: (\w+)/.exec(line)?.[1] ?? '?');
+    if (len) byRel.set(key, (byRel.get(key) ?? 0) + Number(len[1]));
+  }
+  for (const [rel, bytes] of [...byRel.entries()].sort((a, b) => b[1] - a[1])) console.log(`${String(Math.round(bytes / steps)).padStart(6)} B/step  ${rel}`);
+}
 await core.shutdown();
 await probe.end();
 await admin.end();

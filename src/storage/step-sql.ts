@@ -204,26 +204,50 @@ export const UPSERT_SPANS_END = statement(
   `${SPAN_INSERT} FROM jsonb_to_recordset($1::jsonb) ${SPAN_RECORD} ON CONFLICT (id) DO ${SPAN_END_UPDATE}`,
 );
 
+/**
+ * The batch statement. Rows this process knows to be new are inserted without `ON CONFLICT`, behind
+ * a `NOT EXISTS` test instead: an `ON CONFLICT` insert is a speculative insertion, which writes one
+ * more WAL record per row (about 50 bytes, five rows a step). There is one writer per process; a
+ * row that another process inserted between the test and the insert fails the whole statement, and
+ * the batch goes through the one-by-one path, which keeps `ON CONFLICT` (reference §11.1).
+ * Ended spans whose start is already stored are updated (`ended_existing`), the others inserted
+ * whole (`ended_new`): a span that starts and ends within one batch is one insert.
+ */
 export const WRITE_TRACE_BATCH = statement(
   'trace_batch',
   `WITH started AS (
     ${SPAN_INSERT} FROM jsonb_to_recordset($1::jsonb) ${SPAN_RECORD}
-    ON CONFLICT (id) DO NOTHING
+    WHERE NOT EXISTS (SELECT 1 FROM trace_spans e WHERE e.id = r.id)
   ),
-  ended AS (
-    ${SPAN_INSERT} FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
-    ON CONFLICT (id) DO ${SPAN_END_UPDATE}
+  ended_rows AS (
+    SELECT r.*, EXISTS (SELECT 1 FROM trace_spans e WHERE e.id = r.id) AS stored
+    FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
+  ),
+  ended_existing AS (
+    UPDATE trace_spans SET status = r.status, ended_at = r.ended_at,
+      resolved_model_name = COALESCE(r.resolved_model_name, trace_spans.resolved_model_name),
+      provider_request_id = COALESCE(r.provider_request_id, trace_spans.provider_request_id),
+      resolved_tool_name = COALESCE(r.resolved_tool_name, trace_spans.resolved_tool_name),
+      attempt_count = r.attempt_count, input_tokens = r.input_tokens,
+      output_tokens = r.output_tokens, cached_input_tokens = r.cached_input_tokens,
+      reasoning_tokens = r.reasoning_tokens, response_message_id = r.response_message_id,
+      permission_wait_ms = r.permission_wait_ms, error_code = r.error_code,
+      error_message = r.error_message, attributes = trace_spans.attributes || COALESCE(r.attributes, '{}'::jsonb)
+    FROM ended_rows r WHERE r.stored AND trace_spans.id = r.id
+  ),
+  ended_new AS (
+    ${SPAN_INSERT} FROM ended_rows r WHERE NOT r.stored
   ),
   bodies AS (
     INSERT INTO trace_payloads (hash, body, byte_size)
     SELECT hash, body::jsonb, byte_size FROM jsonb_to_recordset($3::jsonb) AS r(hash text, body text, byte_size bigint)
-    ON CONFLICT (hash) DO NOTHING
+    WHERE NOT EXISTS (SELECT 1 FROM trace_payloads e WHERE e.hash = r.hash)
   ),
   mappings AS (
     INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
     SELECT span_id, slot, payload_hash, truncated, original_byte_size
     FROM jsonb_to_recordset($4::jsonb) AS r(span_id text, slot text, payload_hash text, truncated boolean, original_byte_size bigint)
-    ON CONFLICT (span_id, slot) DO NOTHING
+    WHERE NOT EXISTS (SELECT 1 FROM trace_span_payloads e WHERE e.span_id = r.span_id AND e.slot = r.slot)
   )
   SELECT set_config('synchronous_commit', 'off', true) AS commit_mode`,
 );

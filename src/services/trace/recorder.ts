@@ -47,6 +47,8 @@ export class QueueTraceRecorder implements TraceRecorder {
   private writing: Promise<void> | null = null;
   private wake: (() => void) | null = null;
   private closed = false;
+  /** Flushes waiting: while any is, the writer writes at once instead of lingering. */
+  private flushing = 0;
   private readonly counters = { droppedSignals: 0, writeFailures: 0, written: 0 };
 
   constructor(
@@ -83,10 +85,17 @@ export class QueueTraceRecorder implements TraceRecorder {
     });
   }
 
+  /**
+   * The one writer. It waits up to `lingerMs` for a full batch before EVERY write, not only the
+   * first: signals that arrive while a write is in flight wait for company instead of going out as
+   * a batch of one. A span's start and end then mostly land in one batch, where they become one
+   * inserted row instead of an insert and an update (issue 14: most of the trace's WAL and commits
+   * per step). `flush` cuts every wait short.
+   */
   private async drain(): Promise<void> {
-    if (this.queue.length < this.batchSize) await this.linger();
     try {
       while (this.queue.length > 0) {
+        if (this.queue.length < this.batchSize && this.flushing === 0) await this.linger();
         const batch = this.queue.splice(0, this.batchSize);
         try {
           const report = await this.storage.writeTraceSignals(batch);
@@ -113,12 +122,17 @@ export class QueueTraceRecorder implements TraceRecorder {
       timer = setTimeout(() => resolve(false), timeoutMs);
       timer.unref?.();
     });
+    this.flushing += 1;
     const done = (async () => {
-      while (this.writing) {
-        this.wake?.();
-        await this.writing;
+      try {
+        while (this.writing) {
+          this.wake?.();
+          await this.writing;
+        }
+        return true as const;
+      } finally {
+        this.flushing -= 1;
       }
-      return true as const;
     })();
     const flushed = await Promise.race([done, timeout]);
     clearTimeout(timer);
