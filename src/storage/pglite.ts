@@ -17,7 +17,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { SqlDatabase, SqlExecutor, Row } from './sql.js';
+import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { acquireStoreLock, type StoreLock } from './store-lock.js';
 import { migrate } from './migrate.js';
@@ -48,7 +48,9 @@ export const PGLITE_DEFAULT_SETTINGS: Record<string, string> = { shared_buffers:
 
 function executor(db: Pick<PGlite, 'query'>): SqlExecutor {
   return {
-    async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+    async query<R extends Row = Row>(statement: string | NamedStatement, params?: readonly unknown[]) {
+      // PGlite has no named statements through this API; the text runs as it is.
+      const text = typeof statement === 'string' ? statement : statement.text;
       if (params === undefined || params.length === 0) {
         // Multi-statement text (migrations) needs the simple protocol.
         if (!/\$\d/.test(text) && text.includes(';')) {
@@ -92,7 +94,7 @@ export class PgliteDatabase implements SqlDatabase {
     this.exec = executor(this.db);
   }
 
-  query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+  query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
     return this.exec.query<R>(text, params);
   }
 

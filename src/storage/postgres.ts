@@ -3,7 +3,7 @@
  * The server Postgres adapter: the only module that imports `pg`.
  */
 import pg from 'pg';
-import type { SqlDatabase, SqlExecutor, Row } from './sql.js';
+import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 
 // BIGINT and NUMERIC come back as strings by default; counters and sequences fit in a number.
@@ -34,8 +34,12 @@ async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) =>
 
 function clientExecutor(client: pg.PoolClient | pg.Pool): SqlExecutor {
   return {
-    async query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
-      const result = await client.query(text, params as unknown[] | undefined);
+    async query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
+      // A named statement is parsed and planned once per connection, then only bound and executed.
+      const result =
+        typeof text === 'string'
+          ? await client.query(text, params as unknown[] | undefined)
+          : await client.query({ name: text.name, text: text.text, values: params as unknown[] | undefined });
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
   };
@@ -55,7 +59,7 @@ export class PostgresDatabase implements SqlDatabase {
     this.pool.on('error', () => undefined);
   }
 
-  query<R extends Row = Row>(text: string, params?: readonly unknown[]) {
+  query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
     return clientExecutor(this.pool).query<R>(text, params);
   }
 

@@ -12,7 +12,20 @@ import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js'
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { SpanData, SpanPayload, TraceSignal } from '../services/trace/signals.js';
 import { migrate, type MigrationReport } from './migrate.js';
-import { iso, isoOrNull, num, numOrNull, strOrNull, type Row, type SqlDatabase, type SqlExecutor } from './sql.js';
+import { iso, isoOrNull, num, numOrNull, strOrNull, type NamedStatement, type Row, type SqlDatabase, type SqlExecutor } from './sql.js';
+import {
+  APPEND_TURN_MESSAGES,
+  BEGIN_TURN,
+  COMMIT_ASSISTANT_MESSAGE,
+  COMMIT_PLAN_UPDATE,
+  COMMIT_TOOL_RESULT,
+  MESSAGE_COLUMNS,
+  RECORD_MODEL_CALL_START,
+  TURN_STATUS,
+  UPSERT_SPANS_END,
+  UPSERT_SPANS_START,
+  WRITE_TRACE_BATCH,
+} from './step-sql.js';
 import type {
   BeginTurn,
   CheckpointRecord,
@@ -59,7 +72,6 @@ const TURN_COLUMNS = `id, session_id, client_request_id, sequence, model_id, res
   app_version, status, model_call_count, model_submission_count, tool_call_count, input_tokens, output_tokens,
   cached_input_tokens, reasoning_tokens, error_code, error_message, started_at, ended_at, plan_unfinished_step_count`;
 
-const MESSAGE_COLUMNS = `id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name, created_at`;
 
 function sessionFromRow(r: Row): SessionRecord {
   return {
@@ -181,6 +193,38 @@ function spanFromRow(r: Row): TraceSpanRecord {
   };
 }
 
+/** One span as a row of the JSON recordset of the trace statements (`step-sql.ts`). */
+function spanRow(s: SpanData): Record<string, unknown> {
+  return {
+    id: s.id,
+    trace_id: s.traceId,
+    session_id: s.sessionId,
+    turn_id: s.turnId,
+    parent_span_id: s.parentSpanId,
+    kind: s.kind,
+    name: s.name,
+    status: s.status,
+    model_id: s.modelId ?? null,
+    resolved_model_name: s.resolvedModelName ?? null,
+    provider_request_id: s.providerRequestId ?? null,
+    provider_call_id: s.providerCallId ?? null,
+    requested_tool_name: s.requestedToolName ?? null,
+    resolved_tool_name: s.resolvedToolName ?? null,
+    attempt_count: s.attemptCount ?? null,
+    input_tokens: s.inputTokens ?? null,
+    output_tokens: s.outputTokens ?? null,
+    cached_input_tokens: s.cachedInputTokens ?? null,
+    reasoning_tokens: s.reasoningTokens ?? null,
+    response_message_id: s.responseMessageId ?? null,
+    permission_wait_ms: s.permissionWaitMs ?? null,
+    started_at: s.startedAt,
+    ended_at: s.endedAt ?? null,
+    error_code: s.errorCode?.slice(0, 256) ?? null,
+    error_message: s.errorMessage?.slice(0, 512) ?? null,
+    attributes: s.attributes,
+  };
+}
+
 /** JSON with object keys sorted, so that equal content hashes equally (reference §11.1). */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {
@@ -194,6 +238,45 @@ export function canonicalJson(value: unknown): string {
 function sqlStateOf(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** How often a fact statement runs again after losing a sequence race (see `step-sql.ts`). */
+const SEQUENCE_RACE_ATTEMPTS = 8;
+
+/**
+ * True for the one failure a fact statement runs again on: its `MAX + 1` sequence, read from a
+ * snapshot taken before it waited for the session lock, was taken by the writer it waited for.
+ */
+function lostSequenceRace(error: unknown): boolean {
+  if (sqlStateOf(error) !== '23505') return false;
+  const constraint = (error as { constraint?: unknown }).constraint;
+  const text = typeof constraint === 'string' ? constraint : errorMessage(error);
+  return text.includes('messages_session_sequence') || text.includes('turns_session_sequence');
+}
+
+/** One message as a row of the JSON recordset of `step-sql.ts` (`ord` from 1). */
+function messageRecord(message: NewMessage, index: number): Record<string, unknown> {
+  return {
+    ord: index + 1,
+    id: message.id,
+    role: message.role,
+    content: message.content,
+    message_kind: message.kind,
+    provider_call_id: message.providerCallId ?? null,
+    tool_name: message.toolName ?? null,
+  };
+}
+
+/** The parameters $2..$7 of the single-message statements. */
+function messageParams(message: NewMessage): unknown[] {
+  return [
+    message.id,
+    message.role,
+    JSON.stringify(message.content),
+    message.kind,
+    message.providerCallId ?? null,
+    message.toolName ?? null,
+  ];
 }
 
 export class SqlSessionStorage implements SessionStorage {
@@ -433,115 +516,77 @@ export class SqlSessionStorage implements SessionStorage {
   }
 
   /**
-   * Locks a running turn and its session; a turn that is no longer running (ended, or corrected by
-   * a restarted process) takes no more writes.
+   * Runs one fact statement (see `step-sql.ts`), again with a fresh snapshot when it lost a
+   * sequence race to a writer it waited for; the statement is atomic, so a failed run wrote nothing.
    */
-  private async lockTurn(tx: SqlExecutor, turnId: string): Promise<string> {
-    const { rows } = await tx.query<{ session_id: string; status: string }>(
-      `SELECT t.session_id, t.status FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = $1 FOR NO KEY UPDATE`,
-      [turnId],
-    );
-    const row = rows[0];
-    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
-    if (row.status !== 'running') throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
-    return row.session_id;
+  private async fact(stmt: NamedStatement, params: readonly unknown[]): Promise<Row[]> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return (await this.db.query(stmt, params)).rows;
+      } catch (error) {
+        if (attempt >= SEQUENCE_RACE_ATTEMPTS || !lostSequenceRace(error)) throw error;
+      }
+    }
   }
 
-  /** Inserts one message at the next free sequence; the caller holds the session lock. */
-  private async insertMessage(
-    tx: SqlExecutor,
-    sessionId: string,
-    turnId: string,
-    message: NewMessage,
-    ignoreConflict = false,
-  ): Promise<StoredMessage | null> {
-    const { rows } = await tx.query(
-      `INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
-       SELECT $1, $2, $3, COALESCE(MAX(sequence), 0) + 1, $4, $5::jsonb, $6, $7, $8 FROM messages WHERE session_id = $2
-       ${ignoreConflict ? 'ON CONFLICT (id) DO NOTHING' : ''}
-       RETURNING ${MESSAGE_COLUMNS}`,
-      [
-        message.id,
-        sessionId,
-        turnId,
-        message.role,
-        JSON.stringify(message.content),
-        message.kind,
-        message.providerCallId ?? null,
-        message.toolName ?? null,
-      ],
-    );
-    return rows[0] ? messageFromRow(rows[0]) : null;
+  /**
+   * A fact statement wrote nothing because its turn was not running: says why, as the old
+   * `lockTurn` did (one more round trip, on this failure path only).
+   */
+  private async notRunning(turnId: string): Promise<never> {
+    const { rows } = await this.db.query<{ status: string }>(TURN_STATUS, [turnId]);
+    const row = rows[0];
+    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
+    throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
+  }
+
+  /** One message of a running turn, through one of the single-message fact statements. */
+  private async commitOne(turnId: string, stmt: NamedStatement, message: NewMessage, extra: readonly unknown[] = []): Promise<StoredMessage> {
+    const rows = await this.fact(stmt, [turnId, ...messageParams(message), ...extra]);
+    if (!rows[0]) return this.notRunning(turnId);
+    return messageFromRow(rows[0]);
   }
 
   beginTurn(input: BeginTurn): Promise<StoredMessage[]> {
-    return this.run('begin turn', () =>
-      this.db.transaction(async (tx) => {
-        await this.lockSession(tx, input.sessionId);
-        const { rows } = await tx.query('SELECT COALESCE(MAX(sequence), 0) AS max FROM turns WHERE session_id = $1', [input.sessionId]);
-        await tx.query(
-          `INSERT INTO turns (id, session_id, client_request_id, sequence, model_id, resolved_provider_id,
-             resolved_model_name, app_version, status)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running')`,
-          [
-            input.turnId,
-            input.sessionId,
-            input.clientRequestId,
-            num(rows[0]!.max) + 1,
-            input.modelId,
-            input.resolvedProviderId,
-            input.resolvedModelName,
-            input.appVersion,
-          ],
-        );
-        const stored: StoredMessage[] = [];
-        for (const message of input.messages) {
-          stored.push((await this.insertMessage(tx, input.sessionId, input.turnId, message))!);
-        }
-        await tx.query('UPDATE sessions SET last_turn_at = now(), updated_at = now() WHERE id = $1', [input.sessionId]);
-        return stored;
-      }),
-    );
+    return this.run('begin turn', async () => {
+      const rows = await this.fact(BEGIN_TURN, [
+        input.turnId,
+        input.sessionId,
+        input.clientRequestId,
+        input.modelId,
+        input.resolvedProviderId,
+        input.resolvedModelName,
+        input.appVersion,
+        JSON.stringify(input.messages.map(messageRecord)),
+      ]);
+      if (rows.length < input.messages.length || (rows.length === 0 && !(await this.getSession(input.sessionId)))) {
+        throw new StorageError(`session ${input.sessionId} does not exist`);
+      }
+      return rows.map(messageFromRow);
+    });
   }
 
   recordModelCallStart(turnId: string, modelCallIndex: number): Promise<void> {
     return this.run('record model call', async () => {
-      const result = await this.db.query(
-        `UPDATE turns SET model_call_count = GREATEST(model_call_count, $2),
-           model_submission_count = model_submission_count + 1, updated_at = now()
-         WHERE id = $1 AND status = 'running'`,
-        [turnId, modelCallIndex],
-      );
-      if (result.rowCount === 0) throw new StorageError(`turn ${turnId} is not running`);
+      const { rows } = await this.db.query<{ counted: number }>(RECORD_MODEL_CALL_START, [turnId, modelCallIndex]);
+      if (num(rows[0]?.counted ?? 0) === 0) throw new StorageError(`turn ${turnId} is not running`);
     });
   }
 
   commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
     return this.run('commit assistant message', () =>
-      this.db.transaction(async (tx) => {
-        const sessionId = await this.lockTurn(tx, turnId);
-        const stored = (await this.insertMessage(tx, sessionId, turnId, message))!;
-        await tx.query(
-          `UPDATE turns SET
-             input_tokens = COALESCE(input_tokens, 0) + $2, output_tokens = COALESCE(output_tokens, 0) + $3,
-             cached_input_tokens = COALESCE(cached_input_tokens, 0) + $4,
-             reasoning_tokens = COALESCE(reasoning_tokens, 0) + $5,
-             tool_call_count = tool_call_count + $6, updated_at = now()
-           WHERE id = $1`,
-          [turnId, usage.inputTokens, usage.outputTokens, usage.cachedInputTokens, usage.reasoningTokens, toolCallCount],
-        );
-        return stored;
-      }),
+      this.commitOne(turnId, COMMIT_ASSISTANT_MESSAGE, message, [
+        usage.inputTokens,
+        usage.outputTokens,
+        usage.cachedInputTokens,
+        usage.reasoningTokens,
+        toolCallCount,
+      ]),
     );
   }
 
   commitToolResult(turnId: string, message: NewMessage): Promise<StoredMessage> {
-    return this.run('commit tool result', () =>
-      this.db.transaction(async (tx) => {
-        const sessionId = await this.lockTurn(tx, turnId);
-        return (await this.insertMessage(tx, sessionId, turnId, message))!;
-      }),
-    );
+    return this.run('commit tool result', () => this.commitOne(turnId, COMMIT_TOOL_RESULT, message));
   }
 
   commitPlanUpdate(
@@ -554,32 +599,21 @@ export class SqlSessionStorage implements SessionStorage {
       return Promise.reject(new StorageError('a plan update must carry exactly one tool result block'));
     }
     return this.run('commit plan update', () =>
-      this.db.transaction(async (tx) => {
-        const sessionId = await this.lockTurn(tx, turnId);
-        await tx.query(
-          `INSERT INTO turn_plans (turn_id, explanation, steps, updated_at) VALUES ($1, $2, $3::jsonb, $4)
-           ON CONFLICT (turn_id) DO UPDATE SET explanation = EXCLUDED.explanation, steps = EXCLUDED.steps,
-             updated_at = EXCLUDED.updated_at`,
-          [turnId, plan.explanation, JSON.stringify(plan.steps), plan.updatedAt],
-        );
-        return (await this.insertMessage(tx, sessionId, turnId, message))!;
-      }),
+      this.commitOne(turnId, COMMIT_PLAN_UPDATE, message, [plan.explanation, JSON.stringify(plan.steps), plan.updatedAt]),
     );
   }
 
   appendTurnMessages(turnId: string, messages: NewMessage[]): Promise<StoredMessage[]> {
     if (messages.length === 0) return Promise.resolve([]);
-    return this.run('append messages', () =>
-      this.db.transaction(async (tx) => {
-        const sessionId = await this.lockTurn(tx, turnId);
-        const stored: StoredMessage[] = [];
-        for (const message of messages) {
-          const row = await this.insertMessage(tx, sessionId, turnId, message, true);
-          if (row) stored.push(row);
-        }
-        return stored;
-      }),
-    );
+    return this.run('append messages', async () => {
+      const rows = await this.fact(APPEND_TURN_MESSAGES, [turnId, JSON.stringify(messages.map(messageRecord))]);
+      // No row: every message was already stored, or the turn is not running; only the second is an error.
+      if (rows.length === 0) {
+        const { rows: status } = await this.db.query<{ status: string }>(TURN_STATUS, [turnId]);
+        if (status[0]?.status !== 'running') return this.notRunning(turnId);
+      }
+      return rows.map(messageFromRow);
+    });
   }
 
   finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean> {
@@ -618,15 +652,25 @@ export class SqlSessionStorage implements SessionStorage {
   async writeTraceSignals(signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
     if (signals.length === 0) return { written: 0, failed: 0 };
     try {
-      return await this.db.transaction((tx) => this.writeTraceBatch(tx, signals));
+      return await this.writeTraceBatch(signals);
     } catch {
       // One bad signal (a span whose turn is gone, say) must not lose the rest: retry one by one.
-      return this.run('write trace', () => this.db.transaction((tx) => this.writeTraceOneByOne(tx, signals)));
+      return this.run('write trace', () =>
+        this.db.transaction(async (tx) => {
+          // The trace is lossy by design (reference §11.1): its commits never wait for a WAL flush.
+          await tx.query(`SET LOCAL synchronous_commit = off`);
+          return this.writeTraceOneByOne(tx, signals);
+        }),
+      );
     }
   }
 
-  /** The fast path: signals coalesced per span, then one multi-row statement per table. */
-  private async writeTraceBatch(tx: SqlExecutor, signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
+  /**
+   * The fast path: signals coalesced per span, then the whole batch as ONE statement (spans started,
+   * spans ended, payload bodies, mappings: `WRITE_TRACE_BATCH`), one round trip and one implicit
+   * transaction that does not wait for its WAL flush.
+   */
+  private async writeTraceBatch(signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
     const ended = new Map<string, SpanData>();
     const started = new Map<string, SpanData>();
     const payloads = new Map<string, { spanId: string; payload: SpanPayload }>();
@@ -642,36 +686,29 @@ export class SqlSessionStorage implements SessionStorage {
         if (!payloads.has(key)) payloads.set(key, { spanId: signal.span.id, payload });
       }
     }
-    if (started.size > 0) await this.upsertSpans(tx, [...started.values()], false);
-    if (ended.size > 0) await this.upsertSpans(tx, [...ended.values()], true);
-    if (payloads.size > 0) {
-      const bodies = new Map<string, { body: string; size: number }>();
-      const mappings: unknown[][] = [];
-      for (const { spanId, payload } of payloads.values()) {
-        const prepared = this.preparePayload(payload.body);
-        bodies.set(prepared.hash, { body: prepared.body, size: Buffer.byteLength(prepared.body) });
-        mappings.push([spanId, payload.slot, prepared.hash, prepared.truncated, prepared.truncated ? prepared.originalSize : null]);
-      }
-      // Bodies this process already stored are not sent again (an LRU of hashes); a body swept in
-      // the meantime only sends the batch to the one-by-one path, which writes it.
-      const bodyRows = [...bodies.entries()].filter(([hash]) => !this.knownPayloads.has(hash));
-      if (bodyRows.length > 0) {
-        await tx.query(
-          `INSERT INTO trace_payloads (hash, body, byte_size)
-           SELECT hash, body::jsonb, byte_size FROM jsonb_to_recordset($1::jsonb) AS r(hash text, body text, byte_size bigint)
-           ON CONFLICT (hash) DO NOTHING`,
-          [JSON.stringify(bodyRows.map(([hash, b]) => ({ hash, body: b.body, byte_size: b.size })))],
-        );
-      }
-      await tx.query(
-        `INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
-         SELECT span_id, slot, payload_hash, truncated, original_byte_size
-         FROM jsonb_to_recordset($1::jsonb) AS r(span_id text, slot text, payload_hash text, truncated boolean, original_byte_size bigint)
-         ON CONFLICT (span_id, slot) DO NOTHING`,
-        [JSON.stringify(mappings.map(([span_id, slot, payload_hash, truncated, original_byte_size]) => ({ span_id, slot, payload_hash, truncated, original_byte_size })))],
-      );
-      for (const hash of bodies.keys()) this.rememberPayload(hash);
+    const bodies = new Map<string, { body: string; size: number }>();
+    const mappings: Array<Record<string, unknown>> = [];
+    for (const { spanId, payload } of payloads.values()) {
+      const prepared = this.preparePayload(payload.body);
+      bodies.set(prepared.hash, { body: prepared.body, size: Buffer.byteLength(prepared.body) });
+      mappings.push({
+        span_id: spanId,
+        slot: payload.slot,
+        payload_hash: prepared.hash,
+        truncated: prepared.truncated,
+        original_byte_size: prepared.truncated ? prepared.originalSize : null,
+      });
     }
+    // Bodies this process already stored are not sent again (an LRU of hashes); a body swept in the
+    // meantime only sends the batch to the one-by-one path, which writes it.
+    const bodyRows = [...bodies.entries()].filter(([hash]) => !this.knownPayloads.has(hash)).map(([hash, b]) => ({ hash, body: b.body, byte_size: b.size }));
+    await this.db.query(WRITE_TRACE_BATCH, [
+      JSON.stringify([...started.values()].map(spanRow)),
+      JSON.stringify([...ended.values()].map(spanRow)),
+      JSON.stringify(bodyRows),
+      JSON.stringify(mappings),
+    ]);
+    for (const hash of bodies.keys()) this.rememberPayload(hash);
     return { written: signals.length, failed: 0 };
   }
 
@@ -704,69 +741,9 @@ export class SqlSessionStorage implements SessionStorage {
     return { written, failed };
   }
 
-  /**
-   * One statement whatever the batch size: the rows travel as one JSON parameter, so the text is the
-   * same every time (one parse and plan on the server) and the client serialises once.
-   */
+  /** One statement whatever the number of spans: the rows travel as one JSON parameter. */
   private async upsertSpans(tx: SqlExecutor, spans: readonly SpanData[], isEnd: boolean): Promise<void> {
-    const rows = spans.map((s) => ({
-      id: s.id,
-      trace_id: s.traceId,
-      session_id: s.sessionId,
-      turn_id: s.turnId,
-      parent_span_id: s.parentSpanId,
-      kind: s.kind,
-      name: s.name,
-      status: s.status,
-      model_id: s.modelId ?? null,
-      resolved_model_name: s.resolvedModelName ?? null,
-      provider_request_id: s.providerRequestId ?? null,
-      provider_call_id: s.providerCallId ?? null,
-      requested_tool_name: s.requestedToolName ?? null,
-      resolved_tool_name: s.resolvedToolName ?? null,
-      attempt_count: s.attemptCount ?? null,
-      input_tokens: s.inputTokens ?? null,
-      output_tokens: s.outputTokens ?? null,
-      cached_input_tokens: s.cachedInputTokens ?? null,
-      reasoning_tokens: s.reasoningTokens ?? null,
-      response_message_id: s.responseMessageId ?? null,
-      permission_wait_ms: s.permissionWaitMs ?? null,
-      started_at: s.startedAt,
-      ended_at: s.endedAt ?? null,
-      error_code: s.errorCode?.slice(0, 256) ?? null,
-      error_message: s.errorMessage?.slice(0, 512) ?? null,
-      attributes: s.attributes,
-    }));
-    await tx.query(
-      `INSERT INTO trace_spans (id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
-         resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
-         attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
-         permission_wait_ms, started_at, ended_at, error_code, error_message, attributes)
-       SELECT id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
-         resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
-         attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
-         permission_wait_ms, started_at, ended_at, error_code, error_message, COALESCE(attributes, '{}'::jsonb)
-       FROM jsonb_to_recordset($1::jsonb) AS r(id text, trace_id text, session_id text, turn_id text, parent_span_id text,
-         kind text, name text, status text, model_id text, resolved_model_name text, provider_request_id text,
-         provider_call_id text, requested_tool_name text, resolved_tool_name text, attempt_count integer,
-         input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, reasoning_tokens bigint,
-         response_message_id text, permission_wait_ms bigint, started_at timestamptz, ended_at timestamptz,
-         error_code text, error_message text, attributes jsonb)
-       ON CONFLICT (id) DO ${
-         isEnd
-           ? `UPDATE SET status = EXCLUDED.status, ended_at = EXCLUDED.ended_at,
-               resolved_model_name = COALESCE(EXCLUDED.resolved_model_name, trace_spans.resolved_model_name),
-               provider_request_id = COALESCE(EXCLUDED.provider_request_id, trace_spans.provider_request_id),
-               resolved_tool_name = COALESCE(EXCLUDED.resolved_tool_name, trace_spans.resolved_tool_name),
-               attempt_count = EXCLUDED.attempt_count, input_tokens = EXCLUDED.input_tokens,
-               output_tokens = EXCLUDED.output_tokens, cached_input_tokens = EXCLUDED.cached_input_tokens,
-               reasoning_tokens = EXCLUDED.reasoning_tokens, response_message_id = EXCLUDED.response_message_id,
-               permission_wait_ms = EXCLUDED.permission_wait_ms, error_code = EXCLUDED.error_code,
-               error_message = EXCLUDED.error_message, attributes = trace_spans.attributes || EXCLUDED.attributes`
-           : 'NOTHING'
-       }`,
-      [JSON.stringify(rows)],
-    );
+    await tx.query(isEnd ? UPSERT_SPANS_END : UPSERT_SPANS_START, [JSON.stringify(spans.map(spanRow))]);
   }
 
   private readonly knownPayloads = new Set<string>();

@@ -6,8 +6,23 @@
 
 export type Row = Record<string, unknown>;
 
+/**
+ * A statement the `pg` adapter prepares once per connection under `name` (a named prepared
+ * statement), so that Postgres parses and plans a step's statements once, not on every write.
+ * The text must be fixed: one name, one text. PGlite runs the text as it is.
+ */
+export interface NamedStatement {
+  readonly name: string;
+  readonly text: string;
+}
+
+/** A fixed statement, named for preparation (see `NamedStatement`). */
+export function statement(name: string, text: string): NamedStatement {
+  return Object.freeze({ name: `ow_${name}`, text });
+}
+
 export interface SqlExecutor {
-  query<R extends Row = Row>(text: string, params?: readonly unknown[]): Promise<{ rows: R[]; rowCount: number }>;
+  query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]): Promise<{ rows: R[]; rowCount: number }>;
 }
 
 export interface SqlDatabase extends SqlExecutor {

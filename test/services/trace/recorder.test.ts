@@ -76,6 +76,38 @@ describe('QueueTraceRecorder (reference §11.1)', () => {
     expect(writer.batches).toHaveLength(17);
   });
 
+  it('signals recorded while a write is in flight wait for company instead of going out one by one (issue 14)', async () => {
+    const writer = heldWriter();
+    const recorder = new QueueTraceRecorder(writer, { lingerMs: 200 });
+    recorder.record(signal(1));
+    // The first batch goes out after its linger and is held in the writer.
+    await writer.calls(1);
+    recorder.record(signal(2));
+    writer.release();
+    // Signal 2 was queued during the write; signal 3 arrives just after it. With a linger before
+    // every batch they are one batch (one statement, one commit); without it, two.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    recorder.record(signal(3));
+    const result = await recorder.flush();
+    expect(result).toMatchObject({ flushed: true, written: 3, droppedSignals: 0 });
+    expect(writer.batches).toEqual([['span_1'], ['span_2', 'span_3']]);
+  });
+
+  it('flush cuts every linger short, also the one before a later batch', async () => {
+    const writer = heldWriter();
+    const recorder = new QueueTraceRecorder(writer, { lingerMs: 60_000 });
+    recorder.record(signal(1));
+    const started = Date.now();
+    const flushed = recorder.flush(5_000);
+    await writer.calls(1);
+    // Queued during the held write: the writer must not linger for it while a flush waits.
+    recorder.record(signal(2));
+    writer.release();
+    expect(await flushed).toMatchObject({ flushed: true, written: 2 });
+    expect(writer.batches).toEqual([['span_1'], ['span_2']]);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
   it('never writes more than 64 signals in one batch, whatever batch size is asked for', async () => {
     const writer = heldWriter();
     writer.release();

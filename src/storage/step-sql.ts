@@ -1,0 +1,253 @@
+/**
+ * @module storage/step-sql
+ * The statements of a durable step (issue 14): each fact the runtime writes during a turn is ONE
+ * statement with data-modifying CTEs, so it is one round trip and one implicit transaction (no
+ * BEGIN/COMMIT round trips), and, on `pg`, a named prepared statement parsed and planned once per
+ * connection.
+ *
+ * The shape every fact statement shares: a `locked` CTE finds the running turn and locks it and its
+ * session (`FOR NO KEY UPDATE`, as the old `lockTurn` did: a turn corrected or ended by another
+ * writer takes no more writes, and message sequences of a session are allocated under the session's
+ * row lock); the writes read from `locked`, so a turn that is not running writes nothing and the
+ * statement returns no row. The lease guard of issue 14's sibling work (fencing tokens) goes into
+ * `locked` as one more condition on the session row (`AND s.lease_token = $n`), which keeps it one
+ * statement: a fenced-off writer finds no row and writes nothing (docs/decisions.md).
+ *
+ * The next message sequence is `MAX + 1` read inside the statement. A statement that had to wait
+ * for the session lock reads MAX from its own snapshot, which may miss the row the lock holder just
+ * committed; its INSERT then hits `messages_session_sequence` and the whole statement (atomic)
+ * fails with 23505, and `SqlSessionStorage` runs it again with a fresh snapshot. Only two writers on
+ * one session at once ever see it.
+ */
+import { statement } from './sql.js';
+
+export const MESSAGE_COLUMNS = `id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name, created_at`;
+
+/** The running turn ($1), locked with its session: the seam of every fact write (and of the lease guard). */
+const LOCKED_TURN = `locked AS (
+    SELECT t.session_id FROM turns t JOIN sessions s ON s.id = t.session_id
+    WHERE t.id = $1 AND t.status = 'running'
+    FOR NO KEY UPDATE
+  )`;
+
+/** One message ($2..$7) at the session's next sequence, for the turn in `locked`. */
+const INSERT_ONE_MESSAGE = `message AS (
+    INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
+    SELECT $2, locked.session_id, $1,
+      (SELECT COALESCE(MAX(m.sequence), 0) + 1 FROM messages m WHERE m.session_id = locked.session_id),
+      $3, $4::jsonb, $5, $6, $7
+    FROM locked
+    RETURNING ${MESSAGE_COLUMNS}
+  )`;
+
+/**
+ * Before the provider call (reference §9.3): the logical call count (GREATEST) and one more
+ * submission. Committed before the call, like every fact, but without waiting for its WAL flush
+ * (`synchronous_commit = off` for this transaction only, set by `set_config(..., true)`, which the
+ * implicit transaction resets at its end). WAL is one sequence, so the counter is durable as soon as
+ * any later fact is (the assistant message, a tool result, the turn's end, each of which waits for
+ * its flush); a crash before that loses it together with everything after it, which is the same
+ * durable state as a crash just before the call. No restart path reads it: the startup correction
+ * only ends running turns and spans.
+ */
+export const RECORD_MODEL_CALL_START = statement(
+  'model_call_start',
+  `WITH counted AS (
+    UPDATE turns SET model_call_count = GREATEST(model_call_count, $2),
+      model_submission_count = model_submission_count + 1, updated_at = now()
+    WHERE id = $1 AND status = 'running'
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM counted)::int AS counted, set_config('synchronous_commit', 'off', true) AS commit_mode`,
+);
+
+/** The assistant message with its tool calls, its tokens and tool call count on the turn: one statement. */
+export const COMMIT_ASSISTANT_MESSAGE = statement(
+  'commit_assistant',
+  `WITH ${LOCKED_TURN},
+  counted AS (
+    UPDATE turns SET
+      input_tokens = COALESCE(input_tokens, 0) + $8, output_tokens = COALESCE(output_tokens, 0) + $9,
+      cached_input_tokens = COALESCE(cached_input_tokens, 0) + $10,
+      reasoning_tokens = COALESCE(reasoning_tokens, 0) + $11,
+      tool_call_count = tool_call_count + $12, updated_at = now()
+    WHERE id = $1 AND EXISTS (SELECT 1 FROM locked)
+  ),
+  ${INSERT_ONE_MESSAGE}
+  SELECT * FROM message`,
+);
+
+/** One tool result: one statement. */
+export const COMMIT_TOOL_RESULT = statement(
+  'commit_tool_result',
+  `WITH ${LOCKED_TURN},
+  ${INSERT_ONE_MESSAGE}
+  SELECT * FROM message`,
+);
+
+/** The plan row ($8..$10) and its success tool result (reference §6.6): one statement. */
+export const COMMIT_PLAN_UPDATE = statement(
+  'commit_plan',
+  `WITH ${LOCKED_TURN},
+  plan AS (
+    INSERT INTO turn_plans (turn_id, explanation, steps, updated_at)
+    SELECT $1, $8, $9::jsonb, $10 FROM locked
+    ON CONFLICT (turn_id) DO UPDATE SET explanation = EXCLUDED.explanation, steps = EXCLUDED.steps,
+      updated_at = EXCLUDED.updated_at
+  ),
+  ${INSERT_ONE_MESSAGE}
+  SELECT * FROM message`,
+);
+
+/** The rows of several messages, one JSON parameter; `ord` keeps their order. */
+const MESSAGE_RECORDSET = `jsonb_to_recordset($2::jsonb) AS r(ord integer, id text, role text, content jsonb, message_kind text,
+      provider_call_id text, tool_name text)`;
+
+/**
+ * Contextual messages ($2, a JSON array) with `ON CONFLICT (id) DO NOTHING`: those whose id is
+ * already stored are left out before numbering, so the sequences stay dense.
+ */
+export const APPEND_TURN_MESSAGES = statement(
+  'append_messages',
+  `WITH ${LOCKED_TURN},
+  fresh AS (
+    SELECT r.*, row_number() OVER (ORDER BY r.ord) AS n FROM ${MESSAGE_RECORDSET}
+    WHERE NOT EXISTS (SELECT 1 FROM messages e WHERE e.id = r.id)
+  ),
+  message AS (
+    INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
+    SELECT fresh.id, locked.session_id, $1,
+      (SELECT COALESCE(MAX(m.sequence), 0) FROM messages m WHERE m.session_id = locked.session_id) + fresh.n,
+      fresh.role, fresh.content, fresh.message_kind, fresh.provider_call_id, fresh.tool_name
+    FROM locked, fresh
+    ON CONFLICT (id) DO NOTHING
+    RETURNING ${MESSAGE_COLUMNS}
+  )
+  SELECT * FROM message ORDER BY sequence`,
+);
+
+/**
+ * Start Turn (reference §9.3) in one statement: the session ($2) locked, the turn row at the next
+ * turn sequence, its messages ($9, a JSON array) in order, `last_turn_at`. A second running turn
+ * hits `uq_turns_one_running_per_session` and nothing is written.
+ */
+export const BEGIN_TURN = statement(
+  'begin_turn',
+  `WITH locked AS (SELECT s.id FROM sessions s WHERE s.id = $2 FOR NO KEY UPDATE),
+  turn AS (
+    INSERT INTO turns (id, session_id, client_request_id, sequence, model_id, resolved_provider_id,
+      resolved_model_name, app_version, status)
+    SELECT $1, locked.id, $3, (SELECT COALESCE(MAX(t.sequence), 0) + 1 FROM turns t WHERE t.session_id = locked.id),
+      $4, $5, $6, $7, 'running'
+    FROM locked
+    RETURNING id, session_id
+  ),
+  touched AS (
+    UPDATE sessions SET last_turn_at = now(), updated_at = now() WHERE id = (SELECT session_id FROM turn)
+  ),
+  message AS (
+    INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
+    SELECT r.id, turn.session_id, turn.id,
+      (SELECT COALESCE(MAX(m.sequence), 0) FROM messages m WHERE m.session_id = turn.session_id) + r.ord,
+      r.role, r.content, r.message_kind, r.provider_call_id, r.tool_name
+    FROM turn, jsonb_to_recordset($8::jsonb) AS r(ord integer, id text, role text, content jsonb, message_kind text,
+      provider_call_id text, tool_name text)
+    RETURNING ${MESSAGE_COLUMNS}
+  )
+  SELECT * FROM message ORDER BY sequence`,
+);
+
+/** Diagnosis after a fact statement wrote nothing: why the turn took no write. */
+export const TURN_STATUS = statement('turn_status', `SELECT status FROM turns WHERE id = $1`);
+
+/**
+ * A trace batch in one statement: spans that start ($1: inserted, `ON CONFLICT DO NOTHING`), spans
+ * that end ($2: upserted), payload bodies ($3, deduplicated by hash) and their mappings ($4). The
+ * foreign keys between them are checked at the end of the statement, when every CTE has run.
+ *
+ * The trace is not a durability guarantee (reference §11.1: a bounded, lossy queue): the batch's
+ * transaction commits without waiting for its WAL flush (`synchronous_commit = off` for this
+ * transaction only). A crash may lose the last few hundred milliseconds of spans, as a full queue
+ * would; it never touches a fact, and it never makes a fact wait for a flush of its own.
+ */
+const SPAN_RECORD = `AS r(id text, trace_id text, session_id text, turn_id text, parent_span_id text,
+      kind text, name text, status text, model_id text, resolved_model_name text, provider_request_id text,
+      provider_call_id text, requested_tool_name text, resolved_tool_name text, attempt_count integer,
+      input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, reasoning_tokens bigint,
+      response_message_id text, permission_wait_ms bigint, started_at timestamptz, ended_at timestamptz,
+      error_code text, error_message text, attributes jsonb)`;
+const SPAN_INSERT = `INSERT INTO trace_spans (id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
+      resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
+      attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
+      permission_wait_ms, started_at, ended_at, error_code, error_message, attributes)
+    SELECT id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, model_id,
+      resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
+      attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
+      permission_wait_ms, started_at, ended_at, error_code, error_message, COALESCE(attributes, '{}'::jsonb)`;
+export const SPAN_END_UPDATE = `UPDATE SET status = EXCLUDED.status, ended_at = EXCLUDED.ended_at,
+      resolved_model_name = COALESCE(EXCLUDED.resolved_model_name, trace_spans.resolved_model_name),
+      provider_request_id = COALESCE(EXCLUDED.provider_request_id, trace_spans.provider_request_id),
+      resolved_tool_name = COALESCE(EXCLUDED.resolved_tool_name, trace_spans.resolved_tool_name),
+      attempt_count = EXCLUDED.attempt_count, input_tokens = EXCLUDED.input_tokens,
+      output_tokens = EXCLUDED.output_tokens, cached_input_tokens = EXCLUDED.cached_input_tokens,
+      reasoning_tokens = EXCLUDED.reasoning_tokens, response_message_id = EXCLUDED.response_message_id,
+      permission_wait_ms = EXCLUDED.permission_wait_ms, error_code = EXCLUDED.error_code,
+      error_message = EXCLUDED.error_message, attributes = trace_spans.attributes || EXCLUDED.attributes`;
+
+/** One statement per table for the one-by-one path (a savepoint per signal); `isEnd` upserts. */
+export const UPSERT_SPANS_START = statement(
+  'span_start',
+  `${SPAN_INSERT} FROM jsonb_to_recordset($1::jsonb) ${SPAN_RECORD} ON CONFLICT (id) DO NOTHING`,
+);
+export const UPSERT_SPANS_END = statement(
+  'span_end',
+  `${SPAN_INSERT} FROM jsonb_to_recordset($1::jsonb) ${SPAN_RECORD} ON CONFLICT (id) DO ${SPAN_END_UPDATE}`,
+);
+
+/**
+ * The batch statement. Rows this process knows to be new are inserted without `ON CONFLICT`, behind
+ * a `NOT EXISTS` test instead: an `ON CONFLICT` insert is a speculative insertion, which writes one
+ * more WAL record per row (about 50 bytes, five rows a step). There is one writer per process; a
+ * row that another process inserted between the test and the insert fails the whole statement, and
+ * the batch goes through the one-by-one path, which keeps `ON CONFLICT` (reference §11.1).
+ * Ended spans whose start is already stored are updated (`ended_existing`), the others inserted
+ * whole (`ended_new`): a span that starts and ends within one batch is one insert.
+ */
+export const WRITE_TRACE_BATCH = statement(
+  'trace_batch',
+  `WITH started AS (
+    ${SPAN_INSERT} FROM jsonb_to_recordset($1::jsonb) ${SPAN_RECORD}
+    WHERE NOT EXISTS (SELECT 1 FROM trace_spans e WHERE e.id = r.id)
+  ),
+  ended_rows AS (
+    SELECT r.*, EXISTS (SELECT 1 FROM trace_spans e WHERE e.id = r.id) AS stored
+    FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
+  ),
+  ended_existing AS (
+    UPDATE trace_spans SET status = r.status, ended_at = r.ended_at,
+      resolved_model_name = COALESCE(r.resolved_model_name, trace_spans.resolved_model_name),
+      provider_request_id = COALESCE(r.provider_request_id, trace_spans.provider_request_id),
+      resolved_tool_name = COALESCE(r.resolved_tool_name, trace_spans.resolved_tool_name),
+      attempt_count = r.attempt_count, input_tokens = r.input_tokens,
+      output_tokens = r.output_tokens, cached_input_tokens = r.cached_input_tokens,
+      reasoning_tokens = r.reasoning_tokens, response_message_id = r.response_message_id,
+      permission_wait_ms = r.permission_wait_ms, error_code = r.error_code,
+      error_message = r.error_message, attributes = trace_spans.attributes || COALESCE(r.attributes, '{}'::jsonb)
+    FROM ended_rows r WHERE r.stored AND trace_spans.id = r.id
+  ),
+  ended_new AS (
+    ${SPAN_INSERT} FROM ended_rows r WHERE NOT r.stored
+  ),
+  bodies AS (
+    INSERT INTO trace_payloads (hash, body, byte_size)
+    SELECT hash, body::jsonb, byte_size FROM jsonb_to_recordset($3::jsonb) AS r(hash text, body text, byte_size bigint)
+    WHERE NOT EXISTS (SELECT 1 FROM trace_payloads e WHERE e.hash = r.hash)
+  ),
+  mappings AS (
+    INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
+    SELECT span_id, slot, payload_hash, truncated, original_byte_size
+    FROM jsonb_to_recordset($4::jsonb) AS r(span_id text, slot text, payload_hash text, truncated boolean, original_byte_size bigint)
+    WHERE NOT EXISTS (SELECT 1 FROM trace_span_payloads e WHERE e.span_id = r.span_id AND e.slot = r.slot)
+  )
+  SELECT set_config('synchronous_commit', 'off', true) AS commit_mode`,
+);

@@ -1,0 +1,219 @@
+/**
+ * Issue 14: the writes of a durable step, on PGlite and a real Postgres server. Each fact is one
+ * statement (one round trip, no BEGIN/COMMIT), named for preparation on `pg`; a fact lands whole or
+ * not at all; a turn that stopped running takes no fact; the trace's commit mode never leaks onto a
+ * fact written later on the same connection.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NewMessage } from '../../src/protocol/content.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { postgresStorage } from '../../src/storage/postgres.js';
+import { backends, createTestDatabase } from '../support/databases.js';
+
+let counter = 0;
+function uid(prefix: string): string {
+  counter += 1;
+  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+function user(text: string): NewMessage {
+  return { id: uid('msg'), role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
+}
+
+function toolResult(callId: string, id = uid('msg')): NewMessage {
+  return { id, role: 'tool', kind: 'normal', content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'ok' }], providerCallId: callId, toolName: 'echo' };
+}
+
+function assistant(callId: string, id = uid('msg')): NewMessage {
+  return { id, role: 'assistant', kind: 'normal', content: [{ type: 'tool_call', callId, name: 'echo', arguments: '{}' }] };
+}
+
+const usage = { inputTokens: 10, outputTokens: 5, cachedInputTokens: 1, reasoningTokens: 2 };
+
+describe.each(backends)('the writes of a step on $name', (backend) => {
+  let storage: SqlSessionStorage;
+
+  beforeAll(async () => {
+    storage = await backend.create();
+    await storage.migrate();
+  });
+  afterAll(async () => {
+    await storage.close();
+  });
+
+  async function runningTurn(): Promise<{ sessionId: string; turnId: string }> {
+    const sessionId = uid('ses');
+    await storage.createSession({ id: sessionId, workingDirectory: '/work' });
+    const turnId = uid('turn');
+    await storage.beginTurn({
+      turnId,
+      sessionId,
+      clientRequestId: uid('req'),
+      modelId: 'scripted/m',
+      resolvedProviderId: 'scripted',
+      resolvedModelName: 'm',
+      appVersion: 'test',
+      messages: [user('hello')],
+    });
+    return { sessionId, turnId };
+  }
+
+  /** Counts what `fn` sends through the storage's database handle. */
+  async function counted(fn: () => Promise<unknown>): Promise<{ queries: number; transactions: number }> {
+    const db = storage.db;
+    const query = db.query.bind(db);
+    const transaction = db.transaction.bind(db);
+    const seen = { queries: 0, transactions: 0 };
+    db.query = ((...args: Parameters<typeof query>) => {
+      seen.queries += 1;
+      return query(...args);
+    }) as typeof db.query;
+    db.transaction = ((fn2: Parameters<typeof transaction>[0]) => {
+      seen.transactions += 1;
+      return transaction(fn2);
+    }) as typeof db.transaction;
+    try {
+      await fn();
+    } finally {
+      db.query = query;
+      db.transaction = transaction;
+    }
+    return seen;
+  }
+
+  it('each fact of a step is one statement: no BEGIN/COMMIT round trips', async () => {
+    const { sessionId, turnId } = await runningTurn();
+    const one = { queries: 1, transactions: 0 };
+    expect(await counted(() => storage.recordModelCallStart(turnId, 1))).toEqual(one);
+    expect(await counted(() => storage.commitAssistantMessage(turnId, assistant('c1'), usage, 1))).toEqual(one);
+    expect(await counted(() => storage.commitToolResult(turnId, toolResult('c1')))).toEqual(one);
+    expect(await counted(() => storage.appendTurnMessages(turnId, [user('steer 1'), user('steer 2')]))).toEqual(one);
+    const plan = { explanation: null, steps: [{ step: 'a', status: 'pending' as const }], updatedAt: new Date().toISOString() };
+    expect(await counted(() => storage.commitPlanUpdate(turnId, plan, toolResult('c2')))).toEqual(one);
+    expect(await counted(() => storage.finishTurn(turnId, { status: 'completed', planUnfinishedStepCount: 1 }))).toEqual(one);
+    // And a turn's start, with several messages.
+    const next = uid('turn');
+    const start = () =>
+      storage.beginTurn({ turnId: next, sessionId, clientRequestId: uid('req'), modelId: 'scripted/m', resolvedProviderId: 'scripted', resolvedModelName: 'm', appVersion: 'test', messages: [user('a'), user('b')] });
+    expect(await counted(start)).toEqual(one);
+
+    // Everything landed, in order, with dense sequences.
+    const messages = await storage.listMessages(sessionId);
+    expect(messages.map((m) => m.sequence)).toEqual(messages.map((_, i) => i + 1));
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'user', 'user', 'tool', 'user', 'user']);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'completed', modelCallCount: 1, modelSubmissionCount: 1, toolCallCount: 1, inputTokens: 10 });
+    expect(await storage.loadSessionTurnPlans(sessionId)).toHaveLength(1);
+  });
+
+  it('a fact lands whole or not at all: a refused assistant message adds no tokens and no tool calls', async () => {
+    const { sessionId, turnId } = await runningTurn();
+    const first = assistant('c1');
+    await storage.commitAssistantMessage(turnId, first, usage, 1);
+    // The same message id again: the message insert fails, so the turn's counters must not move.
+    await expect(storage.commitAssistantMessage(turnId, assistant('c9', first.id), usage, 3)).rejects.toMatchObject({ code: 'persistence_error', sqlState: '23505' });
+    expect(await storage.getTurn(turnId)).toMatchObject({ toolCallCount: 1, inputTokens: 10, outputTokens: 5 });
+    expect((await storage.listMessages(sessionId)).map((m) => m.id)).toHaveLength(2);
+    // A plan whose result is refused (a second result for the same call) leaves no plan either.
+    await storage.commitToolResult(turnId, toolResult('c1'));
+    const plan = { explanation: 'x', steps: [{ step: 'a', status: 'pending' as const }], updatedAt: new Date().toISOString() };
+    await expect(storage.commitPlanUpdate(turnId, plan, toolResult('c1'))).rejects.toMatchObject({ sqlState: '23505' });
+    expect(await storage.loadSessionTurnPlans(sessionId)).toEqual([]);
+  });
+
+  it('a turn that is no longer running takes no fact, and the error says why', async () => {
+    const { sessionId, turnId } = await runningTurn();
+    await storage.interruptTurn(turnId, { errorCode: 'process_restart', errorMessage: 'another process corrected it' });
+    const before = await storage.listMessages(sessionId);
+    await expect(storage.commitToolResult(turnId, toolResult('c1'))).rejects.toMatchObject({ code: 'persistence_error', message: expect.stringContaining('is interrupted, not running') });
+    await expect(storage.commitAssistantMessage(turnId, assistant('c1'), usage, 1)).rejects.toMatchObject({ code: 'persistence_error' });
+    await expect(storage.appendTurnMessages(turnId, [user('late')])).rejects.toMatchObject({ code: 'persistence_error' });
+    await expect(storage.recordModelCallStart(turnId, 2)).rejects.toMatchObject({ code: 'persistence_error' });
+    await expect(storage.commitToolResult('turn_missing', toolResult('c1'))).rejects.toMatchObject({ message: expect.stringContaining('does not exist') });
+    expect(await storage.listMessages(sessionId)).toEqual(before);
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'interrupted', inputTokens: null, toolCallCount: 0, modelSubmissionCount: 0 });
+  });
+
+  it('appended messages whose ids are stored already are skipped, and the sequences stay dense', async () => {
+    const { sessionId, turnId } = await runningTurn();
+    const kept = user('once');
+    expect(await storage.appendTurnMessages(turnId, [kept])).toHaveLength(1);
+    const stored = await storage.appendTurnMessages(turnId, [user('a'), kept, user('b')]);
+    expect(stored.map((m) => m.content)).toEqual([[{ type: 'text', text: 'a' }], [{ type: 'text', text: 'b' }]]);
+    expect(await storage.appendTurnMessages(turnId, [kept])).toEqual([]);
+    const sequences = (await storage.listMessages(sessionId)).map((m) => m.sequence);
+    expect(sequences).toEqual([1, 2, 3, 4]);
+  });
+
+  it('beginning a turn in a session that does not exist is a typed error and writes nothing', async () => {
+    const turnId = uid('turn');
+    await expect(
+      storage.beginTurn({ turnId, sessionId: 'ses_missing', clientRequestId: uid('req'), modelId: 'scripted/m', resolvedProviderId: 'scripted', resolvedModelName: 'm', appVersion: 'test', messages: [user('x')] }),
+    ).rejects.toMatchObject({ code: 'persistence_error', message: expect.stringContaining('does not exist') });
+    expect(await storage.getTurn(turnId)).toBeNull();
+  });
+});
+
+describe('the step on a Postgres server', () => {
+  let url: string;
+  beforeAll(async () => {
+    url = await createTestDatabase();
+  });
+
+  it('the trace batch and the model-call counter commit without waiting for a flush, and that never leaks onto the connection', async () => {
+    // One connection, so every statement below runs on the connection the trace batch used. The test
+    // server runs with synchronous_commit off for speed; this connection asks for `on` itself.
+    const storage = postgresStorage({ connectionString: url, max: 1, pool: { options: '-c synchronous_commit=on' } });
+    try {
+      await storage.migrate();
+      const sessionId = uid('ses');
+      await storage.createSession({ id: sessionId, workingDirectory: '/work' });
+      const turnId = uid('turn');
+      await storage.beginTurn({ turnId, sessionId, clientRequestId: uid('req'), modelId: 'scripted/m', resolvedProviderId: 'scripted', resolvedModelName: 'm', appVersion: 'test', messages: [user('hi')] });
+      await storage.recordModelCallStart(turnId, 1);
+      expect((await storage.db.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('on');
+      const startedAt = new Date().toISOString();
+      const span = { id: uid('span'), traceId: turnId, sessionId, turnId, parentSpanId: null, kind: 'model_call' as const, name: 'model.call', status: 'running' as const, startedAt, attributes: {} };
+      expect(await storage.writeTraceSignals([{ type: 'span_started', span, payloads: [{ slot: 'request', body: { n: 1 } }] }])).toEqual({ written: 1, failed: 0 });
+      // The trace's `synchronous_commit = off` was for its own transaction: a fact after it waits for its flush.
+      expect((await storage.db.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('on');
+      // The end arrives in a later batch: the stored start is updated, not inserted twice.
+      const endedAt = new Date(Date.parse(startedAt) + 5).toISOString();
+      await storage.writeTraceSignals([{ type: 'span_ended', span: { ...span, status: 'succeeded', endedAt, attributes: { finishReason: 'stop' } } }]);
+      const spans = await storage.listTraceSpans({ turnId });
+      expect(spans).toHaveLength(1);
+      expect(spans[0]).toMatchObject({ status: 'succeeded', endedAt, attributes: { finishReason: 'stop' } });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('the step statements are named prepared statements, parsed once per connection', async () => {
+    const storage = postgresStorage({ connectionString: url, max: 1 });
+    const names: string[] = [];
+    const original = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const config = args[0] as { name?: string } | string;
+      if (typeof config === 'object' && config?.name) names.push(config.name);
+      return (original as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof original;
+    try {
+      await storage.migrate();
+      const sessionId = uid('ses');
+      await storage.createSession({ id: sessionId, workingDirectory: '/work' });
+      const turnId = uid('turn');
+      await storage.beginTurn({ turnId, sessionId, clientRequestId: uid('req'), modelId: 'scripted/m', resolvedProviderId: 'scripted', resolvedModelName: 'm', appVersion: 'test', messages: [user('hi')] });
+      for (let i = 0; i < 2; i += 1) {
+        await storage.recordModelCallStart(turnId, i + 1);
+        await storage.commitAssistantMessage(turnId, assistant(`c${i}`), usage, 1);
+        await storage.commitToolResult(turnId, toolResult(`c${i}`));
+      }
+      expect(names).toEqual(['ow_begin_turn', ...Array(2).fill(['ow_model_call_start', 'ow_commit_assistant', 'ow_commit_tool_result']).flat()]);
+      const prepared = await storage.db.query<{ name: string }>(`SELECT name FROM pg_prepared_statements ORDER BY name`);
+      expect(prepared.rows.map((r) => r.name)).toEqual(['ow_begin_turn', 'ow_commit_assistant', 'ow_commit_tool_result', 'ow_model_call_start']);
+    } finally {
+      pg.Client.prototype.query = original;
+      await storage.close();
+    }
+  });
+});
