@@ -230,15 +230,15 @@ const turnSetup = setup({
     enterPhase: enqueueActions(({ context, enqueue }, phase: Phase) => {
       if (context.phase === phase) return;
       enqueue.assign({ phase });
-      enqueue.sendParent({ type: 'turn.update', update: { type: 'phase_changed', phase } });
+      enqueue.sendParent({ type: 'session.publish', update: { type: 'phase_changed', phase } });
     }),
-    emit: sendParent((_, update: SessionUpdate) => ({ type: 'turn.update' as const, update })),
+    emit: sendParent((_, update: SessionUpdate) => ({ type: 'session.publish' as const, update })),
     requestStop: assign({
       stopRequest: ({ context, event }) => (event.type === 'turn.stop' ? 'stop' : (context.stopRequest ?? 'cancel')),
     }),
     outcomeFromStop: assign({ outcome: ({ context, event }) => stopOutcome(event.type === 'turn.stop' ? 'stop' : context.stopRequest) }),
     announceFinished: sendParent(({ context }) => ({
-      type: 'turn.update' as const,
+      type: 'session.publish' as const,
       update: { type: 'turn_finished' as const, outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome') },
     })),
     beginLogicalCall: assign({
@@ -251,7 +251,7 @@ const turnSetup = setup({
     }),
     discardDraft: enqueueActions(({ context, enqueue }) => {
       if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
-        enqueue.sendParent({ type: 'turn.update', update: { type: 'draft_cleared', reason: 'discarded' } });
+        enqueue.sendParent({ type: 'session.publish', update: { type: 'draft_cleared', reason: 'discarded' } });
       }
       enqueue.assign({ draft: emptyDraft() });
     }),
@@ -489,7 +489,7 @@ export const turnMachine = turnSetup.createMachine({
                 if (event.delta === '') {
                   // Nothing to show or store: no block is opened for it.
                   enqueue.assign({ draft: { ...context.draft, semantic: true } });
-                  enqueue.sendParent({ type: 'turn.update', update: { type: 'text_delta', delta: '' } });
+                  enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: '' } });
                   return;
                 }
                 const opens = last === undefined || (event.newBlock === true && last.text !== '');
@@ -499,13 +499,13 @@ export const turnMachine = turnSetup.createMachine({
                   ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
                   : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
                 enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
-                enqueue.sendParent({ type: 'turn.update', update: { type: 'text_delta', delta: shown } });
+                enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: shown } });
               }),
             },
             'model.reasoning_delta': {
               actions: [
                 assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
-                sendParent(({ event }) => ({ type: 'turn.update', update: { type: 'reasoning_delta', delta: event.delta } })),
+                sendParent(({ event }) => ({ type: 'session.publish', update: { type: 'reasoning_delta', delta: event.delta } })),
               ],
             },
             'model.tool_call': {
@@ -625,7 +625,7 @@ export const turnMachine = turnSetup.createMachine({
             enqueueActions(({ event, context, enqueue }) => {
               if (!event.output.checkpointId) return;
               enqueue.sendParent({
-                type: 'turn.update',
+                type: 'session.publish',
                 update: {
                   type: 'conversation_compacted',
                   compactionId: event.output.checkpointId,
@@ -664,6 +664,8 @@ export const turnMachine = turnSetup.createMachine({
         },
         call: {
           initial: 'running_tools',
+          // The phase goes out before the call starts: the call publishes to the session directly.
+          entry: { type: 'enterPhase', params: 'running_tools' },
           invoke: {
             id: 'toolCall',
             src: 'toolCall',
@@ -701,15 +703,6 @@ export const turnMachine = turnSetup.createMachine({
             },
           },
           on: {
-            'toolcall.update': {
-              actions: [
-                sendParent(({ event }) => ({ type: 'turn.update', update: event.update })),
-                assign({ liveToolCalls: ({ context, event }) => (event.live ? patchLive(context.liveToolCalls, event.live) : context.liveToolCalls) }),
-              ],
-            },
-            'toolcall.status': {
-              actions: assign({ liveToolCalls: ({ context, event }) => patchLive(context.liveToolCalls, { toolCallId: event.toolCallId, status: event.status }) }),
-            },
             'toolcall.permission_requested': {
               target: '.waiting_permission',
               actions: assign({ pendingApprovals: ({ event }) => [{ toolCallId: event.toolCallId, card: event.card }] }),
@@ -719,7 +712,7 @@ export const turnMachine = turnSetup.createMachine({
               actions: [
                 assign({ pendingApprovals: [] }),
                 sendParent(({ event }) => ({
-                  type: 'turn.update',
+                  type: 'session.publish',
                   update: {
                     type: 'permission_resolved',
                     toolCallId: event.toolCallId,
@@ -747,7 +740,7 @@ export const turnMachine = turnSetup.createMachine({
               actions: [
                 assign({ pendingUserInput: [] }),
                 sendParent(({ event }) => ({
-                  type: 'turn.update',
+                  type: 'session.publish',
                   update: {
                     type: 'user_input_resolved',
                     toolCallId: event.toolCallId,
@@ -768,7 +761,7 @@ export const turnMachine = turnSetup.createMachine({
               entry: [
                 { type: 'enterPhase', params: 'waiting_permission' },
                 sendParent(({ context }) => ({
-                  type: 'turn.update' as const,
+                  type: 'session.publish' as const,
                   update: { type: 'permission_requested' as const, toolCallId: context.pendingApprovals[0]!.toolCallId, card: context.pendingApprovals[0]!.card },
                 })),
               ],
@@ -777,7 +770,7 @@ export const turnMachine = turnSetup.createMachine({
               entry: [
                 { type: 'enterPhase', params: 'waiting_user_input' },
                 sendParent(({ context }) => ({
-                  type: 'turn.update' as const,
+                  type: 'session.publish' as const,
                   update: { type: 'user_input_requested' as const, toolCallId: context.pendingUserInput[0]!.toolCallId, request: context.pendingUserInput[0]!.request },
                 })),
               ],
@@ -803,7 +796,7 @@ export const turnMachine = turnSetup.createMachine({
                   for (const [i, call] of (context.batch?.calls ?? []).entries()) {
                     if (i < context.batchIndex) continue;
                     enqueue.sendParent({
-                      type: 'turn.update',
+                      type: 'session.publish',
                       update: {
                         type: 'tool_call_finished',
                         toolCallId: context.batch!.toolCallIds[i]!,
@@ -883,6 +876,11 @@ function addGrant(grants: Grants, environmentId: string, grantKey: string): Gran
 function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal: boolean): Partial<TurnContext> {
   const patch: Partial<TurnContext> = {
     batchIndex: context.batchIndex + 1,
+    // The call's live entry as its last state left it: finished once its result is stored.
+    liveToolCalls: patchLive(context.liveToolCalls, {
+      toolCallId: output.toolCallId,
+      ...(output.recorded ? { status: 'finished' as const, result: { status: output.result.status, text: output.result.text } } : { status: 'recording' as const }),
+    }),
     doom: output.doom,
     pendingApprovals: [],
     pendingUserInput: [],

@@ -154,8 +154,6 @@ export type TurnEvent =
   | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
   /** The provider's latest rate-limit headers, read after a model call; the session merges them. */
   | { type: 'model.rate_limits'; snapshot: RateLimitSnapshot }
-  | { type: 'toolcall.update'; update: SessionUpdate; live?: Partial<LiveToolCall> & { toolCallId: string } }
-  | { type: 'toolcall.status'; toolCallId: string; status: LiveToolCall['status'] }
   | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
   | { type: 'toolcall.permission_resolved'; toolCallId: string; decision: PermissionDecision | 'cancelled' | 'actor_stopped' }
   | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
@@ -171,7 +169,7 @@ export type ToolCallEvent =
   | { type: 'tool.finished'; result: ToolResult };
 
 export type SessionParentEvent =
-  | { type: 'turn.update'; update: SessionUpdate }
+  | { type: 'session.publish'; update: SessionUpdate }
   | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
 
