@@ -67,8 +67,6 @@ function isoNow(services: RuntimeServices, notBefore?: string): string {
 export const UNRECORDED_END_MESSAGE = 'the end of this turn could not be recorded; the next turn of the session closed it';
 
 export function createTurnActors(services: RuntimeServices, compactor: Compactor) {
-  /** Model spans between their start (in callModel) and their end (after the response is stored). */
-  const modelSpans = new Map<string, SpanData>();
   /**
    * This process's turns whose end is not recorded yet, per session and keyed by turn (issue 13.1).
    * An entry is made before the begin is written and goes once an end write succeeds. `end` is the
@@ -94,48 +92,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     unrecorded.delete(sessionId);
   };
 
-  const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) => {
-    const span = modelSpans.get(spanId);
-    if (!span) return;
-    modelSpans.delete(spanId);
-    services.trace.record({
-      type: 'span_ended',
-      span: { ...span, ...patch, endedAt: isoNow(services, span.startedAt), attributes: { ...span.attributes, ...(patch.attributes ?? {}) } },
-      // A call that ends without a stored response keeps what it produced in the `response` slot.
-      ...(response !== undefined ? { payloads: [{ slot: 'response' as const, body: response }] } : {}),
-    });
-  };
-
-  /**
-   * Model spans whose call was stopped from outside, per turn, until the reason is known (issue
-   * 13.6, reference §11.1). The stopped actor cannot tell why it stops; the turn's outcome can: the
-   * end of a turn the user cancelled makes them `cancelled`. Any other stop (shutdown, the session
-   * actor stopped) leaves the outcome unknown: the request may have been served.
-   */
-  const stoppedSpans = new Map<string, Map<string, Partial<SpanData>>>();
-
-  const endStoppedSpans = (turnId: string, userCancel: boolean) => {
-    const stopped = stoppedSpans.get(turnId);
-    if (!stopped) return;
-    stoppedSpans.delete(turnId);
-    for (const [spanId, patch] of stopped) {
-      endModelSpan(spanId, {
-        ...patch,
-        status: userCancel ? 'cancelled' : 'outcome_unknown',
-        ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
-        attributes: { ...patch.attributes, errorPhase: 'cancelled', finishReason: 'cancelled' },
-      });
-    }
-  };
-
-  const stopModelSpan = (turnId: string, spanId: string, patch: Partial<SpanData>) => {
-    const stopped = stoppedSpans.get(turnId) ?? new Map<string, Partial<SpanData>>();
-    stoppedSpans.set(turnId, stopped);
-    stopped.set(spanId, patch);
-    // The turn's end, started in the same step right after this stop, claims the span with the
-    // reason; without one (the whole session actor stopped), the outcome stays unknown.
-    queueMicrotask(() => endStoppedSpans(turnId, false));
-  };
+  const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) =>
+    // A call that ends without a stored response keeps what it produced in the `response` slot.
+    services.spans.end(spanId, patch, response !== undefined ? [{ slot: 'response' as const, body: response }] : undefined);
 
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
@@ -216,19 +175,14 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             requestProjectedToolResultTokens: input.prepared.projection.projectedToolResultTokens,
           },
         });
-        modelSpans.set(span.id, span);
-        services.trace.record({
-          type: 'span_started',
-          span,
-          payloads: [
+        services.spans.start(span, [
             // Messages are the one authoritative copy of content: the request slot points at them and
             // carries only what no row holds (synthesized results). Assembly is deterministic, so the
             // exact request is rebuilt from these pointers (reference §9.2 principle 5).
             { slot: 'request', body: requestPointers(input.prepared) },
             { slot: 'system_context', body: request.system },
             { slot: 'tool_definitions', body: request.tools },
-          ],
-        });
+        ]);
 
         let semantic = false;
         let completions = 0;
@@ -351,8 +305,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
                   ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
                   ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
                 });
-                span.providerRequestId = event.responseId ?? null;
-                span.attributes = { ...span.attributes, finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null };
+                services.spans.patch(span.id, {
+                  providerRequestId: event.responseId ?? null,
+                  attributes: { finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null },
+                });
                 break;
               default: {
                 const never: never = event;
@@ -366,8 +322,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             return;
           }
           finished = true;
-          span.attemptCount = attempts;
-          span.attributes = { ...span.attributes, ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' };
+          services.spans.patch(span.id, {
+            attemptCount: attempts,
+            attributes: { ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' },
+          });
           reportRateLimits();
           subscriber.complete();
         })().catch((error: unknown) => {
@@ -379,10 +337,15 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           if (finished) return;
           finished = true;
           controller.abort(new Error('the model call was stopped'));
-          stopModelSpan(input.turnId, span.id, {
+          // Stopped from outside: the turn's end says whether the user cancelled (reference §11.1);
+          // any other stop (shutdown, the session actor stopped) leaves the outcome unknown.
+          const deliveryState = semantic ? 'semantic_output_emitted' : 'possibly_sent';
+          services.spans.hold(input.turnId, span.id, (userCancel) => ({
             attemptCount: attempts,
-            attributes: { deliveryState: semantic ? 'semantic_output_emitted' : 'possibly_sent' },
-          });
+            status: userCancel ? 'cancelled' : 'outcome_unknown',
+            ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
+            attributes: { deliveryState, errorPhase: 'cancelled', finishReason: 'cancelled' },
+          }));
         };
       });
     }),
@@ -474,7 +437,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       for (const { toolCallId, call } of input.calls) {
         const startedAt = isoNow(services);
         const span = toolSpan({ sessionId: input.sessionId, turnId: input.turnId, toolCallId, providerCallId: call.callId, toolName: call.name, parentSpanId: input.parentSpanId, startedAt });
-        services.trace.record({ type: 'span_started', span });
+        services.spans.start(span);
         const result = { status: 'cancelled' as const, text: REMAINING_CALL_TEXT, error: { code: 'cancelled' as const, message: REMAINING_CALL_TEXT, retryable: false } };
         const message: NewMessage = {
           id: services.ids.next('msg'),
@@ -490,15 +453,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           session.chat.append([stored]);
           persisted = true;
         } finally {
-          services.trace.record({
-            type: 'span_ended',
-            span: {
-              ...span,
-              status: 'cancelled',
-              endedAt: isoNow(services, startedAt),
-              errorCode: 'cancelled',
-              attributes: { schemaVersion: 1, permissionDecision: 'cancelled', permissionDecisionSource: 'system', resultPersisted: persisted },
-            },
+          services.spans.end(span.id, {
+            status: 'cancelled',
+            errorCode: 'cancelled',
+            attributes: { permissionDecision: 'cancelled', permissionDecisionSource: 'system', resultPersisted: persisted },
           });
         }
       }
@@ -506,7 +464,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
     finishTurn: fromPromise<boolean, FinishInput>(async ({ input }) => {
       const outcome = input.outcome;
-      endStoppedSpans(input.turnId, outcome.status === 'cancelled');
+      services.spans.endHeld(input.turnId, outcome.status === 'cancelled');
       const end: FinishTurn = {
         status: outcome.status,
         errorCode: outcome.status === 'failed' ? outcome.code : null,
