@@ -48,7 +48,8 @@ export interface TurnContext extends TurnInput {
   submissionCount: number;
   toolCallCount: number;
   usage: TokenUsage;
-  prepared: AssembledCall | null;
+  /** The last assembled request's estimate, for a compaction's trace. */
+  estimatedInputTokens: number | null;
   draft: ModelDraft;
   batch: ToolBatch | null;
   batchIndex: number;
@@ -92,20 +93,24 @@ export interface DrainOutput {
   inputIds: string[];
 }
 
-export interface AssembleActorInput {
-  sessionId: string;
-  turnId: string;
-  systemContext: TurnInput['systemContext'];
-  modelCallIndex: number;
-  compactAtTokens: number;
-}
-
 export interface CallModelInput {
   sessionId: string;
   turnId: string;
   modelCallIndex: number;
+  /** The span of this submission, if it is made (`<turn>.model<n>`). */
   spanId: string;
-  prepared: AssembledCall;
+  systemContext: TurnInput['systemContext'];
+  /** The automatic compaction line (0 = never). */
+  compactAtTokens: number;
+  /** Whether a request over the line asks for a threshold compaction first (once per logical call). */
+  thresholdCompaction: boolean;
+}
+
+/** How a model call fails before the model is asked: `stage` says where, `cause` is the error. */
+export interface ModelCallSetupFailure {
+  stage: 'assemble' | 'record';
+  cause: unknown;
+  message: string;
 }
 
 export interface PersistAssistantInput {
@@ -164,6 +169,9 @@ interface ModelFailure {
   code?: string;
   message?: string;
   semanticOutput?: boolean;
+  /** Set when the call failed before the model was asked: its request or its counters. */
+  stage?: 'assemble' | 'record';
+  cause?: unknown;
 }
 
 function notProvided(name: string): never {
@@ -208,8 +216,6 @@ const turnSetup = setup({
   actors: {
     beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
     drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
-    assembleRequest: fromPromise<AssembledCall, AssembleActorInput>(async () => notProvided('assembleRequest')),
-    recordModelCallStart: fromPromise<void, { turnId: string; modelCallIndex: number }>(async () => notProvided('recordModelCallStart')),
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
     persistAssistantMessage: fromPromise<{ messageId: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
@@ -270,7 +276,7 @@ export const turnMachine = turnSetup.createMachine({
     submissionCount: 0,
     toolCallCount: 0,
     usage: ZERO_USAGE,
-    prepared: null,
+    estimatedInputTokens: null,
     draft: emptyDraft(),
     batch: null,
     batchIndex: 0,
@@ -371,7 +377,7 @@ export const turnMachine = turnSetup.createMachine({
               permissionMode: context.permissionMode,
               disabledSkillNames: context.disabledSkillNames,
             }),
-            onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'assembling' }],
+            onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'streaming' }],
             onError: {
               target: '#turn.ending',
               actions: assign({
@@ -384,54 +390,11 @@ export const turnMachine = turnSetup.createMachine({
             },
           },
         },
-        assembling: {
-          on: { 'turn.cancel': { target: '#turn.ending', actions: 'outcomeFromStop' }, 'turn.stop': { target: '#turn.ending', actions: 'outcomeFromStop' } },
-          invoke: {
-            id: 'assembleRequest',
-            src: 'assembleRequest',
-            input: ({ context }) => ({
-              sessionId: context.sessionId,
-              turnId: context.turnId,
-              systemContext: context.systemContext,
-              modelCallIndex: context.modelCallIndex,
-              compactAtTokens: context.compactAtTokens,
-            }),
-            onDone: [
-              {
-                guard: ({ event, context }) => event.output.overThreshold && !context.thresholdTried && !context.summarizedThisCall,
-                target: '#turn.compacting',
-                actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: 'threshold', thresholdTried: true }),
-              },
-              { target: 'recording_call', actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: null }) },
-            ],
-            onError: {
-              target: '#turn.ending',
-              actions: assign({
-                outcome: ({ event }) => {
-                  const code = (event.error as { code?: string })?.code;
-                  const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error', 'chat_state_error'];
-                  return failedOutcome(code && known.includes(code) ? code : 'model_protocol_error', errorText(event.error));
-                },
-              }),
-            },
-          },
-        },
-        recording_call: {
-          invoke: {
-            id: 'recordModelCallStart',
-            src: 'recordModelCallStart',
-            input: ({ context }) => ({ turnId: context.turnId, modelCallIndex: context.modelCallIndex }),
-            onDone: [
-              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
-              {
-                target: 'streaming',
-                actions: assign({ submissionCount: ({ context }) => context.submissionCount + 1, draft: emptyDraft() }),
-              },
-            ],
-            onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
-          },
-        },
         streaming: {
+          // One actor per model call: it assembles the request from the session's conversation
+          // (nothing of it enters this context), asks for a threshold compaction or records the call's
+          // counters, and then streams. `requesting` shows the first two, `receiving` the stream.
+          initial: 'requesting',
           invoke: {
             id: 'callModel',
             src: 'callModel',
@@ -439,8 +402,10 @@ export const turnMachine = turnSetup.createMachine({
               sessionId: context.sessionId,
               turnId: context.turnId,
               modelCallIndex: context.modelCallIndex,
-              spanId: `${context.turnId}.model${context.submissionCount}`,
-              prepared: context.prepared!,
+              spanId: `${context.turnId}.model${context.submissionCount + 1}`,
+              systemContext: context.systemContext,
+              compactAtTokens: context.compactAtTokens,
+              thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
             }),
             onDone: [
               { guard: ({ context }) => context.draft.completion !== null, target: 'persisting' },
@@ -453,6 +418,26 @@ export const turnMachine = turnSetup.createMachine({
               },
             ],
             onError: [
+              {
+                // The request could not be assembled (reference §2.7): nothing was recorded or sent.
+                guard: ({ event }) => (event.error as ModelFailure)?.stage === 'assemble',
+                target: '#turn.ending',
+                actions: assign({
+                  outcome: ({ context, event }) => {
+                    if (context.stopRequest !== null) return stopOutcome(context.stopRequest);
+                    const failure = (event.error as ModelFailure).cause as { code?: string } | undefined;
+                    const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error', 'chat_state_error'];
+                    const code = failure?.code && known.includes(failure.code) ? failure.code : 'model_protocol_error';
+                    return failedOutcome(code, errorText(failure));
+                  },
+                }),
+              },
+              {
+                // The call's counters could not be written: the model was not asked.
+                guard: ({ event }) => (event.error as ModelFailure)?.stage === 'record',
+                target: '#turn.ending',
+                actions: assign({ outcome: ({ event }) => storageFailure((event.error as ModelFailure).cause) }),
+              },
               {
                 guard: ({ context, event }) =>
                   (event.error as ModelFailure)?.code === 'context_overflow' &&
@@ -480,63 +465,91 @@ export const turnMachine = turnSetup.createMachine({
               },
             ],
           },
-          on: {
-            'model.text_delta': {
-              // Another output message opens a text block of its own; the live text shows it as a paragraph.
-              actions: enqueueActions(({ context, event, enqueue }) => {
-                const blocks = context.draft.textBlocks;
-                const last = blocks.at(-1);
-                if (event.delta === '') {
-                  // Nothing to show or store: no block is opened for it.
-                  enqueue.assign({ draft: { ...context.draft, semantic: true } });
-                  enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: '' } });
-                  return;
-                }
-                const opens = last === undefined || (event.newBlock === true && last.text !== '');
-                const phase = event.phase !== undefined ? { phase: event.phase } : {};
-                const shown = opens && last !== undefined ? TEXT_BLOCK_SEPARATOR + event.delta : event.delta;
-                const textBlocks = opens
-                  ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
-                  : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
-                enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
-                enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: shown } });
-              }),
-            },
-            'model.reasoning_delta': {
-              actions: [
-                assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
-                sendParent(({ event }) => ({ type: 'session.publish', update: { type: 'reasoning_delta', delta: event.delta } })),
-              ],
-            },
-            'model.tool_call': {
-              actions: assign({
-                draft: ({ context, event }) => ({
-                  ...context.draft,
-                  semantic: true,
-                  toolCalls: [...context.draft.toolCalls, { type: 'tool_call', callId: event.callId, name: event.name, arguments: event.arguments }],
-                }),
-              }),
-            },
-            'model.provider_opaque': {
-              actions: assign({
-                draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
-              }),
-            },
-            'model.completed': {
-              actions: assign({
-                draft: ({ context, event }) => ({
-                  ...context.draft,
-                  completion: {
-                    usage: event.usage,
-                    ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
-                    ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+          states: {
+            requesting: {
+              // A cancel waits for the counters' write in flight (the root handler notes it).
+              on: {
+                'model.over_threshold': [
+                  { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+                  {
+                    target: '#turn.compacting',
+                    actions: assign({ estimatedInputTokens: ({ event }) => event.estimatedInputTokens, compactionTrigger: 'threshold', thresholdTried: true }),
                   },
-                }),
-              }),
+                ],
+                'model.call_recorded': [
+                  { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+                  {
+                    target: 'receiving',
+                    actions: assign(({ context, event }) => ({
+                      submissionCount: context.submissionCount + 1,
+                      draft: emptyDraft(),
+                      compactionTrigger: null,
+                      estimatedInputTokens: event.estimatedInputTokens,
+                    })),
+                  },
+                ],
+              },
             },
-            // Leaving this state stops the model actor, which aborts the provider request.
-            'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
-            'turn.stop': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+            receiving: {
+              on: {
+                'model.text_delta': {
+                  // Another output message opens a text block of its own; the live text shows it as a paragraph.
+                  actions: enqueueActions(({ context, event, enqueue }) => {
+                    const blocks = context.draft.textBlocks;
+                    const last = blocks.at(-1);
+                    if (event.delta === '') {
+                      // Nothing to show or store: no block is opened for it.
+                      enqueue.assign({ draft: { ...context.draft, semantic: true } });
+                      enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: '' } });
+                      return;
+                    }
+                    const opens = last === undefined || (event.newBlock === true && last.text !== '');
+                    const phase = event.phase !== undefined ? { phase: event.phase } : {};
+                    const shown = opens && last !== undefined ? TEXT_BLOCK_SEPARATOR + event.delta : event.delta;
+                    const textBlocks = opens
+                      ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
+                      : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
+                    enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
+                    enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: shown } });
+                  }),
+                },
+                'model.reasoning_delta': {
+                  actions: [
+                    assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
+                    sendParent(({ event }) => ({ type: 'session.publish', update: { type: 'reasoning_delta', delta: event.delta } })),
+                  ],
+                },
+                'model.tool_call': {
+                  actions: assign({
+                    draft: ({ context, event }) => ({
+                      ...context.draft,
+                      semantic: true,
+                      toolCalls: [...context.draft.toolCalls, { type: 'tool_call', callId: event.callId, name: event.name, arguments: event.arguments }],
+                    }),
+                  }),
+                },
+                'model.provider_opaque': {
+                  actions: assign({
+                    draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
+                  }),
+                },
+                'model.completed': {
+                  actions: assign({
+                    draft: ({ context, event }) => ({
+                      ...context.draft,
+                      completion: {
+                        usage: event.usage,
+                        ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
+                        ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+                      },
+                    }),
+                  }),
+                },
+                // Leaving this state stops the model actor, which aborts the provider request.
+                'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+                'turn.stop': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+              },
+            },
           },
         },
         persisting: {
@@ -616,7 +629,7 @@ export const turnMachine = turnSetup.createMachine({
           plan: context.plan,
           systemContext: context.systemContext,
           compactAtTokens: context.compactAtTokens,
-          estimatedInputTokens: context.prepared?.estimate.estimatedInputTokens ?? null,
+          estimatedInputTokens: context.estimatedInputTokens,
           triggerModelSpanId: context.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.submissionCount}` : null,
         }),
         onDone: {

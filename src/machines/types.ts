@@ -149,6 +149,10 @@ export type TurnEvent =
   /** `newBlock`: the provider began another output message; `phase`: that message's label. */
   | { type: 'model.text_delta'; delta: string; newBlock?: boolean; phase?: string }
   | { type: 'model.reasoning_delta'; delta: string }
+  /** The assembled request reached the compaction line: compact before the call (nothing was recorded). */
+  | { type: 'model.over_threshold'; estimatedInputTokens: number }
+  /** The call's counters are committed; the request goes to the model now. */
+  | { type: 'model.call_recorded'; estimatedInputTokens: number }
   | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
   | { type: 'model.provider_opaque'; provider: string; data: unknown }
   | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
