@@ -20,7 +20,6 @@ import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { toolCallMachine } from './tool-call.js';
 import type {
-  AssembledCall,
   DoomState,
   Grants,
   LiveToolCall,

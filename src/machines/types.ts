@@ -11,7 +11,6 @@ import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
 import type { PendingUserInput, UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
 import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
-import type { PreparedModelCall } from '../services/context/assemble.js';
 import type { SystemPart } from '../services/model/port.js';
 import type { ToolResult } from '../services/tools/define.js';
 import type { TokenUsage } from '../storage/storage.js';
@@ -176,10 +175,5 @@ export type SessionParentEvent =
   | { type: 'session.publish'; update: SessionUpdate }
   | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
-
-export interface AssembledCall extends PreparedModelCall {
-  /** Whether the estimate reached the automatic compaction line. */
-  overThreshold: boolean;
-}
 
 export type { PendingApproval, PendingUserInput, LiveToolCall, StoredMessage };
