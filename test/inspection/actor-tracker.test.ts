@@ -41,7 +41,7 @@ describe('inspection of sessions', () => {
     ]);
     // Every invoked effect is an actor of the same system too.
     expect(new Set(created.filter((c) => c.machine === null).map((c) => c.id))).toEqual(
-      new Set(['beginTurn', 'sampleWorldState', 'assembleRequest', 'recordModelCallStart', 'callModel', 'persistAssistantMessage', 'validate', 'authorize', 'execute', 'record', 'finishTurn']),
+      new Set(['beginTurn', 'sampleWorldState', 'callModel', 'persistAssistantMessage', 'validate', 'authorize', 'execute', 'record', 'finishTurn']),
     );
     const snapshots = events.filter((e) => e.type === '@xstate.snapshot').map((e) => (e.actorRef as AnyActorRef).id);
     expect(snapshots).toContain('toolCall');

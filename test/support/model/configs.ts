@@ -121,6 +121,13 @@ export const CONFIGS: WorldConfig[] = [
   { ...base, name: 'model call limit', limits: { maxModelCalls: 1, doomLoopThreshold: 3 } },
   { ...base, name: 'cancel while sampling', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: 'sampling' }), cmd: 'cancel' } },
   { ...base, name: 'cancel while requesting', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'cancel' } },
+  // Over the compaction line, the model actor asks for compaction at once: a cancel noted on entry wins.
+  {
+    ...base,
+    name: 'cancel while requesting, over the line',
+    compaction: 'threshold',
+    interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'cancel' },
+  },
   { ...base, name: 'shutdown while requesting', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'shutdown' } },
   { ...base, name: 'cancel while validating', interrupt: { machine: 'toolCall', state: JSON.stringify('validating'), cmd: 'cancel' } },
   { ...base, name: 'shutdown while validating', interrupt: { machine: 'toolCall', state: JSON.stringify('validating'), cmd: 'shutdown' } },
