@@ -245,6 +245,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         };
 
         (async () => {
+          // Not inside the Turn's step that starts this actor: a command sent as the Turn enters
+          // `requesting` (a cancel) is handled before anything this actor reports.
+          await Promise.resolve();
+          if (finished) return;
           // The request is assembled here, from the session's conversation as committed so far, and
           // handed straight to the port: it never enters machine context.
           let prepared: PreparedModelCall;
