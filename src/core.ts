@@ -29,6 +29,7 @@ import { updatePlanControlTool } from './services/plan/update-plan.js';
 import { requestUserInputControlTool } from './services/user-input/request-user-input.js';
 import { toolAuthorizer, type Authorizer, type RuntimeServices, type SessionServices } from './services/runtime.js';
 import { createToolCallActors } from './services/tool-call-actors.js';
+import { OpenSpans } from './services/trace/open-spans.js';
 import type { AnyTool } from './services/tools/define.js';
 import { Toolset } from './services/tools/registry.js';
 import { isToolSource, type ToolEntry } from './services/tools/source.js';
@@ -285,6 +286,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const services: RuntimeServices = {
     storage,
     trace,
+    spans: new OpenSpans(trace, clock),
     clock,
     ids,
     appVersion: options.appVersion ?? APP_VERSION,

@@ -15,6 +15,8 @@ import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } 
 import { answersMismatch, userInputAnswersSchema, type UserInputAnswers } from './protocol/user-input.js';
 import type { CommandReply, SessionEvent, sessionMachine } from './machines/session.js';
 import type { TurnContext } from './machines/turn.js';
+import { liveToolCallOf, type ToolCallContext } from './machines/tool-call.js';
+import type { LiveToolCall } from './machines/types.js';
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';
@@ -423,14 +425,16 @@ export class SessionHandle {
     let runtime: SessionRuntimeSnapshot = { type: 'idle' };
     const turnRef = snap.children.turn;
     if (ctx.activeTurn) {
-      const turn = (turnRef?.getSnapshot() as { context?: TurnContext } | undefined)?.context;
+      const turnSnap = turnRef?.getSnapshot() as { context?: TurnContext; children?: Record<string, { getSnapshot(): unknown } | undefined> } | undefined;
+      const turn = turnSnap?.context;
+      const callSnap = turnSnap?.children?.toolCall?.getSnapshot() as { value: unknown; context: ToolCallContext; status: string } | undefined;
       runtime = {
         type: 'running',
         turnId: ctx.activeTurn.turnId,
         clientRequestId: ctx.activeTurn.clientRequestId,
         phase: turn?.phase ?? 'starting',
         draft: { text: turn?.draft.text ?? '', reasoning: turn?.draft.reasoning ?? '' },
-        toolCalls: turn?.liveToolCalls ?? [],
+        toolCalls: liveCalls(turn?.liveToolCalls ?? [], callSnap),
         pendingApprovals: turn?.pendingApprovals ?? [],
         pendingUserInput: turn?.pendingUserInput ?? [],
         plan: turn?.plan ?? null,
@@ -520,6 +524,13 @@ export class SessionHandle {
     this.subject.complete();
     this.deps.onClosed();
   }
+}
+
+/** The Turn's list of the batch's calls, with the running call's status read from its own actor. */
+function liveCalls(list: LiveToolCall[], call: { value: unknown; context: ToolCallContext; status: string } | undefined): LiveToolCall[] {
+  if (!call) return list;
+  const id = call.context.toolCallId;
+  return list.map((c) => (c.toolCallId === id && c.status !== 'finished' ? { ...c, ...liveToolCallOf(call) } : c));
 }
 
 export function outcomeOfRecord(turn: TurnRecord, finalText = ''): TurnOutcome {

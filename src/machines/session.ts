@@ -46,7 +46,8 @@ export type SessionEvent =
   /** Spawns a sub-agent's Session actor under this (root) session with a per-agent system id. */
   | { type: 'session.spawn_child'; childId: string; systemId: string; input: SessionInput }
   | { type: 'session.stop_child'; childId: string }
-  | { type: 'turn.update'; update: SessionUpdate }
+  /** An update of the active turn or one of its tool calls, sent here directly to be sequenced. */
+  | { type: 'session.publish'; update: SessionUpdate }
   | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
 
@@ -459,7 +460,7 @@ export const sessionMachine = sessionSetup.createMachine({
         'session.shutdown': {
           actions: [assign({ shuttingDown: true, pendingApproval: null, pendingUserInput: null }), sendTo('turn', { type: 'turn.stop' }), 'replyOk'],
         },
-        'turn.update': {
+        'session.publish': {
           actions: [
             assign(({ context, event }) => {
               const update = event.update;

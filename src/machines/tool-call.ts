@@ -5,15 +5,16 @@
  * validating to `control` instead. Invoked serially by the Turn machine's `tools` state; it always ends with
  * a result (written, or at least decided) and says whether the call terminates the turn.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, sendParent, sendTo, setup, type ActorRefFrom } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
 import type { PermissionDecision } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
-import type { PermissionCard } from '../protocol/updates.js';
+import type { PermissionCard, SessionUpdate } from '../protocol/updates.js';
 import { answersResultText, type UserInputRequest } from '../protocol/user-input.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../services/permissions/texts.js';
 import type { ToolResult } from '../services/tools/define.js';
 import type {
   ApprovalRecord,
+  LiveToolCall,
   AuthorizationOutput,
   Grants,
   ToolCallEvent,
@@ -106,6 +107,28 @@ function failed(code: NonNullable<ToolResult['error']>['code'], message: string)
   return { status: 'failed', text: message, error: { code, message, retryable: false } };
 }
 
+/** The Session actor of a tool call: its Turn's parent. */
+function sessionOf(self: AnyActorRef): AnyActorRef {
+  // Always set: a tool call runs only under a Turn, and a Turn only under a Session.
+  return self._parent!._parent!;
+}
+
+/**
+ * A running call as the snapshot shows it, read from the tool-call actor's own state when a host
+ * asks (instead of an event to the Turn on every status change of every call). Control tools
+ * other than request_user_input show `validating`, as they always did.
+ */
+export function liveToolCallOf(snapshot: { value: unknown; context: ToolCallContext }): Pick<LiveToolCall, 'status' | 'result'> {
+  const value = snapshot.value;
+  if (value === 'done') {
+    const result = snapshot.context.result;
+    return snapshot.context.recorded && result ? { status: 'finished', result: { status: result.status, text: result.text } } : { status: 'recording' };
+  }
+  if (value === 'authorizing' || value === 'waiting_permission' || value === 'executing' || value === 'recording') return { status: value };
+  const control = (value as { control?: unknown } | null)?.control;
+  return { status: control === 'user_input' ? 'waiting_user_input' : 'validating' };
+}
+
 function hasGrant(grants: Grants, card: PermissionCard): boolean {
   return grants[card.environmentId]?.includes(card.grantKey) ?? false;
 }
@@ -159,11 +182,12 @@ const toolCallSetup = setup({
       decision: (event as Extract<ToolCallEvent, { type: 'toolcall.decide' }>).decision as PermissionDecision,
     })),
     abortExecution: sendTo('execute', { type: 'toolcall.cancel' }),
-    announceStatus: sendParent(({ context }, status: 'authorizing' | 'waiting_permission' | 'waiting_user_input' | 'executing' | 'recording') => ({
-      type: 'toolcall.status' as const,
-      toolCallId: context.toolCallId,
-      status,
-    })),
+    /**
+     * Hands an update to the session directly (one hop): the session sequences it and builds the
+     * envelope. The session is the Turn's parent, the Turn this call's parent; nothing in between
+     * relays or changes an update.
+     */
+    publish: sendTo(({ self }) => sessionOf(self), (_, update: SessionUpdate) => ({ type: 'session.publish' as const, update })),
     announceGrant: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'toolcall.decide') return;
       if (event.decision !== 'allow_for_turn' && event.decision !== 'allow_for_session') return;
@@ -174,18 +198,18 @@ const toolCallSetup = setup({
         grantKey: context.card!.grantKey,
       });
     }),
-    announceFinished: enqueueActions(({ context, enqueue }) => {
+    announceFinished: enqueueActions(({ context, self, enqueue }) => {
       if (!context.recorded || !context.result) return;
       const result = context.result;
       if (context.plan) {
         // Reference §6.4: plan_updated (full snapshot) after the commit, then tool_call_finished.
-        enqueue.sendParent({
-          type: 'toolcall.update',
+        enqueue.sendTo(sessionOf(self), {
+          type: 'session.publish',
           update: { type: 'plan_updated', explanation: context.plan.explanation, plan: context.plan.steps, updatedAt: context.plan.updatedAt },
         });
       }
-      enqueue.sendParent({
-        type: 'toolcall.update',
+      enqueue.sendTo(sessionOf(self), {
+        type: 'session.publish',
         update: {
           type: 'tool_call_finished',
           toolCallId: context.toolCallId,
@@ -195,7 +219,6 @@ const toolCallSetup = setup({
           text: result.text,
           ...(result.error ? { error: result.error } : {}),
         },
-        live: { toolCallId: context.toolCallId, status: 'finished', result: { status: result.status, text: result.text } },
       });
     }),
   },
@@ -224,18 +247,17 @@ export const toolCallMachine = toolCallSetup.createMachine({
   },
   states: {
     validating: {
-      entry: sendParent(({ context }) => ({
-        type: 'toolcall.update',
-        update: {
+      entry: {
+        type: 'publish',
+        params: ({ context }) => ({
           type: 'tool_call_started',
           toolCallId: context.toolCallId,
           providerCallId: context.call.callId,
           toolName: context.call.name,
           arguments: context.call.arguments,
           status: 'validating',
-        },
-        live: { toolCallId: context.toolCallId, status: 'validating' },
-      })),
+        }),
+      },
       invoke: {
         id: 'validate',
         src: 'validateToolCall',
@@ -294,7 +316,6 @@ export const toolCallMachine = toolCallSetup.createMachine({
       },
     },
     authorizing: {
-      entry: { type: 'announceStatus', params: 'authorizing' as const },
       on: {
         'toolcall.cancel': { target: 'recording', actions: 'recordStopBeforeRun' },
         'toolcall.stop': { target: 'recording', actions: 'recordStopBeforeRun' },
@@ -362,7 +383,6 @@ export const toolCallMachine = toolCallSetup.createMachine({
     },
     waiting_permission: {
       entry: [
-        { type: 'announceStatus', params: 'waiting_permission' as const },
         sendParent(({ context }) => ({ type: 'toolcall.permission_requested', toolCallId: context.toolCallId, card: context.card! })),
       ],
       on: {
@@ -416,7 +436,6 @@ export const toolCallMachine = toolCallSetup.createMachine({
       },
     },
     executing: {
-      entry: { type: 'announceStatus', params: 'executing' as const },
       invoke: {
         id: 'execute',
         src: 'executeTool',
@@ -437,10 +456,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
       },
       on: {
         'tool.progress': {
-          actions: sendParent(({ context, event }) => ({
-            type: 'toolcall.update',
-            update: { type: 'tool_call_progress', toolCallId: context.toolCallId, progress: event.progress },
-          })),
+          actions: { type: 'publish', params: ({ context, event }) => ({ type: 'tool_call_progress', toolCallId: context.toolCallId, progress: event.progress }) },
         },
         'tool.finished': {
           target: 'recording',
@@ -475,7 +491,6 @@ export const toolCallMachine = toolCallSetup.createMachine({
         // The model asked the user; the turn waits like it waits for a card, and a cancel ends the wait.
         user_input: {
           entry: [
-            { type: 'announceStatus', params: 'waiting_user_input' as const },
             sendParent(({ context }) => ({
               type: 'toolcall.user_input_requested' as const,
               toolCallId: context.toolCallId,
@@ -590,7 +605,6 @@ export const toolCallMachine = toolCallSetup.createMachine({
       },
     },
     recording: {
-      entry: { type: 'announceStatus', params: 'recording' as const },
       invoke: {
         id: 'record',
         src: 'recordToolResult',

@@ -20,7 +20,6 @@ import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { toolCallMachine } from './tool-call.js';
 import type {
-  AssembledCall,
   DoomState,
   Grants,
   LiveToolCall,
@@ -48,7 +47,8 @@ export interface TurnContext extends TurnInput {
   submissionCount: number;
   toolCallCount: number;
   usage: TokenUsage;
-  prepared: AssembledCall | null;
+  /** The last assembled request's estimate, for a compaction's trace. */
+  estimatedInputTokens: number | null;
   draft: ModelDraft;
   batch: ToolBatch | null;
   batchIndex: number;
@@ -92,20 +92,24 @@ export interface DrainOutput {
   inputIds: string[];
 }
 
-export interface AssembleActorInput {
-  sessionId: string;
-  turnId: string;
-  systemContext: TurnInput['systemContext'];
-  modelCallIndex: number;
-  compactAtTokens: number;
-}
-
 export interface CallModelInput {
   sessionId: string;
   turnId: string;
   modelCallIndex: number;
+  /** The span of this submission, if it is made (`<turn>.model<n>`). */
   spanId: string;
-  prepared: AssembledCall;
+  systemContext: TurnInput['systemContext'];
+  /** The automatic compaction line (0 = never). */
+  compactAtTokens: number;
+  /** Whether a request over the line asks for a threshold compaction first (once per logical call). */
+  thresholdCompaction: boolean;
+}
+
+/** How a model call fails before the model is asked: `stage` says where, `cause` is the error. */
+export interface ModelCallSetupFailure {
+  stage: 'assemble' | 'record';
+  cause: unknown;
+  message: string;
 }
 
 export interface PersistAssistantInput {
@@ -164,6 +168,9 @@ interface ModelFailure {
   code?: string;
   message?: string;
   semanticOutput?: boolean;
+  /** Set when the call failed before the model was asked: its request or its counters. */
+  stage?: 'assemble' | 'record';
+  cause?: unknown;
 }
 
 function notProvided(name: string): never {
@@ -208,8 +215,6 @@ const turnSetup = setup({
   actors: {
     beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
     drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
-    assembleRequest: fromPromise<AssembledCall, AssembleActorInput>(async () => notProvided('assembleRequest')),
-    recordModelCallStart: fromPromise<void, { turnId: string; modelCallIndex: number }>(async () => notProvided('recordModelCallStart')),
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
     persistAssistantMessage: fromPromise<{ messageId: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
@@ -230,15 +235,15 @@ const turnSetup = setup({
     enterPhase: enqueueActions(({ context, enqueue }, phase: Phase) => {
       if (context.phase === phase) return;
       enqueue.assign({ phase });
-      enqueue.sendParent({ type: 'turn.update', update: { type: 'phase_changed', phase } });
+      enqueue.sendParent({ type: 'session.publish', update: { type: 'phase_changed', phase } });
     }),
-    emit: sendParent((_, update: SessionUpdate) => ({ type: 'turn.update' as const, update })),
+    emit: sendParent((_, update: SessionUpdate) => ({ type: 'session.publish' as const, update })),
     requestStop: assign({
       stopRequest: ({ context, event }) => (event.type === 'turn.stop' ? 'stop' : (context.stopRequest ?? 'cancel')),
     }),
     outcomeFromStop: assign({ outcome: ({ context, event }) => stopOutcome(event.type === 'turn.stop' ? 'stop' : context.stopRequest) }),
     announceFinished: sendParent(({ context }) => ({
-      type: 'turn.update' as const,
+      type: 'session.publish' as const,
       update: { type: 'turn_finished' as const, outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome') },
     })),
     beginLogicalCall: assign({
@@ -251,7 +256,7 @@ const turnSetup = setup({
     }),
     discardDraft: enqueueActions(({ context, enqueue }) => {
       if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
-        enqueue.sendParent({ type: 'turn.update', update: { type: 'draft_cleared', reason: 'discarded' } });
+        enqueue.sendParent({ type: 'session.publish', update: { type: 'draft_cleared', reason: 'discarded' } });
       }
       enqueue.assign({ draft: emptyDraft() });
     }),
@@ -270,7 +275,7 @@ export const turnMachine = turnSetup.createMachine({
     submissionCount: 0,
     toolCallCount: 0,
     usage: ZERO_USAGE,
-    prepared: null,
+    estimatedInputTokens: null,
     draft: emptyDraft(),
     batch: null,
     batchIndex: 0,
@@ -371,7 +376,7 @@ export const turnMachine = turnSetup.createMachine({
               permissionMode: context.permissionMode,
               disabledSkillNames: context.disabledSkillNames,
             }),
-            onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'assembling' }],
+            onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'streaming' }],
             onError: {
               target: '#turn.ending',
               actions: assign({
@@ -384,54 +389,11 @@ export const turnMachine = turnSetup.createMachine({
             },
           },
         },
-        assembling: {
-          on: { 'turn.cancel': { target: '#turn.ending', actions: 'outcomeFromStop' }, 'turn.stop': { target: '#turn.ending', actions: 'outcomeFromStop' } },
-          invoke: {
-            id: 'assembleRequest',
-            src: 'assembleRequest',
-            input: ({ context }) => ({
-              sessionId: context.sessionId,
-              turnId: context.turnId,
-              systemContext: context.systemContext,
-              modelCallIndex: context.modelCallIndex,
-              compactAtTokens: context.compactAtTokens,
-            }),
-            onDone: [
-              {
-                guard: ({ event, context }) => event.output.overThreshold && !context.thresholdTried && !context.summarizedThisCall,
-                target: '#turn.compacting',
-                actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: 'threshold', thresholdTried: true }),
-              },
-              { target: 'recording_call', actions: assign({ prepared: ({ event }) => event.output, compactionTrigger: null }) },
-            ],
-            onError: {
-              target: '#turn.ending',
-              actions: assign({
-                outcome: ({ event }) => {
-                  const code = (event.error as { code?: string })?.code;
-                  const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error', 'chat_state_error'];
-                  return failedOutcome(code && known.includes(code) ? code : 'model_protocol_error', errorText(event.error));
-                },
-              }),
-            },
-          },
-        },
-        recording_call: {
-          invoke: {
-            id: 'recordModelCallStart',
-            src: 'recordModelCallStart',
-            input: ({ context }) => ({ turnId: context.turnId, modelCallIndex: context.modelCallIndex }),
-            onDone: [
-              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
-              {
-                target: 'streaming',
-                actions: assign({ submissionCount: ({ context }) => context.submissionCount + 1, draft: emptyDraft() }),
-              },
-            ],
-            onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
-          },
-        },
         streaming: {
+          // One actor per model call: it assembles the request from the session's conversation
+          // (nothing of it enters this context), asks for a threshold compaction or records the call's
+          // counters, and then streams. `requesting` shows the first two, `receiving` the stream.
+          initial: 'requesting',
           invoke: {
             id: 'callModel',
             src: 'callModel',
@@ -439,8 +401,10 @@ export const turnMachine = turnSetup.createMachine({
               sessionId: context.sessionId,
               turnId: context.turnId,
               modelCallIndex: context.modelCallIndex,
-              spanId: `${context.turnId}.model${context.submissionCount}`,
-              prepared: context.prepared!,
+              spanId: `${context.turnId}.model${context.submissionCount + 1}`,
+              systemContext: context.systemContext,
+              compactAtTokens: context.compactAtTokens,
+              thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
             }),
             onDone: [
               { guard: ({ context }) => context.draft.completion !== null, target: 'persisting' },
@@ -453,6 +417,26 @@ export const turnMachine = turnSetup.createMachine({
               },
             ],
             onError: [
+              {
+                // The request could not be assembled (reference §2.7): nothing was recorded or sent.
+                guard: ({ event }) => (event.error as ModelFailure)?.stage === 'assemble',
+                target: '#turn.ending',
+                actions: assign({
+                  outcome: ({ context, event }) => {
+                    if (context.stopRequest !== null) return stopOutcome(context.stopRequest);
+                    const failure = (event.error as ModelFailure).cause as { code?: string } | undefined;
+                    const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error', 'chat_state_error'];
+                    const code = failure?.code && known.includes(failure.code) ? failure.code : 'model_protocol_error';
+                    return failedOutcome(code, errorText(failure));
+                  },
+                }),
+              },
+              {
+                // The call's counters could not be written: the model was not asked.
+                guard: ({ event }) => (event.error as ModelFailure)?.stage === 'record',
+                target: '#turn.ending',
+                actions: assign({ outcome: ({ event }) => storageFailure((event.error as ModelFailure).cause) }),
+              },
               {
                 guard: ({ context, event }) =>
                   (event.error as ModelFailure)?.code === 'context_overflow' &&
@@ -480,63 +464,91 @@ export const turnMachine = turnSetup.createMachine({
               },
             ],
           },
-          on: {
-            'model.text_delta': {
-              // Another output message opens a text block of its own; the live text shows it as a paragraph.
-              actions: enqueueActions(({ context, event, enqueue }) => {
-                const blocks = context.draft.textBlocks;
-                const last = blocks.at(-1);
-                if (event.delta === '') {
-                  // Nothing to show or store: no block is opened for it.
-                  enqueue.assign({ draft: { ...context.draft, semantic: true } });
-                  enqueue.sendParent({ type: 'turn.update', update: { type: 'text_delta', delta: '' } });
-                  return;
-                }
-                const opens = last === undefined || (event.newBlock === true && last.text !== '');
-                const phase = event.phase !== undefined ? { phase: event.phase } : {};
-                const shown = opens && last !== undefined ? TEXT_BLOCK_SEPARATOR + event.delta : event.delta;
-                const textBlocks = opens
-                  ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
-                  : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
-                enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
-                enqueue.sendParent({ type: 'turn.update', update: { type: 'text_delta', delta: shown } });
-              }),
-            },
-            'model.reasoning_delta': {
-              actions: [
-                assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
-                sendParent(({ event }) => ({ type: 'turn.update', update: { type: 'reasoning_delta', delta: event.delta } })),
-              ],
-            },
-            'model.tool_call': {
-              actions: assign({
-                draft: ({ context, event }) => ({
-                  ...context.draft,
-                  semantic: true,
-                  toolCalls: [...context.draft.toolCalls, { type: 'tool_call', callId: event.callId, name: event.name, arguments: event.arguments }],
-                }),
-              }),
-            },
-            'model.provider_opaque': {
-              actions: assign({
-                draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
-              }),
-            },
-            'model.completed': {
-              actions: assign({
-                draft: ({ context, event }) => ({
-                  ...context.draft,
-                  completion: {
-                    usage: event.usage,
-                    ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
-                    ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+          states: {
+            requesting: {
+              // A cancel waits for the counters' write in flight (the root handler notes it).
+              on: {
+                'model.over_threshold': [
+                  { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+                  {
+                    target: '#turn.compacting',
+                    actions: assign({ estimatedInputTokens: ({ event }) => event.estimatedInputTokens, compactionTrigger: 'threshold', thresholdTried: true }),
                   },
-                }),
-              }),
+                ],
+                'model.call_recorded': [
+                  { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+                  {
+                    target: 'receiving',
+                    actions: assign(({ context, event }) => ({
+                      submissionCount: context.submissionCount + 1,
+                      draft: emptyDraft(),
+                      compactionTrigger: null,
+                      estimatedInputTokens: event.estimatedInputTokens,
+                    })),
+                  },
+                ],
+              },
             },
-            // Leaving this state stops the model actor, which aborts the provider request.
-            'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
-            'turn.stop': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+            receiving: {
+              on: {
+                'model.text_delta': {
+                  // Another output message opens a text block of its own; the live text shows it as a paragraph.
+                  actions: enqueueActions(({ context, event, enqueue }) => {
+                    const blocks = context.draft.textBlocks;
+                    const last = blocks.at(-1);
+                    if (event.delta === '') {
+                      // Nothing to show or store: no block is opened for it.
+                      enqueue.assign({ draft: { ...context.draft, semantic: true } });
+                      enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: '' } });
+                      return;
+                    }
+                    const opens = last === undefined || (event.newBlock === true && last.text !== '');
+                    const phase = event.phase !== undefined ? { phase: event.phase } : {};
+                    const shown = opens && last !== undefined ? TEXT_BLOCK_SEPARATOR + event.delta : event.delta;
+                    const textBlocks = opens
+                      ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
+                      : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
+                    enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
+                    enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: shown } });
+                  }),
+                },
+                'model.reasoning_delta': {
+                  actions: [
+                    assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
+                    sendParent(({ event }) => ({ type: 'session.publish', update: { type: 'reasoning_delta', delta: event.delta } })),
+                  ],
+                },
+                'model.tool_call': {
+                  actions: assign({
+                    draft: ({ context, event }) => ({
+                      ...context.draft,
+                      semantic: true,
+                      toolCalls: [...context.draft.toolCalls, { type: 'tool_call', callId: event.callId, name: event.name, arguments: event.arguments }],
+                    }),
+                  }),
+                },
+                'model.provider_opaque': {
+                  actions: assign({
+                    draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
+                  }),
+                },
+                'model.completed': {
+                  actions: assign({
+                    draft: ({ context, event }) => ({
+                      ...context.draft,
+                      completion: {
+                        usage: event.usage,
+                        ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
+                        ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+                      },
+                    }),
+                  }),
+                },
+                // Leaving this state stops the model actor, which aborts the provider request.
+                'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+                'turn.stop': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+              },
+            },
           },
         },
         persisting: {
@@ -616,7 +628,7 @@ export const turnMachine = turnSetup.createMachine({
           plan: context.plan,
           systemContext: context.systemContext,
           compactAtTokens: context.compactAtTokens,
-          estimatedInputTokens: context.prepared?.estimate.estimatedInputTokens ?? null,
+          estimatedInputTokens: context.estimatedInputTokens,
           triggerModelSpanId: context.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.submissionCount}` : null,
         }),
         onDone: {
@@ -625,7 +637,7 @@ export const turnMachine = turnSetup.createMachine({
             enqueueActions(({ event, context, enqueue }) => {
               if (!event.output.checkpointId) return;
               enqueue.sendParent({
-                type: 'turn.update',
+                type: 'session.publish',
                 update: {
                   type: 'conversation_compacted',
                   compactionId: event.output.checkpointId,
@@ -664,6 +676,8 @@ export const turnMachine = turnSetup.createMachine({
         },
         call: {
           initial: 'running_tools',
+          // The phase goes out before the call starts: the call publishes to the session directly.
+          entry: { type: 'enterPhase', params: 'running_tools' },
           invoke: {
             id: 'toolCall',
             src: 'toolCall',
@@ -701,15 +715,6 @@ export const turnMachine = turnSetup.createMachine({
             },
           },
           on: {
-            'toolcall.update': {
-              actions: [
-                sendParent(({ event }) => ({ type: 'turn.update', update: event.update })),
-                assign({ liveToolCalls: ({ context, event }) => (event.live ? patchLive(context.liveToolCalls, event.live) : context.liveToolCalls) }),
-              ],
-            },
-            'toolcall.status': {
-              actions: assign({ liveToolCalls: ({ context, event }) => patchLive(context.liveToolCalls, { toolCallId: event.toolCallId, status: event.status }) }),
-            },
             'toolcall.permission_requested': {
               target: '.waiting_permission',
               actions: assign({ pendingApprovals: ({ event }) => [{ toolCallId: event.toolCallId, card: event.card }] }),
@@ -719,7 +724,7 @@ export const turnMachine = turnSetup.createMachine({
               actions: [
                 assign({ pendingApprovals: [] }),
                 sendParent(({ event }) => ({
-                  type: 'turn.update',
+                  type: 'session.publish',
                   update: {
                     type: 'permission_resolved',
                     toolCallId: event.toolCallId,
@@ -747,7 +752,7 @@ export const turnMachine = turnSetup.createMachine({
               actions: [
                 assign({ pendingUserInput: [] }),
                 sendParent(({ event }) => ({
-                  type: 'turn.update',
+                  type: 'session.publish',
                   update: {
                     type: 'user_input_resolved',
                     toolCallId: event.toolCallId,
@@ -768,7 +773,7 @@ export const turnMachine = turnSetup.createMachine({
               entry: [
                 { type: 'enterPhase', params: 'waiting_permission' },
                 sendParent(({ context }) => ({
-                  type: 'turn.update' as const,
+                  type: 'session.publish' as const,
                   update: { type: 'permission_requested' as const, toolCallId: context.pendingApprovals[0]!.toolCallId, card: context.pendingApprovals[0]!.card },
                 })),
               ],
@@ -777,7 +782,7 @@ export const turnMachine = turnSetup.createMachine({
               entry: [
                 { type: 'enterPhase', params: 'waiting_user_input' },
                 sendParent(({ context }) => ({
-                  type: 'turn.update' as const,
+                  type: 'session.publish' as const,
                   update: { type: 'user_input_requested' as const, toolCallId: context.pendingUserInput[0]!.toolCallId, request: context.pendingUserInput[0]!.request },
                 })),
               ],
@@ -803,7 +808,7 @@ export const turnMachine = turnSetup.createMachine({
                   for (const [i, call] of (context.batch?.calls ?? []).entries()) {
                     if (i < context.batchIndex) continue;
                     enqueue.sendParent({
-                      type: 'turn.update',
+                      type: 'session.publish',
                       update: {
                         type: 'tool_call_finished',
                         toolCallId: context.batch!.toolCallIds[i]!,
@@ -883,6 +888,11 @@ function addGrant(grants: Grants, environmentId: string, grantKey: string): Gran
 function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal: boolean): Partial<TurnContext> {
   const patch: Partial<TurnContext> = {
     batchIndex: context.batchIndex + 1,
+    // The call's live entry as its last state left it: finished once its result is stored.
+    liveToolCalls: patchLive(context.liveToolCalls, {
+      toolCallId: output.toolCallId,
+      ...(output.recorded ? { status: 'finished' as const, result: { status: output.result.status, text: output.result.text } } : { status: 'recording' as const }),
+    }),
     doom: output.doom,
     pendingApprovals: [],
     pendingUserInput: [],

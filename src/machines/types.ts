@@ -11,7 +11,6 @@ import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
 import type { PendingUserInput, UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
 import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
-import type { PreparedModelCall } from '../services/context/assemble.js';
 import type { SystemPart } from '../services/model/port.js';
 import type { ToolResult } from '../services/tools/define.js';
 import type { TokenUsage } from '../storage/storage.js';
@@ -149,13 +148,15 @@ export type TurnEvent =
   /** `newBlock`: the provider began another output message; `phase`: that message's label. */
   | { type: 'model.text_delta'; delta: string; newBlock?: boolean; phase?: string }
   | { type: 'model.reasoning_delta'; delta: string }
+  /** The assembled request reached the compaction line: compact before the call (nothing was recorded). */
+  | { type: 'model.over_threshold'; estimatedInputTokens: number }
+  /** The call's counters are committed; the request goes to the model now. */
+  | { type: 'model.call_recorded'; estimatedInputTokens: number }
   | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
   | { type: 'model.provider_opaque'; provider: string; data: unknown }
   | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
   /** The provider's latest rate-limit headers, read after a model call; the session merges them. */
   | { type: 'model.rate_limits'; snapshot: RateLimitSnapshot }
-  | { type: 'toolcall.update'; update: SessionUpdate; live?: Partial<LiveToolCall> & { toolCallId: string } }
-  | { type: 'toolcall.status'; toolCallId: string; status: LiveToolCall['status'] }
   | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
   | { type: 'toolcall.permission_resolved'; toolCallId: string; decision: PermissionDecision | 'cancelled' | 'actor_stopped' }
   | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
@@ -171,13 +172,8 @@ export type ToolCallEvent =
   | { type: 'tool.finished'; result: ToolResult };
 
 export type SessionParentEvent =
-  | { type: 'turn.update'; update: SessionUpdate }
+  | { type: 'session.publish'; update: SessionUpdate }
   | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
-
-export interface AssembledCall extends PreparedModelCall {
-  /** Whether the estimate reached the automatic compaction line. */
-  overThreshold: boolean;
-}
 
 export type { PendingApproval, PendingUserInput, LiveToolCall, StoredMessage };

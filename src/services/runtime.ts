@@ -10,6 +10,7 @@ import type { ModelPort } from './model/port.js';
 import type { Authorization, AnyTool, AuthorizeContext } from './tools/define.js';
 import type { Toolset } from './tools/registry.js';
 import type { TraceRecorder } from './trace/recorder.js';
+import type { OpenSpans } from './trace/open-spans.js';
 import type { WorldStateBaseline, WorldStateSources } from './context/world-state.js';
 import type { SandboxStatus } from '../protocol/snapshot.js';
 import type { AgentControl } from './agents/control.js';
@@ -50,6 +51,8 @@ export interface SessionServices {
 export interface RuntimeServices {
   storage: SessionStorage;
   trace: TraceRecorder;
+  /** Model and tool spans between their start and end: the actors start and end them by id. */
+  spans: OpenSpans;
   clock: Clock;
   ids: IdGenerator;
   appVersion: string;

@@ -62,24 +62,13 @@ export function toolSpan(input: { sessionId: string; turnId: string; toolCallId:
   };
 }
 
-function endToolSpan(services: RuntimeServices, openSpans: Map<string, SpanData>, toolCallId: string, patch: Partial<SpanData>): void {
-  const started = openSpans.get(toolCallId);
-  openSpans.delete(toolCallId);
-  if (!started) return;
-  const endedAt = new Date(Math.max(services.clock.now(), Date.parse(started.startedAt))).toISOString();
-  services.trace.record({
-    type: 'span_ended',
-    span: { ...started, ...patch, endedAt, attributes: { ...started.attributes, ...(patch.attributes ?? {}) } },
-  });
-}
-
 function spanStatus(result: ToolResult): SpanData['status'] {
   return result.status;
 }
 
 export function createToolCallActors(services: RuntimeServices) {
-  /** Remembered per tool call between the span's start and end, so the end carries the same fields. */
-  const openSpans = new Map<string, SpanData>();
+  /** The tool span is started by validation and ended where the result is stored (or refused). */
+  const endToolSpan = (toolCallId: string, patch: Partial<SpanData>) => services.spans.end(toolSpanId(toolCallId), patch);
   return {
     validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async ({ input }) => {
       const { call } = input;
@@ -92,8 +81,7 @@ export function createToolCallActors(services: RuntimeServices) {
         parentSpanId: input.parentSpanId,
         startedAt: new Date(services.clock.now()).toISOString(),
       });
-      openSpans.set(input.toolCallId, span);
-      services.trace.record({ type: 'span_started', span });
+      services.spans.start(span);
 
       let args: unknown;
       try {
@@ -258,7 +246,7 @@ export function createToolCallActors(services: RuntimeServices) {
         const stored = await services.storage.commitPlanUpdate(input.turnId, { explanation: checked.explanation, steps: checked.steps, updatedAt }, message);
         services.session(input.sessionId).chat.append([stored]);
       } catch (error) {
-        endToolSpan(services, openSpans, input.toolCallId, {
+        endToolSpan(input.toolCallId, {
           status: 'failed',
           resolvedToolName: 'update_plan',
           errorCode: 'persistence_error',
@@ -267,7 +255,7 @@ export function createToolCallActors(services: RuntimeServices) {
         });
         throw error;
       }
-      endToolSpan(services, openSpans, input.toolCallId, {
+      endToolSpan(input.toolCallId, {
         status: 'succeeded',
         resolvedToolName: 'update_plan',
         attributes: { ...attributes, resultPersisted: true },
@@ -318,7 +306,7 @@ export function createToolCallActors(services: RuntimeServices) {
       const permissionWaitMs =
         approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;
       const end = (resultPersisted: boolean) =>
-        endToolSpan(services, openSpans, input.toolCallId, {
+        endToolSpan(input.toolCallId, {
           status: spanStatus(result),
           resolvedToolName: input.resolvedName,
           permissionWaitMs,

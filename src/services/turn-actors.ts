@@ -10,7 +10,6 @@ import { fromEventObservable, fromPromise } from 'xstate';
 import { ModelError, errorMessage } from '../errors.js';
 import type { ContentBlock, NewMessage } from '../protocol/content.js';
 import type {
-  AssembleActorInput,
   BeginTurnInput,
   CallModelInput,
   CancelledCallsInput,
@@ -23,10 +22,10 @@ import type {
   PersistAssistantInput,
 } from '../machines/turn.js';
 import { REMAINING_CALL_TEXT } from '../machines/turn.js';
-import type { AssembledCall, TurnEvent } from '../machines/types.js';
+import type { TurnEvent } from '../machines/types.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
-import { assembleRequest } from './context/assemble.js';
+import { assembleRequest, type PreparedModelCall } from './context/assemble.js';
 import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessage } from './context/world-state.js';
 import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
@@ -40,7 +39,7 @@ import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
  * The `request` payload: runs of persisted message sequences in request order (`[first, last]`),
  * with synthetic items in full. Constant size for an ordinary history, whatever its length.
  */
-export function requestPointers(prepared: AssembledCall): Record<string, unknown> {
+export function requestPointers(prepared: PreparedModelCall): Record<string, unknown> {
   const parts: Array<[number, number] | { synthetic: unknown }> = [];
   prepared.sequences.forEach((sequence, i) => {
     if (sequence === null) {
@@ -67,8 +66,6 @@ function isoNow(services: RuntimeServices, notBefore?: string): string {
 export const UNRECORDED_END_MESSAGE = 'the end of this turn could not be recorded; the next turn of the session closed it';
 
 export function createTurnActors(services: RuntimeServices, compactor: Compactor) {
-  /** Model spans between their start (in callModel) and their end (after the response is stored). */
-  const modelSpans = new Map<string, SpanData>();
   /**
    * This process's turns whose end is not recorded yet, per session and keyed by turn (issue 13.1).
    * An entry is made before the begin is written and goes once an end write succeeds. `end` is the
@@ -94,48 +91,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     unrecorded.delete(sessionId);
   };
 
-  const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) => {
-    const span = modelSpans.get(spanId);
-    if (!span) return;
-    modelSpans.delete(spanId);
-    services.trace.record({
-      type: 'span_ended',
-      span: { ...span, ...patch, endedAt: isoNow(services, span.startedAt), attributes: { ...span.attributes, ...(patch.attributes ?? {}) } },
-      // A call that ends without a stored response keeps what it produced in the `response` slot.
-      ...(response !== undefined ? { payloads: [{ slot: 'response' as const, body: response }] } : {}),
-    });
-  };
-
-  /**
-   * Model spans whose call was stopped from outside, per turn, until the reason is known (issue
-   * 13.6, reference §11.1). The stopped actor cannot tell why it stops; the turn's outcome can: the
-   * end of a turn the user cancelled makes them `cancelled`. Any other stop (shutdown, the session
-   * actor stopped) leaves the outcome unknown: the request may have been served.
-   */
-  const stoppedSpans = new Map<string, Map<string, Partial<SpanData>>>();
-
-  const endStoppedSpans = (turnId: string, userCancel: boolean) => {
-    const stopped = stoppedSpans.get(turnId);
-    if (!stopped) return;
-    stoppedSpans.delete(turnId);
-    for (const [spanId, patch] of stopped) {
-      endModelSpan(spanId, {
-        ...patch,
-        status: userCancel ? 'cancelled' : 'outcome_unknown',
-        ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
-        attributes: { ...patch.attributes, errorPhase: 'cancelled', finishReason: 'cancelled' },
-      });
-    }
-  };
-
-  const stopModelSpan = (turnId: string, spanId: string, patch: Partial<SpanData>) => {
-    const stopped = stoppedSpans.get(turnId) ?? new Map<string, Partial<SpanData>>();
-    stoppedSpans.set(turnId, stopped);
-    stopped.set(spanId, patch);
-    // The turn's end, started in the same step right after this stop, claims the span with the
-    // reason; without one (the whole session actor stopped), the outcome stays unknown.
-    queueMicrotask(() => endStoppedSpans(turnId, false));
-  };
+  const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) =>
+    // A call that ends without a stored response keeps what it produced in the `response` slot.
+    services.spans.end(spanId, patch, response !== undefined ? [{ slot: 'response' as const, body: response }] : undefined);
 
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
@@ -168,69 +126,49 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       return { mailboxIds: input.mailbox.map((m) => m.id), inputIds: input.pendingInput.map((m) => m.id) };
     }),
 
-    assembleRequest: fromPromise<AssembledCall, AssembleActorInput>(async ({ input }) => {
-      const session = services.session(input.sessionId);
-      // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
-      await session.toolset.refresh();
-      const prepared = assembleRequest({
-        system: input.systemContext,
-        conversation: session.chat.view(),
-        tools: session.toolset.definitions,
-        pruneWatermark: session.chat.pruneWatermark,
-        spillDir: services.spillDir,
-        ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
-      });
-      const total = prepared.estimate.estimatedInputTokens + prepared.estimate.reservedOutputTokens;
-      return { ...prepared, overThreshold: input.compactAtTokens > 0 && total >= input.compactAtTokens };
-    }),
-
-    recordModelCallStart: fromPromise<void, { turnId: string; modelCallIndex: number }>(async ({ input }) => {
-      await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
-    }),
-
     callModel: fromEventObservable<TurnEvent, CallModelInput>(({ input }) => {
       return new Observable<TurnEvent>((subscriber) => {
         const session = services.session(input.sessionId);
         const controller = new AbortController();
-        const startedAt = isoNow(services);
-        const started = services.clock.now();
-        const request = input.prepared.request;
-        const span = modelCallSpan({
-          id: input.spanId,
-          traceId: input.turnId,
-          sessionId: input.sessionId,
-          turnId: input.turnId,
-          parentSpanId: null,
-          startedAt,
-          model: session.model,
-          attributes: {
-            modelCallIndex: input.modelCallIndex,
-            toolChoice: request.tools.length > 0 ? 'auto' : 'none',
-            maxOutputTokens: request.maxOutputTokens ?? null,
-            requestMessageCount: request.messages.length,
-            toolDefinitionCount: request.tools.length,
-            requestEstimatedSystemContextTokens: input.prepared.estimate.systemContextTokens,
-            requestEstimatedConversationTokens: input.prepared.estimate.conversationTokens,
-            requestEstimatedToolSurfaceTokens: input.prepared.estimate.toolSurfaceTokens,
-            requestEstimatedInputTokens: input.prepared.estimate.estimatedInputTokens,
-            requestTruncatedToolResults: input.prepared.projection.truncatedToolResults,
-            requestOriginalToolResultTokens: input.prepared.projection.originalToolResultTokens,
-            requestProjectedToolResultTokens: input.prepared.projection.projectedToolResultTokens,
-          },
-        });
-        modelSpans.set(span.id, span);
-        services.trace.record({
-          type: 'span_started',
-          span,
-          payloads: [
+        let started = services.clock.now();
+        /** The span starts once the call is recorded, right before the request goes out. */
+        let spanStarted = false;
+        const startSpan = (prepared: PreparedModelCall) => {
+          const request = prepared.request;
+          started = services.clock.now();
+          const span = modelCallSpan({
+            id: input.spanId,
+            traceId: input.turnId,
+            sessionId: input.sessionId,
+            turnId: input.turnId,
+            parentSpanId: null,
+            startedAt: isoNow(services),
+            model: session.model,
+            attributes: {
+              modelCallIndex: input.modelCallIndex,
+              toolChoice: request.tools.length > 0 ? 'auto' : 'none',
+              maxOutputTokens: request.maxOutputTokens ?? null,
+              requestMessageCount: request.messages.length,
+              toolDefinitionCount: request.tools.length,
+              requestEstimatedSystemContextTokens: prepared.estimate.systemContextTokens,
+              requestEstimatedConversationTokens: prepared.estimate.conversationTokens,
+              requestEstimatedToolSurfaceTokens: prepared.estimate.toolSurfaceTokens,
+              requestEstimatedInputTokens: prepared.estimate.estimatedInputTokens,
+              requestTruncatedToolResults: prepared.projection.truncatedToolResults,
+              requestOriginalToolResultTokens: prepared.projection.originalToolResultTokens,
+              requestProjectedToolResultTokens: prepared.projection.projectedToolResultTokens,
+            },
+          });
+          services.spans.start(span, [
             // Messages are the one authoritative copy of content: the request slot points at them and
             // carries only what no row holds (synthesized results). Assembly is deterministic, so the
             // exact request is rebuilt from these pointers (reference §9.2 principle 5).
-            { slot: 'request', body: requestPointers(input.prepared) },
+            { slot: 'request', body: requestPointers(prepared) },
             { slot: 'system_context', body: request.system },
             { slot: 'tool_definitions', body: request.tools },
-          ],
-        });
+          ]);
+          spanStarted = true;
+        };
 
         let semantic = false;
         let completions = 0;
@@ -277,7 +215,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
               : new ModelError('model_error', `model call failed: ${errorMessage(error)}`, { cause: error, semanticOutput: semantic });
           const facts = failure.details;
           endModelSpan(
-            span.id,
+            input.spanId,
             {
               status: 'failed',
               attemptCount: attempts,
@@ -299,7 +237,56 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           subscriber.error(failure);
         };
 
+        /** A failure before the model is asked: the turn ends without a model span (`stage` says where). */
+        const failSetup = (stage: 'assemble' | 'record', error: unknown) => {
+          if (finished) return;
+          finished = true;
+          subscriber.error({ stage, cause: error, message: errorMessage(error) });
+        };
+
         (async () => {
+          // Not inside the Turn's step that starts this actor: a command sent as the Turn enters
+          // `requesting` (a cancel) is handled before anything this actor reports.
+          await Promise.resolve();
+          if (finished) return;
+          // The request is assembled here, from the session's conversation as committed so far, and
+          // handed straight to the port: it never enters machine context.
+          let prepared: PreparedModelCall;
+          try {
+            // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
+            await session.toolset.refresh();
+            if (finished || controller.signal.aborted) return;
+            prepared = assembleRequest({
+              system: input.systemContext,
+              conversation: session.chat.view(),
+              tools: session.toolset.definitions,
+              pruneWatermark: session.chat.pruneWatermark,
+              spillDir: services.spillDir,
+              ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
+            });
+          } catch (error) {
+            failSetup('assemble', error);
+            return;
+          }
+          const estimatedInputTokens = prepared.estimate.estimatedInputTokens;
+          const total = estimatedInputTokens + prepared.estimate.reservedOutputTokens;
+          if (input.thresholdCompaction && input.compactAtTokens > 0 && total >= input.compactAtTokens) {
+            // Compaction first (reference §3.1): the Turn leaves this state, which ends this actor.
+            subscriber.next({ type: 'model.over_threshold', estimatedInputTokens });
+            return;
+          }
+          try {
+            await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
+          } catch (error) {
+            failSetup('record', error);
+            return;
+          }
+          if (finished || controller.signal.aborted) return;
+          subscriber.next({ type: 'model.call_recorded', estimatedInputTokens });
+          // A stop noted while the counters were written ends the call here (the Turn leaves).
+          if (finished || controller.signal.aborted) return;
+          startSpan(prepared);
+          const request = prepared.request;
           for await (const raw of session.model.stream(request, { signal: controller.signal })) {
             if (finished || controller.signal.aborted) return;
             // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
@@ -353,8 +340,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
                   ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
                   ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
                 });
-                span.providerRequestId = event.responseId ?? null;
-                span.attributes = { ...span.attributes, finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null };
+                services.spans.patch(input.spanId, {
+                  providerRequestId: event.responseId ?? null,
+                  attributes: { finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null },
+                });
                 break;
               default: {
                 const never: never = event;
@@ -368,8 +357,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             return;
           }
           finished = true;
-          span.attemptCount = attempts;
-          span.attributes = { ...span.attributes, ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' };
+          services.spans.patch(input.spanId, {
+            attemptCount: attempts,
+            attributes: { ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' },
+          });
           reportRateLimits();
           subscriber.complete();
         })().catch((error: unknown) => {
@@ -381,10 +372,17 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           if (finished) return;
           finished = true;
           controller.abort(new Error('the model call was stopped'));
-          stopModelSpan(input.turnId, span.id, {
+          // Stopped from outside: the turn's end says whether the user cancelled (reference §11.1);
+          // any other stop (shutdown, the session actor stopped) leaves the outcome unknown.
+          const deliveryState = semantic ? 'semantic_output_emitted' : 'possibly_sent';
+          // Stopped before the request went out: no span was started.
+          if (!spanStarted) return;
+          services.spans.hold(input.turnId, input.spanId, (userCancel) => ({
             attemptCount: attempts,
-            attributes: { deliveryState: semantic ? 'semantic_output_emitted' : 'possibly_sent' },
-          });
+            status: userCancel ? 'cancelled' : 'outcome_unknown',
+            ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
+            attributes: { deliveryState, errorPhase: 'cancelled', finishReason: 'cancelled' },
+          }));
         };
       });
     }),
@@ -476,7 +474,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       for (const { toolCallId, call } of input.calls) {
         const startedAt = isoNow(services);
         const span = toolSpan({ sessionId: input.sessionId, turnId: input.turnId, toolCallId, providerCallId: call.callId, toolName: call.name, parentSpanId: input.parentSpanId, startedAt });
-        services.trace.record({ type: 'span_started', span });
+        services.spans.start(span);
         const result = { status: 'cancelled' as const, text: REMAINING_CALL_TEXT, error: { code: 'cancelled' as const, message: REMAINING_CALL_TEXT, retryable: false } };
         const message: NewMessage = {
           id: services.ids.next('msg'),
@@ -492,15 +490,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           session.chat.append([stored]);
           persisted = true;
         } finally {
-          services.trace.record({
-            type: 'span_ended',
-            span: {
-              ...span,
-              status: 'cancelled',
-              endedAt: isoNow(services, startedAt),
-              errorCode: 'cancelled',
-              attributes: { schemaVersion: 1, permissionDecision: 'cancelled', permissionDecisionSource: 'system', resultPersisted: persisted },
-            },
+          services.spans.end(span.id, {
+            status: 'cancelled',
+            errorCode: 'cancelled',
+            attributes: { permissionDecision: 'cancelled', permissionDecisionSource: 'system', resultPersisted: persisted },
           });
         }
       }
@@ -508,7 +501,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
     finishTurn: fromPromise<boolean, FinishInput>(async ({ input }) => {
       const outcome = input.outcome;
-      endStoppedSpans(input.turnId, outcome.status === 'cancelled');
+      services.spans.endHeld(input.turnId, outcome.status === 'cancelled');
       const end: FinishTurn = {
         status: outcome.status,
         errorCode: outcome.status === 'failed' ? outcome.code : null,

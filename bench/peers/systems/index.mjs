@@ -14,6 +14,10 @@ export const SYSTEMS = {
   'langgraph-pg-sync': { label: 'LangGraph.js + PostgresSaver, sync durability', durable: true, postgres: true, setup: lazy('./langgraph.mjs', 'setupLangGraph', 'sync') },
   'floor-pg': { label: 'raw pg, one commit per message (floor)', durable: true, postgres: true, setup: lazy('./floor.mjs', 'setupPg') },
   'openwork-pg': { label: 'openwork-core on Postgres', durable: true, postgres: true, setup: lazy('./openwork.mjs', 'setupOpenwork', 'postgres') },
+  // A before/after in one run: another build of openwork-core, e.g. main's, built into a directory.
+  ...(process.env.BENCH_PEERS_BASE_DIST
+    ? { 'openwork-pg-base': { label: `openwork-core on Postgres, build ${process.env.BENCH_PEERS_BASE_DIST}`, durable: true, postgres: true, setup: lazy('./openwork.mjs', 'setupOpenwork', 'postgres', { dist: process.env.BENCH_PEERS_BASE_DIST }) } }
+    : {}),
   'openwork-pg-notrace': { label: 'openwork-core on Postgres, trace off', durable: true, postgres: true, setup: lazy('./openwork.mjs', 'setupOpenwork', 'postgres', { trace: false }) },
   'floor-pglite-mem': { label: 'raw PGlite in memory (floor)', durable: true, postgres: false, setup: lazy('./floor.mjs', 'setupPglite', 'memory') },
   'openwork-pglite-mem': { label: 'openwork-core on PGlite in memory', durable: true, postgres: false, setup: lazy('./openwork.mjs', 'setupOpenwork', 'pglite-memory') },

@@ -8,10 +8,12 @@
 import { randomUUID } from 'node:crypto';
 // The root's zod, the same instance as dist/ uses, so that defineTool sees its own schema class.
 import { z } from '../../../node_modules/zod/index.js';
-import { createCore, defineTool, pgliteStorage, postgresStorage } from '../../../dist/index.js';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { decide, FINAL_TEXT, instantTool, USER_TEXT } from '../scenario.mjs';
 
-const instant = defineTool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: ({ i }) => instantTool(i) });
+/** The build under test: the root's `dist/`, or another build (`BENCH_PEERS_BASE_DIST`) for a before/after in one run. */
+const load = (dist) => import(dist ? pathToFileURL(resolve(dist, 'index.js')).href : '../../../dist/index.js');
 
 let calls = 0;
 /** The fake model as a ModelPort: no latency, no recording, O(request) only to count tool results. */
@@ -46,8 +48,10 @@ const noTrace = {
   async close() {},
 };
 
-export function setupOpenwork(storageKind, { trace = true } = {}) {
+export function setupOpenwork(storageKind, { trace = true, dist } = {}) {
   return async ({ url, dir }) => {
+    const { createCore, defineTool, pgliteStorage, postgresStorage } = await load(dist);
+    const instant = defineTool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: ({ i }) => instantTool(i) });
     const storage =
       storageKind === 'postgres'
         ? postgresStorage({ connectionString: url, max: 10 })

@@ -241,6 +241,9 @@ export class SimSystem {
           const parent = PARENT_OF[slot.name];
           if (parent && to === (slot.self as unknown as { _parent: unknown })._parent) {
             this.send(parent, event);
+          } else if (to === standIns().session) {
+            // A tool call publishes its updates to the session directly.
+            this.send('session', event);
           } else if (typeof to === 'object' && to !== null && to.id === 'execute') {
             this.effects.executeAborted = true;
           } else if (typeof to === 'object' && to !== null && CHILD_OF[slot.name]?.id === to.id) {

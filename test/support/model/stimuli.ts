@@ -382,6 +382,11 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
 
   for (const id of turnWaits) {
     if (id === 'toolCall') continue;
+    if (id === 'callModel' && requesting(turn!)) {
+      // The model actor assembled its request and now writes the call's counters (a storage port).
+      offer('recordModelCallStart');
+      continue;
+    }
     if (id === 'callModel') {
       const draft = turn!.context.draft;
       const ev = (e: ModelEventKind) => config.model.includes(e) && out.push(stim({ kind: 'model', ev: e }));
@@ -501,18 +506,18 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       sim.send('turn', { type: 'xstate.done.actor.sampleWorldState', output: undefined, actorId: 'sampleWorldState' });
       continue;
     }
-    if ('assembleRequest' in turnWaits) {
-      sim.send(
-        'turn',
-        config.assembleFails
-          ? { type: 'xstate.error.actor.assembleRequest', error: { code: 'model_protocol_error', message: 'request assembly failed: system context part too large' }, actorId: 'assembleRequest' }
-          : {
-              type: 'xstate.done.actor.assembleRequest',
-              // The chart reads only the flag and the estimate (for the compaction's trace).
-              output: { overThreshold: config.compaction === 'threshold', estimate: { estimatedInputTokens: 50, reservedOutputTokens: 0 } },
-              actorId: 'assembleRequest',
-            },
-      );
+    const callRef = sim.snapshot('turn')?.children.callModel;
+    if (callRef && !assembled.has(callRef) && requesting(sim.snapshot('turn')!)) {
+      // The model actor assembles its request as it starts (no port holds it): it fails, asks for a
+      // threshold compaction, or goes on to write the call's counters (a port, offered as a stimulus).
+      assembled.add(callRef);
+      const input = turnWaits.callModel as { thresholdCompaction: boolean };
+      if (config.assembleFails) {
+        const cause = { code: 'model_protocol_error', message: 'request assembly failed: system context part too large' };
+        sim.send('turn', { type: 'xstate.error.actor.callModel', error: { stage: 'assemble', cause, message: cause.message }, actorId: 'callModel' });
+      } else if (config.compaction === 'threshold' && input.thresholdCompaction) {
+        sim.send('turn', { type: 'model.over_threshold', estimatedInputTokens: 50 });
+      }
       continue;
     }
     const cancelled = turnWaits.recordCancelledCalls as { calls: unknown[] } | undefined;
@@ -705,12 +710,25 @@ function endManual(sim: SimSystem, env: Env, outcome: string): SimReply {
   return outcome === 'ok' ? { ok: true } : { ok: false, code: outcome === 'reload' ? 'reload_required' : 'compaction_error' };
 }
 
+/** Model actors whose start (the request's assembly) the simulation has played already. */
+const assembled = new WeakSet<object>();
+
+/** The Turn waits for its model actor to assemble the request and write the call's counters. */
+function requesting(turn: { value: unknown }): boolean {
+  return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'requesting' } });
+}
+
 function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome: string): { target: 'turn' | 'toolCall'; event: { type: string; [k: string]: unknown } } {
   const target = ['authorize', 'execute', 'commitPlan', 'runAgentTool', 'record'].includes(actor) ? 'toolCall' : 'turn';
   const input = sim.invoked(target)[actor] as Record<string, any>;
   const done = (output: unknown) => ({ target, event: { type: `xstate.done.actor.${actor}`, output, actorId: actor } }) as const;
   const fail = (error: unknown = storageError(actor)) => ({ target, event: { type: `xstate.error.actor.${actor}`, error, actorId: actor } }) as const;
   switch (actor) {
+    case 'recordModelCallStart':
+      // The model actor writes the counters itself: their commit is its event, their failure its error.
+      return outcome === 'ok'
+        ? { target, event: { type: 'model.call_recorded', estimatedInputTokens: 50 } }
+        : { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'record', cause: storageError(actor), message: 'injected failure' }, actorId: 'callModel' } };
     case 'drainInbox':
       return outcome === 'ok' ? done({ mailboxIds: input.mailbox.map((m: { id: string }) => m.id), inputIds: input.pendingInput.map((m: { id: string }) => m.id) }) : fail();
     case 'sampleWorldState':
