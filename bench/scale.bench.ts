@@ -9,6 +9,7 @@
  * - **concurrent turns**: `SCALE_TURNS` (default 1,000) sessions each run one 10-step turn at once,
  *   on a `pg` pool of 10, next to the floor (raw `pg`, one autocommitted INSERT per message) doing
  *   the same number of turns at once on a pool of the same size. Both totals and their ratio.
+ *   `SCALE_TURNS=0` skips it.
  *
  * Each measurement runs in its own child process (`--expose-gc`) so that one's heap does not colour
  * the next. Run: `npm run bench -- scale`.
@@ -49,18 +50,30 @@ interface Memory {
 }
 
 async function settledMemory(): Promise<Memory> {
-  // Pending promise reactions and timers of the last session settle first; then full collections.
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  for (let i = 0; i < 4; i += 1) global.gc?.();
+  // Pending promise reactions and timers of the last session settle first; then full collections,
+  // each after a pause so that the concurrent sweeper has returned what the previous one freed.
+  for (let i = 0; i < 4; i += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    global.gc?.();
+  }
   const m = process.memoryUsage();
   return { heap: m.heapUsed, rss: m.rss };
 }
+
+/**
+ * V8 grows its young generation with the allocation rate (here from 1 MB to 32 MB while the first
+ * few hundred sessions are made) and keeps it: a one-off of the process, not a cost per session, that
+ * would otherwise be divided among the sessions. So the process first makes and closes `WARMUP`
+ * throw-away sessions (which also compiles the hot paths), and only then loads the first measured one.
+ */
+const WARMUP = 300;
 
 // ---------- child-process parts ----------
 
 /** Creates `count` sessions and reports the memory with one and with all of them loaded. */
 async function idleCreated(url: string, count: number): Promise<{ one: Memory; all: Memory; ids: string[] }> {
   const core = await createCore({ storage: postgresStorage({ connectionString: url, max: POOL }), model: model(), tools: [instant], worldState: false });
+  for (let i = 0; i < WARMUP; i += 1) await (await core.createSession({ workingDirectory: process.cwd() })).shutdown();
   const handles = [await core.createSession({ workingDirectory: process.cwd() })];
   const one = await settledMemory();
   for (let i = 1; i < count; i += 1) handles.push(await core.createSession({ workingDirectory: process.cwd() }));
@@ -73,6 +86,7 @@ async function idleCreated(url: string, count: number): Promise<{ one: Memory; a
 /** Loads stored sessions in a fresh runtime; then checks that each still answers a command. */
 async function idleLoaded(url: string, ids: string[]): Promise<{ one: Memory; all: Memory }> {
   const core = await createCore({ storage: postgresStorage({ connectionString: url, max: POOL }), model: model(), tools: [instant], worldState: false });
+  for (const id of ids.slice(0, WARMUP)) await (await core.loadSession(id)).shutdown();
   const handles = [await core.loadSession(ids[0]!)];
   const one = await settledMemory();
   for (const id of ids.slice(1)) handles.push(await core.loadSession(id));
@@ -177,6 +191,7 @@ export async function runScaleBench(): Promise<string[]> {
       lines.push(`  ${name.padEnd(8)} heap ${kb(heap)} KB, RSS ${kb(rss)} KB per session (${met}); heap ${kb(x.all.heap / 1024)} MB, RSS ${kb(x.all.rss / 1024)} MB with all loaded`);
     }
 
+    if (TURNS === 0) return lines;
     // Warm-up of the server's caches for both databases, then the measured runs.
     await part('floor', { url: url('scale_floor'), sessions: 20 });
     const rt = await part<{ wallMs: number; cpuMs: number }>('runtime', { url: url('scale_runtime'), sessions: TURNS });
