@@ -16,6 +16,7 @@ import type { ChatOptions } from './options.js';
 import { UpdateRenderer, cardLines, pickAnswer, questionLines, styleFor } from './render.js';
 import { parseSlash, slashHelpLines } from './slash-commands.js';
 import { storageLabel } from './storage.js';
+import { discardEarlyStore, type EarlyStore } from './early-store.js';
 import { openCliCore, openCliModel } from './runtime.js';
 
 export interface ChatIO {
@@ -63,7 +64,7 @@ function outcomeLine(outcome: TurnOutcome): string | null {
 }
 
 /** Runs the conversation; resolves with the exit code. */
-export async function runChat(options: ChatOptions, io: ChatIO): Promise<number> {
+export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlyStore): Promise<number> {
   const env = io.env ?? process.env;
   const style = styleFor(io.output, env);
   const fail = (message: string) => {
@@ -72,9 +73,12 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   };
 
   const opened = openCliModel(options);
-  if (!opened.ok) return fail(opened.line);
+  if (!opened.ok) {
+    await discardEarlyStore(early);
+    return fail(opened.line);
+  }
   const model = opened.value;
-  const started = await openCliCore(options, model, true);
+  const started = await openCliCore(options, model, true, early);
   if (!started.ok) return fail(started.line);
   const core = started.value;
 

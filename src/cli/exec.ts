@@ -15,13 +15,14 @@ import { LineInput } from './line-input.js';
 import type { ApprovePolicy, ExecOptions } from './options.js';
 import { cardLines, styleFor } from './render.js';
 import { storageLabel } from './storage.js';
+import { discardEarlyStore, type EarlyStore } from './early-store.js';
 import { openCliCore, openCliModel } from './runtime.js';
 
 /** The decision each policy gives without asking (on-request asks instead). */
 const AUTOMATIC: Record<Exclude<ApprovePolicy, 'on-request'>, PermissionDecision> = { never: 'deny', 'full-auto': 'allow_once' };
 
 /** Runs one turn; resolves with the exit code. */
-export async function runExec(options: ExecOptions, io: ChatIO): Promise<number> {
+export async function runExec(options: ExecOptions, io: ChatIO, early?: EarlyStore): Promise<number> {
   const env = io.env ?? process.env;
   const fail = (message: string) => {
     io.error.write(`openwork: ${message}\n`);
@@ -34,10 +35,13 @@ export async function runExec(options: ExecOptions, io: ChatIO): Promise<number>
   }
 
   const opened = openCliModel(options);
-  if (!opened.ok) return fail(opened.line);
+  if (!opened.ok) {
+    await discardEarlyStore(early);
+    return fail(opened.line);
+  }
   const model = opened.value;
   // No request_user_input: a headless turn has nobody to answer the model's questions.
-  const started = await openCliCore(options, model, false);
+  const started = await openCliCore(options, model, false, early);
   if (!started.ok) return fail(started.line);
   const core = started.value;
 

@@ -7,6 +7,7 @@
 import { createCore, type Core } from '../core.js';
 import { errorMessage, isOpenworkError } from '../errors.js';
 import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
+import type { EarlyStore } from './early-store.js';
 import type { ChatOptions } from './options.js';
 import { openStorage, storageLabel, storeLockedLine } from './storage.js';
 import { cliToolOptions } from './tools.js';
@@ -34,13 +35,17 @@ export function openCliModel(options: Omit<ChatOptions, 'prompt'>): Opened<OpenA
   }
 }
 
-/** The core on the store the flags name, with the CLI's tools; `userInput` offers request_user_input. */
-export async function openCliCore(options: Omit<ChatOptions, 'prompt'>, model: OpenAIModel, userInput: boolean): Promise<Opened<Core>> {
+/**
+ * The core on the store the flags name, with the CLI's tools; `userInput` offers request_user_input.
+ * `early` is the store `main` began to open before this module was loaded (cli/early-store).
+ */
+export async function openCliCore(options: Omit<ChatOptions, 'prompt'>, model: OpenAIModel, userInput: boolean, early?: EarlyStore): Promise<Opened<Core>> {
   try {
-    const storage = openStorage(options);
+    if (early && 'error' in early) throw early.error;
+    const storage = early ? early.storage : openStorage(options);
     // Opening the store (PGlite: about a second) and preparing the tools (the sandbox probe) wait on
     // different things, so they overlap; createCore's own migrate then finds everything applied.
-    const [toolOptions] = await Promise.all([cliToolOptions(), storage.migrate()]);
+    const [toolOptions] = await Promise.all([cliToolOptions(), early ? early.migrated : storage.migrate()]);
     return { ok: true, value: await createCore({ storage, model, ...toolOptions, resolveModel: () => model, userInput }) };
   } catch (error) {
     return { ok: false, line: storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}` };
