@@ -275,6 +275,12 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       resolveSelectedSkills(skillRoot, inputs, new Set(disabled), () => (options.ids ?? randomIds).next('msg')));
   const sandbox: SandboxStatus = options.sandbox ?? { available: false, kind: 'none', detail: 'no sandboxed tools are registered' };
   const loaded = new Map<string, LoadedEntry>();
+  /**
+   * The loaded sub-agents of each root, so that a root's turn start looks at its own children
+   * rather than scanning every loaded session (with 1,000 roots that scan ran 1,000 times per
+   * 1,000 turn starts).
+   */
+  const loadedChildren = new Map<string, Set<string>>();
   const loading = new Map<string, Promise<SessionHandle>>();
   const global = new Subject<SessionUpdateEnvelope>();
   const onActorError =
@@ -357,6 +363,11 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     // Services are registered before the actor starts: its first actions may already need them.
     const entry: LoadedEntry = { handle: undefined as unknown as SessionHandle, services: sessionServices };
     loaded.set(record.id, entry);
+    if (isChild) {
+      const siblings = loadedChildren.get(record.parentSessionId!) ?? new Set<string>();
+      siblings.add(record.id);
+      loadedChildren.set(record.parentSessionId!, siblings);
+    }
     let actor: ActorRefFrom<typeof sessionMachine>;
     let stopActor: (() => void) | undefined;
     if (parent) {
@@ -391,7 +402,12 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       disabledSkillNames: () => [...disabledSkills].sort(),
       ...(!isChild && agentsEnabled ? { beforeStartTurn: () => reconcile(record.id) } : {}),
       onClosed: () => {
-        if (loaded.get(record.id)?.handle === handle) loaded.delete(record.id);
+        if (loaded.get(record.id)?.handle === handle) {
+          loaded.delete(record.id);
+          const siblings = isChild ? loadedChildren.get(record.parentSessionId!) : undefined;
+          siblings?.delete(record.id);
+          if (siblings?.size === 0) loadedChildren.delete(record.parentSessionId!);
+        }
         if (!isChild) controls.delete(record.id);
       },
     });
@@ -426,9 +442,10 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     if (!root) return;
     const snapshot = root.actorRef.getSnapshot();
     if (snapshot.status !== 'active' || snapshot.value !== 'idle') return;
-    const starting = [...loaded.values()]
-      .filter((e) => e.handle.info.parentSessionId === rootId && e.handle.actorRef.getSnapshot().status === 'active' && e.handle.actorRef.getSnapshot().context.activeTurn !== null)
-      .map((e) => e.handle.sessionId);
+    const starting = [...(loadedChildren.get(rootId) ?? [])]
+      .map((id) => loaded.get(id)?.handle)
+      .filter((h): h is SessionHandle => h !== undefined && h.actorRef.getSnapshot().status === 'active' && h.actorRef.getSnapshot().context.activeTurn !== null)
+      .map((h) => h.sessionId);
     const report = await storage.reconcileChildren(
       rootId,
       (child, turn, status) => agentMessageId(child, turn, agentMessageKindOfStatus(status === 'running' ? 'failed' : status)),

@@ -26,6 +26,7 @@ import { parseSlash, slashHelpLines } from './slash-commands.js';
 import { Spinner } from './spinner.js';
 import { storageLabel } from './storage.js';
 import { turnUsage, usageLine } from './usage-line.js';
+import type { EarlyStore } from './early-store.js';
 
 export interface ChatIO {
   input: NodeJS.ReadableStream;
@@ -48,7 +49,7 @@ function outcomeLine(outcome: TurnOutcome): string | null {
 }
 
 /** Runs the conversation; resolves with the exit code. */
-export async function runChat(options: ChatOptions, io: ChatIO): Promise<number> {
+export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlyStore): Promise<number> {
   const env = io.env ?? process.env;
   const style = styleFor(io.output, env);
   const fail = (message: string) => {
@@ -64,9 +65,14 @@ export async function runChat(options: ChatOptions, io: ChatIO): Promise<number>
   let renderer: UpdateRenderer | null = null;
 
   // A retry is known only to the model port: its stream events tell the spinner how long the wait is.
-  const started = await openCliRuntime(options, true, (event) => {
-    if (event.type === 'retry') renderer?.wait(`retry in {retry}s (attempt ${event.attempt}): ${event.reason.slice(0, 60)}`, { retryInMs: event.delayMs ?? 0 });
-  });
+  const started = await openCliRuntime(
+    options,
+    true,
+    (event) => {
+      if (event.type === 'retry') renderer?.wait(`retry in {retry}s (attempt ${event.attempt}): ${event.reason.slice(0, 60)}`, { retryInMs: event.delayMs ?? 0 });
+    },
+    early,
+  );
   if (!started.ok) return fail(started.line);
   const { core, model } = started.value;
 

@@ -16,12 +16,13 @@ import type { ApprovePolicy, ExecOptions } from './options.js';
 import { cardLines, styleFor } from './render.js';
 import { storageLabel } from './storage.js';
 import { openCliRuntime, rememberSessionSettings } from './runtime.js';
+import type { EarlyStore } from './early-store.js';
 
 /** The decision each policy gives without asking (on-request asks instead). */
 const AUTOMATIC: Record<Exclude<ApprovePolicy, 'on-request'>, PermissionDecision> = { never: 'deny', 'full-auto': 'allow_once' };
 
 /** Runs one turn; resolves with the exit code. */
-export async function runExec(options: ExecOptions, io: ChatIO): Promise<number> {
+export async function runExec(options: ExecOptions, io: ChatIO, early?: EarlyStore): Promise<number> {
   const env = io.env ?? process.env;
   const fail = (message: string) => {
     io.error.write(`openwork: ${message}\n`);
@@ -34,7 +35,7 @@ export async function runExec(options: ExecOptions, io: ChatIO): Promise<number>
   }
 
   // No request_user_input: a headless turn has nobody to answer the model's questions.
-  const started = await openCliRuntime(options, false);
+  const started = await openCliRuntime(options, false, undefined, early);
   if (!started.ok) return fail(started.line);
   const { core } = started.value;
 

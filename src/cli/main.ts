@@ -7,7 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { isOpenworkError } from '../errors.js';
 import { loadConfigFiles } from './config.js';
-import { UsageError, parseChatOptions, parseExecOptions, parseSessionsOptions, DEFAULT_MODEL } from './options.js';
+import type { EarlyStore } from './early-store.js';
+import { UsageError, parseChatOptions, parseExecOptions, parseSessionsOptions, DEFAULT_MODEL, type ChatOptions } from './options.js';
 
 /** The package's version: package.json sits two directories up from both src/cli and dist/cli. */
 export function cliVersion(): string {
@@ -144,6 +145,16 @@ function metaFlag(args: string[]): 'help' | 'version' | null {
   return null;
 }
 
+/**
+ * chat and exec: the store starts opening while the runtime's modules load (issue 14.4), unless
+ * the model cannot open anyway. Its module is imported first, on its own, so that PGlite starts
+ * before the larger runtime graph is read.
+ */
+async function openEarly(options: ChatOptions): Promise<EarlyStore | undefined> {
+  const { modelLikelyOpens, openStoreEarly } = await import('./early-store.js');
+  return modelLikelyOpens(options) ? openStoreEarly(options) : undefined;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const known = command !== undefined && command in COMMAND_USAGE;
@@ -164,13 +175,15 @@ export async function main(argv: string[]): Promise<number> {
       }
       case 'chat': {
         const options = parseChatOptions(rest, process.env, process.cwd(), loadConfigFiles(process.cwd()));
+        const early = await openEarly(options);
         const { runChat } = await import('./chat.js');
-        return await runChat(options, { input: process.stdin, output: process.stdout, error: process.stderr });
+        return await runChat(options, { input: process.stdin, output: process.stdout, error: process.stderr }, early);
       }
       case 'exec': {
         const options = parseExecOptions(rest, process.env, process.cwd(), loadConfigFiles(process.cwd()));
+        const early = await openEarly(options);
         const { runExec } = await import('./exec.js');
-        return await runExec(options, { input: process.stdin, output: process.stdout, error: process.stderr });
+        return await runExec(options, { input: process.stdin, output: process.stdout, error: process.stderr }, early);
       }
       case 'sessions': {
         const options = parseSessionsOptions(rest);

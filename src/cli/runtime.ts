@@ -14,6 +14,7 @@ import { mcpToolsFromConfig, type McpServerSet } from '../services/mcp/from-conf
 import type { ModelStreamEvent } from '../services/model/port.js';
 import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import type { SessionStorage } from '../storage/storage.js';
+import { discardEarlyStore, type EarlyStore } from './early-store.js';
 import type { ChatOptions } from './options.js';
 import { openStorage, storageLabel, storeLockedLine } from './storage.js';
 import { cliToolOptions } from './tools.js';
@@ -119,36 +120,43 @@ function mcpServersOf(options: ModelOptions): McpServers | null {
  * The model and the core on the store the options name, with the CLI's tools and the MCP servers';
  * `userInput` offers request_user_input, `observe` sees every model stream event. Without
  * `--session` the model is opened first, so that a missing key is said before any store is
- * created. The core's `shutdown()` also stops the MCP servers.
+ * created. The core's `shutdown()` also stops the MCP servers. `early` is the store `main` began
+ * to open before this module was loaded (cli/early-store).
  */
 export async function openCliRuntime(
   given: ModelOptions,
   userInput: boolean,
   observe?: (event: ModelStreamEvent) => void,
+  early?: EarlyStore,
 ): Promise<Opened<CliRuntime>> {
   let options = given;
   let mcpServers: McpServers | null;
   try {
     mcpServers = mcpServersOf(options);
   } catch (error) {
+    await discardEarlyStore(early);
     return { ok: false, line: errorMessage(error) };
   }
   let model: OpenAIModel | null = null;
   if (!options.sessionId) {
     const opened = openCliModel(options);
-    if (!opened.ok) return opened;
+    if (!opened.ok) {
+      await discardEarlyStore(early);
+      return opened;
+    }
     model = opened.value;
   }
   let storage: ReturnType<typeof openStorage> | null = null;
   let mcp: McpServerSet | null = null;
   try {
-    storage = openStorage(options);
+    if (early && 'error' in early) throw early.error;
+    storage = early ? early.storage : openStorage(options);
     // Opening the store (PGlite: about a second), preparing the tools (the sandbox probe) and
     // starting the MCP servers wait on different things, so they overlap; createCore's own
     // migrate then finds everything applied.
     const [toolOptions, , servers] = await Promise.all([
       cliToolOptions(),
-      storage.migrate(),
+      early ? early.migrated : storage.migrate(),
       // Kept as soon as they run, so that a failing store still stops them below.
       mcpServers
         ? mcpToolsFromConfig(mcpServers).then(

@@ -15,7 +15,12 @@ describe('update ring buffer', () => {
   it('keeps the last N envelopes and answers null once it no longer reaches back', () => {
     const buffer = new UpdateRingBuffer(4);
     expect(buffer.after(0)).toEqual([]);
-    for (let i = 1; i <= 6; i += 1) buffer.push(envelope(i));
+    expect(buffer.oldestSequence).toBeUndefined();
+    buffer.push(envelope(1));
+    buffer.push(envelope(2));
+    expect(buffer.oldestSequence).toBe(1);
+    expect(buffer.after(1)!.map((e) => e.sequence)).toEqual([2]);
+    for (let i = 3; i <= 6; i += 1) buffer.push(envelope(i));
     expect(buffer.oldestSequence).toBe(3);
     expect(buffer.after(2)!.map((e) => e.sequence)).toEqual([3, 4, 5, 6]);
     expect(buffer.after(4)!.map((e) => e.sequence)).toEqual([5, 6]);
