@@ -4,7 +4,8 @@
  * page (no outside resource), one Server-Sent Events stream (every SessionUpdate envelope of the
  * core and every change of the actor trees), the statecharts, the snapshot and replay for
  * reconnects, the session commands (start, steer, cancel, answer a card, compact, rewind), the
- * checkpoints of a session, and the sub-agents of a root session.
+ * checkpoints of a session, the sub-agents of a root session, and the stored trace of each turn
+ * (`/api/sessions/<id>/turns`, `/api/sessions/<id>/turns/<turnId>/trace`, read from the trace tables).
  *
  * Every request needs the server's per-launch secret (see `auth.ts`): the address it prints
  * carries it once (`/?token=…`), the page keeps it in an HttpOnly cookie, and other clients send
@@ -35,6 +36,7 @@ import type { CompactionResult } from '../services/compaction/compaction.js';
 import type { CheckpointRecord } from '../storage/storage.js';
 import type { ActorTracker, TrackerChange } from './actor-tracker.js';
 import { machineChart, type MachineChart } from './charts.js';
+import { turnSummary, turnTrace } from './trace.js';
 import { checkToken, newInspectorToken, tokenCookie, tokenMatches } from './auth.js';
 import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, checkOrigin, pathSegments, readJson, sendError, sendJson, writeHead } from './http.js';
 
@@ -303,6 +305,15 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
           return { sessionId: c.id, taskName: c.taskName, agentRole: c.agentRole, createdAt: c.createdAt, status: core.status(c.id), epoch: loaded ? epochOf(loaded) : null };
         }),
       });
+    }
+    if (isGet && parts.length === 4 && sub === 'turns') {
+      const turns = await core.storage.listTurns(handle.sessionId);
+      return sendJson(res, 200, { epoch, turns: turns.map(turnSummary) });
+    }
+    if (isGet && parts.length === 6 && sub === 'turns' && action === 'trace') {
+      // Spans still queued in the recorder would be missing from a turn that just ended.
+      await core.flushTrace(1_000);
+      return sendJson(res, 200, { epoch, ...(await turnTrace(core.storage, handle.sessionId, turnId!)) });
     }
     if (!isGet && parts.length === 4 && sub === 'compact') {
       await readJson(req, emptyBody);
