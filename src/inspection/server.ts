@@ -36,6 +36,7 @@ import type { CompactionResult } from '../services/compaction/compaction.js';
 import type { CheckpointRecord } from '../storage/storage.js';
 import type { ActorTracker, TrackerChange } from './actor-tracker.js';
 import { machineChart, type MachineChart } from './charts.js';
+import { layoutChart, type ChartLayout } from './chart-layout.js';
 import { turnSummary, turnTrace } from './trace.js';
 import { checkToken, newInspectorToken, tokenCookie, tokenMatches } from './auth.js';
 import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, checkOrigin, pathSegments, readJson, sendError, sendJson, writeHead } from './http.js';
@@ -140,6 +141,16 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
   // Kept in memory only: never in a file, the environment or a command line a tool could read.
   const token = newInspectorToken();
   const charts: MachineChart[] = (options.machines ?? [sessionMachine, turnMachine, toolCallMachine]).map(machineChart);
+  // Laid out once, in a worker, from the first request on (started at once, so it is ready when the page asks).
+  let layouts: Promise<Array<MachineChart & { layout: ChartLayout }>> | null = null;
+  const laidOutCharts = () => {
+    layouts ??= Promise.all(charts.map(async (c) => ({ ...c, layout: await layoutChart(c) })));
+    layouts.catch(() => {
+      layouts = null;
+    });
+    return layouts;
+  };
+  laidOutCharts().catch(() => undefined);
   const epochs = new WeakMap<SessionHandle, string>();
   const streams = new Set<ServerResponse>();
   const heartbeatMs = options.heartbeatMs ?? 15_000;
@@ -257,7 +268,7 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     if (isGet && resource === 'info' && parts.length === 2) {
       return sendJson(res, 200, { instanceId, label: options.label ?? null, machines: charts.map((c) => c.id) });
     }
-    if (isGet && resource === 'machines' && parts.length === 2) return sendJson(res, 200, { machines: charts });
+    if (isGet && resource === 'machines' && parts.length === 2) return sendJson(res, 200, { machines: await laidOutCharts() });
     if (resource !== 'sessions') throw new HttpError(404, 'not_found', `nothing at ${url.pathname}`);
 
     if (parts.length === 2) {
@@ -305,6 +316,13 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
           return { sessionId: c.id, taskName: c.taskName, agentRole: c.agentRole, createdAt: c.createdAt, status: core.status(c.id), epoch: loaded ? epochOf(loaded) : null };
         }),
       });
+    }
+    if (isGet && parts.length === 5 && sub === 'actors') {
+      // The key names its session: a page cannot read another session's actors through this address.
+      const key = parts[4]!;
+      const detail = key.startsWith(`${handle.sessionId}/`) ? tracker.detail(key) : null;
+      if (!detail) throw new HttpError(404, 'not_found', `no tracked actor ${key} in session ${handle.sessionId}`);
+      return sendJson(res, 200, { epoch, ...detail });
     }
     if (isGet && parts.length === 4 && sub === 'turns') {
       const turns = await core.storage.listTurns(handle.sessionId);
