@@ -18,6 +18,8 @@ import type { ModelPort } from '../src/services/model/port.js';
 import type { AnyTool } from '../src/services/tools/define.js';
 import { pgliteStorage } from '../src/storage/pglite.js';
 import type { SessionStorage } from '../src/storage/storage.js';
+import { prepareToolRuntime, type ToolRuntimeOptions } from '../src/services/tools/tool-runtime.js';
+import { workspaceToolOptions } from '../src/services/tools/workspace.js';
 import { scenarioModel, type ScenarioModel } from './scenario.js';
 import { scenarioTools } from './scenario-tools.js';
 
@@ -33,8 +35,16 @@ export interface InspectorRuntimeOptions {
   workingDirectory?: string;
   /** A real model; without it every session gets the scripted scenario model. */
   model?: ModelSource;
-  /** Tools of the sessions (default: the scenario's `list_directory`, `run_checks`, `write_note`). */
+  /**
+   * Tools of the sessions (default: the scenario's `list_directory`, `run_checks`, `write_note`,
+   * plus the built-in `bash` in the platform sandbox when it starts here).
+   */
   tools?: AnyTool[];
+  /**
+   * The scenario's sandbox (default `auto`: the platform sandbox's self-check decides; `disabled`
+   * leaves bash out). The World State then tells the model the truth either way.
+   */
+  sandbox?: ToolRuntimeOptions;
   /** More `createCore` options (a real model brings the built-in tools, permission policy and sandbox). */
   coreOptions?: Partial<CoreOptions>;
   /** Multiplies the scenario's delays (default 1). */
@@ -78,8 +88,20 @@ export async function startInspectorRuntime(options: InspectorRuntimeOptions = {
   let stately: StatelyInspectorConnection | null = null;
   if (options.statelyUrl) stately = await connectStatelyInspector({ url: options.statelyUrl });
 
-  const tools = options.tools ?? scenarioTools({ timeScale });
+  // The scenario's own tools, and bash in the real sandbox when its self-check passes here: the
+  // sandbox status, the policy and the World State's sandbox section then come from that check.
+  let toolOptions: Partial<CoreOptions> = {};
+  let tools: AnyTool[];
+  if (options.tools) {
+    tools = options.tools;
+  } else {
+    const toolRuntime = await prepareToolRuntime(options.sandbox ?? {});
+    const scenario = scenarioTools({ timeScale });
+    toolOptions = toolRuntime.sandbox.available ? workspaceToolOptions(toolRuntime, { only: ['bash'], extraTools: scenario }) : { sandbox: toolRuntime.sandbox };
+    tools = (toolOptions.tools as AnyTool[] | undefined) ?? scenario;
+  }
   const core = await createCore({
+    ...toolOptions,
     storage: options.storage ?? pgliteStorage(options.dataDir ? { dataDir: options.dataDir } : {}),
     model: configured ?? loadedScenario!,
     tools,
