@@ -78,6 +78,7 @@ commands:
   exec "<prompt>"      one headless turn: prints the answer (--json: the updates), exits 0/1/130
                        (--approve never|on-request|full-auto answers the cards; default never)
   sessions             the stored sessions (continue one with chat --session <id>)
+  inspect              the web inspector on 127.0.0.1 (openwork inspect --help)
 
 chat options:
 ${MODEL_FLAGS}
@@ -133,6 +134,10 @@ export async function main(argv: string[]): Promise<number> {
         const options = parseSessionsOptions(rest);
         const { runSessions } = await import('./sessions.js');
         return await runSessions(options, process.stdout, process.stderr);
+      }
+      case 'inspect': {
+        const { runInspect } = await import('../inspector/command.js');
+        return await runInspect(rest);
       }
       case 'version':
         process.stdout.write(`openwork ${cliVersion()}\n`);

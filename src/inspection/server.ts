@@ -17,6 +17,7 @@
  * again, so a page that remembers a sequence of another epoch must take the snapshot instead.
  */
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { dirname, join, resolve, sep } from 'node:path';
@@ -75,7 +76,9 @@ export interface InspectorServer {
   close(): Promise<void>;
 }
 
-const DEFAULT_PAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'inspector', 'page');
+/** The page: copied into `dist/inspector/page` by the build; in a clone, `inspector/page` beside `src/`. */
+const HERE = dirname(fileURLToPath(import.meta.url));
+const DEFAULT_PAGE_DIR = [resolve(HERE, '..', 'inspector', 'page'), resolve(HERE, '..', '..', 'inspector', 'page')].find((dir) => existsSync(join(dir, 'index.html'))) ?? resolve(HERE, '..', '..', 'inspector', 'page');
 const ASSET = /^[a-z0-9][a-z0-9-]*\.(html|js|css|png|svg)$/;
 const CONTENT_TYPES: Record<string, string> = {
   html: 'text/html; charset=utf-8',

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/runtime.js';
+import { startInspectorRuntime, type InspectorRuntime } from '../../src/inspector/runtime.js';
 import type { TurnTrace } from '../../src/inspection/trace.js';
 import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../support/browser.js';
 import { inspectorFetch } from '../support/inspector-client.js';

@@ -9,17 +9,17 @@
 import { resolve } from 'node:path';
 import { filter } from 'rxjs';
 import type { InspectionEvent, Observer } from 'xstate';
-import { createCore, type CoreOptions, type Core } from '../src/core.js';
-import { createActorTracker, type ActorTracker } from '../src/inspection/actor-tracker.js';
-import { combineInspectors } from '../src/inspection/combine.js';
-import { startInspectorServer, type InspectorServer } from '../src/inspection/server.js';
-import { connectStatelyInspector, type StatelyInspectorConnection } from '../src/inspection/stately.js';
-import type { ModelPort } from '../src/services/model/port.js';
-import type { AnyTool } from '../src/services/tools/define.js';
-import { pgliteStorage } from '../src/storage/pglite.js';
-import type { SessionStorage } from '../src/storage/storage.js';
-import { prepareToolRuntime, type ToolRuntimeOptions } from '../src/services/tools/tool-runtime.js';
-import { workspaceToolOptions } from '../src/services/tools/workspace.js';
+import { createCore, type CoreOptions, type Core } from '../core.js';
+import { createActorTracker, type ActorTracker } from '../inspection/actor-tracker.js';
+import { combineInspectors } from '../inspection/combine.js';
+import { startInspectorServer, type InspectorServer } from '../inspection/server.js';
+import { connectStatelyInspector, type StatelyInspectorConnection } from '../inspection/stately.js';
+import type { ModelPort } from '../services/model/port.js';
+import type { AnyTool } from '../services/tools/define.js';
+import { pgliteStorage } from '../storage/pglite.js';
+import type { SessionStorage } from '../storage/storage.js';
+import { prepareToolRuntime, type ToolRuntimeOptions } from '../services/tools/tool-runtime.js';
+import { workspaceToolOptions } from '../services/tools/workspace.js';
 import { scenarioModel, type ScenarioModel } from './scenario.js';
 import { scenarioTools } from './scenario-tools.js';
 
