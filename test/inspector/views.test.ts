@@ -10,7 +10,10 @@
  * One browser for the file. Without Chromium the tests say why and skip (they fail instead with
  * OPENWORK_REQUIRE_BROWSER=1).
  */
+import { spawn } from 'node:child_process';
+import { cpSync, symlinkSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
+import pg from 'pg';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -18,6 +21,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startInspectorRuntime, type InspectorRuntime } from '../../src/inspector/runtime.js';
 import type { TurnTrace } from '../../src/inspection/trace.js';
 import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../support/browser.js';
+import { cleanEnv, ensureBuilt, ROOT } from '../support/cli-process.js';
+import { createTestDatabase } from '../support/databases.js';
 import { inspectorFetch } from '../support/inspector-client.js';
 
 // Callbacks given to page.evaluate run in the page; the project compiles without the DOM library.
@@ -338,5 +343,56 @@ describe('inspector views (headless Chromium)', () => {
     const taller = (await updates.boundingBox())!;
     expect(taller.height).toBeGreaterThan(beforeUpdates.height + 90);
     expect(taller.height).toBeLessThan(beforeUpdates.height + 110);
+  });
+
+  it('`openwork inspect --database-url` runs from a copy of dist/ and bin/ alone (no src/, no inspector/, no tsx) and serves the page with its token', async () => {
+    ensureBuilt();
+    const pkg = await mkdtemp(join(tmpdir(), 'openwork-inspect-pkg-'));
+    cpSync(join(ROOT, 'dist'), join(pkg, 'dist'), { recursive: true });
+    cpSync(join(ROOT, 'bin'), join(pkg, 'bin'), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
+    symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'), 'dir');
+    const databaseUrl = await createTestDatabase();
+    const work = await mkdtemp(join(tmpdir(), 'openwork-inspect-cwd-'));
+    const env = cleanEnv();
+    delete env.NODE_OPTIONS;
+    const child = spawn(process.execPath, [join(pkg, 'bin', 'openwork.js'), 'inspect', '--port', '0', '--database-url', databaseUrl], { cwd: work, env, stdio: 'pipe' });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    try {
+      await expect.poll(() => /open (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/.exec(out)?.[1] ?? (child.exitCode !== null ? `exited: ${err}` : null), { timeout: 60_000, interval: 100 }).toMatch(/^http/);
+      const url = /open (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/.exec(out)![1]!;
+      const origin = new URL(url).origin;
+      // Without the token: nothing.
+      expect((await fetch(`${origin}/`)).status).toBe(401);
+      const other = await browser.context.newPage();
+      other.on('pageerror', (error) => pageErrors.push(error.message));
+      try {
+        await other.goto(url);
+        await other.locator('[data-testid=connection][data-state=live]').waitFor();
+        await other.locator('[data-testid=session-list] li.selected').waitFor();
+        // The chart came laid out from the built server (ELK in its worker, from dist/).
+        await other.locator('[data-testid=chart] [data-testid=chart-svg] .state').first().waitFor();
+        expect(await other.textContent('[data-testid=runtime-label]')).toBe('scripted scenario model (offline)');
+      } finally {
+        await other.close();
+      }
+      // The sessions went to Postgres.
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      try {
+        const { rows } = await client.query('SELECT count(*)::int AS n FROM sessions');
+        expect(rows[0].n).toBeGreaterThan(0);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    expect(err).toBe('');
   });
 });
