@@ -173,8 +173,10 @@ export function buildChart(container, chart) {
     if (view.k >= 0.55) return;
     // Too small to read at fit: zoom to a readable scale around the active state.
     view.k = 0.7;
-    view.x = w / 2 - (s.x + s.width / 2) * view.k;
-    view.y = h / 2 - (s.y + s.height / 2) * view.k;
+    // Centred on the state, but never past the chart's edges: no empty band beside the drawing.
+    const clamp = (v, size, span) => (span * view.k <= size ? (size - span * view.k) / 2 : Math.min(0, Math.max(size - span * view.k, v)));
+    view.x = clamp(w / 2 - (s.x + s.width / 2) * view.k, w, layout.width);
+    view.y = clamp(h / 2 - (s.y + s.height / 2) * view.k, h, layout.height);
     apply();
   };
   button('−', 'Zoom out', 'chart-zoom-out', () => zoomAt(1 / 1.25, svg.clientWidth / 2, svg.clientHeight / 2));
