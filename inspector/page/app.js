@@ -1365,9 +1365,13 @@ function wire() {
 async function start() {
   wire();
   selectBottomTab(app.bottomTab);
-  const machines = await api('/api/machines');
-  if (machines.ok) app.charts = machines.body.machines;
+  // The charts' layouts may still be computing on the server: the live view does not wait for them.
   connect();
+  const machines = await api('/api/machines');
+  if (machines.ok) {
+    app.charts = machines.body.machines;
+    render('charts');
+  }
 }
 
 // Exposed for the browser tests and for poking around in the console.

@@ -90,19 +90,22 @@ export async function startInspectorRuntime(options: InspectorRuntimeOptions = {
 
   // The scenario's own tools, and bash in the real sandbox when its self-check passes here: the
   // sandbox status, the policy and the World State's sandbox section then come from that check.
+  const storage = options.storage ?? pgliteStorage(options.dataDir ? { dataDir: options.dataDir } : {});
   let toolOptions: Partial<CoreOptions> = {};
   let tools: AnyTool[];
   if (options.tools) {
     tools = options.tools;
   } else {
-    const toolRuntime = await prepareToolRuntime(options.sandbox ?? {});
+    // The sandbox self-check and the store's start wait on different things, so they overlap;
+    // createCore's own migrate then finds everything applied.
+    const [toolRuntime] = await Promise.all([prepareToolRuntime(options.sandbox ?? {}), storage.migrate()]);
     const scenario = scenarioTools({ timeScale });
     toolOptions = toolRuntime.sandbox.available ? workspaceToolOptions(toolRuntime, { only: ['bash'], extraTools: scenario }) : { sandbox: toolRuntime.sandbox };
     tools = (toolOptions.tools as AnyTool[] | undefined) ?? scenario;
   }
   const core = await createCore({
     ...toolOptions,
-    storage: options.storage ?? pgliteStorage(options.dataDir ? { dataDir: options.dataDir } : {}),
+    storage,
     model: configured ?? loadedScenario!,
     tools,
     inspect: combineInspectors(tracker.inspect, stately?.inspect, options.inspect),
