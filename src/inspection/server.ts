@@ -144,7 +144,7 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
   // Kept in memory only: never in a file, the environment or a command line a tool could read.
   const token = newInspectorToken();
   const charts: MachineChart[] = (options.machines ?? [sessionMachine, turnMachine, toolCallMachine]).map(machineChart);
-  // Laid out once, in a worker, from the first request on (started at once, so it is ready when the page asks).
+  // Laid out once, in a worker, on the first request (not at start: it would compete with the start-up).
   let layouts: Promise<Array<MachineChart & { layout: ChartLayout }>> | null = null;
   const laidOutCharts = () => {
     layouts ??= Promise.all(charts.map(async (c) => ({ ...c, layout: await layoutChart(c) })));
@@ -153,7 +153,6 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     });
     return layouts;
   };
-  laidOutCharts().catch(() => undefined);
   const epochs = new WeakMap<SessionHandle, string>();
   const streams = new Set<ServerResponse>();
   const heartbeatMs = options.heartbeatMs ?? 15_000;
