@@ -1,92 +1,12 @@
 /**
  * @module inspector/main
- * `npm run inspector [-- --port 4477] [--data-dir DIR] [--model-module FILE] [--stately ws://127.0.0.1:8080]`:
- * starts the embedded runtime and the inspector page on 127.0.0.1, prints the address, and stops
- * cleanly on Ctrl-C. The address carries the server's per-launch secret (`?token=…`); it is
- * printed to the terminal only, never written to a file, so a sandboxed tool cannot use the API.
+ * `npm run inspector -- [options]` in a clone: the same command as `openwork inspect`, run from the
+ * sources through tsx. The code is `src/inspector/command.ts`.
  */
-import { parseArgs } from 'node:util';
 import { errorMessage } from '../src/errors.js';
-import { configuredModel } from './model-config.js';
-import type { CoreOptions } from '../src/core.js';
-import { openaiModel } from '../src/services/model/openai.js';
-import type { AnyTool } from '../src/services/tools/define.js';
-import { prepareToolRuntime } from '../src/services/tools/tool-runtime.js';
-import { workspaceToolOptions } from '../src/services/tools/workspace.js';
-import { startInspectorRuntime } from './runtime.js';
+import { runInspect } from '../src/inspector/command.js';
 
-const USAGE = `usage: npm run inspector -- [options]
-
-  --port <n>            port on 127.0.0.1 (default 4477; 0 = any free port)
-  --data-dir <dir>      keep sessions in a PGlite directory (default: in memory)
-  --cwd <dir>           working directory of new sessions (default: the current one)
-  --model <name>        a real OpenAI-compatible model, as in \`openwork chat\` (env OPENWORK_MODEL);
-                        with it the sessions get the built-in file and shell tools
-  --api <responses|chat>, --base-url <url>
-                        the API and server (OPENAI_BASE_URL, OPENAI_API_KEY as in the CLI)
-  --model-module <file> a module whose default export is a ModelPort or (env) => ModelPort
-                        (env OPENWORK_INSPECTOR_MODEL_MODULE); default: the scripted scenario
-  --stately <ws-url>    also send inspection events to a @statelyai/inspect relay
-                        (env OPENWORK_STATELY_RELAY)
-
-The printed address carries a secret made for this launch (?token=...): open that address;
-the page keeps the secret in a cookie. Anything without it gets 401/403.
-`;
-
-async function main(): Promise<number> {
-  const { values } = parseArgs({
-    options: {
-      port: { type: 'string' },
-      'data-dir': { type: 'string' },
-      cwd: { type: 'string' },
-      'model-module': { type: 'string' },
-      model: { type: 'string' },
-      api: { type: 'string' },
-      'base-url': { type: 'string' },
-      stately: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  const port = Number(values.port ?? process.env.OPENWORK_INSPECTOR_PORT ?? 4477);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    process.stderr.write(`inspector: invalid port ${values.port}\n${USAGE}`);
-    return 2;
-  }
-  const modelName = values.model ?? process.env.OPENWORK_MODEL;
-  let model = await configuredModel(values['model-module'], process.env);
-  let coreOptions: Partial<CoreOptions> = {};
-  if (!model && modelName) {
-    const api = (values.api ?? (values['base-url'] ? 'chat' : 'responses')) as 'responses' | 'chat';
-    if (api !== 'responses' && api !== 'chat') throw new Error(`--api must be "responses" or "chat", not ${JSON.stringify(values.api)}`);
-    model = openaiModel({ model: modelName, api, ...(values['base-url'] ? { baseURL: values['base-url'] } : {}) });
-    coreOptions = workspaceToolOptions(await prepareToolRuntime());
-  }
-  const statelyUrl = values.stately ?? process.env.OPENWORK_STATELY_RELAY;
-  const runtime = await startInspectorRuntime({
-    port,
-    ...(values['data-dir'] ? { dataDir: values['data-dir'] } : {}),
-    ...(values.cwd ? { workingDirectory: values.cwd } : {}),
-    ...(model ? { model } : {}),
-    ...(coreOptions.tools ? { tools: coreOptions.tools as AnyTool[], coreOptions } : {}),
-    ...(statelyUrl ? { statelyUrl } : {}),
-  });
-  process.stdout.write(`openwork inspector: ${runtime.label}\n`);
-  if (statelyUrl) process.stdout.write(`inspection events also go to the Stately relay at ${statelyUrl}\n`);
-  process.stdout.write(`open ${runtime.url}  (Ctrl-C to stop)\n`);
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
-  process.stdout.write('stopping…\n');
-  await runtime.close();
-  return 0;
-}
-
-main().then(
+runInspect(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },

@@ -1,5 +1,5 @@
-// Builds dist/ from src/ with tsc, copies the SQL migrations beside the compiled storage code and
-// writes the PGlite seed (a migrated data directory) there.
+// Builds dist/ from src/ with tsc, copies the SQL migrations beside the compiled storage code and the
+// inspector's page into dist/inspector/page, and writes the PGlite seed (a migrated data directory) there.
 import { execFileSync } from 'node:child_process';
 import { cpSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -19,6 +19,11 @@ try {
 rmSync(join(root, 'dist'), { recursive: true, force: true });
 execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
 cpSync(join(root, 'src', 'storage', 'migrations'), join(root, 'dist', 'storage', 'migrations'), { recursive: true });
+// The inspector's page (plain HTML, CSS and ES modules) is served from dist/ by `openwork inspect`.
+cpSync(join(root, 'inspector', 'page'), join(root, 'dist', 'inspector', 'page'), {
+  recursive: true,
+  filter: (source) => !source.endsWith('.d.ts'),
+});
 
 // The seed a new PGlite store starts from (src/storage/pglite.ts): initdb and the migrations run
 // here once instead of on every user's first start.

@@ -44,7 +44,7 @@ export type TurnFailureCode =
   | 'skill_catalog_task_error';
 
 /** Debug-time inspection: an optional inspector package or relay that is not there, a non-loopback bind. */
-export type InspectionErrorCode = 'inspector_unavailable' | 'inspector_unreachable' | 'inspector_not_loopback';
+export type InspectionErrorCode = 'inspector_unavailable' | 'inspector_unreachable' | 'inspector_not_loopback' | 'turn_not_found' | 'trace_unreadable';
 
 export type ErrorCode =
   | CommandErrorCode

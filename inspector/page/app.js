@@ -18,6 +18,8 @@ const DECISION_LABELS = {
 };
 const DECISION_ORDER = ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'];
 
+const ENVELOPE_LIMIT = 4000;
+
 const PROMPT_HINT = 'Show me around  ·  slow …  ·  flood …  ·  fail …  ·  explore …  ·  ask …';
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -57,6 +59,15 @@ const app = {
   connection: 'connecting',
   source: null,
   commandError: null,
+  bottomTab: sessionStorage.getItem(`${STORE}:bottom`) ?? 'updates',
+  logFilter: '',
+  logSearch: '',
+  // Update rows opened to their payload, by `from-to`; actors opened to their context, by key.
+  expandedRows: new Set(),
+  expandedActors: new Map(),
+  traces: new Map(),
+  turns: new Map(),
+  traceTurn: null,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -119,6 +130,13 @@ class SessionController {
     this.queue = [];
     this.syncing = null;
     this.saveTimer = null;
+    // The full envelopes seen by this page (not saved: a reload asks the server's replay buffer).
+    this.envelopes = new Map();
+  }
+
+  remember(envelope) {
+    this.envelopes.set(envelope.sequence, envelope);
+    if (this.envelopes.size > ENVELOPE_LIMIT) this.envelopes.delete(this.envelopes.keys().next().value);
   }
 
   restore() {
@@ -169,6 +187,7 @@ class SessionController {
           let view = this.view ?? createView(this.sessionId, res.body.epoch);
           let applied = 0;
           for (const envelope of res.body.updates) {
+            this.remember(envelope);
             if (classifyEnvelope(view, res.body.epoch, envelope) !== 'apply') continue;
             view = applyUpdate(view, envelope);
             applied += 1;
@@ -220,6 +239,7 @@ class SessionController {
   }
 
   onEnvelope(epoch, envelope) {
+    this.remember(envelope);
     if (this.syncing || !this.view) {
       this.queue.push([epoch, envelope]);
       if (!this.syncing) this.sync();
@@ -230,6 +250,7 @@ class SessionController {
     if (verdict === 'apply') {
       this.setView({ ...applyUpdate(this.view, envelope), sync: this.view.sync });
       const type = envelope.update.type;
+      if (type === 'turn_finished' && this.sessionId === app.selected && app.bottomTab === 'trace') loadTurns(this.sessionId);
       if (type === 'draft_cleared' || type === 'turn_finished') {
         loadMessages(this.sessionId);
         if (app.parents.has(this.sessionId)) loadAgents(app.parents.get(this.sessionId));
@@ -342,6 +363,9 @@ function select(sessionId) {
   app.selected = sessionId;
   app.selectedActorKey = null;
   app.commandError = null;
+  app.traceTurn = null;
+  app.expandedRows.clear();
+  if (app.bottomTab === 'trace') loadTurns(sessionId);
   sessionStorage.setItem(`${STORE}:selected`, sessionId);
   controllerFor(sessionId);
   if (!app.messages.has(sessionId)) loadMessages(sessionId);
@@ -396,6 +420,7 @@ function connect() {
   source.addEventListener('actor', (event) => {
     const { actor } = JSON.parse(event.data);
     app.actors.set(actor.key, actor);
+    if (app.expandedActors.has(actor.key)) loadActorDetail(actor.key);
     if (actor.sessionId === rootOf(app.selected)) render('actors');
   });
   source.addEventListener('actor_removed', (event) => {
@@ -456,6 +481,7 @@ function flush() {
   if (all || parts.has('transcript') || parts.has('session')) renderTranscript();
   if (all || parts.has('actors')) renderActors();
   if (all || parts.has('actors') || parts.has('session') || parts.has('charts')) renderCharts();
+  if (all || parts.has('trace') || parts.has('session')) renderTrace();
 }
 
 function renderHeader() {
@@ -740,20 +766,94 @@ function renderComposer(view, active) {
   error.textContent = app.commandError ?? '';
 }
 
+/** The envelopes a log row stands for, as far as this page has them. */
+function rowEnvelopes(entry) {
+  const controller = app.selected ? app.controllers.get(app.selected) : null;
+  const out = [];
+  if (!controller) return out;
+  for (let seq = entry.from; seq <= entry.to; seq += 1) {
+    const envelope = controller.envelopes.get(seq);
+    if (envelope) out.push(envelope);
+  }
+  return out;
+}
+
+/** Fetches a row's envelopes the page does not hold (after a reload) from the server's replay buffer. */
+async function fetchRowEnvelopes(entry) {
+  const controller = app.controllers.get(app.selected);
+  if (!controller) return;
+  const res = await api(sessionPath(app.selected, `/updates?after=${Math.max(0, entry.from - 1)}`));
+  if (!res.ok) return;
+  for (const envelope of res.body.updates) if (envelope.sequence <= entry.to) controller.remember(envelope);
+  render('session');
+}
+
+/** JSON text of a value; the page only ever puts it into textContent, never into markup. */
+function pretty(value) {
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+const fetchingRows = new Set();
+
+function rowMatches(entry) {
+  if (app.logFilter && entry.type !== app.logFilter) return false;
+  const needle = app.logSearch.trim().toLowerCase();
+  if (!needle) return true;
+  if (`${entry.type} ${entry.summary}`.toLowerCase().includes(needle)) return true;
+  return rowEnvelopes(entry).some((e) => JSON.stringify(e.update).toLowerCase().includes(needle));
+}
+
 function renderLog(view) {
   const log = $('update-log');
   const keepAtEnd = followEnd(log);
-  const entries = view ? view.log.slice(-200) : [];
+  const all = view ? view.log : [];
+  // The filter offers the types this session's log holds.
+  const filter = $('update-filter');
+  const types = [...new Set(all.map((e) => e.type))].sort();
+  const offered = [...filter.options].slice(1).map((o) => o.value);
+  if (offered.join() !== types.join()) {
+    filter.replaceChildren(el('option', { value: '', text: 'all types' }), ...types.map((t) => el('option', { value: t, text: t })));
+  }
+  filter.value = types.includes(app.logFilter) ? app.logFilter : '';
+  const entries = all.filter(rowMatches).slice(-200);
+  $('update-count').textContent = app.logFilter || app.logSearch ? `${entries.length} of ${all.length}` : '';
   log.replaceChildren(
-    ...entries.map((e) =>
-      el(
+    ...entries.map((e) => {
+      const key = `${e.from}-${e.to}`;
+      const open = app.expandedRows.has(key);
+      const toggle = () => {
+        if (app.expandedRows.has(key)) app.expandedRows.delete(key);
+        else app.expandedRows.add(key);
+        render('session');
+      };
+      let payload = null;
+      if (open) {
+        const envelopes = rowEnvelopes(e);
+        if (envelopes.length < e.to - e.from + 1 && !fetchingRows.has(key)) {
+          fetchingRows.add(key);
+          fetchRowEnvelopes(e);
+        }
+        const text =
+          envelopes.length === 0
+            ? e.type === 'snapshot'
+              ? 'the view was rebuilt from the snapshot here'
+              : 'not in the replay buffer any more'
+            : pretty(envelopes.length === 1 ? envelopes[0] : envelopes);
+        payload = el('pre', { class: 'payload', 'data-testid': 'update-payload', text });
+      }
+      return el(
         'li',
-        { class: `log-${e.type}`, 'data-type': e.type, 'data-from': e.from, 'data-to': e.to },
-        el('span', { class: 'seq', text: e.from === e.to ? `#${e.from}` : `#${e.from}–${e.to}` }),
-        el('span', { class: 'type', text: e.count > 1 ? `${e.type} ×${e.count}` : e.type }),
-        el('span', { class: 'summary', text: e.summary }),
-      ),
-    ),
+        { class: `log-${e.type}${open ? ' expanded' : ''}`, 'data-type': e.type, 'data-from': e.from, 'data-to': e.to, title: 'Click to show the full update' },
+        el('span', { class: 'seq', text: e.from === e.to ? `#${e.from}` : `#${e.from}–${e.to}`, onclick: toggle }),
+        el('span', { class: 'type', text: e.count > 1 ? `${e.type} ×${e.count}` : e.type, onclick: toggle }),
+        el('span', { class: 'summary', text: e.summary, onclick: toggle }),
+        payload,
+      );
+    }),
   );
   keepAtEnd();
 }
@@ -882,6 +982,27 @@ function actorsOfSession(sessionId) {
   return out;
 }
 
+/** The whole context (or input and output) of one actor, as the server's tracker has it now. */
+const loadingActors = new Set();
+
+async function loadActorDetail(key) {
+  const actor = app.actors.get(key);
+  if (!actor || loadingActors.has(key)) return;
+  loadingActors.add(key);
+  let res;
+  try {
+    res = await api(sessionPath(actor.sessionId, `/actors/${encodeURIComponent(key)}`));
+  } finally {
+    loadingActors.delete(key);
+  }
+  if (!app.expandedActors.has(key)) return;
+  const detail = res.ok
+    ? { state: res.body.actor.value, status: res.body.actor.status, lastEvent: res.body.actor.lastEvent, context: res.body.context, input: res.body.input, output: res.body.output, error: res.body.error }
+    : res.body.error ?? { status: res.status };
+  app.expandedActors.set(key, pretty(detail));
+  render('actors');
+}
+
 function renderActors() {
   const tree = $('actor-tree');
   const root = app.selected ? rootOf(app.selected) : null;
@@ -922,10 +1043,29 @@ function renderActors() {
             render('charts');
           },
         },
+        el('button', {
+          type: 'button',
+          class: 'actor-expand',
+          'data-testid': 'actor-expand',
+          title: 'Show the full context',
+          text: app.expandedActors.has(a.key) ? '▾' : '▸',
+          onclick: (event) => {
+            event.stopPropagation();
+            if (app.expandedActors.has(a.key)) app.expandedActors.delete(a.key);
+            else {
+              app.expandedActors.set(a.key, null);
+              loadActorDetail(a.key);
+            }
+            render('actors');
+          },
+        }),
         el('span', { class: 'actor-name', title: a.actorId, text: name }),
         a.machine ? el('span', { class: 'actor-state', 'data-testid': 'actor-state', text: valueText(a.value) }) : el('span', { class: 'actor-state muted', text: a.status }),
         fields.length > 0 ? el('span', { class: 'actor-fields', text: fields.join(' ') }) : null,
       ),
+      app.expandedActors.has(a.key)
+        ? el('pre', { class: 'actor-detail', 'data-testid': 'actor-detail', text: app.expandedActors.get(a.key) ?? 'loading…' })
+        : null,
       kids.length > 0 ? el('ul', {}, ...kids.map(node)) : null,
     );
   };
@@ -992,10 +1132,193 @@ function renderCharts() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The trace of a turn, read from the trace tables
+
+async function loadTurns(sessionId) {
+  const res = await api(sessionPath(sessionId, '/turns'));
+  if (!res.ok || sessionId !== app.selected) return;
+  app.turns.set(sessionId, res.body.turns);
+  const turns = res.body.turns;
+  if (!turns.some((t) => t.turnId === app.traceTurn)) app.traceTurn = turns.length > 0 ? turns[turns.length - 1].turnId : null;
+  if (app.traceTurn) await loadTrace(sessionId, app.traceTurn);
+  render('trace');
+}
+
+async function loadTrace(sessionId, turnId) {
+  const res = await api(sessionPath(sessionId, `/turns/${encodeURIComponent(turnId)}/trace`));
+  if (!res.ok) return;
+  app.traces.set(turnId, res.body);
+  render('trace');
+}
+
+function ms(value) {
+  if (value === null || value === undefined) return '–';
+  return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${Math.round(value)} ms`;
+}
+
+function facts(pairs) {
+  const dl = el('dl', { class: 'span-facts' });
+  for (const [label, value, testid] of pairs) {
+    if (value === null || value === undefined || value === '') continue;
+    dl.append(el('dt', { text: label }), el('dd', { 'data-testid': testid, text: String(value) }));
+  }
+  return dl;
+}
+
+function section(title, value, testid) {
+  return el('details', { class: 'span-section' }, el('summary', { text: title }), el('pre', { 'data-testid': testid, text: typeof value === 'string' ? value : pretty(value) }));
+}
+
+function messageText(m) {
+  const blocks = Array.isArray(m.content) ? m.content : [m.content];
+  const parts = blocks.map((b) => (b && typeof b === 'object' ? (b.type === 'tool_call' ? `→ ${b.name}(${b.arguments})` : b.type === 'tool_result' ? `${b.status}: ${b.text}` : b.text ?? pretty(b)) : String(b)));
+  return `[${m.sequence ?? '·'}] ${m.role}${m.toolName ? ` ${m.toolName}` : ''}${m.kind && m.kind !== 'normal' ? ` (${m.kind})` : ''}\n${parts.join('\n')}`;
+}
+
+function modelSpan(span) {
+  const tokens = span.inputTokens !== null || span.outputTokens !== null ? `${span.inputTokens ?? '?'} in · ${span.outputTokens ?? '?'} out` : null;
+  const request = span.request;
+  return el(
+    'details',
+    { class: 'span span-model_call', 'data-testid': 'trace-span', 'data-kind': 'model_call', 'data-status': span.status, 'data-span-id': span.spanId },
+    el(
+      'summary',
+      {},
+      el('span', { class: 'span-kind', text: span.parentSpanId ? 'model attempt' : `model call ${span.modelCallIndex ?? ''}` }),
+      el('span', { class: 'span-status', 'data-status': span.status, text: span.status }),
+      el('span', { class: 'muted', text: ms(span.durationMs) }),
+      tokens ? el('span', { class: 'muted', text: tokens }) : null,
+      span.finishReason ? el('span', { class: 'muted', text: `finish ${span.finishReason}` }) : null,
+    ),
+    facts([
+      ['tokens', tokens, 'trace-tokens'],
+      ['latency', `${ms(span.durationMs)} total · first token ${ms(span.ttftMs)} · stream ${ms(span.streamMs)}`, 'trace-latency'],
+      ['attempts', span.attempts === null ? null : `${span.attempts} (${span.retries} ${span.retries === 1 ? 'retry' : 'retries'})`, 'trace-retries'],
+      ['finish reason', span.finishReason, 'trace-finish'],
+      ['error', span.errorCode ? `${span.errorCode}: ${span.errorMessage ?? ''}` : null, 'trace-error'],
+      ['tools offered', span.toolNames.join(', '), 'trace-tools'],
+    ]),
+    request ? section(`request sent (${request.messages.length} messages${request.truncated ? ', preview' : ''})`, request.messages.map(messageText).join('\n\n'), 'trace-request') : null,
+    span.systemContext ? section('system context', span.systemContext, 'trace-system') : null,
+    span.response ? section('response', Array.isArray(span.response.content) ? messageText({ sequence: null, role: 'assistant', content: span.response.content }) : span.response.content, 'trace-response') : null,
+    section('raw span', span, 'trace-raw'),
+  );
+}
+
+function toolSpan(span) {
+  return el(
+    'details',
+    { class: 'span span-tool_call', 'data-testid': 'trace-span', 'data-kind': 'tool_call', 'data-tool': span.toolName, 'data-status': span.status, 'data-span-id': span.spanId },
+    el(
+      'summary',
+      {},
+      el('span', { class: 'span-kind', text: `tool ${span.toolName}` }),
+      el('span', { class: 'span-status', 'data-status': span.status, text: span.status }),
+      el('span', { class: 'muted', text: ms(span.durationMs) }),
+      span.permissionDecision ? el('span', { class: 'muted', text: `decision ${span.permissionDecision}` }) : null,
+    ),
+    facts([
+      ['duration', ms(span.durationMs), 'trace-duration'],
+      ['decision', span.permissionDecision ? `${span.permissionDecision}${span.permissionDecisionSource ? ` (${span.permissionDecisionSource})` : ''}` : null, 'trace-decision'],
+      ['waited for approval', span.permissionWaitMs === null ? null : ms(span.permissionWaitMs), 'trace-wait'],
+      ['error', span.errorCode ? `${span.errorCode}: ${span.errorMessage ?? ''}` : null, 'trace-error'],
+    ]),
+    el('pre', { 'data-testid': 'trace-arguments', text: `arguments ${pretty(span.arguments)}` }),
+    span.result ? el('pre', { 'data-testid': 'trace-result', text: `${span.result.status}: ${span.result.text}` }) : null,
+    section('raw span', span, 'trace-raw'),
+  );
+}
+
+function renderTrace() {
+  const select = $('trace-turn');
+  const turns = app.selected ? app.turns.get(app.selected) ?? [] : [];
+  const options = turns.map((t) => el('option', { value: t.turnId, text: `turn ${t.sequence} · ${t.status} · ${t.modelCallCount} model / ${t.toolCallCount} tool calls` }));
+  select.replaceChildren(...options);
+  if (app.traceTurn) select.value = app.traceTurn;
+  const trace = app.traceTurn ? app.traces.get(app.traceTurn) : null;
+  const box = $('trace');
+  if (!trace) {
+    $('trace-summary').textContent = turns.length === 0 ? 'no turn yet' : '';
+    box.replaceChildren();
+    return;
+  }
+  const t = trace.turn;
+  $('trace-summary').textContent = `${t.model} · ${ms(t.durationMs)} · ${t.inputTokens ?? 0} in / ${t.outputTokens ?? 0} out tokens`;
+  const open = new Set([...box.querySelectorAll('details[open]')].map((d) => d.dataset.spanId ?? d.querySelector('summary')?.textContent));
+  box.replaceChildren(
+    ...trace.spans.map((span) => {
+      const node = span.kind === 'model_call' ? modelSpan(span) : span.kind === 'tool_call' ? toolSpan(span) : el('details', { class: 'span', 'data-testid': 'trace-span', 'data-kind': span.kind, 'data-span-id': span.spanId }, el('summary', { text: `${span.name} · ${span.status} · ${ms(span.durationMs)}` }), el('pre', { text: pretty(span) }));
+      if (open.has(span.spanId)) node.open = true;
+      return node;
+    }),
+  );
+}
+
+function selectBottomTab(tab) {
+  app.bottomTab = tab;
+  sessionStorage.setItem(`${STORE}:bottom`, tab);
+  for (const button of $('bottom-tabs').children) button.classList.toggle('selected', button.dataset.tab === tab);
+  for (const pane of document.querySelectorAll('.updates .tab-pane')) pane.hidden = pane.dataset.pane !== tab;
+  if (tab === 'trace' && app.selected) loadTurns(app.selected);
+}
+
+/** The right column and the bottom row follow their drag handles; the sizes survive a reload. */
+function wireResizers() {
+  const root = document.body;
+  const saved = JSON.parse(sessionStorage.getItem(`${STORE}:sizes`) ?? '{}');
+  if (saved.right) root.style.setProperty('--right-width', `${saved.right}px`);
+  if (saved.bottom) root.style.setProperty('--bottom-height', `${saved.bottom}px`);
+  const drag = (handle, onMove) => {
+    handle.addEventListener('pointerdown', (event) => {
+      event.preventDefault();
+      handle.setPointerCapture(event.pointerId);
+      handle.classList.add('dragging');
+      const move = (e) => onMove(e);
+      const up = () => {
+        handle.classList.remove('dragging');
+        handle.removeEventListener('pointermove', move);
+        handle.removeEventListener('pointerup', up);
+        const sizes = {
+          right: parseFloat(getComputedStyle(root).gridTemplateColumns.split(' ').at(-1)),
+          bottom: parseFloat(getComputedStyle(root).gridTemplateRows.split(' ').at(-1)),
+        };
+        sessionStorage.setItem(`${STORE}:sizes`, JSON.stringify(sizes));
+        for (const view of app.chartViews.values()) view.redraw();
+      };
+      handle.addEventListener('pointermove', move);
+      handle.addEventListener('pointerup', up);
+    });
+  };
+  drag($('resize-right'), (e) => {
+    const width = Math.min(window.innerWidth - 190 - 320, Math.max(300, window.innerWidth - e.clientX));
+    root.style.setProperty('--right-width', `${width}px`);
+  });
+  drag($('resize-bottom'), (e) => {
+    const height = Math.min(window.innerHeight - 40 - 160, Math.max(140, window.innerHeight - e.clientY));
+    root.style.setProperty('--bottom-height', `${height}px`);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Commands from the page
 
 function wire() {
   $('new-session').addEventListener('click', () => createSession());
+  for (const button of $('bottom-tabs').children) button.addEventListener('click', () => selectBottomTab(button.dataset.tab));
+  $('update-filter').addEventListener('change', (event) => {
+    app.logFilter = event.target.value;
+    render('session');
+  });
+  $('update-search').addEventListener('input', (event) => {
+    app.logSearch = event.target.value;
+    render('session');
+  });
+  $('trace-turn').addEventListener('change', (event) => {
+    app.traceTurn = event.target.value;
+    if (app.selected) loadTrace(app.selected, app.traceTurn);
+  });
+  $('trace-refresh').addEventListener('click', () => app.selected && loadTurns(app.selected));
+  wireResizers();
   $('composer').addEventListener('submit', async (event) => {
     event.preventDefault();
     const prompt = $('prompt');
@@ -1041,9 +1364,14 @@ function wire() {
 
 async function start() {
   wire();
-  const machines = await api('/api/machines');
-  if (machines.ok) app.charts = machines.body.machines;
+  selectBottomTab(app.bottomTab);
+  // The charts' layouts may still be computing on the server: the live view does not wait for them.
   connect();
+  const machines = await api('/api/machines');
+  if (machines.ok) {
+    app.charts = machines.body.machines;
+    render('charts');
+  }
 }
 
 // Exposed for the browser tests and for poking around in the console.

@@ -120,6 +120,7 @@ commands:
                        (--approve never|on-request|full-auto answers the cards; default never)
   sessions             the stored sessions (continue one with chat --session <id>)
   config               the merged settings and where each came from (flag, env, file, default)
+  inspect              the web inspector on 127.0.0.1 (openwork inspect --help)
 
 chat options:
 ${MODEL_FLAGS}
@@ -197,6 +198,10 @@ export async function main(argv: string[]): Promise<number> {
         const { configLines } = await import('./config-command.js');
         process.stdout.write(`${configLines(options, files).join('\n')}\n`);
         return 0;
+      }
+      case 'inspect': {
+        const { runInspect } = await import('../inspector/command.js');
+        return await runInspect(rest);
       }
       case 'version':
         process.stdout.write(`openwork ${cliVersion()}\n`);

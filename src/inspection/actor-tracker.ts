@@ -7,6 +7,7 @@
  */
 import { Subject, type Observable } from 'rxjs';
 import type { AnyActorRef, InspectionEvent, Observer } from 'xstate';
+import { safeStringify } from './safe-json.js';
 
 /** A JSON state value: a state key, or nested keys of a compound state. */
 export type StateValueJson = string | { [key: string]: StateValueJson };
@@ -80,6 +81,8 @@ export interface ActorTracker {
   actors(sessionId?: string): TrackedActor[];
   /** The latest transitions of one session, oldest first. */
   transitions(sessionId: string): TrackedTransition[];
+  /** One tracked actor with its full context, or null when it is not (or no longer) tracked. */
+  detail(key: string): ActorDetail | null;
   /** Session ids that have at least one tracked actor. */
   sessions(): string[];
   /** Stops reporting; later inspection events are ignored. */
@@ -91,6 +94,19 @@ const ROOT_PREFIX = 'session:';
 interface Entry {
   actor: TrackedActor;
   signature: string;
+  /** Read only when the page asks for this actor's detail; dropped with the entry. */
+  ref: AnyActorRef;
+  snapshot: AnySnapshotLike | null;
+}
+
+/** One actor in full: the record plus its whole context (machines) or input and output (effects). */
+export interface ActorDetail {
+  actor: TrackedActor;
+  /** A JSON-safe copy (cycles and actor references become markers) of the latest snapshot's context. */
+  context: unknown;
+  input: unknown;
+  output: unknown;
+  error: unknown;
 }
 
 interface SessionState {
@@ -104,6 +120,14 @@ interface AnySnapshotLike {
   status?: string;
   value?: unknown;
   context?: unknown;
+  input?: unknown;
+  output?: unknown;
+  error?: unknown;
+}
+
+function jsonCopy(value: unknown): unknown {
+  if (value === undefined) return null;
+  return JSON.parse(safeStringify(value, { depthLimit: 12 })) as unknown;
 }
 
 function toStatus(status: unknown): ActorStatus {
@@ -252,7 +276,7 @@ export function createActorTracker(options: ActorTrackerOptions = {}): ActorTrac
       }
       state.finished = [];
     }
-    const entry: Entry = { actor, signature: '' };
+    const entry: Entry = { actor, signature: '', ref, snapshot: null };
     state.entries.set(key, entry);
     publish(state, entry);
   }
@@ -264,6 +288,7 @@ export function createActorTracker(options: ActorTrackerOptions = {}): ActorTrac
     const entry = state?.entries.get(keyOf(sessionId, ref));
     if (!state || !entry) return;
     const previous = entry.actor.value;
+    entry.snapshot = snapshot;
     entry.actor.status = toStatus(snapshot.status);
     entry.actor.lastEvent = eventType;
     if (entry.actor.machine !== null) {
@@ -315,6 +340,27 @@ export function createActorTracker(options: ActorTrackerOptions = {}): ActorTrac
     },
     transitions(sessionId) {
       return [...(sessions.get(sessionId)?.transitions ?? [])];
+    },
+    detail(key) {
+      const sessionId = key.slice(0, key.indexOf('/'));
+      const entry = sessions.get(sessionId)?.entries.get(key);
+      if (!entry) return null;
+      // A live actor's own snapshot is the newest; a finished one keeps the last one reported.
+      let snapshot = entry.snapshot;
+      if (entry.actor.status === 'active') {
+        try {
+          snapshot = entry.ref.getSnapshot() as AnySnapshotLike;
+        } catch {
+          // An actor that cannot give its snapshot any more is shown as last reported.
+        }
+      }
+      return {
+        actor: { ...entry.actor },
+        context: jsonCopy(snapshot?.context),
+        input: jsonCopy(snapshot?.input),
+        output: jsonCopy(snapshot?.output),
+        error: jsonCopy(snapshot?.error),
+      };
     },
     sessions() {
       return [...sessions.keys()];

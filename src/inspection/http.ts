@@ -149,6 +149,7 @@ function statusOf(error: OpenworkError): number {
   switch (error.code) {
     case 'session_not_found':
     case 'checkpoint_not_found':
+    case 'turn_not_found':
       return 404;
     case 'core_closed':
       return 503;

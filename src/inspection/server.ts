@@ -4,7 +4,8 @@
  * page (no outside resource), one Server-Sent Events stream (every SessionUpdate envelope of the
  * core and every change of the actor trees), the statecharts, the snapshot and replay for
  * reconnects, the session commands (start, steer, cancel, answer a card, compact, rewind), the
- * checkpoints of a session, and the sub-agents of a root session.
+ * checkpoints of a session, the sub-agents of a root session, and the stored trace of each turn
+ * (`/api/sessions/<id>/turns`, `/api/sessions/<id>/turns/<turnId>/trace`, read from the trace tables).
  *
  * Every request needs the server's per-launch secret (see `auth.ts`): the address it prints
  * carries it once (`/?token=…`), the page keeps it in an HttpOnly cookie, and other clients send
@@ -16,6 +17,7 @@
  * again, so a page that remembers a sequence of another epoch must take the snapshot instead.
  */
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { dirname, join, resolve, sep } from 'node:path';
@@ -35,6 +37,8 @@ import type { CompactionResult } from '../services/compaction/compaction.js';
 import type { CheckpointRecord } from '../storage/storage.js';
 import type { ActorTracker, TrackerChange } from './actor-tracker.js';
 import { machineChart, type MachineChart } from './charts.js';
+import { layoutChart, type ChartLayout } from './chart-layout.js';
+import { turnSummary, turnTrace } from './trace.js';
 import { checkToken, newInspectorToken, tokenCookie, tokenMatches } from './auth.js';
 import { HttpError, LOOPBACK_HOSTS, allowedHosts, checkCommandRequest, checkHost, checkOrigin, pathSegments, readJson, sendError, sendJson, writeHead } from './http.js';
 
@@ -72,7 +76,9 @@ export interface InspectorServer {
   close(): Promise<void>;
 }
 
-const DEFAULT_PAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'inspector', 'page');
+/** The page: copied into `dist/inspector/page` by the build; in a clone, `inspector/page` beside `src/`. */
+const HERE = dirname(fileURLToPath(import.meta.url));
+const DEFAULT_PAGE_DIR = [resolve(HERE, '..', 'inspector', 'page'), resolve(HERE, '..', '..', 'inspector', 'page')].find((dir) => existsSync(join(dir, 'index.html'))) ?? resolve(HERE, '..', '..', 'inspector', 'page');
 const ASSET = /^[a-z0-9][a-z0-9-]*\.(html|js|css|png|svg)$/;
 const CONTENT_TYPES: Record<string, string> = {
   html: 'text/html; charset=utf-8',
@@ -138,6 +144,15 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
   // Kept in memory only: never in a file, the environment or a command line a tool could read.
   const token = newInspectorToken();
   const charts: MachineChart[] = (options.machines ?? [sessionMachine, turnMachine, toolCallMachine]).map(machineChart);
+  // Laid out once, in a worker, on the first request (not at start: it would compete with the start-up).
+  let layouts: Promise<Array<MachineChart & { layout: ChartLayout }>> | null = null;
+  const laidOutCharts = () => {
+    layouts ??= Promise.all(charts.map(async (c) => ({ ...c, layout: await layoutChart(c) })));
+    layouts.catch(() => {
+      layouts = null;
+    });
+    return layouts;
+  };
   const epochs = new WeakMap<SessionHandle, string>();
   const streams = new Set<ServerResponse>();
   const heartbeatMs = options.heartbeatMs ?? 15_000;
@@ -255,7 +270,7 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
     if (isGet && resource === 'info' && parts.length === 2) {
       return sendJson(res, 200, { instanceId, label: options.label ?? null, machines: charts.map((c) => c.id) });
     }
-    if (isGet && resource === 'machines' && parts.length === 2) return sendJson(res, 200, { machines: charts });
+    if (isGet && resource === 'machines' && parts.length === 2) return sendJson(res, 200, { machines: await laidOutCharts() });
     if (resource !== 'sessions') throw new HttpError(404, 'not_found', `nothing at ${url.pathname}`);
 
     if (parts.length === 2) {
@@ -303,6 +318,22 @@ export async function startInspectorServer(options: InspectorServerOptions): Pro
           return { sessionId: c.id, taskName: c.taskName, agentRole: c.agentRole, createdAt: c.createdAt, status: core.status(c.id), epoch: loaded ? epochOf(loaded) : null };
         }),
       });
+    }
+    if (isGet && parts.length === 5 && sub === 'actors') {
+      // The key names its session: a page cannot read another session's actors through this address.
+      const key = parts[4]!;
+      const detail = key.startsWith(`${handle.sessionId}/`) ? tracker.detail(key) : null;
+      if (!detail) throw new HttpError(404, 'not_found', `no tracked actor ${key} in session ${handle.sessionId}`);
+      return sendJson(res, 200, { epoch, ...detail });
+    }
+    if (isGet && parts.length === 4 && sub === 'turns') {
+      const turns = await core.storage.listTurns(handle.sessionId);
+      return sendJson(res, 200, { epoch, turns: turns.map(turnSummary) });
+    }
+    if (isGet && parts.length === 6 && sub === 'turns' && action === 'trace') {
+      // Spans still queued in the recorder would be missing from a turn that just ended.
+      await core.flushTrace(1_000);
+      return sendJson(res, 200, { epoch, ...(await turnTrace(core.storage, handle.sessionId, turnId!)) });
     }
     if (!isGet && parts.length === 4 && sub === 'compact') {
       await readJson(req, emptyBody);

@@ -42,6 +42,7 @@ import type {
   SessionStorage,
   TokenUsage,
   TracePurgeReport,
+  TraceSpanPayloadRecord,
   TraceSpanRecord,
   TraceWriteReport,
   TurnRecord,
@@ -1023,6 +1024,25 @@ export class SqlSessionStorage implements SessionStorage {
         ? await this.db.query('SELECT * FROM trace_spans WHERE turn_id = $1 ORDER BY started_at, id', [filter.turnId])
         : await this.db.query('SELECT * FROM trace_spans WHERE session_id = $1 ORDER BY started_at, id', [filter.sessionId]);
       return rows.map(spanFromRow);
+    });
+  }
+
+  listTraceSpanPayloads(spanIds: readonly string[]): Promise<TraceSpanPayloadRecord[]> {
+    return this.run('list trace payloads', async () => {
+      if (spanIds.length === 0) return [];
+      const { rows } = await this.db.query(
+        `SELECT m.span_id, m.slot, m.truncated, m.original_byte_size, p.body
+         FROM trace_span_payloads m JOIN trace_payloads p ON p.hash = m.payload_hash
+         WHERE m.span_id = ANY($1::text[]) ORDER BY m.span_id, m.slot`,
+        [[...spanIds]],
+      );
+      return rows.map((r) => ({
+        spanId: String(r.span_id),
+        slot: r.slot as TraceSpanPayloadRecord['slot'],
+        body: r.body as unknown,
+        truncated: Boolean(r.truncated),
+        originalByteSize: numOrNull(r.original_byte_size),
+      }));
     });
   }
 

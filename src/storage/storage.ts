@@ -128,6 +128,15 @@ export interface TraceSpanRecord {
   attributes: Record<string, unknown>;
 }
 
+/** One payload slot of a span as stored: the body, and whether it was cut to a preview (reference §11.1). */
+export interface TraceSpanPayloadRecord {
+  spanId: string;
+  slot: 'request' | 'system_context' | 'tool_definitions' | 'response';
+  body: unknown;
+  truncated: boolean;
+  originalByteSize: number | null;
+}
+
 export type CompactionKind = 'manual' | 'threshold' | 'overflow' | 'rewind';
 
 /** The frozen runtime state of a checkpoint (reference §3.6); camelCase in the database. */
@@ -329,6 +338,8 @@ export interface SessionStorage {
   listTurns(sessionId: string): Promise<TurnRecord[]>;
   listMessages(sessionId: string, options?: { afterSequence?: number; limit?: number }): Promise<StoredMessage[]>;
   listTraceSpans(filter: { turnId?: string; sessionId?: string }): Promise<TraceSpanRecord[]>;
+  /** The stored payloads (request, system context, tool definitions, response) of these spans. */
+  listTraceSpanPayloads(spanIds: readonly string[]): Promise<TraceSpanPayloadRecord[]>;
   loadSessionTurnPlans(sessionId: string): Promise<TurnPlanRecord[]>;
 
   close(): Promise<void>;

@@ -15,8 +15,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/runtime.js';
-import { EXPLORER_TASK } from '../../inspector/scenario.js';
+import { startInspectorRuntime, type InspectorRuntime } from '../../src/inspector/runtime.js';
+import { EXPLORER_TASK } from '../../src/inspector/scenario.js';
 import type { SessionSnapshot } from '../../src/protocol/snapshot.js';
 import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../support/browser.js';
 import { inspectorFetch } from '../support/inspector-client.js';
@@ -291,8 +291,6 @@ describe('inspector page (headless Chromium)', () => {
     // The transition just taken is marked on the chart.
     expect(await page.locator('[data-testid=chart] .transition.taken .transition-event').first().textContent()).toBe('toolcall.permission_requested');
     await shot(page, 'actors');
-    // The README's picture: `UPDATE_DOCS_SCREENSHOT=1 npx vitest run test/inspector/browser.test.ts`.
-    if (process.env.UPDATE_DOCS_SCREENSHOT === '1') await page.screenshot({ path: join(process.cwd(), 'docs', 'inspector.png') });
     await page.click('[data-testid=permission-card] [data-decision=allow_for_session]');
     await page.locator('[data-testid=chart] .state.active[data-state-id="turn.running_model.streaming"]').waitFor();
     const states = await page.evaluate(() => (window as unknown as { turnStates: string[] }).turnStates);

@@ -9,13 +9,14 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadModelModule } from '../../inspector/model-config.js';
-import { EXPLORER_TASK } from '../../inspector/scenario.js';
-import { startInspectorRuntime, type InspectorRuntime } from '../../inspector/runtime.js';
+import { loadModelModule } from '../../src/inspector/model-config.js';
+import { EXPLORER_TASK } from '../../src/inspector/scenario.js';
+import { startInspectorRuntime, type InspectorRuntime } from '../../src/inspector/runtime.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { inspectorFetch } from '../support/inspector-client.js';
+import { BASH_UNAVAILABLE_LINE } from '../../src/services/context/world-state.js';
 
 async function newSession(runtime: InspectorRuntime): Promise<SessionHandle> {
   const res = await inspectorFetch(runtime.server, '/api/sessions', {
@@ -251,4 +252,62 @@ describe('a configured model', () => {
     await direct.close();
     // Two runtimes, each starting PGlite: slow on a loaded machine.
   }, 90_000);
+});
+
+describe('the scenario runtime\'s sandbox (issue 17)', () => {
+  let lastTurn = { sessionId: '', turnId: '' };
+  async function worldStateOf(runtime: InspectorRuntime): Promise<string> {
+    const session = await newSession(runtime);
+    const turnId = await run(session, 'fail quickly');
+    await session.waitForTurn(turnId);
+    lastTurn = { sessionId: session.sessionId, turnId };
+    const messages = await session.messages();
+    return messages
+      .filter((m) => m.kind === 'world_state')
+      .flatMap((m) => m.content.map((b) => (b.type === 'text' ? b.text : '')))
+      .join('\n');
+  }
+
+  it('gives the scenario bash in the real sandbox where bubblewrap starts, and the World State says so', async (ctx) => {
+    const workingDirectory = await mkdtemp(join(tmpdir(), 'openwork-inspector-sandbox-'));
+    const runtime = await startInspectorRuntime({ workingDirectory, timeScale: 0.05, port: 0 });
+    try {
+      const session = await newSession(runtime);
+      const sandbox = session.snapshot().sandbox;
+      if (!sandbox.available) {
+        if (process.env.OPENWORK_REQUIRE_SANDBOX === '1') throw new Error(`sandbox unavailable: ${sandbox.detail} (OPENWORK_REQUIRE_SANDBOX=1 says it must work here)`);
+        // Where it cannot start, the runtime must say exactly that, with the self-check's reason.
+        expect(sandbox.detail).toBeTruthy();
+        expect(await worldStateOf(runtime)).toContain(BASH_UNAVAILABLE_LINE);
+        ctx.skip(`sandbox unavailable on this machine: ${sandbox.detail}`);
+        return;
+      }
+      expect(sandbox.kind).toBe('bubblewrap');
+      const world = await worldStateOf(runtime);
+      expect(world).toContain('<sandbox_policy>');
+      expect(world).not.toContain(BASH_UNAVAILABLE_LINE);
+      expect(world).toMatch(/^bash: /m);
+      // bash is offered to the model beside the scenario's own tools (the trace keeps the tool definitions sent).
+      const res = await inspectorFetch(runtime.server, `/api/sessions/${lastTurn.sessionId}/turns/${lastTurn.turnId}/trace`);
+      const trace = (await res.json()) as { spans: Array<{ kind: string; toolNames?: string[] }> };
+      expect(trace.spans.find((s) => s.kind === 'model_call')?.toolNames).toEqual(expect.arrayContaining(['bash', 'list_directory', 'run_checks', 'write_note']));
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it('where the sandbox cannot start (here: disabled), bash is not offered and the World State says it is unavailable', async () => {
+    const workingDirectory = await mkdtemp(join(tmpdir(), 'openwork-inspector-nosandbox-'));
+    const runtime = await startInspectorRuntime({ workingDirectory, timeScale: 0.05, port: 0, sandbox: { sandbox: 'disabled' } });
+    try {
+      const session = await newSession(runtime);
+      expect(session.snapshot().sandbox).toMatchObject({ available: false, detail: 'the sandbox was disabled by configuration' });
+      expect(await worldStateOf(runtime)).toContain(BASH_UNAVAILABLE_LINE);
+      const res = await inspectorFetch(runtime.server, `/api/sessions/${lastTurn.sessionId}/turns/${lastTurn.turnId}/trace`);
+      const trace = (await res.json()) as { spans: Array<{ kind: string; toolNames?: string[] }> };
+      expect(trace.spans.find((s) => s.kind === 'model_call')?.toolNames).not.toContain('bash');
+    } finally {
+      await runtime.close();
+    }
+  });
 });

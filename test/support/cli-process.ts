@@ -28,7 +28,8 @@ function distIsFresh(): boolean {
   } catch {
     built = 0;
   }
-  return built > newestMtime(join(ROOT, 'src'));
+  // The inspector's page is copied into dist/ too.
+  return built > Math.max(newestMtime(join(ROOT, 'src')), newestMtime(join(ROOT, 'inspector', 'page')));
 }
 
 /** One build at a time across the suite's workers (the build starts by deleting dist/). */

@@ -9,15 +9,17 @@
 import { resolve } from 'node:path';
 import { filter } from 'rxjs';
 import type { InspectionEvent, Observer } from 'xstate';
-import { createCore, type CoreOptions, type Core } from '../src/core.js';
-import { createActorTracker, type ActorTracker } from '../src/inspection/actor-tracker.js';
-import { combineInspectors } from '../src/inspection/combine.js';
-import { startInspectorServer, type InspectorServer } from '../src/inspection/server.js';
-import { connectStatelyInspector, type StatelyInspectorConnection } from '../src/inspection/stately.js';
-import type { ModelPort } from '../src/services/model/port.js';
-import type { AnyTool } from '../src/services/tools/define.js';
-import { pgliteStorage } from '../src/storage/pglite.js';
-import type { SessionStorage } from '../src/storage/storage.js';
+import { createCore, type CoreOptions, type Core } from '../core.js';
+import { createActorTracker, type ActorTracker } from '../inspection/actor-tracker.js';
+import { combineInspectors } from '../inspection/combine.js';
+import { startInspectorServer, type InspectorServer } from '../inspection/server.js';
+import { connectStatelyInspector, type StatelyInspectorConnection } from '../inspection/stately.js';
+import type { ModelPort } from '../services/model/port.js';
+import type { AnyTool } from '../services/tools/define.js';
+import { pgliteStorage } from '../storage/pglite.js';
+import type { SessionStorage } from '../storage/storage.js';
+import { prepareToolRuntime, type ToolRuntimeOptions } from '../services/tools/tool-runtime.js';
+import { workspaceToolOptions } from '../services/tools/workspace.js';
 import { scenarioModel, type ScenarioModel } from './scenario.js';
 import { scenarioTools } from './scenario-tools.js';
 
@@ -33,8 +35,16 @@ export interface InspectorRuntimeOptions {
   workingDirectory?: string;
   /** A real model; without it every session gets the scripted scenario model. */
   model?: ModelSource;
-  /** Tools of the sessions (default: the scenario's `list_directory`, `run_checks`, `write_note`). */
+  /**
+   * Tools of the sessions (default: the scenario's `list_directory`, `run_checks`, `write_note`,
+   * plus the built-in `bash` in the platform sandbox when it starts here).
+   */
   tools?: AnyTool[];
+  /**
+   * The scenario's sandbox (default `auto`: the platform sandbox's self-check decides; `disabled`
+   * leaves bash out). The World State then tells the model the truth either way.
+   */
+  sandbox?: ToolRuntimeOptions;
   /** More `createCore` options (a real model brings the built-in tools, permission policy and sandbox). */
   coreOptions?: Partial<CoreOptions>;
   /** Multiplies the scenario's delays (default 1). */
@@ -78,9 +88,24 @@ export async function startInspectorRuntime(options: InspectorRuntimeOptions = {
   let stately: StatelyInspectorConnection | null = null;
   if (options.statelyUrl) stately = await connectStatelyInspector({ url: options.statelyUrl });
 
-  const tools = options.tools ?? scenarioTools({ timeScale });
+  // The scenario's own tools, and bash in the real sandbox when its self-check passes here: the
+  // sandbox status, the policy and the World State's sandbox section then come from that check.
+  const storage = options.storage ?? pgliteStorage(options.dataDir ? { dataDir: options.dataDir } : {});
+  let toolOptions: Partial<CoreOptions> = {};
+  let tools: AnyTool[];
+  if (options.tools) {
+    tools = options.tools;
+  } else {
+    // The sandbox self-check and the store's start wait on different things, so they overlap;
+    // createCore's own migrate then finds everything applied.
+    const [toolRuntime] = await Promise.all([prepareToolRuntime(options.sandbox ?? {}), storage.migrate()]);
+    const scenario = scenarioTools({ timeScale });
+    toolOptions = toolRuntime.sandbox.available ? workspaceToolOptions(toolRuntime, { only: ['bash'], extraTools: scenario }) : { sandbox: toolRuntime.sandbox };
+    tools = (toolOptions.tools as AnyTool[] | undefined) ?? scenario;
+  }
   const core = await createCore({
-    storage: options.storage ?? pgliteStorage(options.dataDir ? { dataDir: options.dataDir } : {}),
+    ...toolOptions,
+    storage,
     model: configured ?? loadedScenario!,
     tools,
     inspect: combineInspectors(tracker.inspect, stately?.inspect, options.inspect),

@@ -25,12 +25,12 @@
  * where each turn starts (`beginTurn`), because steering after a final answer and a new prompt look
  * the same in the request.
  */
-import { ModelError } from '../src/errors.js';
-import { sleep } from '../src/services/abortable.js';
-import type { ModelCallOptions, ModelMessage, ModelPort, ModelRequest, ModelStreamEvent } from '../src/services/model/port.js';
-import { estimateTokens } from '../src/services/context/estimate.js';
-import { EXPLORER_SYSTEM_PROMPT } from '../src/services/agents/explorer.js';
-import { SUMMARY_HEADINGS, SUMMARY_INSTRUCTION } from '../src/services/compaction/summary.js';
+import { ModelError } from '../errors.js';
+import { sleep } from '../services/abortable.js';
+import type { ModelCallOptions, ModelMessage, ModelPort, ModelRequest, ModelStreamEvent } from '../services/model/port.js';
+import { estimateTokens } from '../services/context/estimate.js';
+import { EXPLORER_SYSTEM_PROMPT } from '../services/agents/explorer.js';
+import { SUMMARY_HEADINGS, SUMMARY_INSTRUCTION } from '../services/compaction/summary.js';
 
 export interface ScenarioModelOptions {
   /** Multiplies every delay (default 1; tests may go faster). */

@@ -7,8 +7,8 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { InputError, errorMessage } from '../src/errors.js';
-import type { ModelPort } from '../src/services/model/port.js';
+import { InputError, errorMessage } from '../errors.js';
+import type { ModelPort } from '../services/model/port.js';
 import type { ModelSource } from './runtime.js';
 
 function isModelPort(value: unknown): value is ModelPort {

@@ -4,10 +4,10 @@
  * progress while it runs, and one that needs an approval card. All of them are real: they read the
  * working directory, take time, and write a file under `.openwork/inspector/`.
  */
-import { listDirectoryTool, writeNoteTool } from '../src/cli/example-tools.js';
-import { sleep } from '../src/services/abortable.js';
+import { listDirectoryTool, writeNoteTool } from '../cli/example-tools.js';
+import { sleep } from '../services/abortable.js';
 import { z } from 'zod';
-import { defineTool, type AnyTool } from '../src/services/tools/define.js';
+import { defineTool, type AnyTool } from '../services/tools/define.js';
 
 export interface ScenarioToolOptions {
   /** Multiplies every wait (default 1). */
