@@ -32,6 +32,7 @@ import { createToolCallActors } from './services/tool-call-actors.js';
 import { OpenSpans } from './services/trace/open-spans.js';
 import type { AnyTool } from './services/tools/define.js';
 import { Toolset } from './services/tools/registry.js';
+import { isToolSource, type ToolEntry } from './services/tools/source.js';
 import { QueueTraceRecorder, guardRecorder, type TraceRecorder, type TraceStats } from './services/trace/recorder.js';
 import { createTurnActors } from './services/turn-actors.js';
 import { Compactor, DEFAULT_COMPACTION_OPTIONS, type CompactionHooks, type CompactionOptions } from './services/compaction/compaction.js';
@@ -58,8 +59,11 @@ export const DEFAULT_LIMITS: TurnLimits = { maxModelCalls: 20, doomLoopThreshold
 export interface CoreOptions {
   storage: SessionStorage;
   model: ModelPort;
-  /** Registered tools of root sessions (the real file and shell tools are a separate module). */
-  tools?: readonly AnyTool[];
+  /**
+   * Registered tools of root sessions (the real file and shell tools are a separate module), and
+   * sources of tools whose catalog may change, such as `mcpTools(...)`.
+   */
+  tools?: readonly ToolEntry[];
   systemPrompt?: string;
   /** Decides per call whether a tool runs, is refused, or needs a card; defaults to each tool's own rule. */
   authorizer?: Authorizer;
@@ -251,7 +255,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
   const explorerTools =
     (options.agents !== false ? options.agents?.explorerTools : undefined) ??
-    (options.tools ?? []).filter((t) => (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
+    (options.tools ?? []).filter((t): t is AnyTool => !isToolSource(t) && (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
   const explorerToolset = new Toolset(explorerTools, []);
   const explorerSystemContext = buildSystemContext(EXPLORER_SYSTEM_PROMPT, '');
   const mailbox = new MailboxSignal(options.timers);

@@ -53,7 +53,8 @@ export type ErrorCode =
   | InspectionErrorCode
   | 'context_overflow'
   | 'migration_error'
-  | 'store_locked';
+  | 'store_locked'
+  | 'mcp_server_unavailable';
 
 export interface OpenworkErrorOptions {
   cause?: unknown;
@@ -157,4 +158,15 @@ export function errorMessage(error: unknown): string {
 /** Narrows an unknown value to an OpenworkError. */
 export function isOpenworkError(error: unknown): error is OpenworkError {
   return error instanceof OpenworkError;
+}
+
+/**
+ * `mcp_server_unavailable`: an MCP server could not be started, reached or initialised, or did not
+ * list its tools. `details.server` names it.
+ */
+export class McpServerError extends OpenworkError {
+  declare readonly code: 'mcp_server_unavailable';
+  constructor(server: string, message: string, options?: OpenworkErrorOptions) {
+    super('mcp_server_unavailable', message, { ...options, details: { server, ...(options?.details ?? {}) } });
+  }
 }

@@ -13,7 +13,7 @@ export { postgresStorage } from './storage/postgres.js';
 export type { PostgresStorageOptions } from './storage/postgres.js';
 export type { SessionStorage, SessionRecord, TurnRecord, TraceSpanRecord, TokenUsage } from './storage/storage.js';
 
-export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, isOpenworkError } from './errors.js';
+export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, McpServerError, isOpenworkError } from './errors.js';
 export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } from './errors.js';
 
 export { defineTool, toolDefinition } from './services/tools/define.js';
@@ -33,6 +33,14 @@ export type { ToolRuntime, ToolRuntimeOptions } from './services/tools/tool-runt
 export { builtinTools, BUILTIN_TOOL_NAMES } from './services/tools/builtin.js';
 export type { BuiltinToolName } from './services/tools/builtin.js';
 export type { FileChangeArtifact } from './services/tools/file-change.js';
+export { isToolSource } from './services/tools/source.js';
+export type { ToolSource, ToolEntry } from './services/tools/source.js';
+export { mcpTools, MCP_CALL_TIMEOUT_MS } from './services/mcp/tools.js';
+export type { McpTools, McpToolsOptions } from './services/mcp/tools.js';
+export { mcpToolsFromConfig } from './services/mcp/from-config.js';
+export type { McpServerSet } from './services/mcp/from-config.js';
+export { loadMcpConfigFile, parseMcpServers, mcpServersSchema, mcpServerConfigSchema, mcpTrustSchema } from './services/mcp/config.js';
+export type { McpServers, McpServerConfig, McpStdioServerConfig, McpHttpServerConfig, McpTrust } from './services/mcp/config.js';
 export { permissionPolicy } from './services/permissions/authorizer.js';
 export { SandboxPolicy } from './services/permissions/policy.js';
 export type { Access, Actor, GrantScope, PathGrant } from './services/permissions/policy.js';

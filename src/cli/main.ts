@@ -22,6 +22,8 @@ const MODEL_FLAGS = `  --model <name>           model name (default: OPENWORK_MO
   --reasoning-effort <e>   minimal | low | medium | high, for models that reason
   --max-output-tokens <n>  cap on each response
   --session <id>           continue a stored session
+  --mcp <config.json>      also give the model the tools of these MCP servers
+                           ({"mcpServers": {"name": {"command","args","env"} | {"url","headers"}}})
 `;
 
 const DEMO_USAGE = `usage: openwork demo [--yes]
@@ -55,7 +57,7 @@ const EXEC_USAGE = `usage: openwork exec "<prompt>" [--json] [--approve never|on
                              on-request  ask on the terminal (needs stdin to be a terminal)
                              full-auto   allow every card, once
   the chat options: --model, --api, --base-url, --reasoning-effort, --max-output-tokens,
-  --session <id> (the turn continues that session), --data-dir, --database-url
+  --session <id> (the turn continues that session), --mcp <config.json>, --data-dir, --database-url
 
 environment: OPENAI_API_KEY (not needed for a local --base-url), OPENAI_BASE_URL, DATABASE_URL
 `;

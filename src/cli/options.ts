@@ -33,6 +33,8 @@ export interface ChatOptions extends StorageOptions {
   baseURL?: string;
   reasoningEffort?: string;
   maxOutputTokens?: number;
+  /** `--mcp <config.json>`: MCP servers (`{"mcpServers": {...}}`) whose tools the model also gets. */
+  mcpConfig?: string;
 }
 
 /** How `openwork exec` answers permission cards (there is nobody to ask unless on-request on a TTY). */
@@ -78,6 +80,7 @@ const CHAT_FLAGS = {
   'max-output-tokens': { type: 'string' },
   'database-url': { type: 'string' },
   'data-dir': { type: 'string' },
+  mcp: { type: 'string' },
 } as const;
 
 /** `openwork exec "<prompt>" [--json] [--approve never|on-request|full-auto] [chat options]`. */
@@ -130,6 +133,7 @@ export function parseChatOptions(argv: string[], env: NodeJS.ProcessEnv = proces
     ...(baseURL ? { baseURL } : {}),
     ...(v['reasoning-effort'] ? { reasoningEffort: v['reasoning-effort'] } : {}),
     ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
+    ...(v.mcp ? { mcpConfig: resolve(cwd, v.mcp) } : {}),
   };
 }
 

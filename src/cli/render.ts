@@ -42,6 +42,7 @@ export function cardLines(card: PermissionCard, style: Style): string[] {
   if (card.reason) lines.push(style.dim(`  why: ${card.reason}`));
   if (card.command) lines.push(style.dim(`  command: ${card.command}`));
   if (card.path) lines.push(style.dim(`  path: ${card.path}`));
+  if (card.mcp) lines.push(style.dim(`  arguments: ${card.mcp.arguments}`));
   if (card.network) lines.push(style.red(`  network: ${NETWORK_CARD_NOTE}`));
   if (card.dangerNote) lines.push(style.red(`  danger: ${card.dangerNote}`));
   return lines;

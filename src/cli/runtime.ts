@@ -6,6 +6,8 @@
  */
 import { createCore, type Core } from '../core.js';
 import { errorMessage, isOpenworkError } from '../errors.js';
+import { loadMcpConfigFile } from '../services/mcp/config.js';
+import { mcpToolsFromConfig, type McpServerSet } from '../services/mcp/from-config.js';
 import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import type { ChatOptions } from './options.js';
 import { openStorage, storageLabel, storeLockedLine } from './storage.js';
@@ -34,15 +36,62 @@ export function openCliModel(options: Omit<ChatOptions, 'prompt'>): Opened<OpenA
   }
 }
 
-/** The core on the store the flags name, with the CLI's tools; `userInput` offers request_user_input. */
+/**
+ * The core on the store the flags name, with the CLI's tools and the MCP servers of `--mcp`;
+ * `userInput` offers request_user_input. Its `shutdown()` also stops the MCP servers.
+ */
 export async function openCliCore(options: Omit<ChatOptions, 'prompt'>, model: OpenAIModel, userInput: boolean): Promise<Opened<Core>> {
+  let mcpServers;
+  try {
+    // Read and checked before anything is opened: a bad file costs nothing to report.
+    mcpServers = options.mcpConfig ? loadMcpConfigFile(options.mcpConfig) : null;
+  } catch (error) {
+    return { ok: false, line: errorMessage(error) };
+  }
+  let mcp: McpServerSet | null = null;
   try {
     const storage = openStorage(options);
-    // Opening the store (PGlite: about a second) and preparing the tools (the sandbox probe) wait on
-    // different things, so they overlap; createCore's own migrate then finds everything applied.
-    const [toolOptions] = await Promise.all([cliToolOptions(), storage.migrate()]);
-    return { ok: true, value: await createCore({ storage, model, ...toolOptions, resolveModel: () => model, userInput }) };
+    // Opening the store (PGlite: about a second), preparing the tools (the sandbox probe) and
+    // starting the MCP servers wait on different things, so they overlap; createCore's own
+    // migrate then finds everything applied.
+    const [toolOptions, , servers] = await Promise.all([
+      cliToolOptions(),
+      storage.migrate(),
+      // Kept as soon as they run, so that a failing store still stops them below.
+      mcpServers
+        ? mcpToolsFromConfig(mcpServers).then(
+            (set) => (mcp = set),
+            (error: unknown) => Promise.reject(new McpStartError(error)),
+          )
+        : null,
+    ]);
+    const tools = [...(toolOptions.tools ?? []), ...(servers?.servers ?? [])];
+    const core = await createCore({ storage, model, ...toolOptions, tools, resolveModel: () => model, userInput });
+    if (!servers) return { ok: true, value: core };
+    const started = servers;
+    return {
+      ok: true,
+      value: {
+        ...core,
+        async shutdown() {
+          try {
+            await core.shutdown();
+          } finally {
+            await started.close();
+          }
+        },
+      },
+    };
   } catch (error) {
+    await (mcp as McpServerSet | null)?.close().catch(() => undefined);
+    if (error instanceof McpStartError) return { ok: false, line: errorMessage(error.cause) };
     return { ok: false, line: storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}` };
+  }
+}
+
+/** Marks a failure of the MCP servers apart from a failure of the store. */
+class McpStartError extends Error {
+  constructor(cause: unknown) {
+    super(errorMessage(cause), { cause });
   }
 }

@@ -47,6 +47,14 @@ export const toolErrorCodeSchema = z.enum([
   'execution_failed',
   'outcome_unknown',
   'sandbox_unavailable',
+  /** An MCP server answered the call with `isError: true` (the tool ran and reported a failure). */
+  'mcp_tool_error',
+  /** An MCP server answered with a JSON-RPC error, or with a result that is not a tool result. */
+  'mcp_protocol_error',
+  /** The MCP server's process or connection went away during the call; it restarts on the next call. */
+  'mcp_server_exited',
+  /** The MCP server could not be started or reached for this call. */
+  'mcp_server_unavailable',
 ]);
 export type ToolErrorCode = z.infer<typeof toolErrorCodeSchema>;
 

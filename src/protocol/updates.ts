@@ -48,6 +48,22 @@ export const permissionCardSchema = z.object({
   /** Where the matched sub-command sits in `command` (string offsets), for highlighting. */
   dangerSpan: z.object({ start: z.number().int(), end: z.number().int() }).optional(),
   previousDenial: z.string().optional(),
+  /**
+   * An MCP tool call: the server, the tool's own name and title, its annotations as the server
+   * declared them (hints, not guarantees), and the call's arguments as JSON text.
+   */
+  mcp: z
+    .object({
+      server: z.string(),
+      tool: z.string(),
+      title: z.string().optional(),
+      readOnlyHint: z.boolean().optional(),
+      destructiveHint: z.boolean().optional(),
+      idempotentHint: z.boolean().optional(),
+      openWorldHint: z.boolean().optional(),
+      arguments: z.string(),
+    })
+    .optional(),
   /** The environment the grant would apply to (seed 004 §5: grants are keyed by environment id). */
   environmentId: z.string(),
   /** What a turn- or session-scoped grant would cover; equal keys are covered by the same grant. */

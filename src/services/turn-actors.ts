@@ -249,6 +249,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           // handed straight to the port: it never enters machine context.
           let prepared: PreparedModelCall;
           try {
+            // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
+            await session.toolset.refresh();
+            if (finished || controller.signal.aborted) return;
             prepared = assembleRequest({
               system: input.systemContext,
               conversation: session.chat.view(),

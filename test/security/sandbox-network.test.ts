@@ -5,10 +5,17 @@
  * out of reach by default, and reachable only for a call whose network card the user approved.
  * The grant scopes work for it as for paths: `allow_for_session` covers the next network-only
  * request in the same workspace; a call that does not ask still has no network.
+ *
+ * Unix sockets that are files (a Postgres socket directory, `docker.sock`, the session bus) are
+ * the same reach: a read-only mount does not stop `connect()`. The seccomp filter refuses to
+ * create unix sockets (and io_uring) for a call without the network grant; the grant opens them.
  */
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { cardLines, NETWORK_CARD_NOTE, styleFor } from '../../src/cli/render.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -31,6 +38,11 @@ let httpHits = 0;
 let abstract: NetServer;
 let abstractConnections = 0;
 const abstractName = `openwork-test-${randomUUID()}`;
+let fileSocket: NetServer;
+let fileSocketConnections = 0;
+const fileSocketDir = mkdtempSync(join(tmpdir(), 'openwork-unix-'));
+/** A socket file outside the workspace, like `/var/run/docker.sock` or a Postgres socket. */
+const fileSocketPath = join(fileSocketDir, 'host.sock');
 const cores: Core[] = [];
 
 beforeAll(async () => {
@@ -49,6 +61,11 @@ beforeAll(async () => {
   });
   // A leading NUL names a Linux abstract socket: no file, scoped to the network namespace.
   await new Promise<void>((resolve) => abstract.listen(`\0${abstractName}`, resolve));
+  fileSocket = createNetServer((socket) => {
+    fileSocketConnections += 1;
+    socket.end('file-socket-hello\n');
+  });
+  await new Promise<void>((resolve) => fileSocket.listen(fileSocketPath, resolve));
 });
 
 afterAll(async () => {
@@ -56,6 +73,8 @@ afterAll(async () => {
   await storage.close();
   await new Promise((resolve) => http.close(resolve));
   await new Promise((resolve) => abstract.close(resolve));
+  await new Promise((resolve) => fileSocket.close(resolve));
+  rmSync(fileSocketDir, { recursive: true, force: true });
   env.cleanup();
 });
 
@@ -69,6 +88,18 @@ const curl = (port: number) => `curl -sS --max-time 5 http://127.0.0.1:${port}/`
 /** Node inside the sandbox connecting to the host's abstract unix socket. */
 const abstractClient = () =>
   `node -e "require('net').connect('\\\\0${abstractName}').on('data', (d) => process.stdout.write(d)).on('error', (e) => { console.log('socket error', e.code); process.exit(3); })"`;
+
+/** Node inside the sandbox connecting to the host's socket file. */
+const fileSocketClient = () =>
+  `node -e "require('net').connect('${fileSocketPath}').on('data', (d) => process.stdout.write(d)).on('error', (e) => { console.log('socket error', e.code); process.exit(3); })"`;
+/** Python's own socket call, then a socketpair (which has no name and stays allowed). */
+const pythonUnix = () =>
+  `python3 -c "import socket
+try:
+    s = socket.socket(socket.AF_UNIX); s.connect('${fileSocketPath}'); print('py', s.recv(64))
+except OSError as e:
+    print('py error', e.errno)
+a, b = socket.socketpair(); a.send(b'pair-ok'); print(b.recv(16).decode())"`;
 
 interface Played {
   outcome: TurnOutcome;
@@ -138,9 +169,23 @@ describe('bash has no network by default (issue 12.3)', () => {
     const s = await session();
     const connections = abstractConnections;
     const played = await s.turn([{ command: abstractClient() }]);
-    expect(played.results[0]!.text).toMatch(/socket error ECONNREFUSED/);
+    // Two layers stop it: the network namespace (ECONNREFUSED) and, before that, the seccomp filter (EPERM).
+    expect(played.results[0]!.text).toMatch(/socket error (EPERM|ECONNREFUSED)/);
     expect(played.results[0]!.text).not.toContain('abstract-socket-hello');
     expect(abstractConnections).toBe(connections);
+  });
+
+  it('a host unix socket file (the docker.sock route) cannot be connected: socket() is refused; socketpair still works', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    const s = await session();
+    const connections = fileSocketConnections;
+    const played = await s.turn([{ command: fileSocketClient() }, { command: pythonUnix() }]);
+    expect(played.outcome).toMatchObject({ status: 'completed' });
+    expect(played.cards).toEqual([]);
+    expect(played.results[0]!.text).toMatch(/socket error EPERM/);
+    expect(played.results[0]!.text).not.toContain('file-socket-hello');
+    expect(played.results[1]!.text).toMatch(/^py error 1\npair-ok\n/);
+    expect(fileSocketConnections).toBe(connections);
   });
 
   it("the suite's Postgres over TCP loopback is unreachable", async (ctx) => {
@@ -175,11 +220,12 @@ describe('the network card (issue 12.3)', () => {
     const s = await session();
     const hits = httpHits;
     const connections = abstractConnections;
+    const fileConnections = fileSocketConnections;
     const port = new URL(inject('databaseUrl')).port;
     const played = await s.turn(
       [
-        { command: `${devTcp(httpPort)}; ${abstractClient()}; exec 4</dev/tcp/127.0.0.1/${port} && echo pg-connected`, ...networkRequest },
-        { command: devTcp(httpPort) },
+        { command: `${devTcp(httpPort)}; ${abstractClient()}; ${fileSocketClient()}; exec 4</dev/tcp/127.0.0.1/${port} && echo pg-connected`, ...networkRequest },
+        { command: `${devTcp(httpPort)}; ${fileSocketClient()}` },
       ],
       () => 'allow_once',
     );
@@ -200,12 +246,16 @@ describe('the network card (issue 12.3)', () => {
     expect(cardLines(played.cards[0]!, plain)).toContain(`  network: ${NETWORK_CARD_NOTE}`);
     expect(played.results[0]!.text).toContain('host-secret-page');
     expect(played.results[0]!.text).toContain('abstract-socket-hello');
+    expect(played.results[0]!.text).toContain('file-socket-hello');
     expect(played.results[0]!.text).toContain('pg-connected');
     expect(httpHits).toBe(hits + 1);
     expect(abstractConnections).toBe(connections + 1);
+    expect(fileSocketConnections).toBe(fileConnections + 1);
     // The grant was for that one call.
     expect(played.results[1]!.text).toMatch(/Connection refused/);
+    expect(played.results[1]!.text).toMatch(/socket error EPERM/);
     expect(httpHits).toBe(hits + 1);
+    expect(fileSocketConnections).toBe(fileConnections + 1);
   });
 
   it('deny: the command does not run and the turn ends permission_denied', async (ctx) => {

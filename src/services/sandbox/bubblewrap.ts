@@ -10,13 +10,15 @@
  * Each call's processes are bounded by the runtime's process limit (a pids cgroup per call, see
  * `process-limit.ts`).
  */
-import { existsSync, mkdirSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
 import { buildMountPlan, type MountPlan, type Placeholder } from './mount-plan.js';
 import { limitCall, type ProcessLimit } from './process-limit.js';
+import { noUnixSocketsFilter, seccompSupported } from './seccomp.js';
 
 export interface BubblewrapOptions {
   /** The `bwrap` executable. */
@@ -25,6 +27,21 @@ export interface BubblewrapOptions {
   stateDir: string;
   /** How each call's processes are bounded (issue 12.11); none when absent. */
   processLimit?: ProcessLimit;
+}
+
+/** The seccomp program (no unix sockets, no io_uring), written once per state directory. */
+function seccompFile(stateDir: string): string | undefined {
+  if (!seccompSupported()) return undefined;
+  const path = join(stateDir, `seccomp-no-unix-sockets-${process.arch}.bpf`);
+  const program = noUnixSocketsFilter();
+  if (!existsSync(path) || !readFileSync(path).equals(program)) {
+    // Written aside and renamed, so a call starting at the same moment never reads half a program.
+    mkdirSync(stateDir, { recursive: true });
+    const partial = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    writeFileSync(partial, program);
+    renameSync(partial, path);
+  }
+  return path;
 }
 
 /** The empty, mode-000 file bound over hidden credential files. */
@@ -39,8 +56,9 @@ function unreadableFile(stateDir: string): string {
 }
 
 /** The bubblewrap arguments for a mount plan (before `--` and the command). */
-export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string; network?: boolean }): string[] {
+export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string; network?: boolean; seccompFd?: number }): string[] {
   const args = ['--die-with-parent', '--new-session', '--unshare-pid', ...(options.network ? [] : ['--unshare-net']), '--cap-drop', 'ALL', '--json-status-fd', '3', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/dev/shm'];
+  if (options.seccompFd !== undefined) args.push('--seccomp', String(options.seccompFd));
   const remount: string[] = [];
   for (const op of plan.ops) {
     switch (op.mode) {
@@ -91,13 +109,17 @@ export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher 
     kind: 'bubblewrap',
     prepare(policy: SandboxPolicy, command: string, launch: LaunchOptions = {}): LaunchSpec {
       const plan = buildMountPlan(policy);
-      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network: launch.network === true });
+      const network = launch.network === true;
+      // Unix sockets go with the network grant: the card says so, and TCP to the host is open then anyway.
+      const seccomp = network ? undefined : seccompFile(options.stateDir);
+      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network, seccompFd: seccomp ? 4 : undefined });
       const limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
       const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, limit.shellPrefix)]);
       return {
         file,
         args: wrapped,
         statusFd: true,
+        inputFiles: seccomp ? [seccomp] : [],
         hidden: plan.hidden,
         cleanup() {
           limit.cleanup();

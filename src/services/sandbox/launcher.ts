@@ -9,6 +9,8 @@ export interface LaunchSpec {
   args: string[];
   /** bubblewrap reports on fd 3 whether the command started and how it exited. */
   statusFd: boolean;
+  /** Files the launcher reads from descriptors 4, 5, … (bubblewrap's `--seccomp 4`), opened read-only. */
+  inputFiles?: string[];
   /** Paths hidden from the command, for classifying "Permission denied" lines. */
   hidden: string[];
   /** Removes what preparing the launch created (placeholder files). */

@@ -4,7 +4,8 @@
  * and on cancel or timeout kills the whole group with SIGKILL (reference §11.2). A kill or wait
  * that cannot be confirmed ends as `unconfirmed` (the tool reports `outcome_unknown`).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type StdioOptions } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 
 export interface RunOptions {
@@ -18,6 +19,8 @@ export interface RunOptions {
   onOutput(chunk: Buffer): void;
   /** bubblewrap writes JSON status lines to fd 3 (`--json-status-fd 3`). */
   statusFd?: boolean;
+  /** Files opened read-only as descriptors 4, 5, … of the launcher (bubblewrap's seccomp program). */
+  inputFiles?: string[];
   /** How long to wait for the group to go after SIGKILL before calling the outcome unknown. */
   killGraceMs?: number;
 }
@@ -50,16 +53,17 @@ export function runProcess(options: RunOptions): Promise<RunOutcome> {
       return;
     }
     let child;
+    const inputs: number[] = [];
     try {
-      child = spawn(options.file, options.args, {
-        cwd: options.cwd,
-        env: options.env,
-        detached: true,
-        stdio: options.statusFd ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
-      });
+      for (const file of options.inputFiles ?? []) inputs.push(openSync(file, 'r'));
+      const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', options.statusFd ? 'pipe' : 'ignore', ...inputs];
+      child = spawn(options.file, options.args, { cwd: options.cwd, env: options.env, detached: true, stdio });
     } catch (error) {
       resolve({ kind: 'spawn_failed', message: (error as Error).message, durationMs: elapsed() });
       return;
+    } finally {
+      // The child has its own copies now (or never started).
+      for (const fd of inputs) closeSync(fd);
     }
     let stopping: 'timeout' | 'cancelled' | null = null;
     let settled = false;

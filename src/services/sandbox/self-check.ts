@@ -130,6 +130,7 @@ async function probe(launcher: SandboxLauncher, file: string, note = ''): Promis
       timeoutMs: 15_000,
       signal: new AbortController().signal,
       statusFd: spec.statusFd,
+      inputFiles: spec.inputFiles,
       onOutput: (chunk) => {
         output += chunk.toString('utf8');
       },

@@ -124,6 +124,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           killGraceMs: runtime.bashKillGraceMs,
           signal: ctx.signal,
           statusFd: spec.statusFd,
+          inputFiles: spec.inputFiles,
           onOutput: (chunk) => {
             collector.push(chunk);
             pending += decoder.write(chunk);

@@ -52,6 +52,11 @@ export interface Tool<Schema extends z.ZodType = z.ZodType> {
   readonly name: string;
   readonly description: string;
   readonly parameters: Schema;
+  /**
+   * A raw JSON Schema shown to the model instead of the one derived from `parameters` (MCP tools
+   * carry their server's schema as is); `parameters` still checks the arguments before a call.
+   */
+  readonly inputJsonSchema?: Record<string, unknown>;
   /** Decides whether this call may run without asking; absent means "execute". */
   authorize?(args: z.output<Schema>, ctx: AuthorizeContext): Authorization | Promise<Authorization>;
   execute(args: z.output<Schema>, ctx: ToolContext): Promise<ToolExecuteResult> | ToolExecuteResult;
@@ -78,7 +83,11 @@ export function defineTool<Schema extends z.ZodType>(tool: Tool<Schema>): Tool<S
 }
 
 /** The JSON Schema of a tool's arguments, as sent to the model. */
-export function toolDefinition(tool: Pick<AnyTool, 'name' | 'description' | 'parameters'>): ToolDefinition {
+export function toolDefinition(tool: Pick<AnyTool, 'name' | 'description' | 'parameters' | 'inputJsonSchema'>): ToolDefinition {
+  if (tool.inputJsonSchema) {
+    const { $schema: _ignored, ...schema } = tool.inputJsonSchema;
+    return { name: tool.name, description: tool.description, parameters: schema };
+  }
   const schema = z.toJSONSchema(tool.parameters, { target: 'draft-7', io: 'input' }) as Record<string, unknown>;
   delete schema.$schema;
   return { name: tool.name, description: tool.description, parameters: schema };

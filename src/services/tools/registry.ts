@@ -5,6 +5,7 @@
  */
 import type { ToolDefinition } from '../model/port.js';
 import { toolDefinition, type AnyTool } from './define.js';
+import { isToolSource, type ToolEntry, type ToolSource } from './source.js';
 
 export type ControlToolName = 'update_plan' | 'request_user_input' | 'spawn_agent' | 'wait_agent' | 'list_agents' | 'followup_task' | 'interrupt_agent';
 
@@ -25,16 +26,30 @@ export class ToolNameCollisionError extends Error {
   }
 }
 
-/** Immutable after construction; built once per session kind and shared by every turn. */
+/**
+ * Built once per session kind and shared by every turn. Plain tools and control tools are fixed at
+ * construction (a name collision among them throws); the tools of a `ToolSource` are read again
+ * whenever the source hands out a new array, so a changed MCP catalog reaches the next model call.
+ * A source tool whose name is already taken is left out, so a fixed tool is never shadowed.
+ */
 export class Toolset {
-  readonly definitions: readonly ToolDefinition[];
   readonly systemPromptRules: string;
-  private readonly byName: ReadonlyMap<string, ResolvedTool>;
+  private readonly fixed: ReadonlyMap<string, ResolvedTool>;
+  private readonly fixedDefinitions: readonly ToolDefinition[];
+  private readonly sources: readonly ToolSource[];
+  /** The source arrays the current view was built from, compared by identity. */
+  private seen: ReadonlyArray<readonly AnyTool[]> = [];
+  private view: { byName: ReadonlyMap<string, ResolvedTool>; definitions: readonly ToolDefinition[] };
 
-  constructor(tools: readonly AnyTool[], controls: readonly ControlToolSpec[]) {
+  constructor(tools: readonly ToolEntry[], controls: readonly ControlToolSpec[]) {
     const byName = new Map<string, ResolvedTool>();
     const definitions: ToolDefinition[] = [];
+    const sources: ToolSource[] = [];
     for (const tool of tools) {
+      if (isToolSource(tool)) {
+        sources.push(tool);
+        continue;
+      }
       if (byName.has(tool.name)) throw new ToolNameCollisionError(tool.name);
       byName.set(tool.name, { kind: 'registered', tool });
       definitions.push(toolDefinition(tool));
@@ -44,19 +59,52 @@ export class Toolset {
       byName.set(control.name, { kind: 'control', name: control.name });
       definitions.push(control.definition);
     }
-    this.byName = byName;
-    this.definitions = Object.freeze(definitions);
+    this.fixed = byName;
+    this.fixedDefinitions = Object.freeze(definitions);
+    this.sources = sources;
+    // At construction a source tool colliding with a fixed one is a configuration error, as for plain tools.
+    for (const source of sources) for (const tool of source.tools()) if (byName.has(tool.name)) throw new ToolNameCollisionError(tool.name);
+    this.view = { byName, definitions: this.fixedDefinitions };
+    this.sync();
     this.systemPromptRules = controls
       .map((c) => c.promptRules)
       .filter((r): r is string => Boolean(r))
       .join('\n\n');
   }
 
+  /** Every advertised tool, the sources' current tools included. */
+  get definitions(): readonly ToolDefinition[] {
+    return this.sync().definitions;
+  }
+
   resolve(name: string): ResolvedTool | undefined {
-    return this.byName.get(name);
+    return this.sync().byName.get(name);
   }
 
   get names(): string[] {
-    return [...this.byName.keys()];
+    return [...this.sync().byName.keys()];
+  }
+
+  /** Lets every source finish a pending catalog refresh; the turn calls it before each model call. */
+  async refresh(): Promise<void> {
+    await Promise.all(this.sources.map((s) => s.refresh?.()));
+  }
+
+  private sync(): { byName: ReadonlyMap<string, ResolvedTool>; definitions: readonly ToolDefinition[] } {
+    if (this.sources.length === 0) return this.view;
+    const current = this.sources.map((s) => s.tools());
+    if (current.length === this.seen.length && current.every((tools, i) => tools === this.seen[i])) return this.view;
+    const byName = new Map(this.fixed);
+    const definitions = [...this.fixedDefinitions];
+    for (const tools of current) {
+      for (const tool of tools) {
+        if (byName.has(tool.name)) continue;
+        byName.set(tool.name, { kind: 'registered', tool });
+        definitions.push(toolDefinition(tool));
+      }
+    }
+    this.seen = current;
+    this.view = { byName, definitions: Object.freeze(definitions) };
+    return this.view;
   }
 }
