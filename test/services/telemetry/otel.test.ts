@@ -17,6 +17,8 @@ import { usePglite } from '../../support/databases.js';
 import type { ScriptedStep } from '../../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import type { CoreOptions } from '../../../src/core.js';
+import type { TraceRecorder } from '../../../src/services/trace/recorder.js';
+import type { TraceSignal } from '../../../src/services/trace/signals.js';
 
 let storage!: SqlSessionStorage;
 usePglite((s) => (storage = s));
@@ -144,7 +146,15 @@ describe('createCore({ telemetry }) with the OpenTelemetry SDK', () => {
 
   it('records prompts, completions, tool arguments and results only with captureContent: true', async () => {
     const { exporter, tracer } = sdk();
-    const h = await telemetryHarness({ telemetry: { tracer, captureContent: true } });
+    // A host's own trace recorder sees exactly the signals the store would: contents are stripped.
+    const recorded: TraceSignal[] = [];
+    const recorder: TraceRecorder = {
+      record: (signal) => recorded.push(signal),
+      flush: async () => ({ flushed: true, droppedSignals: 0, writeFailures: 0, written: 0, queued: 0 }),
+      stats: () => ({ droppedSignals: 0, writeFailures: 0, written: 0, queued: 0 }),
+      close: async () => undefined,
+    };
+    const h = await telemetryHarness({ telemetry: { tracer, captureContent: true }, trace: recorder });
     const { outcome } = await runTurn(h);
     expect(outcome.status).toBe('completed');
     const spans = exporter.getFinishedSpans();
@@ -179,8 +189,9 @@ describe('createCore({ telemetry }) with the OpenTelemetry SDK', () => {
     expect(echo.attributes['gen_ai.tool.call.result']).toBe('secret-echo-argument');
     const turn = byName(spans, 'invoke_agent')[0]!;
     expect(JSON.parse(turn.attributes['gen_ai.output.messages'] as string)[0].parts[0].content).toBe('all done, secret-final-answer');
-    // Contents are never stored by the trace: the stored spans' payloads are what they always were.
-    await h.core.flushTrace();
+    expect(recorded).toHaveLength(10);
+    expect(recorded.filter((signal) => 'content' in signal)).toEqual([]);
+    expect(JSON.stringify(recorded)).not.toContain('secret-echo-argument');
   });
 
   it('a tracer that throws, or whose spans throw, loses spans but never the turn', async () => {
