@@ -30,6 +30,8 @@ import { requestUserInputControlTool } from './services/user-input/request-user-
 import { toolAuthorizer, type Authorizer, type RuntimeServices, type SessionServices } from './services/runtime.js';
 import { createToolCallActors } from './services/tool-call-actors.js';
 import { OpenSpans } from './services/trace/open-spans.js';
+import { withSpanSink } from './services/trace/sink.js';
+import { OtelSpanSink, type TelemetryOptions } from './services/telemetry/otel.js';
 import type { AnyTool } from './services/tools/define.js';
 import { Toolset } from './services/tools/registry.js';
 import { isToolSource, type ToolEntry } from './services/tools/source.js';
@@ -77,6 +79,12 @@ export interface CoreOptions {
   appVersion?: string;
   /** A custom trace recorder, or options of the built-in bounded queue. */
   trace?: TraceRecorder | { capacity?: number; batchSize?: number };
+  /**
+   * OpenTelemetry export: every span of the stored trace (model calls, tool calls, compactions),
+   * under one `invoke_agent` span per turn, on the host's `Tracer`, with the GenAI semantic
+   * conventions. Contents only with `captureContent: true`. A failing tracer never fails a turn.
+   */
+  telemetry?: TelemetryOptions;
   sandbox?: SandboxStatus;
   /**
    * Summary attempts, their time limit and the pause between them (reference §3.5: 3, 120 s, 3 s).
@@ -239,9 +247,12 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? randomIds;
-  const trace = guardRecorder(
+  const stored = guardRecorder(
     options.trace && 'record' in options.trace ? options.trace : new QueueTraceRecorder(storage, options.trace ?? {}),
   );
+  // OpenTelemetry reads the very signals the stored trace gets (one seam, so they cannot disagree).
+  const telemetry = options.telemetry ? new OtelSpanSink(options.telemetry) : null;
+  const trace = telemetry ? withSpanSink(stored, telemetry, telemetry.fail) : stored;
   const limits: TurnLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const agentPrompt = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT;
   const rootTools = [...(options.tools ?? [])];
@@ -283,6 +294,8 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const loadedChildren = new Map<string, Set<string>>();
   const loading = new Map<string, Promise<SessionHandle>>();
   const global = new Subject<SessionUpdateEnvelope>();
+  // The turn's own span starts and ends with its `turn_started` and `turn_finished` updates.
+  if (telemetry) global.subscribe((envelope) => telemetry.update(envelope));
   const onActorError =
     options.onActorError ??
     ((sessionId: string, error: unknown) => {
@@ -667,6 +680,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       const entries = [...loaded.values()];
       await Promise.all(entries.filter((e) => e.handle.info.parentSessionId !== null).map((e) => e.handle.shutdown()));
       await Promise.all(entries.filter((e) => e.handle.info.parentSessionId === null).map((e) => e.handle.shutdown()));
+      telemetry?.close();
       await trace.close();
       global.complete();
       if (options.closeStorageOnShutdown !== false) await storage.close();

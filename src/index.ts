@@ -12,6 +12,7 @@ export type { PgliteStorageOptions } from './storage/pglite.js';
 export { postgresStorage } from './storage/postgres.js';
 export type { PostgresStorageOptions } from './storage/postgres.js';
 export type { SessionStorage, SessionRecord, TurnRecord, TraceSpanRecord, TokenUsage } from './storage/storage.js';
+export type { TelemetryOptions } from './services/telemetry/otel.js';
 
 export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, McpServerError, isOpenworkError } from './errors.js';
 export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } from './errors.js';

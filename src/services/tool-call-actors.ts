@@ -19,7 +19,7 @@ import type { RuntimeServices } from './runtime.js';
 import { normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
-import type { SpanData } from './trace/signals.js';
+import type { SpanContent, SpanData } from './trace/signals.js';
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
 
@@ -68,7 +68,7 @@ function spanStatus(result: ToolResult): SpanData['status'] {
 
 export function createToolCallActors(services: RuntimeServices) {
   /** The tool span is started by validation and ended where the result is stored (or refused). */
-  const endToolSpan = (toolCallId: string, patch: Partial<SpanData>) => services.spans.end(toolSpanId(toolCallId), patch);
+  const endToolSpan = (toolCallId: string, patch: Partial<SpanData>, content?: SpanContent) => services.spans.end(toolSpanId(toolCallId), patch, undefined, content);
   return {
     validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async ({ input }) => {
       const { call } = input;
@@ -81,7 +81,7 @@ export function createToolCallActors(services: RuntimeServices) {
         parentSpanId: input.parentSpanId,
         startedAt: new Date(services.clock.now()).toISOString(),
       });
-      services.spans.start(span);
+      services.spans.start(span, undefined, { toolArguments: call.arguments });
 
       let args: unknown;
       try {
@@ -313,7 +313,7 @@ export function createToolCallActors(services: RuntimeServices) {
           errorCode: result.error?.code ?? null,
           errorMessage: result.error?.message ?? null,
           attributes: { ...attributes, resultPersisted },
-        });
+        }, { toolResult: result.text });
       try {
         const stored = await services.storage.commitToolResult(input.turnId, message);
         services.session(input.sessionId).chat.append([stored]);

@@ -31,7 +31,7 @@ import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
 import { toolSpan } from './tool-call-actors.js';
 import { toolResultContent } from './tools/define.js';
-import { modelCallSpan, type SpanData } from './trace/signals.js';
+import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
 import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
 
@@ -91,9 +91,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     unrecorded.delete(sessionId);
   };
 
-  const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown) =>
+  const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown, content?: SpanContent) =>
     // A call that ends without a stored response keeps what it produced in the `response` slot.
-    services.spans.end(spanId, patch, response !== undefined ? [{ slot: 'response' as const, body: response }] : undefined);
+    services.spans.end(spanId, patch, response !== undefined ? [{ slot: 'response' as const, body: response }] : undefined, content);
 
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
@@ -166,7 +166,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             { slot: 'request', body: requestPointers(prepared) },
             { slot: 'system_context', body: request.system },
             { slot: 'tool_definitions', body: request.tools },
-          ]);
+          ], { system: request.system, inputMessages: request.messages });
           spanStarted = true;
         };
 
@@ -421,7 +421,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         cachedInputTokens: usage.cachedInputTokens,
         reasoningTokens: usage.reasoningTokens,
         attributes: { responseToolCallCount: draft.toolCalls.length },
-      });
+      }, undefined, { outputBlocks: content });
       return { messageId: message.id };
     }),
 

@@ -355,7 +355,12 @@ export class Compactor {
         model: session.model,
         attributes: { summaryAttempt: n, maxOutputTokens: SUMMARY_MAX_OUTPUT_TOKENS, toolDefinitionCount: 0, requestMessageCount: request.messages.length },
       });
-      services.trace.record({ type: 'span_started', span: attemptSpan, payloads: [{ slot: 'request', body: request.messages }, { slot: 'system_context', body: request.system }] });
+      services.trace.record({
+        type: 'span_started',
+        span: attemptSpan,
+        payloads: [{ slot: 'request', body: request.messages }, { slot: 'system_context', body: request.system }],
+        content: { system: request.system, inputMessages: request.messages },
+      });
       const outcome = await this.attempt(session, request, signal);
       services.trace.record({
         type: 'span_ended',
@@ -370,6 +375,7 @@ export class Compactor {
           attributes: { ...attemptSpan.attributes, finishReason: outcome.finishReason ?? 'unknown', summaryChars: outcome.text.length },
         },
         payloads: [{ slot: 'response', body: { text: outcome.text, finishReason: outcome.finishReason ?? null } }],
+        content: { outputBlocks: [{ type: 'text', text: outcome.text }] },
       });
       if (outcome.ok) return { text: outcome.summary, usage: outcome.usage };
       if (outcome.classification === 'cancelled') throw signal?.reason ?? new Error('the compaction was cancelled');

@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../clock.js';
 import type { TraceRecorder } from './recorder.js';
-import type { SpanData, SpanPayload } from './signals.js';
+import type { SpanContent, SpanData, SpanPayload } from './signals.js';
 
 export class OpenSpans {
   private readonly open = new Map<string, SpanData>();
@@ -18,10 +18,10 @@ export class OpenSpans {
     private readonly clock: Clock,
   ) {}
 
-  /** Records the start and remembers the span until its end. */
-  start(span: SpanData, payloads?: SpanPayload[]): void {
+  /** Records the start and remembers the span until its end; `content` only reaches span sinks. */
+  start(span: SpanData, payloads?: SpanPayload[], content?: SpanContent): void {
     this.open.set(span.id, span);
-    this.trace.record({ type: 'span_started', span, ...(payloads ? { payloads } : {}) });
+    this.trace.record({ type: 'span_started', span, ...(payloads ? { payloads } : {}), ...(content ? { content } : {}) });
   }
 
   /** Facts learnt while the call runs (the completion's response id, timings) that the end keeps. */
@@ -35,7 +35,7 @@ export class OpenSpans {
    * Records the end of an open span with `patch` over its start; an unknown or already ended span
    * is left alone, so that two paths racing to end a call write one end.
    */
-  end(id: string, patch: Partial<SpanData>, payloads?: SpanPayload[]): void {
+  end(id: string, patch: Partial<SpanData>, payloads?: SpanPayload[], content?: SpanContent): void {
     const span = this.open.get(id);
     if (!span) return;
     this.open.delete(id);
@@ -45,6 +45,7 @@ export class OpenSpans {
       type: 'span_ended',
       span: { ...span, ...patch, endedAt, attributes: { ...span.attributes, ...(patch.attributes ?? {}) } },
       ...(payloads ? { payloads } : {}),
+      ...(content ? { content } : {}),
     });
   }
 

@@ -2,6 +2,8 @@
  * @module services/trace/signals
  * What the trace recorder queues and the storage writes: span starts and ends (reference §11.1).
  */
+import type { ContentBlock } from '../../protocol/content.js';
+import type { ModelMessage, SystemPart } from '../model/port.js';
 
 export type SpanKind = 'model_call' | 'tool_call' | 'compaction';
 export type SpanStatus = 'running' | 'succeeded' | 'failed' | 'denied' | 'cancelled' | 'outcome_unknown';
@@ -72,6 +74,22 @@ export interface SpanPayload {
   body: unknown;
 }
 
+/**
+ * What a span carried in and out, by reference, for a span sink that exports contents (OpenTelemetry
+ * with `captureContent`). It is never stored: the stored trace keeps contents as messages and
+ * payloads, and the recorder strips this before the stored trace sees the signal.
+ */
+export interface SpanContent {
+  /** A model call: the system context and the messages as sent. */
+  system?: readonly SystemPart[];
+  inputMessages?: readonly ModelMessage[];
+  /** A model call: the assistant's output blocks as stored. */
+  outputBlocks?: readonly ContentBlock[];
+  /** A tool call: the raw arguments the model sent, and the result text the model will see. */
+  toolArguments?: string;
+  toolResult?: string;
+}
+
 export type TraceSignal =
-  | { type: 'span_started'; span: SpanData; payloads?: SpanPayload[] }
-  | { type: 'span_ended'; span: SpanData; payloads?: SpanPayload[] };
+  | { type: 'span_started'; span: SpanData; payloads?: SpanPayload[]; content?: SpanContent }
+  | { type: 'span_ended'; span: SpanData; payloads?: SpanPayload[]; content?: SpanContent };
