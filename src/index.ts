@@ -6,6 +6,9 @@ export { createCore, DEFAULT_LIMITS, DEFAULT_SYSTEM_PROMPT } from './core.js';
 export type { Core, CoreOptions, CreateSessionOptions } from './core.js';
 export { SessionHandle } from './session-handle.js';
 export type { StartTurnResult } from './session-handle.js';
+export { runTurn, streamTurn } from './host/run.js';
+export type { RunOptions, RunResult, StreamOptions, TurnStream, TurnInput, TurnHost } from './host/run.js';
+export { toResponse, toSSE, SSE_HEADERS } from './host/http.js';
 
 export { pgliteStorage } from './storage/pglite.js';
 export type { PgliteStorageOptions } from './storage/pglite.js';
@@ -63,6 +66,7 @@ export { toolCallMachine } from './machines/tool-call.js';
 export type { UserInput, PermissionDecision, PermissionMode, PermissionModeOrigin, StartTurnParams } from './protocol/input.js';
 export type { UserInputRequest, UserInputQuestion, UserInputAnswers, PendingUserInput } from './protocol/user-input.js';
 export type { SessionUpdate, SessionUpdateEnvelope, TurnOutcome, Phase, PermissionCard, ToolProgress } from './protocol/updates.js';
+export type { ResponseFormat } from './services/model/port.js';
 export type { SandboxStatus, SessionSnapshot, SessionStatus, SessionRuntimeSnapshot, LiveToolCall, PendingApproval } from './protocol/snapshot.js';
 export type { PlanStep, TurnPlanSnapshot } from './protocol/plan.js';
 export type { ContentBlock, StoredMessage, ToolResultStatus } from './protocol/content.js';
