@@ -22,7 +22,7 @@ export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } fro
 export { defineTool, toolDefinition } from './services/tools/define.js';
 export { workspaceToolOptions } from './services/tools/workspace.js';
 export type { WorkspaceToolOptions } from './services/tools/workspace.js';
-export type { Tool, AnyTool, ToolContext, ToolResult, Authorization, AuthorizeContext } from './services/tools/define.js';
+export type { Tool, AnyTool, ToolContext, ToolResult, Authorization, AuthorizationCard, AuthorizeContext } from './services/tools/define.js';
 export type { Authorizer } from './services/runtime.js';
 export type { ModelPort, ModelRequest, ModelMessage, ModelStreamEvent, ToolDefinition, RateLimitSnapshot } from './services/model/port.js';
 export { openaiModel } from './services/model/openai.js';
