@@ -91,8 +91,16 @@ export interface CoreOptions {
    * Turn it on only in a host that shows the `user_input_requested` update to a person.
    */
   userInput?: boolean;
-  /** Advertise the `conversation_history` tool to root sessions (default true). */
+  /**
+   * Offer root sessions the `conversation_history` tool (default false): the model may read the
+   * session's raw history behind a compaction checkpoint.
+   */
   conversationHistory?: boolean;
+  /**
+   * Offer root sessions the `update_plan` tool (default false): the model keeps a step list, shown
+   * to the host as `plan_updated` and in the snapshot.
+   */
+  plan?: boolean;
   /**
    * Materialises explicit skill selections into `skill_instruction` messages written before the
    * user's text when a turn is accepted (reference §7.4). Without it, skill input is refused.
@@ -101,12 +109,12 @@ export interface CoreOptions {
   /** The runtime's own directory (default ~/.openwork): spill files live under `<home>/spill`. */
   openworkHome?: string;
   /**
-   * Sub-agents (reference §5): root sessions get the five agent control tools and may run explorer
-   * children (read-only tools, 15 model calls, accept_edits, non-interactive). On by default;
-   * `false` turns them off. Explorer tools default to the registered tools named read, grep, glob,
-   * list and bash.
+   * Sub-agents (reference §5): with `true` or an object, root sessions get the five agent control
+   * tools and may run explorer children (read-only tools, 15 model calls, accept_edits,
+   * non-interactive). Off by default. Explorer tools default to the registered tools named read,
+   * grep, glob, list and bash.
    */
-  agents?: false | { maxActiveTurns?: number; explorerTools?: readonly AnyTool[] };
+  agents?: boolean | { maxActiveTurns?: number; explorerTools?: readonly AnyTool[] };
   /** Timers for wait_agent's timeout; injected for tests (defaults to the global timers). */
   timers?: import('./services/agents/signal.js').Timers;
   /**
@@ -238,18 +246,21 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   );
   const limits: TurnLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const agentPrompt = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT;
+  // Issue 16.3: the model is offered the tools the host registered plus the control tools it turned
+  // on, each by its own option; none is on by default.
   const rootTools = [...(options.tools ?? [])];
-  if (options.conversationHistory !== false) rootTools.push(conversationHistoryTool(storage));
-  const agentsEnabled = options.agents !== false;
-  const maxActiveAgentTurns = (options.agents !== false && options.agents?.maxActiveTurns) || undefined;
+  if (options.conversationHistory === true) rootTools.push(conversationHistoryTool(storage));
+  const agentOptions = typeof options.agents === 'object' ? options.agents : {};
+  const agentsEnabled = options.agents === true || typeof options.agents === 'object';
+  const maxActiveAgentTurns = agentOptions.maxActiveTurns || undefined;
   const rootToolset = new Toolset(rootTools, [
-    updatePlanControlTool,
+    ...(options.plan === true ? [updatePlanControlTool] : []),
     ...(options.userInput ? [requestUserInputControlTool] : []),
     ...(agentsEnabled ? agentControlTools(maxActiveAgentTurns) : []),
   ]);
   const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
   const explorerTools =
-    (options.agents !== false ? options.agents?.explorerTools : undefined) ??
+    agentOptions.explorerTools ??
     (options.tools ?? []).filter((t) => (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
   const explorerToolset = new Toolset(explorerTools, []);
   const explorerSystemContext = buildSystemContext(EXPLORER_SYSTEM_PROMPT, '');

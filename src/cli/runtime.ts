@@ -41,7 +41,7 @@ export async function openCliCore(options: Omit<ChatOptions, 'prompt'>, model: O
     // Opening the store (PGlite: about a second) and preparing the tools (the sandbox probe) wait on
     // different things, so they overlap; createCore's own migrate then finds everything applied.
     const [toolOptions] = await Promise.all([cliToolOptions(), storage.migrate()]);
-    return { ok: true, value: await createCore({ storage, model, ...toolOptions, resolveModel: () => model, userInput }) };
+    return { ok: true, value: await createCore({ storage, model, ...toolOptions, resolveModel: () => model, userInput, plan: true, conversationHistory: true, agents: true }) };
   } catch (error) {
     return { ok: false, line: storeLockedLine(options, error) ?? `cannot open the session store (${storageLabel(options)}): ${errorMessage(error)}` };
   }
