@@ -16,7 +16,8 @@ import { turnMachine } from './machines/turn.js';
 import type { TurnLimits } from './machines/types.js';
 import { permissionModeSchema, type PermissionMode } from './protocol/input.js';
 import { textOf } from './protocol/content.js';
-import { requireId, requireWorkingDirectory } from './protocol/command-input.js';
+import { requireId } from './protocol/command-input.js';
+import { sessionWorkingDirectory } from './host/working-directory.js';
 import { isStorableText } from './protocol/storable-text.js';
 import type { SandboxStatus, SessionStatus } from './protocol/snapshot.js';
 import type { SessionUpdateEnvelope } from './protocol/updates.js';
@@ -151,7 +152,12 @@ export interface CoreOptions {
 }
 
 export interface CreateSessionOptions {
-  workingDirectory: string;
+  /**
+   * The project the session works in (an existing absolute directory). Optional when no file tool
+   * is registered: the session then runs in an empty directory of the runtime's own; with file tools
+   * registered, leaving it out is `invalid_request` (see host/working-directory).
+   */
+  workingDirectory?: string;
   title?: string;
   permissionMode?: PermissionMode;
   id?: string;
@@ -169,7 +175,7 @@ export interface Core {
   /** Updates of every loaded session. Read-only. */
   readonly updates$: Observable<SessionUpdateEnvelope>;
   readonly startup: { migrations: MigrationReport; correction: CorrectionReport; tracePurge: TracePurgeReport };
-  createSession(options: CreateSessionOptions): Promise<SessionHandle>;
+  createSession(options?: CreateSessionOptions): Promise<SessionHandle>;
   /** Loads a stored session (or returns the loaded one); `session_not_found` if it does not exist. */
   loadSession(sessionId: string): Promise<SessionHandle>;
   /** The loaded handle, if any, without touching storage. */
@@ -558,10 +564,11 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     updates$: global.asObservable(),
     startup: { migrations, correction, tracePurge },
 
-    async createSession(opts) {
+    async createSession(opts = {}) {
       if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
+      if (typeof opts !== 'object' || opts === null) throw new InputError('invalid_request', 'createSession takes an options object');
       // Issue 13.4: what could only fail later (in the database, in every turn) is refused here.
-      await requireWorkingDirectory(opts?.workingDirectory);
+      const workingDirectory = await sessionWorkingDirectory(opts?.workingDirectory, options.tools ?? [], openworkHome);
       if (opts.id !== undefined) requireId('id', opts.id);
       if (opts.title !== undefined && !isStorableText(opts.title)) throw new InputError('invalid_request', 'title must not contain NUL (U+0000) or an unpaired UTF-16 surrogate');
       if (opts.permissionMode !== undefined && !permissionModeSchema.safeParse(opts.permissionMode).success) {
@@ -570,7 +577,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       if (opts.title !== undefined && opts.title.trim() === '') throw new InputError('invalid_request', 'title must not be blank');
       const record = await storage.createSession({
         id: opts.id ?? ids.next('ses'),
-        workingDirectory: opts.workingDirectory,
+        workingDirectory,
         title: opts.title ?? null,
         defaultModelId: (opts.model ?? options.model).id,
         sandboxMode: opts.permissionMode ?? 'auto',
