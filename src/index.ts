@@ -13,7 +13,7 @@ export { toResponse, toSSE, SSE_HEADERS } from './host/http.js';
 export { pgliteStorage } from './storage/pglite.js';
 export type { PgliteStorageOptions } from './storage/pglite.js';
 export { postgresStorage } from './storage/postgres.js';
-export type { PostgresStorageOptions } from './storage/postgres.js';
+export type { PostgresStorageOptions, PostgresPoolOptions } from './storage/postgres.js';
 export type { SessionStorage, SessionRecord, TurnRecord, TraceSpanRecord, TokenUsage } from './storage/storage.js';
 
 export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, isOpenworkError } from './errors.js';
