@@ -16,7 +16,8 @@ import { turnMachine } from './machines/turn.js';
 import type { TurnLimits } from './machines/types.js';
 import { permissionModeSchema, type PermissionMode } from './protocol/input.js';
 import { textOf } from './protocol/content.js';
-import { requireId, requireWorkingDirectory } from './protocol/command-input.js';
+import { requireId } from './protocol/command-input.js';
+import { sessionWorkingDirectory } from './host/working-directory.js';
 import { isStorableText } from './protocol/storable-text.js';
 import type { SandboxStatus, SessionStatus } from './protocol/snapshot.js';
 import type { SessionUpdateEnvelope } from './protocol/updates.js';
@@ -104,8 +105,16 @@ export interface CoreOptions {
    * Turn it on only in a host that shows the `user_input_requested` update to a person.
    */
   userInput?: boolean;
-  /** Advertise the `conversation_history` tool to root sessions (default true). */
+  /**
+   * Offer root sessions the `conversation_history` tool (default false): the model may read the
+   * session's raw history behind a compaction checkpoint.
+   */
   conversationHistory?: boolean;
+  /**
+   * Offer root sessions the `update_plan` tool (default false): the model keeps a step list, shown
+   * to the host as `plan_updated` and in the snapshot.
+   */
+  plan?: boolean;
   /**
    * Materialises explicit skill selections into `skill_instruction` messages written before the
    * user's text when a turn is accepted (reference §7.4). Without it, skill input is refused.
@@ -114,12 +123,12 @@ export interface CoreOptions {
   /** The runtime's own directory (default ~/.openwork): spill files live under `<home>/spill`. */
   openworkHome?: string;
   /**
-   * Sub-agents (reference §5): root sessions get the five agent control tools and may run explorer
-   * children (read-only tools, 15 model calls, accept_edits, non-interactive). On by default;
-   * `false` turns them off. Explorer tools default to the registered tools named read, grep, glob,
-   * list and bash.
+   * Sub-agents (reference §5): with `true` or an object, root sessions get the five agent control
+   * tools and may run explorer children (read-only tools, 15 model calls, accept_edits,
+   * non-interactive). Off by default. Explorer tools default to the registered tools named read,
+   * grep, glob, list and bash.
    */
-  agents?: false | { maxActiveTurns?: number; explorerTools?: readonly AnyTool[] };
+  agents?: boolean | { maxActiveTurns?: number; explorerTools?: readonly AnyTool[] };
   /** Timers for wait_agent's timeout; injected for tests (defaults to the global timers). */
   timers?: import('./services/agents/signal.js').Timers;
   /**
@@ -156,7 +165,12 @@ export interface CoreOptions {
 }
 
 export interface CreateSessionOptions {
-  workingDirectory: string;
+  /**
+   * The project the session works in (an existing absolute directory). Optional when no file tool
+   * is registered: the session then runs in an empty directory of the runtime's own; with file tools
+   * registered, leaving it out is `invalid_request` (see host/working-directory).
+   */
+  workingDirectory?: string;
   title?: string;
   permissionMode?: PermissionMode;
   id?: string;
@@ -174,7 +188,7 @@ export interface Core {
   /** Updates of every loaded session. Read-only. */
   readonly updates$: Observable<SessionUpdateEnvelope>;
   readonly startup: { migrations: MigrationReport; correction: CorrectionReport; tracePurge: TracePurgeReport };
-  createSession(options: CreateSessionOptions): Promise<SessionHandle>;
+  createSession(options?: CreateSessionOptions): Promise<SessionHandle>;
   /** Loads a stored session (or returns the loaded one); `session_not_found` if it does not exist. */
   loadSession(sessionId: string): Promise<SessionHandle>;
   /** The loaded handle, if any, without touching storage. */
@@ -255,18 +269,21 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const trace = telemetry ? withSpanSink(stored, telemetry, telemetry.fail) : stored;
   const limits: TurnLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const agentPrompt = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT;
+  // Issue 16.3: the model is offered the tools the host registered plus the control tools it turned
+  // on, each by its own option; none is on by default.
   const rootTools = [...(options.tools ?? [])];
-  if (options.conversationHistory !== false) rootTools.push(conversationHistoryTool(storage));
-  const agentsEnabled = options.agents !== false;
-  const maxActiveAgentTurns = (options.agents !== false && options.agents?.maxActiveTurns) || undefined;
+  if (options.conversationHistory === true) rootTools.push(conversationHistoryTool(storage));
+  const agentOptions = typeof options.agents === 'object' ? options.agents : {};
+  const agentsEnabled = options.agents === true || typeof options.agents === 'object';
+  const maxActiveAgentTurns = agentOptions.maxActiveTurns || undefined;
   const rootToolset = new Toolset(rootTools, [
-    updatePlanControlTool,
+    ...(options.plan === true ? [updatePlanControlTool] : []),
     ...(options.userInput ? [requestUserInputControlTool] : []),
     ...(agentsEnabled ? agentControlTools(maxActiveAgentTurns) : []),
   ]);
   const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
   const explorerTools =
-    (options.agents !== false ? options.agents?.explorerTools : undefined) ??
+    agentOptions.explorerTools ??
     (options.tools ?? []).filter((t): t is AnyTool => !isToolSource(t) && (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
   const explorerToolset = new Toolset(explorerTools, []);
   const explorerSystemContext = buildSystemContext(EXPLORER_SYSTEM_PROMPT, '');
@@ -584,10 +601,11 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     updates$: global.asObservable(),
     startup: { migrations, correction, tracePurge },
 
-    async createSession(opts) {
+    async createSession(opts = {}) {
       if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
+      if (typeof opts !== 'object' || opts === null) throw new InputError('invalid_request', 'createSession takes an options object');
       // Issue 13.4: what could only fail later (in the database, in every turn) is refused here.
-      await requireWorkingDirectory(opts?.workingDirectory);
+      const workingDirectory = await sessionWorkingDirectory(opts?.workingDirectory, options.tools ?? [], openworkHome);
       if (opts.id !== undefined) requireId('id', opts.id);
       if (opts.title !== undefined && !isStorableText(opts.title)) throw new InputError('invalid_request', 'title must not contain NUL (U+0000) or an unpaired UTF-16 surrogate');
       if (opts.permissionMode !== undefined && !permissionModeSchema.safeParse(opts.permissionMode).success) {
@@ -596,7 +614,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       if (opts.title !== undefined && opts.title.trim() === '') throw new InputError('invalid_request', 'title must not be blank');
       const record = await storage.createSession({
         id: opts.id ?? ids.next('ses'),
-        workingDirectory: opts.workingDirectory,
+        workingDirectory,
         title: opts.title ?? null,
         defaultModelId: (opts.model ?? options.model).id,
         sandboxMode: opts.permissionMode ?? 'auto',

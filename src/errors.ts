@@ -38,6 +38,7 @@ export type TurnFailureCode =
   | 'permission_denied'
   | 'doom_loop'
   | 'max_model_calls'
+  | 'output_invalid'
   | 'actor_stopped'
   | 'user_project_context_error'
   | 'project_instruction_error'

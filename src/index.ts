@@ -6,11 +6,14 @@ export { createCore, DEFAULT_LIMITS, DEFAULT_SYSTEM_PROMPT } from './core.js';
 export type { Core, CoreOptions, CreateSessionOptions } from './core.js';
 export { SessionHandle } from './session-handle.js';
 export type { StartTurnResult } from './session-handle.js';
+export { runTurn, streamTurn } from './host/run.js';
+export type { RunOptions, RunResult, StreamOptions, TurnStream, TurnInput, TurnHost } from './host/run.js';
+export { toResponse, toSSE, SSE_HEADERS } from './host/http.js';
 
 export { pgliteStorage } from './storage/pglite.js';
 export type { PgliteStorageOptions } from './storage/pglite.js';
 export { postgresStorage } from './storage/postgres.js';
-export type { PostgresStorageOptions } from './storage/postgres.js';
+export type { PostgresStorageOptions, PostgresPoolOptions } from './storage/postgres.js';
 export type { SessionStorage, SessionRecord, TurnRecord, TraceSpanRecord, TokenUsage } from './storage/storage.js';
 export type { TelemetryOptions } from './services/telemetry/otel.js';
 
@@ -20,7 +23,7 @@ export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } fro
 export { defineTool, toolDefinition } from './services/tools/define.js';
 export { workspaceToolOptions } from './services/tools/workspace.js';
 export type { WorkspaceToolOptions } from './services/tools/workspace.js';
-export type { Tool, AnyTool, ToolContext, ToolResult, Authorization, AuthorizeContext } from './services/tools/define.js';
+export type { Tool, AnyTool, ToolContext, ToolResult, Authorization, AuthorizationCard, AuthorizeContext } from './services/tools/define.js';
 export type { Authorizer } from './services/runtime.js';
 export type { ModelPort, ModelRequest, ModelMessage, ModelStreamEvent, ToolDefinition, RateLimitSnapshot } from './services/model/port.js';
 export { openaiModel } from './services/model/openai.js';
@@ -72,6 +75,7 @@ export { toolCallMachine } from './machines/tool-call.js';
 export type { UserInput, PermissionDecision, PermissionMode, PermissionModeOrigin, StartTurnParams } from './protocol/input.js';
 export type { UserInputRequest, UserInputQuestion, UserInputAnswers, PendingUserInput } from './protocol/user-input.js';
 export type { SessionUpdate, SessionUpdateEnvelope, TurnOutcome, Phase, PermissionCard, ToolProgress } from './protocol/updates.js';
+export type { ResponseFormat } from './services/model/port.js';
 export type { SandboxStatus, SessionSnapshot, SessionStatus, SessionRuntimeSnapshot, LiveToolCall, PendingApproval } from './protocol/snapshot.js';
 export type { PlanStep, TurnPlanSnapshot } from './protocol/plan.js';
 export type { ContentBlock, StoredMessage, ToolResultStatus } from './protocol/content.js';

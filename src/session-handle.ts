@@ -28,6 +28,9 @@ import { assembleRequest, type ContextBudgetEstimate } from './services/context/
 import { contextLimits } from './services/context/limits.js';
 import type { ModelMessage, SystemPart, ToolDefinition } from './services/model/port.js';
 import type { RuntimeServices } from './services/runtime.js';
+import type { z } from 'zod';
+import { outputFormatOf, type TurnOutputFormat } from './host/output-schema.js';
+import { runTurn, streamTurn, type RunOptions, type RunResult, type StreamOptions, type TurnInput, type TurnStream } from './host/run.js';
 
 export interface SessionHandleDeps {
   record: SessionRecord;
@@ -108,11 +111,20 @@ export class SessionHandle {
       this.subject.next(envelope);
       deps.global.next(envelope);
       if (event.update.type === 'turn_finished' && event.turnId !== null) {
+        this.outputFormats()?.delete(event.turnId);
         const waiters = this.turnWaiters.get(event.turnId);
         this.turnWaiters.delete(event.turnId);
         for (const w of waiters ?? []) w(event.update.outcome);
       }
     });
+  }
+
+  private outputFormats(): Map<string, TurnOutputFormat> | undefined {
+    try {
+      return this.deps.services.session(this.sessionId).outputFormats;
+    } catch {
+      return undefined; // Already unloaded: nothing left to drop.
+    }
   }
 
   /** The Session actor (the root actor, or a sub-agent's actor under its root). */
@@ -162,7 +174,9 @@ export class SessionHandle {
    * @example
    * const { turnId } = await session.startTurn({ clientRequestId: 'r1', input: [{ type: 'text', text: 'hi' }] });
    */
-  async startTurn(params: StartTurnParams): Promise<StartTurnResult> {
+  async startTurn(params: StartTurnParams & { outputSchema?: z.ZodType }): Promise<StartTurnResult> {
+    // Structured output (host/output-schema): checked before anything else is, never parsed by zod as data.
+    const format = params?.outputSchema === undefined ? null : outputFormatOf(params.outputSchema);
     const parsed = startTurnParamsSchema.safeParse(params);
     if (!parsed.success) throw new InputError('invalid_request', `invalid startTurn parameters: ${parsed.error.message}`);
     const { clientRequestId, input, disabledSkillNames } = parsed.data;
@@ -190,16 +204,46 @@ export class SessionHandle {
       skillMessages = await this.deps.resolveSkills(skills, disabled);
     }
     if (this.deps.beforeStartTurn) await this.deps.beforeStartTurn();
+    const turnId = this.deps.ids.next('turn');
+    // Registered before the command: the turn's first model call may start before the reply is read.
+    const formats = format ? (this.deps.services.session(this.sessionId).outputFormats ??= new Map()) : null;
+    formats?.set(turnId, format!);
     const reply = await this.send({
       type: 'session.start_turn',
       commandId: this.nextCommandId(),
-      turnId: this.deps.ids.next('turn'),
+      turnId,
       clientRequestId,
       messages: [...skillMessages, userMessage],
       disabledSkillNames: disabled,
     });
+    // Refused, or an earlier turn answered again for the same clientRequestId: this id never ran.
+    if (!reply.ok || (reply as { turnId: string }).turnId !== turnId) formats?.delete(turnId);
     SessionHandle.raise(reply);
     return { turnId: (reply as { turnId: string }).turnId };
+  }
+
+  /**
+   * Runs one turn and resolves once it has ended: its outcome, final text, usage and (with
+   * `outputSchema`) the parsed answer. Refusals (`busy`, `empty_input`, ...) reject as from `startTurn`.
+   *
+   * @example
+   * const { outcome, text } = await session.run('What changed in src/?');
+   */
+  run<Output = never>(input: TurnInput, options?: RunOptions<Output>): Promise<RunResult<Output>> {
+    return runTurn(this, input, options);
+  }
+
+  /**
+   * Starts one turn and iterates its updates, ending with its `turn_finished`; leaving the loop early
+   * cancels the turn unless `detachOnBreak` is set.
+   *
+   * @example
+   * for await (const { update } of session.stream('Summarise README.md')) {
+   *   if (update.type === 'text_delta') process.stdout.write(update.delta);
+   * }
+   */
+  stream<Output = never>(input: TurnInput, options?: StreamOptions<Output>): TurnStream<Output> {
+    return streamTurn(this, input, options);
   }
 
   /** Cancels the active turn; any other id answers `turn_not_active`. */
@@ -451,6 +495,7 @@ export class SessionHandle {
       reloadRequired: ctx.reloadRequired,
       runtime,
       rateLimits: ctx.rateLimits,
+      usage: ctx.tokenTotals,
     };
   }
 

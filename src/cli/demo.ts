@@ -127,7 +127,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<number> {
     { provider: 'scripted', model: 'demo' },
   );
   ignoreOpenworkDirectory(workingDirectory, dataDir);
-  const core = await createCore({ storage: pgliteStorage({ dataDir }), model, tools: [listTool, noteTool] });
+  const core = await createCore({ storage: pgliteStorage({ dataDir }), model, tools: [listTool, noteTool], plan: true });
   const session = await core.createSession({ workingDirectory, title: 'openwork demo' });
   print(`session ${session.sessionId}`);
   // Cards are asked exactly as `openwork chat` asks them (card-prompt.ts).

@@ -177,7 +177,7 @@ export async function openCliRuntime(
     }
     const used = observe ? observed(model!, observe) : model!;
     const tools = [...(toolOptions.tools ?? []), ...(servers?.servers ?? [])];
-    const opened = await createCore({ storage, model: used, ...toolOptions, tools, resolveModel: () => used, userInput });
+    const opened = await createCore({ storage, model: used, ...toolOptions, tools, resolveModel: () => used, userInput, plan: true, conversationHistory: true, agents: true });
     const core: Core = servers
       ? {
           ...opened,

@@ -113,7 +113,10 @@ export async function startInspectorRuntime(options: InspectorRuntimeOptions = {
     // The page shows the model's questions and answers them.
     userInput: true,
     // The scenario's explorers list the directory; the built-in read-only tools have other names.
-    ...(options.tools ? {} : { agents: { explorerTools: tools.filter((t) => t.name === 'list_directory') } }),
+    agents: options.tools ? true : { explorerTools: tools.filter((t) => t.name === 'list_directory') },
+    // The inspector shows plans and every control tool: it turns on what it demonstrates (issue 16.3).
+    plan: true,
+    conversationHistory: true,
     ...options.coreOptions,
   });
 

@@ -216,7 +216,7 @@ const turnSetup = setup({
     beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
     drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
-    persistAssistantMessage: fromPromise<{ messageId: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
+    persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
     sampleWorldState: fromPromise<void, SampleInput>(async () => notProvided('sampleWorldState')),
     toolCall: toolCallMachine,
@@ -244,7 +244,11 @@ const turnSetup = setup({
     outcomeFromStop: assign({ outcome: ({ context, event }) => stopOutcome(event.type === 'turn.stop' ? 'stop' : context.stopRequest) }),
     announceFinished: sendParent(({ context }) => ({
       type: 'session.publish' as const,
-      update: { type: 'turn_finished' as const, outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome') },
+      update: {
+        type: 'turn_finished' as const,
+        outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
+        usage: context.usage,
+      },
     })),
     beginLogicalCall: assign({
       modelCallIndex: ({ context }) => context.modelCallIndex + 1,
@@ -563,6 +567,23 @@ export const turnMachine = turnSetup.createMachine({
               draft: context.draft,
             }),
             onDone: [
+              {
+                // Structured output: a final answer that does not fit the turn's schema fails the turn.
+                guard: ({ context, event }) =>
+                  event.output.outputProblem !== undefined &&
+                  context.draft.toolCalls.length === 0 &&
+                  context.pendingInput.length === 0 &&
+                  context.stopRequest === null,
+                target: '#turn.ending',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context, event }) => ({
+                    usage: addUsage(context.usage, context.draft.completion!.usage),
+                    outcome: failedOutcome('output_invalid', event.output.outputProblem!),
+                    draft: emptyDraft(),
+                  })),
+                ],
+              },
               {
                 guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.pendingInput.length === 0 || context.stopRequest !== null),
                 target: '#turn.ending',

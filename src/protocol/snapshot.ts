@@ -8,6 +8,7 @@ import type { PermissionCard, Phase, TurnOutcome } from './updates.js';
 import type { ToolResultStatus } from './content.js';
 import type { RateLimitSnapshot } from './rate-limits.js';
 import type { PendingUserInput } from './user-input.js';
+import type { TokenUsage } from '../storage/storage.js';
 
 export interface LiveToolCall {
   toolCallId: string;
@@ -61,6 +62,8 @@ export interface SessionSnapshot {
   runtime: SessionRuntimeSnapshot;
   /** The provider's rate limits as last reported (seed 004 §2 merge), null until a provider sends any. */
   rateLimits: RateLimitSnapshot | null;
+  /** Tokens of every finished turn of this session, stored ones included (a running turn adds its own when it ends). */
+  usage: TokenUsage;
 }
 
 export type { PendingUserInput };

@@ -30,6 +30,17 @@ export const turnOutcomeSchema = z.discriminatedUnion('status', [
 ]);
 export type TurnOutcome = z.infer<typeof turnOutcomeSchema>;
 
+/**
+ * Tokens as the provider reported them (zero where it reports nothing): on `turn_finished` the sum
+ * over the turn's model calls whose answers were stored, in the snapshot the session's running total.
+ */
+export const tokenUsageSchema = z.object({
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  cachedInputTokens: z.number().int().nonnegative(),
+  reasoningTokens: z.number().int().nonnegative(),
+});
+
 /** What an approval card shows (reference §4.12); tools and policies fill the optional parts. */
 export const permissionCardSchema = z.object({
   toolName: z.string(),
@@ -120,7 +131,7 @@ export const sessionUpdateSchema = z.discriminatedUnion('type', [
     plan: z.array(planStepSchema),
     updatedAt: z.string(),
   }),
-  z.object({ type: z.literal('turn_finished'), outcome: turnOutcomeSchema }),
+  z.object({ type: z.literal('turn_finished'), outcome: turnOutcomeSchema, usage: tokenUsageSchema }),
   /** Beyond seed 000's list: a checkpoint was written and installed (in a turn, or by compact/rewind). */
   z.object({
     type: z.literal('conversation_compacted'),

@@ -16,7 +16,7 @@ import { canonicalJson } from '../storage/sql-storage.js';
 import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
-import { normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
+import { completeCard, normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
@@ -139,7 +139,7 @@ export function createToolCallActors(services: RuntimeServices) {
         case 'deny':
           return { kind: 'deny', text: decision.text, source: decision.source };
         case 'card':
-          return { kind: 'card', card: { ...decision.card, decisions: DEFAULT_CARD_DECISIONS }, at: services.clock.now() };
+          return { kind: 'card', card: completeCard(decision.card, resolved.tool.name, session.workingDirectory, DEFAULT_CARD_DECISIONS), at: services.clock.now() };
         default: {
           const never: never = decision;
           throw new Error(`unknown authorization ${JSON.stringify(never)}`);

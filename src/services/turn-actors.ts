@@ -34,6 +34,7 @@ import { toolResultContent } from './tools/define.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
 import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
+import { outputProblem } from '../host/output-schema.js';
 
 /**
  * The `request` payload: runs of persisted message sequences in request order (`[first, last]`),
@@ -286,7 +287,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           // A stop noted while the counters were written ends the call here (the Turn leaves).
           if (finished || controller.signal.aborted) return;
           startSpan(prepared);
-          const request = prepared.request;
+          // Structured output (host/output-schema): the turn's schema rides on each of its model requests.
+          const format = session.outputFormats?.get(input.turnId);
+          const request = format ? { ...prepared.request, responseFormat: format.responseFormat } : prepared.request;
           for await (const raw of session.model.stream(request, { signal: controller.signal })) {
             if (finished || controller.signal.aborted) return;
             // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
@@ -387,7 +390,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       });
     }),
 
-    persistAssistantMessage: fromPromise<{ messageId: string }, PersistAssistantInput>(async ({ input }) => {
+    persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async ({ input }) => {
       const draft = input.draft;
       const content: ContentBlock[] = [];
       if (draft.reasoning !== '') content.push({ type: 'reasoning', text: draft.reasoning });
@@ -422,7 +425,11 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         reasoningTokens: usage.reasoningTokens,
         attributes: { responseToolCallCount: draft.toolCalls.length },
       }, undefined, { outputBlocks: content });
-      return { messageId: message.id };
+      // A final answer of a turn with structured output is stored as said, then judged: the turn
+      // fails with output_invalid when it does not fit (the machine's guard decides).
+      const format = draft.toolCalls.length === 0 ? services.session(input.sessionId).outputFormats?.get(input.turnId) : undefined;
+      const problem = format ? outputProblem(format, draft.text) : null;
+      return problem ? { messageId: message.id, outputProblem: problem } : { messageId: message.id };
     }),
 
     sampleWorldState: fromPromise<void, SampleInput>(async ({ input }) => {

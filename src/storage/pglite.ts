@@ -67,8 +67,15 @@ function executor(db: Pick<PGlite, 'query'>): SqlExecutor {
 
 export class PgliteDatabase implements SqlDatabase {
   readonly kind = 'pglite' as const;
-  readonly db: PGlite;
+  // Private, so that the published declarations never name a PGlite type (its own declarations
+  // need Emscripten's types, which a host checking library types with skipLibCheck false lacks).
+  private readonly db: PGlite;
   private readonly exec: SqlExecutor;
+
+  /** The data directory as a gzipped tarball (the seed of `createPgliteSeed`). */
+  dumpDataDir(): Promise<Blob> {
+    return this.db.dumpDataDir('gzip') as Promise<Blob>;
+  }
   /** The directory's lock (issue 13.5); none in memory. */
   private readonly lock: StoreLock | null;
 
@@ -135,7 +142,7 @@ export async function createPgliteSeed(): Promise<Uint8Array> {
   const database = new PgliteDatabase({ seed: null });
   try {
     await migrate(database);
-    const blob = await database.db.dumpDataDir('gzip');
+    const blob = await database.dumpDataDir();
     return new Uint8Array(await blob.arrayBuffer());
   } finally {
     await database.close();

@@ -9,11 +9,35 @@ import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 // BIGINT and NUMERIC come back as strings by default; counters and sequences fit in a number.
 pg.types.setTypeParser(20, (v) => Number(v));
 
+/**
+ * Options passed through to `pg.Pool` (node-postgres's `PoolConfig`). Declared here rather than
+ * imported so that the published types need no `@types/pg` in a host's project (issue 16.3): the
+ * common fields are named, and any other `PoolConfig` field is accepted as is.
+ */
+export interface PostgresPoolOptions {
+  host?: string;
+  port?: number;
+  user?: string;
+  password?: string | (() => string | Promise<string>);
+  database?: string;
+  connectionString?: string;
+  ssl?: boolean | Record<string, unknown>;
+  max?: number;
+  min?: number;
+  idleTimeoutMillis?: number;
+  connectionTimeoutMillis?: number;
+  statement_timeout?: number;
+  query_timeout?: number;
+  application_name?: string;
+  keepAlive?: boolean;
+  [option: string]: unknown;
+}
+
 export interface PostgresStorageOptions extends StorageOptions {
   connectionString?: string;
   /** Pool size; defaults to 10. */
   max?: number;
-  pool?: pg.PoolConfig;
+  pool?: PostgresPoolOptions;
 }
 
 /**
@@ -47,13 +71,14 @@ function clientExecutor(client: pg.PoolClient | pg.Pool): SqlExecutor {
 
 export class PostgresDatabase implements SqlDatabase {
   readonly kind = 'postgres' as const;
-  readonly pool: pg.Pool;
+  // Private, so that the published declarations never name a `pg` type.
+  private readonly pool: pg.Pool;
 
   constructor(options: PostgresStorageOptions) {
     this.pool = new pg.Pool({
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.max ?? 10,
-      ...options.pool,
+      ...(options.pool as pg.PoolConfig | undefined),
     });
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);

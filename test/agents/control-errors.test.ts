@@ -23,7 +23,7 @@ describe('agent control error codes (reference §5.5)', () => {
   const cores = usePglite((s) => (storage = s));
 
   async function runtime(model: ScriptedModel, extra: Partial<CoreOptions> = {}) {
-    const core = await createCore({ storage, model, tools: [read], closeStorageOnShutdown: false, worldState: false, timers: splitTimers, ...extra });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [read], closeStorageOnShutdown: false, worldState: false, timers: splitTimers, ...extra });
     cores.push(core);
     return core;
   }
@@ -182,7 +182,7 @@ describe('agent control error codes (reference §5.5)', () => {
           : { hang: true },
       () => ({ hang: true }),
     );
-    const core = await createCore({ storage: held as SqlSessionStorage, model, tools: [read, pause], closeStorageOnShutdown: false, worldState: false, timers: splitTimers });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage: held as SqlSessionStorage, model, tools: [read, pause], closeStorageOnShutdown: false, worldState: false, timers: splitTimers });
     const root = await core.createSession({ workingDirectory: process.cwd() });
     const finished: Array<[string, string]> = [];
     root.updates$.subscribe((e) => {

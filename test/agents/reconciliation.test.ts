@@ -51,7 +51,7 @@ describe('reconciliation after a restart (reference §5.8)', () => {
         return { hang: true };
       },
     );
-    const first = await createCore({ storage: faulty, model, tools: [read, hang], closeStorageOnShutdown: false, worldState: false, agents: { maxActiveTurns: 5 } });
+    const first = await createCore({ plan: true, conversationHistory: true, storage: faulty, model, tools: [read, hang], closeStorageOnShutdown: false, worldState: false, agents: { maxActiveTurns: 5 } });
     const root = await first.createSession({ workingDirectory: process.cwd() });
     const ended = new Set<string>();
     let fourEnded!: () => void;
@@ -80,7 +80,7 @@ describe('reconciliation after a restart (reference §5.8)', () => {
             : { text: 'after restart' },
       () => ({ text: 'new orphan answer' }),
     );
-    const second = await createCore({
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model: secondModel,
       tools: [read],
@@ -131,7 +131,7 @@ describe('reconciliation after a restart (reference §5.8)', () => {
     // Third process: nothing is re-delivered again; the history carries each envelope once.
     await second.shutdown();
     const thirdModel = router(() => ({ text: 'quiet' }), () => ({ text: 'unused' }));
-    const third = await createCore({ storage, model: thirdModel, tools: [read], closeStorageOnShutdown: false, worldState: false });
+    const third = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: thirdModel, tools: [read], closeStorageOnShutdown: false, worldState: false });
     cores.push(third);
     const last = await third.loadSession(root.sessionId);
     const turnB = await last.startTurn({ clientRequestId: 'third-process', input: [{ type: 'text', text: 'anything new?' }] });

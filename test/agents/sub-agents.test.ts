@@ -52,7 +52,7 @@ describe('sub-agents (reference §5.10)', () => {
   const cores = usePglite((s) => (storage = s));
 
   async function runtime(model: ReturnType<typeof scriptedModel>, extra: Parameters<typeof createCore>[0] extends infer O ? Partial<O> : never = {}) {
-    const core = await createCore({
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model,
       tools: [read, write, echoTool],
@@ -129,7 +129,7 @@ describe('sub-agents (reference §5.10)', () => {
       () => ({ toolCalls: [...['one', 'two'].map((n) => ({ name: 'spawn_agent', arguments: { task_name: n, message: `look at ${n}` } })), { name: 'hang', arguments: {} }] }),
       () => ({ text: 'child result' }),
     );
-    const first = await createCore({ storage: faulty, model: model2, tools: [read, hang], closeStorageOnShutdown: false, worldState: false });
+    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: model2, tools: [read, hang], closeStorageOnShutdown: false, worldState: false });
     first.updates$.subscribe((e) => {
       if (e.sessionId !== rootA.sessionId && e.update.type === 'turn_finished' && ++childDone === 2) allDone();
     });
@@ -140,7 +140,7 @@ describe('sub-agents (reference §5.10)', () => {
     faulty.freeze();
 
     const model3 = scriptedModel([{ text: 'got them' }, { text: 'nothing new' }]);
-    const second = await createCore({ storage, model: model3, tools: [read], closeStorageOnShutdown: false, worldState: false });
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: model3, tools: [read], closeStorageOnShutdown: false, worldState: false });
     cores.push(second);
     const rootB = await second.loadSession(rootA.sessionId);
     for (const text of ['after restart', 'and again']) {
@@ -314,7 +314,7 @@ describe('sub-agents (reference §5.10)', () => {
         return { hang: true };
       },
     );
-    const first = await createCore({ storage: faulty, model, tools: [read], closeStorageOnShutdown: false, worldState: false });
+    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model, tools: [read], closeStorageOnShutdown: false, worldState: false });
     const root = await first.createSession({ workingDirectory: process.cwd() });
     const { turnId } = await root.startTurn({ clientRequestId: 'spawn', input: [{ type: 'text', text: 'spawn a hanging child' }] });
     await root.waitForTurn(turnId);
@@ -323,7 +323,7 @@ describe('sub-agents (reference §5.10)', () => {
     faulty.freeze(); // The process dies with the child's turn running.
     const [child] = await storage.listChildSessions(root.sessionId);
     await storage.createSession({ id: `orphan-${root.sessionId}`, workingDirectory: '/w', parentSessionId: root.sessionId, taskName: 'orphan', agentRole: 'explorer' });
-    const second = await createCore({ storage, model: scriptedModel([{ text: 'saw it' }, { text: 'quiet' }]), closeStorageOnShutdown: false, worldState: false });
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: scriptedModel([{ text: 'saw it' }, { text: 'quiet' }]), closeStorageOnShutdown: false, worldState: false });
     cores.push(second);
     const again = await second.loadSession(root.sessionId);
     for (const text of ['status?', 'again?']) {
@@ -440,7 +440,7 @@ describe('sub-agents in the inspector', () => {
         return { text: 'child done' };
       },
     );
-    const core = await createCore({ storage, model, tools: [read], worldState: false, inspect: tracker.inspect });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [read], worldState: false, inspect: tracker.inspect });
     try {
       const root = await core.createSession({ workingDirectory: process.cwd() });
       const { turnId } = await root.startTurn({ clientRequestId: 'x', input: [{ type: 'text', text: 'spawn' }] });

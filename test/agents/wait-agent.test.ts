@@ -25,7 +25,7 @@ describe('wait_agent and explorer limits (reference §5.5, §5.4)', () => {
   const cores = usePglite((s) => (storage = s));
 
   async function runtime(model: ScriptedModel, extra: Partial<CoreOptions> = {}) {
-    const core = await createCore({ storage, model, tools: [read, echoTool], closeStorageOnShutdown: false, worldState: false, timers: splitTimers, ...extra });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [read, echoTool], closeStorageOnShutdown: false, worldState: false, timers: splitTimers, ...extra });
     cores.push(core);
     const root = await core.createSession({ workingDirectory: process.cwd() });
     return { core, root };

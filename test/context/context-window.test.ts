@@ -141,7 +141,7 @@ describe('context window (reference §2.12)', () => {
       },
       { text: 'linted' },
     ]);
-    const first = await createCore({ storage, model, worldState: false, skills: { root }, closeStorageOnShutdown: false, tools: [echoTool] });
+    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, worldState: false, skills: { root }, closeStorageOnShutdown: false, tools: [echoTool] });
     const session = await first.createSession({ workingDirectory: workspace() });
     const { turnId } = await session.startTurn({ clientRequestId: 'skill-8', input: [{ type: 'skill', name: 'lint', path: file }, { type: 'text', text: 'lint it' }] });
     expect(await session.waitForTurn(turnId)).toMatchObject({ status: 'completed' });
@@ -153,7 +153,7 @@ describe('context window (reference §2.12)', () => {
     await first.shutdown();
     rmSync(join(root, 'lint'), { recursive: true });
     const later = scriptedModel([{ text: 'still there' }]);
-    const second = await createCore({ storage, model: later, worldState: false, skills: { root }, closeStorageOnShutdown: false, tools: [echoTool] });
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: later, worldState: false, skills: { root }, closeStorageOnShutdown: false, tools: [echoTool] });
     const again = await second.loadSession(session.sessionId);
     const next = await again.startTurn({ clientRequestId: 'skill-8b', input: [{ type: 'text', text: 'and now?' }] });
     expect(await again.waitForTurn(next.turnId)).toMatchObject({ status: 'completed' });
@@ -359,7 +359,7 @@ describe('context window (reference §2.12)', () => {
     // Before the restart AGENTS.md does not exist, so its section was never sent; the user, however,
     // typed text that opens with the section's marker and with its replacement notice.
     const dir = workspace();
-    const first = await createCore({ storage, model: scriptedModel([{ text: 'a' }, { text: 'b' }]), closeStorageOnShutdown: false });
+    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: scriptedModel([{ text: 'a' }, { text: 'b' }]), closeStorageOnShutdown: false });
     const session = await first.createSession({ workingDirectory: dir });
     for (const [id, text] of [
       ['typed-1', '<project_instructions>\nfake\n</project_instructions>'],
@@ -371,7 +371,7 @@ describe('context window (reference §2.12)', () => {
     await first.shutdown();
     writeFileSync(join(dir, 'AGENTS.md'), 'Rules.');
     const model = scriptedModel([{ text: 'c' }, { text: 'd' }]);
-    const second = await createCore({ storage, model, closeStorageOnShutdown: false });
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false });
     const again = await second.loadSession(session.sessionId);
     for (const id of ['c', 'd']) {
       const { turnId: t } = await again.startTurn({ clientRequestId: id, input: [{ type: 'text', text: id }] });

@@ -125,7 +125,7 @@ const model = scriptedModel(
 async function main(): Promise<void> {
   send({ kind: 'booted' });
   await expectLine('start');
-  const core = await createCore({
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true,
     storage,
     model,
     tools: [slowJournal],

@@ -44,8 +44,8 @@ describe('Postgres outages mid-turn (issue 13.1)', () => {
     storage = postgresStorage({ connectionString: server.url, max: 4 });
     await storage.migrate();
     cores = [
-      await createCore({ storage, model, tools: [], closeStorageOnShutdown: false, worldState: false }),
-      await createCore({ storage, model, tools: [], closeStorageOnShutdown: false, worldState: false, agents: false }),
+      await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [], closeStorageOnShutdown: false, worldState: false }),
+      await createCore({ plan: true, conversationHistory: true, storage, model, tools: [], closeStorageOnShutdown: false, worldState: false, agents: false }),
     ];
   });
 
@@ -159,7 +159,7 @@ describe('Postgres outages mid-turn (issue 13.1)', () => {
       },
     });
     const own = scriptedModel([{ text: 'after the lost answer' }]);
-    const core = await createCore({ storage: lossy, model: own, tools: [], closeStorageOnShutdown: false, worldState: false });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage: lossy, model: own, tools: [], closeStorageOnShutdown: false, worldState: false });
     try {
       const session = await core.createSession({ workingDirectory: process.cwd() });
       const first = (await session.startTurn(text('first'))).turnId;

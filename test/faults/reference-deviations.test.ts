@@ -78,7 +78,7 @@ describe.each(backends)('reference deviations (issue 13.6) on $name', (backend) 
 
   it('a model call whose session actor is stopped outright ends its span outcome_unknown', async () => {
     const model = scriptedModel([{ hang: true }]);
-    const core = await createCore({ storage, model, tools: [], closeStorageOnShutdown: false, worldState: false });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [], closeStorageOnShutdown: false, worldState: false });
     try {
       const session = await core.createSession({ workingDirectory: process.cwd() });
       const { turnId } = await session.startTurn({ clientRequestId: 'outright', input: [{ type: 'text', text: 'stop the actor' }] });

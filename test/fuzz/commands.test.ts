@@ -301,7 +301,7 @@ describe('concurrent commands', () => {
 
   beforeAll(async () => {
     storage = pgliteStorage();
-    core = await createCore({
+    core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model: scriptedModel([]),
       tools: [echoTool, approvalTool, waitTool],

@@ -198,7 +198,7 @@ describe('fuzzed model streams', () => {
 
   beforeAll(async () => {
     storage = pgliteStorage();
-    core = await createCore({
+    core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model: scriptedModel([]),
       tools: [spyTool],

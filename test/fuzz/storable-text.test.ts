@@ -92,7 +92,7 @@ describe.each(backends)('any text is storable through every write path ($name)',
     storage = await backend.create();
     env = await toolEnv();
     model = scriptedModel([]);
-    core = await createCore({
+    core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model,
       tools: [...builtinTools(env.runtime), rawTool],

@@ -1,5 +1,5 @@
 /**
- * `createCore({ inspect })` reaches every actor of every session, and the actor tracker turns the
+ * `createCore({ plan: true, conversationHistory: true, agents: true, inspect })` reaches every actor of every session, and the actor tracker turns the
  * inspection events into a small, JSON-safe actor tree per session with its transitions.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -30,6 +30,8 @@ export const UNREACHABLE: Record<string, string> = {
   'session.active|xstate.error.actor.turn|1': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
   'turn.running_model.streaming|xstate.done.actor.callModel|1':
     'the callModel actor turns a stream without a completed response into model_protocol_error itself',
+  'turn.running_model.persisting|xstate.done.actor.persistAssistantMessage|0':
+    'structured output (outputSchema) is not part of the model world: its turns carry no schema; test/host/run.test.ts drives output_invalid',
   'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',
   'toolCall.executing|xstate.error.actor.execute|0': 'executeTool reports every tool failure as a result; it throws only if the session is gone',
   'toolCall.control.agent|xstate.error.actor.runAgentTool|0':

@@ -23,7 +23,7 @@ const model = testing.scriptedModel([
   { toolCalls: [{ name: 'echo', arguments: { text: 'from the package' }, callId: 'c1' }] },
   { text: 'done' },
 ]);
-const runtime = await core.createCore({ storage: core.pgliteStorage(), model, tools: [testing.echoTool] });
+const runtime = await core.createCore({ plan: true, conversationHistory: true, agents: true, storage: core.pgliteStorage(), model, tools: [testing.echoTool] });
 const session = await runtime.createSession({ workingDirectory: process.cwd() });
 const updates = [];
 session.updates$.subscribe((e) => updates.push(e.update.type));
@@ -64,7 +64,7 @@ export function answerFirstOption(update: SessionUpdate): UserInputAnswers | nul
 const steps: ScriptedStep[] = [{ text: 'hi' }, { toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }];
 export async function run(): Promise<[Core, ScriptedModel, SessionRecord | null, boolean]> {
   const model = scriptedModel(steps, { delayMs: 1 });
-  const core = await createCore({ storage: pgliteStorage(), model, tools: [echoTool] });
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage: pgliteStorage(), model, tools: [echoTool] });
   return [core, model, await core.storage.getSession('x'), new ScriptError('e') instanceof Error];
 }
 // @ts-expect-error: the scripted model is not part of the root entry point.

@@ -35,7 +35,7 @@ beforeAll(async () => {
 afterAll(() => env.cleanup());
 
 async function newCore(steps: Parameters<typeof scriptedModel>[0] = []): Promise<Core> {
-  const core = await createCore({
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true,
     storage,
     model: scriptedModel(steps),
     tools: builtinTools(env.runtime),

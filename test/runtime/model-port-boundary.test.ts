@@ -74,7 +74,7 @@ const cases: Array<{ name: string; events: unknown[] }> = [
 ];
 
 async function coreWith(model: ModelPort): Promise<Core> {
-  const core = await createCore({ storage, model, tools: [spyTool], closeStorageOnShutdown: false, worldState: false, compaction: { attempts: 1, retryDelayMs: 0 } });
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [spyTool], closeStorageOnShutdown: false, worldState: false, compaction: { attempts: 1, retryDelayMs: 0 } });
   cores.push(core);
   return core;
 }

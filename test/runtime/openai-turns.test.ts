@@ -45,7 +45,7 @@ interface Run {
 }
 
 async function setup(api: 'responses' | 'chat', model: Partial<OpenAIModelOptions> = {}, core: Partial<CoreOptions> = {}): Promise<Run> {
-  const instance = await createCore({
+  const instance = await createCore({ plan: true, conversationHistory: true, agents: true,
     storage,
     model: openaiModel({ model: 'fake-model', api, baseURL: server.url, apiKey: 'sk-test', retryBaseDelayMs: 1, retryMaxDelayMs: 20, ...model }),
     tools: [echoTool, approvalTool],

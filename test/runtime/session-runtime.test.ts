@@ -392,7 +392,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     let started!: () => void;
     const toolStarted = new Promise<void>((r) => (started = r));
     const model1 = scriptedModel([{ toolCalls: [{ name: 'hang', arguments: {}, callId: 'lost' }] }]);
-    const first = await createCore({ storage: faulty, model: model1, tools: [hangingTool(() => started())], closeStorageOnShutdown: false, worldState: false });
+    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: model1, tools: [hangingTool(() => started())], closeStorageOnShutdown: false, worldState: false });
     const session1 = await first.createSession({ workingDirectory: process.cwd() });
     const { turnId } = await session1.startTurn({ clientRequestId: 'before-crash', input: [{ type: 'text', text: 'run it' }] });
     await toolStarted;
@@ -403,7 +403,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(before.map((s) => `${s.kind}:${s.status}`)).toEqual(['model_call:succeeded', 'tool_call:running']);
 
     const model2 = scriptedModel([{ text: 'fresh start' }]);
-    const second = await createCore({ storage, model: model2, tools: [echoTool], closeStorageOnShutdown: false, worldState: false });
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: model2, tools: [echoTool], closeStorageOnShutdown: false, worldState: false });
     expect(second.startup.correction.turns).toBeGreaterThanOrEqual(1);
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
     const after = await storage.listTraceSpans({ turnId });
@@ -442,12 +442,12 @@ describe.each(backends)('session runtime on $name', (backend) => {
     ]);
     const faulty = faultyStorage(storage);
     faulty.failOn('purgeExpiredTracePayloads', 1);
-    await expect(createCore({ storage: faulty, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false })).rejects.toMatchObject({ code: 'persistence_error' });
+    await expect(createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false })).rejects.toMatchObject({ code: 'persistence_error' });
     const order = faulty.calls.map((c) => c.method).filter((m) => ['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads'].includes(m));
     expect(order).toEqual(['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads']);
     // The failed purge changed nothing; the next start purges, and reports it.
     expect((await storage.db.query('SELECT 1 FROM trace_span_payloads WHERE span_id = $1', [spanId])).rowCount).toBe(1);
-    const core = await createCore({ storage, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false });
     try {
       expect(core.startup.tracePurge.mappings).toBeGreaterThanOrEqual(1);
       expect((await storage.db.query('SELECT 1 FROM trace_span_payloads WHERE span_id = $1', [spanId])).rowCount).toBe(0);

@@ -50,7 +50,7 @@ interface Run {
 async function start(steps: ScriptedStep[], options: { toolEnv?: ToolEnv; parentSessionId?: string; extraTools?: AnyTool[] } = {}): Promise<Run> {
   const tools = options.toolEnv ?? env;
   const model = scriptedModel(steps);
-  const core = await createCore({
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true,
     storage,
     model,
     toolResultSpillRoot: tools.runtime.spillRoot,

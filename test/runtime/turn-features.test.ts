@@ -325,7 +325,7 @@ describe('turn features', () => {
 
       // After a restart the toggled mode is still the user's: the origin is stored with the mode.
       await h.core.shutdown();
-      const again = await createCore({ storage, model: scriptedModel([{ toolCalls: [{ name: 'mode', arguments: { n: 3 } }] }, { text: 'ok' }]), tools: [modeTool], closeStorageOnShutdown: false, worldState: false });
+      const again = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: scriptedModel([{ toolCalls: [{ name: 'mode', arguments: { n: 3 } }] }, { text: 'ok' }]), tools: [modeTool], closeStorageOnShutdown: false, worldState: false });
       try {
         const loaded = await again.loadSession(h.session.sessionId);
         const { turnId: later } = await loaded.startTurn({ clientRequestId: 'after-restart', input: [{ type: 'text', text: 'modes again' }] });

@@ -65,7 +65,7 @@ describe('issue 12.10: danger detection bypasses', () => {
       writeFileSync(join(env.ws, victim, 'nested', 'file.txt'), 'keep me\n');
     }
     const model = scriptedModel([...BYPASSES.map(({ command }) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] })), { text: 'done' }]);
-    const core = await createCore({
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model,
       toolResultSpillRoot: env.runtime.spillRoot,
@@ -104,7 +104,7 @@ describe('issue 12.10: danger detection bypasses', () => {
     requireSandbox(ctx, env.runtime);
     mkdirSync(join(env.ws, 'v-denied'), { recursive: true });
     const model = scriptedModel([{ toolCalls: [{ name: 'bash', arguments: { command: 'rm -rf v-denied\n)' } }] }]);
-    const core = await createCore({
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model,
       toolResultSpillRoot: env.runtime.spillRoot,

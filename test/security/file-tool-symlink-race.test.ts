@@ -234,7 +234,7 @@ describe('file tools against a process swapping symlinks', { timeout: 120_000 },
       Array.from({ length: n }, (_, i) => (i % 2 === 0 ? { name: 'read', arguments: { path: 'turn-race/key' } } : { name: 'write', arguments: { path: 'turn-race/new.txt', content: 'planted\n' } }));
     const TURNS = 2;
     const model = scriptedModel(Array.from({ length: TURNS }, () => [{ toolCalls: calls(24) }, { text: 'done' }]).flat());
-    const core = await createCore({ storage, model, ...workspaceToolOptions(env.runtime), closeStorageOnShutdown: false });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, ...workspaceToolOptions(env.runtime), closeStorageOnShutdown: false });
     cores.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
     for (let t = 0; t < TURNS; t += 1) {

@@ -54,7 +54,7 @@ afterEach(async () => {
 async function start(steps: ScriptedStep[]) {
   const runtime = await prepareToolRuntime({ home: env.home, tempDirs: [env.tmp], sandbox: 'disabled', grepTimeoutMs: TIMEOUT_MS });
   const model = scriptedModel(steps);
-  const core = await createCore({ storage, model, tools: builtinTools(runtime), authorizer: permissionPolicy(runtime), sandbox: runtime.sandbox, closeStorageOnShutdown: false });
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: builtinTools(runtime), authorizer: permissionPolicy(runtime), sandbox: runtime.sandbox, closeStorageOnShutdown: false });
   open.push(core);
   const session = await core.createSession({ workingDirectory: env.ws });
   return { model, session };

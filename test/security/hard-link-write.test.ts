@@ -63,7 +63,7 @@ describe('write and edit on a file with more than one hard link', () => {
       { toolCalls: [{ name: 'edit', arguments: { path: rel, oldString: '= 1', newString: '= 2' } }, { name: 'write', arguments: { path: rel, content: 'planted\n' } }] },
       { text: 'done' },
     ]);
-    const core = await createCore({ storage, model, ...workspaceToolOptions(env.runtime), closeStorageOnShutdown: false });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, ...workspaceToolOptions(env.runtime), closeStorageOnShutdown: false });
     cores.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
     const { turnId } = await session.startTurn({ clientRequestId: 'hard-link', input: [{ type: 'text', text: 'patch the dependency' }] });

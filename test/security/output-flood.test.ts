@@ -59,7 +59,7 @@ describe('issue 12.9: an output flood', () => {
       { toolCalls: [{ name: 'bash', arguments: { command: `yes | head -c ${FLOOD_BYTES / 32} > "$TMPDIR/flood" && for i in $(seq 32); do cat "$TMPDIR/flood"; done; echo the-end`, timeoutMs: 120_000 } }] },
       { text: 'done' },
     ]);
-    const core = await createCore({
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model,
       toolResultSpillRoot: env.runtime.spillRoot,

@@ -58,7 +58,7 @@ describe('the configured skill root is discovered and write-protected (reference
 
   async function core(steps: ScriptedStep[], extra: Parameters<typeof createCore>[0] extends infer O ? Partial<O> : never = {}) {
     const model = scriptedModel(steps);
-    const created = await createCore({ storage, model, closeStorageOnShutdown: false, compaction: false, ...workspaceToolOptions(runtime), ...extra });
+    const created = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, compaction: false, ...workspaceToolOptions(runtime), ...extra });
     cores.push(created);
     return { core: created, model };
   }
@@ -120,7 +120,7 @@ describe('the configured skill root is discovered and write-protected (reference
 
   it('a skill root the tool runtime does not protect is refused at createCore with configuration_invalid', async () => {
     const elsewhere = join(base, 'elsewhere-skills');
-    await expect(createCore({ storage, model: scriptedModel([]), closeStorageOnShutdown: false, ...workspaceToolOptions(runtime), skills: { root: elsewhere } })).rejects.toMatchObject({
+    await expect(createCore({ plan: true, conversationHistory: true, agents: true, storage, model: scriptedModel([]), closeStorageOnShutdown: false, ...workspaceToolOptions(runtime), skills: { root: elsewhere } })).rejects.toMatchObject({
       code: 'configuration_invalid',
       message: expect.stringContaining(`prepareToolRuntime({ skillRoots: ["${elsewhere}"] })`),
     });

@@ -213,7 +213,7 @@ describe('skills in sessions (reference §7.3-§7.7)', () => {
       ['disabled', 'boolean', 'NO'],
     ]);
     // A new runtime on the same database sees the stored state.
-    const again = await createCore({ storage, model: scriptedModel([]), closeStorageOnShutdown: false, skills: { root } });
+    const again = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: scriptedModel([]), closeStorageOnShutdown: false, skills: { root } });
     expect((await again.listSkills()).skills.find((s) => s.name === 'beta')!.disabled).toBe(true);
     await again.shutdown();
     await expect(h.core.setSkillDisabled('', true)).rejects.toMatchObject({ code: 'invalid_request' });

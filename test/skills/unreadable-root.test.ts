@@ -53,7 +53,7 @@ describe('an unreadable skill root (reference §7.8)', () => {
   it('through the core: listSkills reports the one warning, a turn still starts, and the model sees no catalog', async () => {
     const model = scriptedModel([{ text: 'started anyway' }]);
     const root = join(base, 'a-file');
-    const core = await createCore({ storage, model, closeStorageOnShutdown: false, skills: { root }, worldState: {} });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, skills: { root }, worldState: {} });
     try {
       const listed = await core.listSkills();
       expect(listed.skills).toEqual([]);
@@ -71,7 +71,7 @@ describe('an unreadable skill root (reference §7.8)', () => {
 
   it('the same core with a readable root does show a catalog (the check above can fail)', async () => {
     const model = scriptedModel([{ text: 'ok' }]);
-    const core = await createCore({ storage, model, closeStorageOnShutdown: false, skills: { root: join(base, 'fine') }, worldState: {} });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, skills: { root: join(base, 'fine') }, worldState: {} });
     try {
       const session = await core.createSession({ workingDirectory: join(base, 'fine') });
       const { turnId } = await session.startTurn({ clientRequestId: 'readable', input: [{ type: 'text', text: 'go' }] });

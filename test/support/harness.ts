@@ -60,6 +60,10 @@ export async function harness(
     toolCancelGraceMs: 2_000,
     // Runtime suites assert exact request shapes; World State has its own suite.
     worldState: false,
+    // The runtime suites were written when these control tools were on by default (issue 16.3 made each opt-in).
+    plan: true,
+    conversationHistory: true,
+    agents: true,
     ...options,
   });
   open.push(core);

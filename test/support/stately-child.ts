@@ -19,7 +19,7 @@ if (mode === 'unreachable') {
   }
 } else {
   const stately = await connectStatelyInspector({ url: url! });
-  const core = await createCore({
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true,
     storage: pgliteStorage(),
     model: scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }]),
     tools: [echoTool],

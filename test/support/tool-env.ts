@@ -13,7 +13,7 @@ import type { PermissionCard, ToolProgress } from '../../src/protocol/updates.js
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
 import type { Authorizer } from '../../src/services/runtime.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
-import { normalizeToolResult, type AnyTool, type Authorization, type ToolResult } from '../../src/services/tools/define.js';
+import { completeCard, normalizeToolResult, type AnyTool, type Authorization, type ToolResult } from '../../src/services/tools/define.js';
 import { prepareToolRuntime, type ToolRuntime, type ToolRuntimeOptions } from '../../src/services/tools/tool-runtime.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/services/permissions/texts.js';
 
@@ -102,7 +102,7 @@ export async function toolEnv(options: Omit<ToolRuntimeOptions, 'home' | 'tempDi
       let card: PermissionCard | null = null;
       let decision: Decision | 'none' = 'none';
       if (authorization.kind === 'card') {
-        card = { ...authorization.card, decisions: ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'] };
+        card = completeCard(authorization.card, tool.name, opts.workingDirectory ?? ws, ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session']);
         if (opts.nonInteractive) {
           return { authorization, card, executed: false, result: { status: 'denied', text: NON_INTERACTIVE_REFUSAL_TEXT, error: { code: 'permission_denied', message: NON_INTERACTIVE_REFUSAL_TEXT, retryable: false } } };
         }

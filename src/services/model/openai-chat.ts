@@ -64,6 +64,10 @@ export function encodeChatRequest(request: ModelRequest, settings: ChatSettings)
   const maxOutput = request.maxOutputTokens ?? settings.maxOutputTokens;
   if (maxOutput !== undefined) body[settings.maxTokensField] = maxOutput;
   if (settings.includeUsage) body.stream_options = { include_usage: true };
+  // Not strict: strict mode refuses optional properties, which a host's zod schema may well have.
+  if (request.responseFormat) {
+    body.response_format = { type: 'json_schema', json_schema: { name: request.responseFormat.name, schema: request.responseFormat.schema, strict: false } };
+  }
   return body;
 }
 

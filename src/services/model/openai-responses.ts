@@ -88,6 +88,9 @@ export function encodeResponsesRequest(request: ModelRequest, settings: Response
   if (settings.encryptedReasoning) body.include = ['reasoning.encrypted_content'];
   const maxOutput = request.maxOutputTokens ?? settings.maxOutputTokens;
   if (maxOutput !== undefined) body.max_output_tokens = maxOutput;
+  if (request.responseFormat) {
+    body.text = { format: { type: 'json_schema', name: request.responseFormat.name, schema: request.responseFormat.schema, strict: false } };
+  }
   return body;
 }
 

@@ -30,6 +30,18 @@ export interface ModelRequest {
   tools: ToolDefinition[];
   maxOutputTokens?: number;
   reasoningEffort?: string;
+  /**
+   * The turn asked for structured output: the final answer should be one JSON value of this schema.
+   * Adapters that can constrain the answer send it (OpenAI: `response_format` / `text.format` of
+   * type `json_schema`); the runtime validates the answer either way.
+   */
+  responseFormat?: ResponseFormat;
+}
+
+/** A JSON Schema the final answer must follow (the root is an object, as the providers require). */
+export interface ResponseFormat {
+  name: string;
+  schema: Record<string, unknown>;
 }
 
 export type FinishReason = 'stop' | 'tool_use' | 'length' | 'content_filter' | 'refusal' | 'incomplete' | 'unknown';

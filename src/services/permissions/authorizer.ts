@@ -16,6 +16,7 @@ import { existsSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import type { Authorizer } from '../runtime.js';
 import type { Authorization, AuthorizeContext } from '../tools/define.js';
+import type { PermissionCard } from '../../protocol/updates.js';
 import { isSandboxedTool, type SandboxedTool } from '../tools/sandboxed.js';
 import type { ToolRuntime } from '../tools/tool-runtime.js';
 import { deletesFiles, type DangerHit } from './danger.js';
@@ -24,7 +25,8 @@ import { PathResolutionError, resolveToolPath } from './paths.js';
 import type { PathGrant, SandboxPolicy } from './policy.js';
 import { GIT_GRANT_NOTE, protectedPathText, runtimePathText, sandboxUnavailableText } from './texts.js';
 
-type Card = Extract<Authorization, { kind: 'card' }>['card'];
+/** The policy's own cards name every field; only hosts' cards lean on the defaults. */
+type Card = Omit<PermissionCard, 'decisions'>;
 
 /** What the danger card says about a hit (reference §4.12). */
 export function dangerNote(hit: DangerHit): string {

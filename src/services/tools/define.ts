@@ -38,7 +38,29 @@ export type ToolExecuteResult = string | ToolResult;
 export type Authorization =
   | { kind: 'execute' }
   | { kind: 'deny'; text: string; source: 'builtin' | 'non_interactive' | 'sandbox_unavailable' | 'policy' }
-  | { kind: 'card'; card: Omit<PermissionCard, 'decisions'> };
+  | { kind: 'card'; card: AuthorizationCard };
+
+/**
+ * The card an `authorize` returns. Only `summary` has to be written; the runtime fills the rest:
+ * `toolName` is the tool's name, `kind` is `approval`, `environmentId` is `workspace:<working
+ * directory>` (the environment the built-in policy keys its grants by), and `grantKey` is
+ * `tool:<name>`, so that "allow for this turn/session" covers later calls of the same tool and
+ * never those of another tool. A tool whose calls differ in risk gives its own `grantKey`.
+ */
+export type AuthorizationCard = Omit<PermissionCard, 'decisions' | 'toolName' | 'kind' | 'environmentId' | 'grantKey'> &
+  Partial<Pick<PermissionCard, 'toolName' | 'kind' | 'environmentId' | 'grantKey'>>;
+
+/** The card as the host sees it, with the defaults of `AuthorizationCard` filled in. */
+export function completeCard(card: AuthorizationCard, toolName: string, workingDirectory: string, decisions: PermissionCard['decisions']): PermissionCard {
+  return {
+    ...card,
+    toolName: card.toolName ?? toolName,
+    kind: card.kind ?? 'approval',
+    environmentId: card.environmentId ?? `workspace:${workingDirectory}`,
+    grantKey: card.grantKey ?? `tool:${toolName}`,
+    decisions,
+  };
+}
 
 export interface AuthorizeContext {
   sessionId: string;

@@ -130,7 +130,7 @@ describe('scriptedModel', () => {
 
     it('a turn that calls the model once more than scripted fails with the script error as a model error', async () => {
       const model = scriptedModel([{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }]);
-      const core = await createCore({ storage, model, tools: [echoTool], closeStorageOnShutdown: false, worldState: false });
+      const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [echoTool], closeStorageOnShutdown: false, worldState: false });
       try {
         const session = await core.createSession({ workingDirectory: process.cwd() });
         const { turnId } = await session.startTurn({ clientRequestId: 'r1', input: [{ type: 'text', text: 'go' }] });

@@ -80,7 +80,7 @@ describe('defineTool', () => {
       ]);
       let seen: unknown;
       const spying = defineTool({ ...copyTool, execute: (args) => ((seen = args), 'done') });
-      const core = await createCore({ storage, model, tools: [spying], closeStorageOnShutdown: false, worldState: false, agents: false, conversationHistory: false });
+      const core = await createCore({ plan: true, storage, model, tools: [spying], closeStorageOnShutdown: false, worldState: false, agents: false, conversationHistory: false });
       try {
         const session = await core.createSession({ workingDirectory: process.cwd() });
         const { turnId } = await session.startTurn({ clientRequestId: 'r1', input: [{ type: 'text', text: 'copy' }] });

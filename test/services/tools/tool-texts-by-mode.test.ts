@@ -39,7 +39,7 @@ afterAll(async () => {
 /** One turn: the model reads a credential file (a fence denial), then answers. Returns its requests. */
 async function requestsOf(env: ToolEnv): Promise<ModelRequest[]> {
   const model = scriptedModel([{ toolCalls: [{ name: 'read', arguments: { path: join(env.home, '.ssh', 'id_ed25519') } }] }, { text: 'done' }]);
-  const core = await createCore({ storage, model, closeStorageOnShutdown: false, ...workspaceToolOptions(env.runtime) });
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, ...workspaceToolOptions(env.runtime) });
   cores.push(core);
   const session = await core.createSession({ workingDirectory: env.ws });
   const { turnId } = await session.startTurn({ clientRequestId: randomUUID(), input: [{ type: 'text', text: 'read the key' }] });

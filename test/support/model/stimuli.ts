@@ -118,7 +118,7 @@ export interface WorldConfig {
   maxTurns: number;
   limits: { maxModelCalls: number; doomLoopThreshold: number };
   /**
-   * `off`: `createCore({ compaction: false })` (an overflow fails the turn); `overflow`: compaction
+   * `off`: `createCore({ plan: true, conversationHistory: true, agents: true, compaction: false })` (an overflow fails the turn); `overflow`: compaction
    * on, the model's window unknown (only an explicit overflow compacts); `threshold`: a window so
    * small that every request reaches the automatic line.
    */

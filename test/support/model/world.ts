@@ -450,7 +450,7 @@ export class World {
     const gated = this.gatedStorage(storage);
     let idCounter = 0;
     const [gatedTool, explodeTool] = this.tools();
-    this.core = await createCore({
+    this.core = await createCore({ plan: true, conversationHistory: true,
       storage: gated,
       model: this.model(),
       tools: [gatedTool!, explodeTool!],
