@@ -6,11 +6,13 @@
  * processes sharing one Postgres never collide on `(session_id, sequence)`.
  */
 import { createHash } from 'node:crypto';
-import { CommandError, InputError, StorageError, errorMessage } from '../errors.js';
+import { CommandError, InputError, OpenworkError, StorageError, errorMessage } from '../errors.js';
 import { textOf, type ContentBlock, type NewMessage, type StoredMessage } from '../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { SpanData, SpanPayload, TraceSignal } from '../services/trace/signals.js';
+import { fenceSql, ownershipLost, type WriteFence } from './fence.js';
+import { SqlSessionLeases } from './leases.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { iso, isoOrNull, num, numOrNull, strOrNull, type Row, type SqlDatabase, type SqlExecutor } from './sql.js';
 import type {
@@ -219,6 +221,53 @@ export class SqlSessionStorage implements SessionStorage {
     return this.db.kind;
   }
 
+  /** Session leases on this database (issue 15): acquisition, renewal, release, takeover. */
+  readonly leases = new SqlSessionLeases(() => this.db);
+
+  private fence: WriteFence | null = null;
+
+  /**
+   * Fences every write of a session's facts with the lease of `fence` (issue 15); `null` removes it.
+   * One core per storage object while fenced: a second fence would hand out the first one's tokens.
+   */
+  attachFence(fence: WriteFence | null): void {
+    if (fence && this.fence && this.fence !== fence) {
+      throw new InputError('configuration_invalid', 'this storage is already fenced by another core; give each core with ownership its own storage');
+    }
+    this.fence = fence;
+  }
+
+  /** The fence parameters of a session-keyed write: [owner, token], both null when unfenced. */
+  private fenceOf(sessionId: string): [string | null, number | null] {
+    if (!this.fence) return [null, null];
+    const token = this.fence.tokenOf(sessionId);
+    if (token === undefined) throw this.refuse(sessionId);
+    return [this.fence.ownerId, token];
+  }
+
+  /** The owner parameter of a turn-keyed write (the token is the turn's own `lease_token`). */
+  private get fenceOwner(): string | null {
+    return this.fence?.ownerId ?? null;
+  }
+
+  private refuse(sessionId: string): CommandError {
+    this.fence?.refused(sessionId);
+    return ownershipLost(sessionId);
+  }
+
+  /**
+   * After a fenced single-statement write changed no row: whether the fence refused it (then
+   * `ownership_lost` is thrown) or the row simply was not in the state the write expects.
+   */
+  private async explainTurnMiss(turnId: string): Promise<void> {
+    if (!this.fence) return;
+    const { rows } = await this.db.query<{ session_id: string; owned: boolean }>(
+      `SELECT t.session_id, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
+      [turnId, this.fenceOwner],
+    );
+    if (rows[0] && !rows[0].owned) throw this.refuse(rows[0].session_id);
+  }
+
   /** The database handle, opened on first use. */
   get db(): SqlDatabase {
     this.database ??= this.open();
@@ -229,7 +278,7 @@ export class SqlSessionStorage implements SessionStorage {
     try {
       return await fn();
     } catch (error) {
-      if (error instanceof StorageError) throw error;
+      if (error instanceof OpenworkError) throw error;
       const sqlState = sqlStateOf(error);
       throw new StorageError(`${what} failed: ${errorMessage(error)}`, { cause: error, ...(sqlState ? { sqlState } : {}) });
     }
@@ -354,7 +403,13 @@ export class SqlSessionStorage implements SessionStorage {
 
   setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void> {
     return this.run('set sandbox mode', async () => {
-      await this.db.query(`UPDATE sessions SET sandbox_mode = $2, sandbox_mode_origin = 'user_toggle', updated_at = now() WHERE id = $1`, [sessionId, mode]);
+      const [owner, token] = this.fenceOf(sessionId);
+      const result = await this.db.query(
+        `UPDATE sessions SET sandbox_mode = $2, sandbox_mode_origin = 'user_toggle', updated_at = now()
+         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owner: '$3' })}`,
+        [sessionId, mode, owner, token],
+      );
+      if (result.rowCount === 0 && owner !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId);
     });
   }
 
@@ -412,9 +467,15 @@ export class SqlSessionStorage implements SessionStorage {
    * next free sequence is read by the INSERT itself, a later statement with a fresh snapshot, so a
    * writer that waited for the lock sees the rows its predecessor committed.
    */
-  private async lockSession(tx: SqlExecutor, sessionId: string): Promise<void> {
-    const { rows } = await tx.query('SELECT id FROM sessions WHERE id = $1 FOR NO KEY UPDATE', [sessionId]);
+  private async lockSession(tx: SqlExecutor, sessionId: string): Promise<number | null> {
+    const [owner, token] = this.fenceOf(sessionId);
+    const { rows } = await tx.query<{ id: string; owned: boolean }>(
+      `SELECT id, ${fenceSql({ session: 'id', token: '$3::bigint', owner: '$2' })} AS owned FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
+      [sessionId, owner, token],
+    );
     if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
+    if (!rows[0].owned) throw this.refuse(sessionId);
+    return token;
   }
 
   /**
@@ -422,12 +483,15 @@ export class SqlSessionStorage implements SessionStorage {
    * a restarted process) takes no more writes.
    */
   private async lockTurn(tx: SqlExecutor, turnId: string): Promise<string> {
-    const { rows } = await tx.query<{ session_id: string; status: string }>(
-      `SELECT t.session_id, t.status FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = $1 FOR NO KEY UPDATE`,
-      [turnId],
+    const { rows } = await tx.query<{ session_id: string; status: string; owned: boolean }>(
+      `SELECT t.session_id, t.status, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$2' })} AS owned
+       FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = $1 FOR NO KEY UPDATE OF t, s`,
+      [turnId, this.fenceOwner],
     );
     const row = rows[0];
     if (!row) throw new StorageError(`turn ${turnId} does not exist`);
+    // Ownership first: a turn a takeover corrected is `interrupted`, but what its owner hears is why.
+    if (!row.owned) throw this.refuse(row.session_id);
     if (row.status !== 'running') throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
     return row.session_id;
   }
@@ -462,12 +526,12 @@ export class SqlSessionStorage implements SessionStorage {
   beginTurn(input: BeginTurn): Promise<StoredMessage[]> {
     return this.run('begin turn', () =>
       this.db.transaction(async (tx) => {
-        await this.lockSession(tx, input.sessionId);
+        const leaseToken = await this.lockSession(tx, input.sessionId);
         const { rows } = await tx.query('SELECT COALESCE(MAX(sequence), 0) AS max FROM turns WHERE session_id = $1', [input.sessionId]);
         await tx.query(
           `INSERT INTO turns (id, session_id, client_request_id, sequence, model_id, resolved_provider_id,
-             resolved_model_name, app_version, status)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running')`,
+             resolved_model_name, app_version, status, lease_token)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', $9)`,
           [
             input.turnId,
             input.sessionId,
@@ -477,6 +541,7 @@ export class SqlSessionStorage implements SessionStorage {
             input.resolvedProviderId,
             input.resolvedModelName,
             input.appVersion,
+            leaseToken,
           ],
         );
         const stored: StoredMessage[] = [];
@@ -492,12 +557,15 @@ export class SqlSessionStorage implements SessionStorage {
   recordModelCallStart(turnId: string, modelCallIndex: number): Promise<void> {
     return this.run('record model call', async () => {
       const result = await this.db.query(
-        `UPDATE turns SET model_call_count = GREATEST(model_call_count, $2),
+        `UPDATE turns t SET model_call_count = GREATEST(model_call_count, $2),
            model_submission_count = model_submission_count + 1, updated_at = now()
-         WHERE id = $1 AND status = 'running'`,
-        [turnId, modelCallIndex],
+         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$3' })}`,
+        [turnId, modelCallIndex, this.fenceOwner],
       );
-      if (result.rowCount === 0) throw new StorageError(`turn ${turnId} is not running`);
+      if (result.rowCount === 0) {
+        await this.explainTurnMiss(turnId);
+        throw new StorageError(`turn ${turnId} is not running`);
+      }
     });
   }
 
@@ -570,11 +638,12 @@ export class SqlSessionStorage implements SessionStorage {
   finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean> {
     return this.run('finish turn', async () => {
       const result = await this.db.query(
-        `UPDATE turns SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
+        `UPDATE turns t SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
            plan_unfinished_step_count = $5, updated_at = now()
-         WHERE id = $1 AND status = 'running'`,
-        [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount],
+         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$6' })}`,
+        [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, this.fenceOwner],
       );
+      if (result.rowCount === 0) await this.explainTurnMiss(turnId);
       return result.rowCount > 0;
     });
   }
@@ -583,12 +652,15 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('interrupt turn', () =>
       this.db.transaction(async (tx) => {
         const turns = await tx.query(
-          `UPDATE turns SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
+          `UPDATE turns t SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
              error_message = $3, updated_at = now()
-           WHERE id = $1 AND status = 'running'`,
-          [turnId, reason.errorCode, reason.errorMessage],
+           WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$4' })}`,
+          [turnId, reason.errorCode, reason.errorMessage, this.fenceOwner],
         );
-        if (turns.rowCount === 0) return false;
+        if (turns.rowCount === 0) {
+          await this.explainTurnMiss(turnId);
+          return false;
+        }
         await tx.query(
           `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
              error_code = COALESCE(error_code, $2)
@@ -887,9 +959,10 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('advance prune watermark', async () => {
       const { rows } = await this.db.query(
         `UPDATE sessions SET tool_result_pruned_through_sequence = GREATEST(COALESCE(tool_result_pruned_through_sequence, 0), $2)
-         WHERE id = $1 RETURNING tool_result_pruned_through_sequence`,
-        [sessionId, throughSequence],
+         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owner: '$3' })} RETURNING tool_result_pruned_through_sequence`,
+        [sessionId, throughSequence, ...this.fenceOf(sessionId)],
       );
+      if (!rows[0] && this.fence && (await this.getSession(sessionId))) throw this.refuse(sessionId);
       if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
       return num(rows[0].tool_result_pruned_through_sequence);
     });

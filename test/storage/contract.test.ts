@@ -44,7 +44,7 @@ const INDEXES = [
 
 const TABLES = [
   'sessions', 'turns', 'messages', 'conversation_compactions', 'trace_spans', 'trace_payloads', 'trace_span_payloads',
-  'trace_annotations', 'turn_plans', 'skill_status', 'openwork_migrations',
+  'trace_annotations', 'turn_plans', 'skill_status', 'openwork_migrations', 'session_leases',
 ];
 
 function user(id: string, text: string): NewMessage {
