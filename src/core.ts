@@ -237,9 +237,10 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   options.protectRuntimePaths?.(storage.protectedPaths ?? []);
   const migrations = await storage.migrate();
   const keeper = ownershipKeeper(options, storage, (sessionId) => loaded.get(sessionId)?.handle.loseOwnership());
+  // From here every write of a session's facts lands only under this core's lease of the session.
+  if (keeper) storage.attachFence!(keeper);
   // Seed 000 §10: before any turn is accepted. With ownership, only turns no live process owns
   // (lease expired, free or missing) are corrected: another process's running turn is its own.
-  if (keeper) storage.attachFence!(keeper);
   const correction = keeper ? await keeper.startupCorrection() : await storage.markRunningInterrupted();
   keeper?.start();
   // Reference §9.4: then expired trace payloads, before the recorder starts; a failure fails startup.
@@ -398,11 +399,13 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       disabledSkillNames: () => [...disabledSkills].sort(),
       ...(!isChild && agentsEnabled ? { beforeStartTurn: () => reconcile(record.id) } : {}),
       onClosed: () => {
+        let released: Promise<void> | undefined;
         if (loaded.get(record.id)?.handle === handle) {
           loaded.delete(record.id);
-          void keeper?.release(record.id);
+          released = keeper?.release(record.id);
         }
         if (!isChild) controls.delete(record.id);
+        return released;
       },
     });
     entry.handle = handle;
@@ -692,7 +695,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         // Sessions have stopped writing: their leases go now, so another process need not wait for expiry.
         await keeper.stop();
         await keeper.releaseAll().catch(() => undefined);
-        storage.attachFence!(null);
+        storage.detachFence?.(keeper);
       }
       await trace.close();
       global.complete();

@@ -46,7 +46,8 @@ export interface SessionHandleDeps {
   resolveSkills?: (inputs: Extract<UserInput, { type: 'skill' }>[], disabled: string[]) => Promise<NewMessage[]>;
   /** The skills hidden from the model right now; each turn snapshots it when accepted. */
   disabledSkillNames?: () => string[];
-  onClosed: () => void;
+  /** Called once the handle closes; a promise (the session's lease being freed) is awaited by `shutdown`. */
+  onClosed: () => void | Promise<void>;
 }
 
 export interface StartTurnResult {
@@ -533,15 +534,15 @@ export class SessionHandle {
     await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
     if (!this.stopped) (this.deps.stopActor ?? (() => this.deps.actor.stop()))();
-    this.close();
+    await this.close();
   }
 
-  /** Releases waiters and streams; called once the actor is gone. */
-  close(): void {
+  /** Releases waiters and streams; called once the actor is gone. Resolves once the session's lease is freed. */
+  close(): Promise<void> {
     for (const [, resolve] of this.pending) resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
     this.pending.clear();
     this.subject.complete();
-    this.deps.onClosed();
+    return Promise.resolve(this.deps.onClosed());
   }
 }
 

@@ -24,15 +24,16 @@ export interface WriteFence {
 
 /**
  * The fence as a boolean SQL expression. `session` and `token` are SQL expressions (a parameter, or a
- * column such as `t.lease_token`), `owner` the owner parameter; a NULL owner (no fence configured:
- * one process by construction) makes the clause true without touching a lease row.
+ * column such as `t.lease_token`), `owners` the parameter holding the writing cores' owner ids (a
+ * text array); NULL owners (no fence: one process by construction) make the clause true without
+ * touching a lease row.
  *
  * @example
- * `UPDATE turns t SET ... WHERE t.id = $1 AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$3' })}`
+ * `UPDATE turns t SET ... WHERE t.id = $1 AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$3' })}`
  */
-export function fenceSql(at: { session: string; token: string; owner: string }): string {
-  return `(${at.owner}::text IS NULL OR EXISTS (SELECT 1 FROM session_leases fence_l
-    WHERE fence_l.session_id = ${at.session} AND fence_l.owner_id = ${at.owner}::text AND fence_l.token = ${at.token} FOR SHARE))`;
+export function fenceSql(at: { session: string; token: string; owners: string }): string {
+  return `(${at.owners}::text[] IS NULL OR EXISTS (SELECT 1 FROM session_leases fence_l
+    WHERE fence_l.session_id = ${at.session} AND fence_l.owner_id = ANY(${at.owners}::text[]) AND fence_l.token = ${at.token} FOR SHARE))`;
 }
 
 /** `ownership_lost`: the session's lease is not this core's any more; nothing of the write landed. */

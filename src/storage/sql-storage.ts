@@ -224,34 +224,38 @@ export class SqlSessionStorage implements SessionStorage {
   /** Session leases on this database (issue 15): acquisition, renewal, release, takeover. */
   readonly leases = new SqlSessionLeases(() => this.db);
 
-  private fence: WriteFence | null = null;
+  /** The fences of the cores writing through this storage object (usually one; none without ownership). */
+  private readonly fences = new Set<WriteFence>();
 
   /**
-   * Fences every write of a session's facts with the lease of `fence` (issue 15); `null` removes it.
-   * One core per storage object while fenced: a second fence would hand out the first one's tokens.
+   * Makes every write of a session's facts conditional on `fence`'s lease tokens (issue 15). Several
+   * cores may share one storage object: a session's write is fenced by the core holding its token.
    */
-  attachFence(fence: WriteFence | null): void {
-    if (fence && this.fence && this.fence !== fence) {
-      throw new InputError('configuration_invalid', 'this storage is already fenced by another core; give each core with ownership its own storage');
+  attachFence(fence: WriteFence): void {
+    this.fences.add(fence);
+  }
+
+  detachFence(fence: WriteFence): void {
+    this.fences.delete(fence);
+  }
+
+  /** The fence parameters of a session-keyed write: [owners, token], both null when unfenced. */
+  private fenceOf(sessionId: string): [string[] | null, number | null] {
+    if (this.fences.size === 0) return [null, null];
+    for (const fence of this.fences) {
+      const token = fence.tokenOf(sessionId);
+      if (token !== undefined) return [[fence.ownerId], token];
     }
-    this.fence = fence;
+    throw this.refuse(sessionId);
   }
 
-  /** The fence parameters of a session-keyed write: [owner, token], both null when unfenced. */
-  private fenceOf(sessionId: string): [string | null, number | null] {
-    if (!this.fence) return [null, null];
-    const token = this.fence.tokenOf(sessionId);
-    if (token === undefined) throw this.refuse(sessionId);
-    return [this.fence.ownerId, token];
-  }
-
-  /** The owner parameter of a turn-keyed write (the token is the turn's own `lease_token`). */
-  private get fenceOwner(): string | null {
-    return this.fence?.ownerId ?? null;
+  /** The owners parameter of a turn-keyed write (the token is the turn's own `lease_token`). */
+  private get fenceOwners(): string[] | null {
+    return this.fences.size === 0 ? null : [...this.fences].map((f) => f.ownerId);
   }
 
   private refuse(sessionId: string): CommandError {
-    this.fence?.refused(sessionId);
+    for (const fence of this.fences) fence.refused(sessionId);
     return ownershipLost(sessionId);
   }
 
@@ -260,10 +264,10 @@ export class SqlSessionStorage implements SessionStorage {
    * `ownership_lost` is thrown) or the row simply was not in the state the write expects.
    */
   private async explainTurnMiss(turnId: string): Promise<void> {
-    if (!this.fence) return;
+    if (this.fences.size === 0) return;
     const { rows } = await this.db.query<{ session_id: string; owned: boolean }>(
-      `SELECT t.session_id, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
-      [turnId, this.fenceOwner],
+      `SELECT t.session_id, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
+      [turnId, this.fenceOwners],
     );
     if (rows[0] && !rows[0].owned) throw this.refuse(rows[0].session_id);
   }
@@ -406,7 +410,7 @@ export class SqlSessionStorage implements SessionStorage {
       const [owner, token] = this.fenceOf(sessionId);
       const result = await this.db.query(
         `UPDATE sessions SET sandbox_mode = $2, sandbox_mode_origin = 'user_toggle', updated_at = now()
-         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owner: '$3' })}`,
+         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owners: '$3' })}`,
         [sessionId, mode, owner, token],
       );
       if (result.rowCount === 0 && owner !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId);
@@ -470,7 +474,7 @@ export class SqlSessionStorage implements SessionStorage {
   private async lockSession(tx: SqlExecutor, sessionId: string): Promise<number | null> {
     const [owner, token] = this.fenceOf(sessionId);
     const { rows } = await tx.query<{ id: string; owned: boolean }>(
-      `SELECT id, ${fenceSql({ session: 'id', token: '$3::bigint', owner: '$2' })} AS owned FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
+      `SELECT id, ${fenceSql({ session: 'id', token: '$3::bigint', owners: '$2' })} AS owned FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
       [sessionId, owner, token],
     );
     if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
@@ -484,9 +488,9 @@ export class SqlSessionStorage implements SessionStorage {
    */
   private async lockTurn(tx: SqlExecutor, turnId: string): Promise<string> {
     const { rows } = await tx.query<{ session_id: string; status: string; owned: boolean }>(
-      `SELECT t.session_id, t.status, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$2' })} AS owned
+      `SELECT t.session_id, t.status, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned
        FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = $1 FOR NO KEY UPDATE OF t, s`,
-      [turnId, this.fenceOwner],
+      [turnId, this.fenceOwners],
     );
     const row = rows[0];
     if (!row) throw new StorageError(`turn ${turnId} does not exist`);
@@ -559,8 +563,8 @@ export class SqlSessionStorage implements SessionStorage {
       const result = await this.db.query(
         `UPDATE turns t SET model_call_count = GREATEST(model_call_count, $2),
            model_submission_count = model_submission_count + 1, updated_at = now()
-         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$3' })}`,
-        [turnId, modelCallIndex, this.fenceOwner],
+         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$3' })}`,
+        [turnId, modelCallIndex, this.fenceOwners],
       );
       if (result.rowCount === 0) {
         await this.explainTurnMiss(turnId);
@@ -640,8 +644,8 @@ export class SqlSessionStorage implements SessionStorage {
       const result = await this.db.query(
         `UPDATE turns t SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
            plan_unfinished_step_count = $5, updated_at = now()
-         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$6' })}`,
-        [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, this.fenceOwner],
+         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$6' })}`,
+        [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, this.fenceOwners],
       );
       if (result.rowCount === 0) await this.explainTurnMiss(turnId);
       return result.rowCount > 0;
@@ -654,8 +658,8 @@ export class SqlSessionStorage implements SessionStorage {
         const turns = await tx.query(
           `UPDATE turns t SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
              error_message = $3, updated_at = now()
-           WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owner: '$4' })}`,
-          [turnId, reason.errorCode, reason.errorMessage, this.fenceOwner],
+           WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$4' })}`,
+          [turnId, reason.errorCode, reason.errorMessage, this.fenceOwners],
         );
         if (turns.rowCount === 0) {
           await this.explainTurnMiss(turnId);
@@ -959,10 +963,10 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('advance prune watermark', async () => {
       const { rows } = await this.db.query(
         `UPDATE sessions SET tool_result_pruned_through_sequence = GREATEST(COALESCE(tool_result_pruned_through_sequence, 0), $2)
-         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owner: '$3' })} RETURNING tool_result_pruned_through_sequence`,
+         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owners: '$3' })} RETURNING tool_result_pruned_through_sequence`,
         [sessionId, throughSequence, ...this.fenceOf(sessionId)],
       );
-      if (!rows[0] && this.fence && (await this.getSession(sessionId))) throw this.refuse(sessionId);
+      if (!rows[0] && this.fences.size > 0 && (await this.getSession(sessionId))) throw this.refuse(sessionId);
       if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
       return num(rows[0].tool_result_pruned_through_sequence);
     });

@@ -253,8 +253,9 @@ export interface SessionStorage {
   migrate(): Promise<MigrationReport>;
   /** Session leases (issue 15), when the store supports several processes; `createCore` uses them. */
   readonly leases?: SessionLeaseStore;
-  /** Makes every write of a session's facts conditional on `fence`'s lease token (issue 15). */
-  attachFence?(fence: WriteFence | null): void;
+  /** Makes every write of a session's facts conditional on `fence`'s lease tokens (issue 15). */
+  attachFence?(fence: WriteFence): void;
+  detachFence?(fence: WriteFence): void;
   /** Startup correction (seed 000 §10): one transaction, `process_restart`. */
   markRunningInterrupted(): Promise<CorrectionReport>;
   /**

@@ -10,7 +10,6 @@ import { createCore, type Core } from '../../src/core.js';
 import { CommandError, type OpenworkError } from '../../src/errors.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import { createTestDatabase } from '../support/databases.js';
 
@@ -174,11 +173,7 @@ describe('session ownership (issue 15) on one Postgres', () => {
     expect(await session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'mine' });
   });
 
-  it('PGlite keeps ownership off by default; bad settings are configuration_invalid', { timeout: 120_000 }, async () => {
-    const storage = pgliteStorage();
-    const local = await createCore({ storage, model: scriptedModel([]) });
-    expect(local.ownership).toBeNull();
-    await local.shutdown();
+  it('bad ownership settings are configuration_invalid', async () => {
     const bad = await rejection(createCore({ storage: postgresStorage({ connectionString: url }), model: scriptedModel([]), ownership: { leaseMs: -1 } }));
     expect(bad.code).toBe('configuration_invalid');
   });
