@@ -559,7 +559,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     if (inFlight) return inFlight;
     const promise = (async () => {
       // The lease first (issue 15): what is read next is read as this session's owner.
-      if (keeper && !keeper.tokenOf(sessionId)) await acquireLease(sessionId);
+      if (keeper && !keeper.holds(sessionId)) await acquireLease(sessionId);
       const data = await storage.loadSession(sessionId).catch(async (error: unknown) => {
         await keeper?.release(sessionId);
         throw error;

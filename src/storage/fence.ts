@@ -16,23 +16,28 @@ import { CommandError } from '../errors.js';
 export interface WriteFence {
   /** This core's owner id (unique among the live processes on the database). */
   readonly ownerId: string;
-  /** The fencing token this core holds for the session, or undefined when it holds none. */
+  /**
+   * The last fencing token this core was given for the session (still held, or since lost or
+   * released: a write under it is then refused by the database), or undefined for a session this
+   * core never leased.
+   */
   tokenOf(sessionId: string): number | undefined;
-  /** Told when the database refused a write of the session because the lease is not this core's. */
-  refused(sessionId: string): void;
+  /** Told when the database refused a write made under `token` because the lease is not that any more. */
+  refused(sessionId: string, token: number | null): void;
 }
 
 /**
  * The fence as a boolean SQL expression. `session` and `token` are SQL expressions (a parameter, or a
  * column such as `t.lease_token`), `owners` the parameter holding the writing cores' owner ids (a
  * text array); NULL owners (no fence: one process by construction) make the clause true without
- * touching a lease row.
+ * touching a lease row, and so does a NULL token (a session or turn no fence leased: written by a
+ * core without ownership).
  *
  * @example
  * `UPDATE turns t SET ... WHERE t.id = $1 AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$3' })}`
  */
 export function fenceSql(at: { session: string; token: string; owners: string }): string {
-  return `(${at.owners}::text[] IS NULL OR EXISTS (SELECT 1 FROM session_leases fence_l
+  return `(${at.owners}::text[] IS NULL OR ${at.token} IS NULL OR EXISTS (SELECT 1 FROM session_leases fence_l
     WHERE fence_l.session_id = ${at.session} AND fence_l.owner_id = ANY(${at.owners}::text[]) AND fence_l.token = ${at.token} FOR SHARE))`;
 }
 

@@ -239,14 +239,17 @@ export class SqlSessionStorage implements SessionStorage {
     this.fences.delete(fence);
   }
 
-  /** The fence parameters of a session-keyed write: [owners, token], both null when unfenced. */
+  /**
+   * The fence parameters of a session-keyed write: [owners, token] of the fence with the newest token
+   * for the session; both null when no fence ever leased it (a core without ownership writes it).
+   */
   private fenceOf(sessionId: string): [string[] | null, number | null] {
-    if (this.fences.size === 0) return [null, null];
+    let best: [string[], number] | null = null;
     for (const fence of this.fences) {
       const token = fence.tokenOf(sessionId);
-      if (token !== undefined) return [[fence.ownerId], token];
+      if (token !== undefined && (!best || token > best[1])) best = [[fence.ownerId], token];
     }
-    throw this.refuse(sessionId);
+    return best ?? [null, null];
   }
 
   /** The owners parameter of a turn-keyed write (the token is the turn's own `lease_token`). */
@@ -254,8 +257,8 @@ export class SqlSessionStorage implements SessionStorage {
     return this.fences.size === 0 ? null : [...this.fences].map((f) => f.ownerId);
   }
 
-  private refuse(sessionId: string): CommandError {
-    for (const fence of this.fences) fence.refused(sessionId);
+  private refuse(sessionId: string, token: number | null): CommandError {
+    for (const fence of this.fences) fence.refused(sessionId, token);
     return ownershipLost(sessionId);
   }
 
@@ -265,11 +268,11 @@ export class SqlSessionStorage implements SessionStorage {
    */
   private async explainTurnMiss(turnId: string): Promise<void> {
     if (this.fences.size === 0) return;
-    const { rows } = await this.db.query<{ session_id: string; owned: boolean }>(
-      `SELECT t.session_id, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
+    const { rows } = await this.db.query<{ session_id: string; lease_token: unknown; owned: boolean }>(
+      `SELECT t.session_id, t.lease_token, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
       [turnId, this.fenceOwners],
     );
-    if (rows[0] && !rows[0].owned) throw this.refuse(rows[0].session_id);
+    if (rows[0] && !rows[0].owned) throw this.refuse(rows[0].session_id, numOrNull(rows[0].lease_token));
   }
 
   /** The database handle, opened on first use. */
@@ -413,7 +416,7 @@ export class SqlSessionStorage implements SessionStorage {
          WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owners: '$3' })}`,
         [sessionId, mode, owner, token],
       );
-      if (result.rowCount === 0 && owner !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId);
+      if (result.rowCount === 0 && owner !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId, token);
     });
   }
 
@@ -478,7 +481,7 @@ export class SqlSessionStorage implements SessionStorage {
       [sessionId, owner, token],
     );
     if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
-    if (!rows[0].owned) throw this.refuse(sessionId);
+    if (!rows[0].owned) throw this.refuse(sessionId, token);
     return token;
   }
 
@@ -487,15 +490,15 @@ export class SqlSessionStorage implements SessionStorage {
    * a restarted process) takes no more writes.
    */
   private async lockTurn(tx: SqlExecutor, turnId: string): Promise<string> {
-    const { rows } = await tx.query<{ session_id: string; status: string; owned: boolean }>(
-      `SELECT t.session_id, t.status, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned
+    const { rows } = await tx.query<{ session_id: string; status: string; lease_token: unknown; owned: boolean }>(
+      `SELECT t.session_id, t.status, t.lease_token, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned
        FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.id = $1 FOR NO KEY UPDATE OF t, s`,
       [turnId, this.fenceOwners],
     );
     const row = rows[0];
     if (!row) throw new StorageError(`turn ${turnId} does not exist`);
     // Ownership first: a turn a takeover corrected is `interrupted`, but what its owner hears is why.
-    if (!row.owned) throw this.refuse(row.session_id);
+    if (!row.owned) throw this.refuse(row.session_id, numOrNull(row.lease_token));
     if (row.status !== 'running') throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
     return row.session_id;
   }
@@ -966,7 +969,7 @@ export class SqlSessionStorage implements SessionStorage {
          WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owners: '$3' })} RETURNING tool_result_pruned_through_sequence`,
         [sessionId, throughSequence, ...this.fenceOf(sessionId)],
       );
-      if (!rows[0] && this.fences.size > 0 && (await this.getSession(sessionId))) throw this.refuse(sessionId);
+      if (!rows[0] && this.fenceOf(sessionId)[1] !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId, this.fenceOf(sessionId)[1]);
       if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
       return num(rows[0].tool_result_pruned_through_sequence);
     });

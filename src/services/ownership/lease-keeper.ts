@@ -74,7 +74,10 @@ export function resolveOwnership(options: OwnershipOptions): ResolvedOwnership {
 
 export class LeaseKeeper implements WriteFence {
   readonly ownerId: string;
+  /** Leases held now, by session. */
   private readonly tokens = new Map<string, number>();
+  /** The last token of every session this core ever leased: writes under a lost one are refused, never unfenced. */
+  private readonly known = new Map<string, number>();
   private readonly counts: LeaseStats = { acquisitions: 0, renewals: 0, releases: 0, scans: 0, takenOver: 0, correctedTurns: 0, lost: 0 };
   private timers: NodeJS.Timeout[] = [];
   private renewing: Promise<void> | null = null;
@@ -93,11 +96,17 @@ export class LeaseKeeper implements WriteFence {
   }
 
   tokenOf(sessionId: string): number | undefined {
-    return this.tokens.get(sessionId);
+    return this.known.get(sessionId);
   }
 
-  refused(sessionId: string): void {
-    this.lose(sessionId);
+  /** True while this core holds the session's lease. */
+  holds(sessionId: string): boolean {
+    return this.tokens.has(sessionId);
+  }
+
+  refused(sessionId: string, token: number | null): void {
+    // Only the holder of the refused token lost anything: a newer acquisition of this core stands.
+    if (token === null || this.tokens.get(sessionId) === token) this.lose(sessionId);
   }
 
   stats(): LeaseStats {
@@ -119,7 +128,10 @@ export class LeaseKeeper implements WriteFence {
   async acquire(sessionId: string): Promise<LeaseAcquisition> {
     this.counts.acquisitions += 1;
     const result = await this.store.acquire(sessionId, this.ownerId, this.settings.leaseMs);
-    if (result.type === 'acquired') this.tokens.set(sessionId, result.token);
+    if (result.type === 'acquired') {
+      this.tokens.set(sessionId, result.token);
+      this.known.set(sessionId, result.token);
+    }
     return result;
   }
 
