@@ -37,7 +37,7 @@ export interface SessionLeaseStore {
    * gets a new token (fencing its dead owner) and is left free; its running turns become
    * `interrupted` with `process_restart` and their running spans `outcome_unknown`, in one transaction.
    */
-  takeOverExpired(): Promise<CorrectionReport & { sessions: string[] }>;
+  takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }>;
 }
 
 const LEASE_TTL = `now() + $3::double precision * interval '1 millisecond'`;
@@ -108,7 +108,7 @@ export class SqlSessionLeases implements SessionLeaseStore {
     });
   }
 
-  takeOverExpired(): Promise<CorrectionReport & { sessions: string[] }> {
+  takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }> {
     return this.run('take over expired sessions', () =>
       this.db().transaction(async (tx) => {
         // The candidates come from the one-running-turn index; usually there are none.
@@ -116,12 +116,14 @@ export class SqlSessionLeases implements SessionLeaseStore {
           `WITH candidates AS (
              SELECT t.session_id FROM turns t LEFT JOIN session_leases l ON l.session_id = t.session_id
              WHERE t.status = 'running' AND (l.session_id IS NULL OR l.owner_id IS NULL OR l.expires_at < now())
+               AND l.owner_id IS DISTINCT FROM $1
            )
            INSERT INTO session_leases AS l (session_id, owner_id, token, expires_at)
            SELECT session_id, NULL, 1, now() FROM candidates
            ON CONFLICT (session_id) DO UPDATE SET owner_id = NULL, token = l.token + 1, expires_at = now()
-           WHERE l.owner_id IS NULL OR l.expires_at < now()
+           WHERE l.owner_id IS NULL OR (l.expires_at < now() AND l.owner_id IS DISTINCT FROM $1)
            RETURNING l.session_id`,
+          [exceptOwnerId ?? null],
         );
         const sessions = rows.map((r) => r.session_id);
         if (sessions.length === 0) return { turns: 0, spans: 0, sessions };

@@ -207,6 +207,7 @@ export class SqlSessionStorage implements SessionStorage {
   constructor(
     private readonly open: () => SqlDatabase,
     options: StorageOptions = {},
+    private readonly openLeaseDb?: () => SqlDatabase,
   ) {
     this.payloadMaxBytes = Math.max(2, options.tracePayloadMaxBytes ?? DEFAULT_PAYLOAD_MAX_BYTES);
     const retention = options.tracePayloadRetentionDays ?? DEFAULT_PAYLOAD_RETENTION_DAYS;
@@ -222,7 +223,19 @@ export class SqlSessionStorage implements SessionStorage {
   }
 
   /** Session leases on this database (issue 15): acquisition, renewal, release, takeover. */
-  readonly leases = new SqlSessionLeases(() => this.db);
+  readonly leases = new SqlSessionLeases(() => this.leaseDb);
+
+  private leaseDatabase: SqlDatabase | undefined;
+
+  /**
+   * Lease statements run on their own connection where the adapter offers one: a renewal queued
+   * behind a busy pool could let a live core's leases expire.
+   */
+  private get leaseDb(): SqlDatabase {
+    if (!this.openLeaseDb) return this.db;
+    this.leaseDatabase ??= this.openLeaseDb();
+    return this.leaseDatabase;
+  }
 
   /** The fences of the cores writing through this storage object (usually one; none without ownership). */
   private readonly fences = new Set<WriteFence>();
@@ -1133,6 +1146,9 @@ export class SqlSessionStorage implements SessionStorage {
   async close(): Promise<void> {
     const db = this.database;
     this.database = undefined;
+    const leaseDb = this.leaseDatabase;
+    this.leaseDatabase = undefined;
+    if (leaseDb) await leaseDb.close();
     if (db) await db.close();
   }
 }

@@ -197,7 +197,8 @@ export class LeaseKeeper implements WriteFence {
     this.scanning = (async () => {
       try {
         this.counts.scans += 1;
-        const report = await this.store.takeOverExpired();
+        // Never its own sessions: a renewal that is merely late is not a dead owner.
+        const report = await this.store.takeOverExpired(this.ownerId);
         this.counts.takenOver += report.sessions.length;
         this.counts.correctedTurns += report.turns;
       } catch {
