@@ -116,12 +116,12 @@ export class SqlSessionLeases implements SessionLeaseStore {
           `WITH candidates AS (
              SELECT t.session_id FROM turns t LEFT JOIN session_leases l ON l.session_id = t.session_id
              WHERE t.status = 'running' AND (l.session_id IS NULL OR l.owner_id IS NULL OR l.expires_at < now())
-               AND l.owner_id IS DISTINCT FROM $1
+               AND (l.owner_id IS NULL OR $1::text IS NULL OR l.owner_id <> $1::text)
            )
            INSERT INTO session_leases AS l (session_id, owner_id, token, expires_at)
            SELECT session_id, NULL, 1, now() FROM candidates
            ON CONFLICT (session_id) DO UPDATE SET owner_id = NULL, token = l.token + 1, expires_at = now()
-           WHERE l.owner_id IS NULL OR (l.expires_at < now() AND l.owner_id IS DISTINCT FROM $1)
+           WHERE l.owner_id IS NULL OR (l.expires_at < now() AND ($1::text IS NULL OR l.owner_id <> $1::text))
            RETURNING l.session_id`,
           [exceptOwnerId ?? null],
         );
