@@ -23,11 +23,13 @@ const WORKER = join(dirname(fileURLToPath(import.meta.url)), 'support', 'scale-o
 interface Done {
   wallMs: number;
   turns: number;
+  lost: number;
+  takenOver: number;
   leaseStatements: number;
 }
 
 /** Starts `processes` workers with an equal share of the sessions, lets them run together, collects their reports. */
-async function run(url: string, processes: number, ownership: boolean): Promise<{ wallMs: number; turns: number; leaseStatements: number }> {
+async function run(url: string, processes: number, ownership: boolean): Promise<{ wallMs: number; turns: number; lost: number; takenOver: number; leaseStatements: number }> {
   const workers = Array.from({ length: processes }, () => {
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
       env: { ...process.env, SCALE_DATABASE_URL: url, SCALE_SESSIONS: String(SESSIONS / processes), SCALE_TURNS: String(TURNS), SCALE_OWNERSHIP: ownership ? '1' : '0' },
@@ -53,7 +55,8 @@ async function run(url: string, processes: number, ownership: boolean): Promise<
   for (const w of workers) w.child.stdin.write('go\n');
   const reports = (await Promise.all(workers.map((w) => w.line('done')))) as unknown as Done[];
   const wallMs = performance.now() - t0;
-  return { wallMs, turns: reports.reduce((n, r) => n + r.turns, 0), leaseStatements: reports.reduce((n, r) => n + r.leaseStatements, 0) };
+  const sum = (k: keyof Done) => reports.reduce((n, r) => n + r[k], 0);
+  return { wallMs, turns: sum('turns'), lost: sum('lost'), takenOver: sum('takenOver'), leaseStatements: sum('leaseStatements') };
 }
 
 export async function runScaleOutBench(): Promise<string[]> {
@@ -75,7 +78,8 @@ export async function runScaleOutBench(): Promise<string[]> {
       const factWrites = r.turns * 34;
       lines.push(
         `  ${processes} process${processes > 1 ? 'es' : '  '} ownership ${mode.padEnd(3)} ${(r.turns / seconds).toFixed(1).padStart(7)} turns/s` +
-          (ownership ? `, lease traffic ${(r.leaseStatements / seconds).toFixed(2)} statements/s (${r.leaseStatements} lease statements vs ~${factWrites} fact writes)` : ''),
+          (ownership ? `, lease traffic ${(r.leaseStatements / seconds).toFixed(2)} statements/s (${r.leaseStatements} lease statements vs ~${factWrites} fact writes)` : '') +
+          (r.lost > 0 ? `, ${r.lost} turns ended ownership_lost (${r.takenOver} sessions taken over: late renewals)` : ''),
       );
     }
     await admin.end();

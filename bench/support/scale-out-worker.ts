@@ -41,11 +41,17 @@ const before = core.ownership?.stats();
 process.stdout.write(`${JSON.stringify({ kind: 'ready' })}\n`);
 await new Promise<void>((resolve) => createInterface({ input: process.stdin }).once('line', () => resolve()));
 const t0 = performance.now();
+/** Turns refused for want of the lease (a late renewal let another process take the session over). */
+let lost = 0;
 await Promise.all(
   handles.map(async (h) => {
     for (let t = 0; t < turns; t += 1) {
       const { turnId } = await h.startTurn({ clientRequestId: randomUUID(), input: [{ type: 'text', text: 'go' }] });
       const outcome = await h.waitForTurn(turnId);
+      if (outcome.status === 'failed' && outcome.code === 'ownership_lost') {
+        lost += 1;
+        return;
+      }
       if (outcome.status !== 'completed') throw new Error(`turn ${turnId} ${JSON.stringify(outcome)}`);
     }
   }),
@@ -53,6 +59,6 @@ await Promise.all(
 const wallMs = performance.now() - t0;
 const after = core.ownership?.stats();
 const leaseStatements = before && after ? after.renewals - before.renewals + (after.scans - before.scans) + (after.acquisitions - before.acquisitions) + (after.releases - before.releases) : 0;
-process.stdout.write(`${JSON.stringify({ kind: 'done', wallMs, turns: sessions * turns, leaseStatements })}\n`);
+process.stdout.write(`${JSON.stringify({ kind: 'done', wallMs, turns: sessions * turns - lost, lost, leaseStatements, takenOver: after ? after.takenOver - before!.takenOver : 0 })}\n`);
 await core.shutdown();
 process.exit(0);
