@@ -147,6 +147,10 @@ describe.each(backends)('fenced fact statements on $name', (backend) => {
     expect(turnBefore).toMatchObject({ status: 'running', modelSubmissionCount: 1, toolCallCount: 0, inputTokens: null });
     expect(fence.refusals).toEqual(Array(attempts.length).fill({ sessionId, token }));
     fence.refusals.length = 0;
+    // The session's CLI settings (a write main added beside the facts) are fenced the same way.
+    await expect(storage.setClientSettings(sessionId, { model: 'late' })).rejects.toMatchObject({ code: 'ownership_lost' });
+    expect(await storage.getClientSettings(sessionId)).toBeNull();
+    fence.refusals.length = 0;
   });
 
   it('a stale owner cannot begin a turn after another owner took the session over; the new owner can', async () => {
