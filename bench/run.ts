@@ -6,10 +6,11 @@ import { runAssemblyBench } from './assembly.bench.js';
 import { runOpenAIBench } from './openai.bench.js';
 import { runRuntimeBench } from './runtime.bench.js';
 import { runScaleBench } from './scale.bench.js';
+import { runScaleOutBench } from './scale-out.bench.js';
 import { runStartupBench } from './startup.bench.js';
 
 const only = process.argv[2];
-const suites: Record<string, () => Promise<string[]>> = { runtime: runRuntimeBench, openai: runOpenAIBench, assembly: runAssemblyBench, startup: runStartupBench, scale: runScaleBench };
+const suites: Record<string, () => Promise<string[]>> = { runtime: runRuntimeBench, openai: runOpenAIBench, assembly: runAssemblyBench, startup: runStartupBench, scale: runScaleBench, 'scale-out': runScaleOutBench };
 
 for (const [name, run] of Object.entries(suites)) {
   if (only && only !== name) continue;

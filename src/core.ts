@@ -50,6 +50,7 @@ import { resolveSkillRoot } from './services/skills/root.js';
 import { join } from 'node:path';
 import type { CorrectionReport, LoadedSession, SessionRecord, SessionStorage, TracePurgeReport } from './storage/storage.js';
 import type { MigrationReport } from './storage/migrate.js';
+import { LeaseKeeper, resolveOwnership, type LeaseStats, type OwnershipOptions } from './services/ownership/lease-keeper.js';
 
 export const DEFAULT_SYSTEM_PROMPT = [
   'You are a careful software agent working in the user\'s project directory.',
@@ -162,6 +163,13 @@ export interface CoreOptions {
   resolveModel?: (modelId: string | null) => ModelPort | undefined;
   /** Called when an actor fails in a way the machines did not handle (a bug); defaults to console.error. */
   onActorError?: (sessionId: string, error: unknown) => void;
+  /**
+   * Session ownership for several processes on one Postgres (issue 15, README "Several processes"):
+   * each loaded session is leased to this core, every write is fenced by the lease's token, expired
+   * owners' running turns are taken over. On by default for `postgresStorage` (lease 5,000 ms); off
+   * by default for PGlite, whose store lock already admits one process. `false` turns it off.
+   */
+  ownership?: false | OwnershipOptions;
 }
 
 export interface CreateSessionOptions {
@@ -188,6 +196,8 @@ export interface Core {
   /** Updates of every loaded session. Read-only. */
   readonly updates$: Observable<SessionUpdateEnvelope>;
   readonly startup: { migrations: MigrationReport; correction: CorrectionReport; tracePurge: TracePurgeReport };
+  /** This core's session ownership (owner id, lease settings, lease statement counts), or null when off. */
+  readonly ownership: { ownerId: string; leaseMs: number; scanIntervalMs: number; stats(): LeaseStats; heldSessions(): number } | null;
   createSession(options?: CreateSessionOptions): Promise<SessionHandle>;
   /** Loads a stored session (or returns the loaded one); `session_not_found` if it does not exist. */
   loadSession(sessionId: string): Promise<SessionHandle>;
@@ -254,8 +264,13 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   // Before any session can run a tool: the store is never a path a tool may touch.
   options.protectRuntimePaths?.(storage.protectedPaths ?? []);
   const migrations = await storage.migrate();
-  // Seed 000 §10: before any turn is accepted. Ownership would scope this when several processes share one database.
-  const correction = await storage.markRunningInterrupted();
+  const keeper = ownershipKeeper(options, storage, (sessionId) => loaded.get(sessionId)?.handle.loseOwnership());
+  // From here every write of a session's facts lands only under this core's lease of the session.
+  if (keeper) storage.attachFence!(keeper);
+  // Seed 000 §10: before any turn is accepted. With ownership, only turns no live process owns
+  // (lease expired, free or missing) are corrected: another process's running turn is its own.
+  const correction = keeper ? await keeper.startupCorrection() : await storage.markRunningInterrupted();
+  keeper?.start();
   // Reference §9.4: then expired trace payloads, before the recorder starts; a failure fails startup.
   const tracePurge = await storage.purgeExpiredTracePayloads();
 
@@ -432,13 +447,16 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       disabledSkillNames: () => [...disabledSkills].sort(),
       ...(!isChild && agentsEnabled ? { beforeStartTurn: () => reconcile(record.id) } : {}),
       onClosed: () => {
+        let released: Promise<void> | undefined;
         if (loaded.get(record.id)?.handle === handle) {
           loaded.delete(record.id);
           const siblings = isChild ? loadedChildren.get(record.parentSessionId!) : undefined;
           siblings?.delete(record.id);
           if (siblings?.size === 0) loadedChildren.delete(record.parentSessionId!);
+          released = keeper?.release(record.id);
         }
         if (!isChild) controls.delete(record.id);
+        return released;
       },
     });
     entry.handle = handle;
@@ -524,6 +542,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         sandboxMode: subAgentMode(root.handle.snapshot().permissionMode),
         defaultModelId: root.services.model.id,
       });
+      if (keeper) await acquireLease(record.id);
       const child = start(
         { session: record, messages: [], checkpoint: null, replayMessage: null, acceptedRequests: [], plans: [], tokenTotals: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }, lastTurn: null },
         root.services.model,
@@ -567,6 +586,17 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     },
   };
 
+  /** Takes the session's lease or answers why not: `session_owned_elsewhere` with the owner and expiry. */
+  async function acquireLease(sessionId: string): Promise<void> {
+    const result = await keeper!.acquire(sessionId);
+    if (result.type === 'not_found') throw new CommandError('session_not_found', `session ${sessionId} does not exist`);
+    if (result.type === 'owned_elsewhere') {
+      throw new CommandError('session_owned_elsewhere', `session ${sessionId} is owned by runtime ${result.ownerId} until ${result.expiresAt}`, {
+        details: { sessionId, ownerId: result.ownerId, leaseExpiresAt: result.expiresAt },
+      });
+    }
+  }
+
   async function loadSession(sessionId: string): Promise<SessionHandle> {
     if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
     requireId('sessionId', sessionId);
@@ -580,7 +610,12 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     const inFlight = loading.get(sessionId);
     if (inFlight) return inFlight;
     const promise = (async () => {
-      const data = await storage.loadSession(sessionId);
+      // The lease first (issue 15): what is read next is read as this session's owner.
+      if (keeper && !keeper.holds(sessionId)) await acquireLease(sessionId);
+      const data = await storage.loadSession(sessionId).catch(async (error: unknown) => {
+        await keeper?.release(sessionId);
+        throw error;
+      });
       if (!data) throw new CommandError('session_not_found', `session ${sessionId} does not exist`);
       if (data.session.parentSessionId !== null && !loaded.has(data.session.parentSessionId)) await loadSession(data.session.parentSessionId);
       const model = options.resolveModel?.(data.session.defaultModelId) ?? options.model;
@@ -600,6 +635,15 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     storage,
     updates$: global.asObservable(),
     startup: { migrations, correction, tracePurge },
+    ownership: keeper
+      ? {
+          ownerId: keeper.ownerId,
+          leaseMs: keeper.settings.leaseMs,
+          scanIntervalMs: keeper.settings.scanIntervalMs,
+          stats: () => keeper.stats(),
+          heldSessions: () => keeper.held,
+        }
+      : null,
 
     async createSession(opts = {}) {
       if (closed) throw new CommandError('core_closed', 'the runtime has shut down');
@@ -619,6 +663,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
         defaultModelId: (opts.model ?? options.model).id,
         sandboxMode: opts.permissionMode ?? 'auto',
       });
+      if (keeper) await acquireLease(record.id);
       const handle = start({
         session: record,
         messages: [],
@@ -695,13 +740,33 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     async shutdown() {
       if (closed) return;
       closed = true;
+      keeper?.beginShutdown();
       const entries = [...loaded.values()];
       await Promise.all(entries.filter((e) => e.handle.info.parentSessionId !== null).map((e) => e.handle.shutdown()));
       await Promise.all(entries.filter((e) => e.handle.info.parentSessionId === null).map((e) => e.handle.shutdown()));
       telemetry?.close();
+      if (keeper) {
+        // Sessions have stopped writing: their leases go now, so another process need not wait for expiry.
+        await keeper.stop();
+        await keeper.releaseAll().catch(() => undefined);
+        storage.detachFence?.(keeper);
+      }
       await trace.close();
       global.complete();
       if (options.closeStorageOnShutdown !== false) await storage.close();
     },
   };
+}
+
+/**
+ * The lease keeper of this core, or null when ownership is off: on by default where the storage has
+ * leases and is a server Postgres; an explicit `ownership` object turns it on for any such storage.
+ */
+function ownershipKeeper(options: CoreOptions, storage: SessionStorage, onLost: (sessionId: string) => void): LeaseKeeper | null {
+  const wanted = options.ownership === undefined ? storage.kind === 'postgres' && storage.leases !== undefined : options.ownership !== false;
+  if (!wanted) return null;
+  if (!storage.leases || !storage.attachFence) {
+    throw new InputError('configuration_invalid', 'ownership needs a storage with session leases (postgresStorage or pgliteStorage)');
+  }
+  return new LeaseKeeper(storage.leases, resolveOwnership(options.ownership || {}), onLost);
 }

@@ -17,7 +17,9 @@ export type CommandErrorCode =
   | 'snapshot_required'
   | 'sub_agent_mode_fixed'
   | 'checkpoint_not_found'
-  | 'core_closed';
+  | 'core_closed'
+  | 'session_owned_elsewhere'
+  | 'ownership_lost';
 
 /** Input the caller should fix before retrying. */
 export type InputErrorCode =

@@ -51,7 +51,8 @@ export interface SessionHandleDeps {
   resolveSkills?: (inputs: Extract<UserInput, { type: 'skill' }>[], disabled: string[]) => Promise<NewMessage[]>;
   /** The skills hidden from the model right now; each turn snapshots it when accepted. */
   disabledSkillNames?: () => string[];
-  onClosed: () => void;
+  /** Called once the handle closes; a promise (the session's lease being freed) is awaited by `shutdown`. */
+  onClosed: () => void | Promise<void>;
 }
 
 export interface StartTurnResult {
@@ -84,6 +85,8 @@ export class SessionHandle {
   private readonly turnWaiters = new Map<string, Array<(outcome: TurnOutcome) => void>>();
   private lastSequence = 0;
   private record: SessionRecord;
+  /** Set once another runtime owns this session (issue 15): every command answers `ownership_lost`. */
+  private ownershipLost = false;
 
   constructor(private readonly deps: SessionHandleDeps) {
     this.sessionId = deps.record.id;
@@ -142,6 +145,9 @@ export class SessionHandle {
   }
 
   private send(event: SessionEvent & { commandId: string }): Promise<CommandReply> {
+    if (this.ownershipLost && event.type !== 'session.shutdown') {
+      return Promise.resolve({ ok: false, code: 'ownership_lost', message: `session ${this.sessionId} is owned by another runtime now; load it there` });
+    }
     if (this.stopped) {
       return Promise.resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
     }
@@ -315,6 +321,7 @@ export class SessionHandle {
     const parsed = permissionModeSchema.safeParse(mode);
     if (!parsed.success) throw new InputError('invalid_request', `unknown permission mode ${JSON.stringify(mode)}`);
     if (this.record.parentSessionId !== null) throw new CommandError('sub_agent_mode_fixed', 'a sub-agent session keeps the mode it was spawned with');
+    if (this.ownershipLost) throw new CommandError('ownership_lost', `session ${this.sessionId} is owned by another runtime now; load it there`);
     if (this.stopped) throw new CommandError('actor_stopped', 'the session actor has stopped');
     await this.deps.storage.setSandboxMode(this.sessionId, parsed.data);
     this.record = { ...this.record, sandboxMode: parsed.data };
@@ -539,6 +546,23 @@ export class SessionHandle {
     return this.deps.storage.listTurns(this.sessionId);
   }
 
+  /**
+   * Another runtime owns the session now (its lease was taken over while this process was paused or
+   * cut off): commands answer `ownership_lost` from here on, and the actor stops. A running turn's
+   * writes are refused by the fence, so it ends `ownership_lost` with none of its facts stored after
+   * the takeover; `updates$` carries that `turn_finished` and then completes.
+   */
+  loseOwnership(): void {
+    if (this.ownershipLost) return;
+    this.ownershipLost = true;
+    void this.shutdown();
+  }
+
+  /** True once another runtime owns this session (see `loseOwnership`). */
+  get ownedElsewhere(): boolean {
+    return this.ownershipLost;
+  }
+
   /** Stops the actor: a running turn ends `actor_stopped` after recording what it can. */
   async shutdown(timeoutMs = 10_000): Promise<void> {
     if (this.stopped) return;
@@ -559,15 +583,15 @@ export class SessionHandle {
     await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
     if (!this.stopped) (this.deps.stopActor ?? (() => this.deps.actor.stop()))();
-    this.close();
+    await this.close();
   }
 
-  /** Releases waiters and streams; called once the actor is gone. */
-  close(): void {
+  /** Releases waiters and streams; called once the actor is gone. Resolves once the session's lease is freed. */
+  close(): Promise<void> {
     for (const [, resolve] of this.pending) resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
     this.pending.clear();
     this.subject.complete();
-    this.deps.onClosed();
+    return Promise.resolve(this.deps.onClosed());
   }
 }
 

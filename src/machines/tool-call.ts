@@ -27,6 +27,11 @@ import type {
 export const USER_DENIED_TEXT = 'The user denied this tool call.';
 export const UNANSWERED_TEXT = 'the turn was cancelled before the user answered';
 export const CANCELLED_BEFORE_RUN_TEXT = 'tool call was cancelled before it ran';
+/** A refused write of a session another runtime owns now ends the turn `ownership_lost` (issue 15); any other, `persistence_error`. */
+function storageTerminalCode(error: unknown): 'ownership_lost' | 'persistence_error' {
+  return (error as { code?: string } | null)?.code === 'ownership_lost' ? 'ownership_lost' : 'persistence_error';
+}
+
 export const ACTOR_STOPPED_TEXT = 'the runtime stopped while this tool call was pending; its outcome is unknown';
 /** Reference §4.13: the refusal a sub-agent gets instead of a card (the text lives with the other policy texts). */
 export { NON_INTERACTIVE_REFUSAL_TEXT };
@@ -560,7 +565,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
               target: '#toolCall.done',
               actions: assign(({ event }) => ({
                 result: failed('execution_failed', 'the plan could not be saved'),
-                terminal: { code: 'persistence_error' as const, message: String((event.error as Error)?.message ?? event.error) },
+                terminal: { code: storageTerminalCode(event.error), message: String((event.error as Error)?.message ?? event.error) },
               })),
             },
           },
@@ -629,7 +634,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
             return {
               recorded: false,
               terminal: {
-                code: error?.code === 'chat_state_error' ? ('chat_state_error' as const) : ('persistence_error' as const),
+                code: error?.code === 'chat_state_error' ? ('chat_state_error' as const) : storageTerminalCode(error),
                 message: String(error?.message ?? event.error),
               },
             };

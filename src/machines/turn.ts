@@ -192,7 +192,9 @@ function errorText(error: unknown): string {
 }
 
 function storageFailure(error: unknown): TurnOutcome {
-  const code = (error as { code?: string } | null)?.code === 'chat_state_error' ? 'chat_state_error' : 'persistence_error';
+  const raw = (error as { code?: string } | null)?.code;
+  // `ownership_lost` (issue 15): another runtime owns the session now; the write was refused whole.
+  const code = raw === 'chat_state_error' || raw === 'ownership_lost' ? raw : 'persistence_error';
   return failedOutcome(code, errorText(error));
 }
 
@@ -875,6 +877,13 @@ export const turnMachine = turnSetup.createMachine({
           { target: 'failed', actions: assign({ endRecorded: ({ event }) => event.output }) },
         ],
         onError: [
+          // The end itself was refused for want of the lease: whatever the turn decided, none of it
+          // after the takeover is stored, and the host hears why (issue 15).
+          {
+            guard: ({ event }) => (event.error as { code?: string } | null)?.code === 'ownership_lost',
+            target: 'failed',
+            actions: assign({ outcome: ({ event }) => storageFailure(event.error) }),
+          },
           { guard: 'outcomeCompleted', target: 'completed' },
           { guard: 'outcomeCancelled', target: 'cancelled' },
           { target: 'failed' },

@@ -27,7 +27,7 @@ export interface TurnLimits {
   doomLoopThreshold: number;
 }
 
-export type TerminalCode = 'permission_denied' | 'doom_loop' | 'persistence_error' | 'chat_state_error' | 'cancelled' | 'actor_stopped';
+export type TerminalCode = 'permission_denied' | 'doom_loop' | 'persistence_error' | 'chat_state_error' | 'ownership_lost' | 'cancelled' | 'actor_stopped';
 
 export interface ToolCallTerminal {
   code: TerminalCode;

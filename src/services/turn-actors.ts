@@ -520,7 +520,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       try {
         recorded = await services.storage.finishTurn(input.turnId, end);
       } catch (error) {
-        if (entry?.begun) entry.end = end;
+        // An end refused for want of the lease is not kept: the session is another runtime's now,
+        // and whoever took it over closed the turn.
+        if ((error as { code?: string } | null)?.code === 'ownership_lost') unrecorded.get(input.sessionId)?.delete(input.turnId);
+        else if (entry?.begun) entry.end = end;
         throw error;
       }
       unrecorded.get(input.sessionId)?.delete(input.turnId);

@@ -132,5 +132,6 @@ export class PostgresDatabase implements SqlDatabase {
  * const core = await createCore({ storage: postgresStorage({ connectionString: process.env.DATABASE_URL }), model });
  */
 export function postgresStorage(options: PostgresStorageOptions = {}): SqlSessionStorage {
-  return new SqlSessionStorage(() => new PostgresDatabase(options), options);
+  // Leases get a pool of one of their own (issue 15): renewals never wait behind the turns' queries.
+  return new SqlSessionStorage(() => new PostgresDatabase(options), options, () => new PostgresDatabase({ ...options, max: 1 }));
 }

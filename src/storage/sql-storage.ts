@@ -6,11 +6,13 @@
  * processes sharing one Postgres never collide on `(session_id, sequence)`.
  */
 import { createHash } from 'node:crypto';
-import { CommandError, InputError, StorageError, errorMessage } from '../errors.js';
+import { CommandError, InputError, OpenworkError, StorageError, errorMessage } from '../errors.js';
 import { textOf, type ContentBlock, type NewMessage, type StoredMessage } from '../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { SpanData, SpanPayload, TraceSignal } from '../services/trace/signals.js';
+import { fenceSql, ownershipLost, type WriteFence } from './fence.js';
+import { SqlSessionLeases } from './leases.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { iso, isoOrNull, num, numOrNull, strOrNull, type NamedStatement, type Row, type SqlDatabase, type SqlExecutor } from './sql.js';
 import {
@@ -21,10 +23,13 @@ import {
   COMMIT_TOOL_RESULT,
   MESSAGE_COLUMNS,
   RECORD_MODEL_CALL_START,
+  SESSION_OWNERSHIP,
+  TURN_OWNERSHIP,
   TURN_STATUS,
   UPSERT_SPANS_END,
   UPSERT_SPANS_START,
   WRITE_TRACE_BATCH,
+  type FactStatement,
 } from './step-sql.js';
 import type {
   BeginTurn,
@@ -289,6 +294,7 @@ export class SqlSessionStorage implements SessionStorage {
   constructor(
     private readonly open: () => SqlDatabase,
     options: StorageOptions = {},
+    private readonly openLeaseDb?: () => SqlDatabase,
   ) {
     this.payloadMaxBytes = Math.max(2, options.tracePayloadMaxBytes ?? DEFAULT_PAYLOAD_MAX_BYTES);
     const retention = options.tracePayloadRetentionDays ?? DEFAULT_PAYLOAD_RETENTION_DAYS;
@@ -303,6 +309,72 @@ export class SqlSessionStorage implements SessionStorage {
     return this.db.kind;
   }
 
+  /** Session leases on this database (issue 15): acquisition, renewal, release, takeover. */
+  readonly leases = new SqlSessionLeases(() => this.leaseDb);
+
+  private leaseDatabase: SqlDatabase | undefined;
+
+  /**
+   * Lease statements run on their own connection where the adapter offers one: a renewal queued
+   * behind a busy pool could let a live core's leases expire.
+   */
+  private get leaseDb(): SqlDatabase {
+    if (!this.openLeaseDb) return this.db;
+    this.leaseDatabase ??= this.openLeaseDb();
+    return this.leaseDatabase;
+  }
+
+  /** The fences of the cores writing through this storage object (usually one; none without ownership). */
+  private readonly fences = new Set<WriteFence>();
+
+  /**
+   * Makes every write of a session's facts conditional on `fence`'s lease tokens (issue 15). Several
+   * cores may share one storage object: a session's write is fenced by the core holding its token.
+   */
+  attachFence(fence: WriteFence): void {
+    this.fences.add(fence);
+  }
+
+  detachFence(fence: WriteFence): void {
+    this.fences.delete(fence);
+  }
+
+  /**
+   * The fence parameters of a session-keyed write: [owners, token] of the fence with the newest token
+   * for the session; both null when no fence ever leased it (a core without ownership writes it).
+   */
+  private fenceOf(sessionId: string): [string[] | null, number | null] {
+    let best: [string[], number] | null = null;
+    for (const fence of this.fences) {
+      const token = fence.tokenOf(sessionId);
+      if (token !== undefined && (!best || token > best[1])) best = [[fence.ownerId], token];
+    }
+    return best ?? [null, null];
+  }
+
+  /** The owners parameter of a turn-keyed write (the token is the turn's own `lease_token`). */
+  private get fenceOwners(): string[] | null {
+    return this.fences.size === 0 ? null : [...this.fences].map((f) => f.ownerId);
+  }
+
+  private refuse(sessionId: string, token: number | null): CommandError {
+    for (const fence of this.fences) fence.refused(sessionId, token);
+    return ownershipLost(sessionId);
+  }
+
+  /**
+   * After a fenced single-statement write changed no row: whether the fence refused it (then
+   * `ownership_lost` is thrown) or the row simply was not in the state the write expects.
+   */
+  private async explainTurnMiss(turnId: string): Promise<void> {
+    if (this.fences.size === 0) return;
+    const { rows } = await this.db.query<{ session_id: string; lease_token: unknown; owned: boolean }>(
+      `SELECT t.session_id, t.lease_token, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
+      [turnId, this.fenceOwners],
+    );
+    if (rows[0] && !rows[0].owned) throw this.refuse(rows[0].session_id, numOrNull(rows[0].lease_token));
+  }
+
   /** The database handle, opened on first use. */
   get db(): SqlDatabase {
     this.database ??= this.open();
@@ -313,7 +385,7 @@ export class SqlSessionStorage implements SessionStorage {
     try {
       return await fn();
     } catch (error) {
-      if (error instanceof StorageError) throw error;
+      if (error instanceof OpenworkError) throw error;
       const sqlState = sqlStateOf(error);
       throw new StorageError(`${what} failed: ${errorMessage(error)}`, { cause: error, ...(sqlState ? { sqlState } : {}) });
     }
@@ -438,7 +510,13 @@ export class SqlSessionStorage implements SessionStorage {
 
   setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void> {
     return this.run('set sandbox mode', async () => {
-      await this.db.query(`UPDATE sessions SET sandbox_mode = $2, sandbox_mode_origin = 'user_toggle', updated_at = now() WHERE id = $1`, [sessionId, mode]);
+      const [owner, token] = this.fenceOf(sessionId);
+      const result = await this.db.query(
+        `UPDATE sessions SET sandbox_mode = $2, sandbox_mode_origin = 'user_toggle', updated_at = now()
+         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owners: '$3' })}`,
+        [sessionId, mode, owner, token],
+      );
+      if (result.rowCount === 0 && owner !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId, token);
     });
   }
 
@@ -452,7 +530,12 @@ export class SqlSessionStorage implements SessionStorage {
 
   setClientSettings(sessionId: string, settings: Record<string, unknown>): Promise<boolean> {
     return this.run('set client settings', async () => {
-      const result = await this.db.query(`UPDATE sessions SET client_settings = $2::jsonb WHERE id = $1`, [sessionId, JSON.stringify(settings)]);
+      const [owner, token] = this.fenceOf(sessionId);
+      const result = await this.db.query(
+        `UPDATE sessions SET client_settings = $2::jsonb WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owners: '$3' })}`,
+        [sessionId, JSON.stringify(settings), owner, token],
+      );
+      if (result.rowCount === 0 && owner !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId, token);
       return result.rowCount > 0;
     });
   }
@@ -511,16 +594,22 @@ export class SqlSessionStorage implements SessionStorage {
    * next free sequence is read by the INSERT itself, a later statement with a fresh snapshot, so a
    * writer that waited for the lock sees the rows its predecessor committed.
    */
-  private async lockSession(tx: SqlExecutor, sessionId: string): Promise<void> {
-    const { rows } = await tx.query('SELECT id FROM sessions WHERE id = $1 FOR NO KEY UPDATE', [sessionId]);
+  private async lockSession(tx: SqlExecutor, sessionId: string): Promise<number | null> {
+    const [owner, token] = this.fenceOf(sessionId);
+    const { rows } = await tx.query<{ id: string; owned: boolean }>(
+      `SELECT id, ${fenceSql({ session: 'id', token: '$3::bigint', owners: '$2' })} AS owned FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
+      [sessionId, owner, token],
+    );
     if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
+    if (!rows[0].owned) throw this.refuse(sessionId, token);
+    return token;
   }
 
   /**
    * Runs one fact statement (see `step-sql.ts`), again with a fresh snapshot when it lost a
    * sequence race to a writer it waited for; the statement is atomic, so a failed run wrote nothing.
    */
-  private async fact(stmt: NamedStatement, params: readonly unknown[]): Promise<Row[]> {
+  private async retrying(stmt: NamedStatement, params: readonly unknown[]): Promise<Row[]> {
     for (let attempt = 1; ; attempt += 1) {
       try {
         return (await this.db.query(stmt, params)).rows;
@@ -531,18 +620,43 @@ export class SqlSessionStorage implements SessionStorage {
   }
 
   /**
+   * A turn-keyed fact statement: its fenced text, with the owner ids as the last parameter, when a
+   * fence is attached (issue 15), so the lease check rides in the statement's `locked` CTE.
+   */
+  private fact(stmt: FactStatement, params: readonly unknown[]): Promise<Row[]> {
+    const owners = this.fenceOwners;
+    return owners === null ? this.retrying(stmt.plain, params) : this.retrying(stmt.fenced, [...params, owners]);
+  }
+
+  /**
+   * Why a turn-keyed fact statement wrote nothing, on this failure path only (one more round trip):
+   * the fence refused it (`ownership_lost`, checked first: a turn a takeover corrected is
+   * `interrupted`, but what its stale owner hears is why), the turn does not exist, or its status.
+   */
+  private async turnStatus(turnId: string): Promise<string> {
+    const owners = this.fenceOwners;
+    if (owners === null) {
+      const { rows } = await this.db.query<{ status: string }>(TURN_STATUS, [turnId]);
+      if (!rows[0]) throw new StorageError(`turn ${turnId} does not exist`);
+      return rows[0].status;
+    }
+    const { rows } = await this.db.query<{ session_id: string; status: string; lease_token: unknown; owned: boolean }>(TURN_OWNERSHIP, [turnId, owners]);
+    const row = rows[0];
+    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
+    if (!row.owned) throw this.refuse(row.session_id, numOrNull(row.lease_token));
+    return row.status;
+  }
+
+  /**
    * A fact statement wrote nothing because its turn was not running: says why, as the old
    * `lockTurn` did (one more round trip, on this failure path only).
    */
   private async notRunning(turnId: string): Promise<never> {
-    const { rows } = await this.db.query<{ status: string }>(TURN_STATUS, [turnId]);
-    const row = rows[0];
-    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
-    throw new StorageError(`turn ${turnId} is ${row.status}, not running`);
+    throw new StorageError(`turn ${turnId} is ${await this.turnStatus(turnId)}, not running`);
   }
 
   /** One message of a running turn, through one of the single-message fact statements. */
-  private async commitOne(turnId: string, stmt: NamedStatement, message: NewMessage, extra: readonly unknown[] = []): Promise<StoredMessage> {
+  private async commitOne(turnId: string, stmt: FactStatement, message: NewMessage, extra: readonly unknown[] = []): Promise<StoredMessage> {
     const rows = await this.fact(stmt, [turnId, ...messageParams(message), ...extra]);
     if (!rows[0]) return this.notRunning(turnId);
     return messageFromRow(rows[0]);
@@ -550,7 +664,8 @@ export class SqlSessionStorage implements SessionStorage {
 
   beginTurn(input: BeginTurn): Promise<StoredMessage[]> {
     return this.run('begin turn', async () => {
-      const rows = await this.fact(BEGIN_TURN, [
+      const [owners, token] = this.fenceOf(input.sessionId);
+      const params = [
         input.turnId,
         input.sessionId,
         input.clientRequestId,
@@ -559,9 +674,27 @@ export class SqlSessionStorage implements SessionStorage {
         input.resolvedModelName,
         input.appVersion,
         JSON.stringify(input.messages.map(messageRecord)),
-      ]);
-      if (rows.length < input.messages.length || (rows.length === 0 && !(await this.getSession(input.sessionId)))) {
-        throw new StorageError(`session ${input.sessionId} does not exist`);
+      ];
+      // Session-keyed: fenced by this core's token for the session, which becomes the turn's own.
+      if (owners === null) {
+        const rows = await this.retrying(BEGIN_TURN.plain, params);
+        if (rows.length < input.messages.length || (rows.length === 0 && !(await this.getSession(input.sessionId)))) {
+          throw new StorageError(`session ${input.sessionId} does not exist`);
+        }
+        return rows.map(messageFromRow);
+      }
+      const rows = await this.retrying(BEGIN_TURN.fenced, [...params, owners, token]);
+      if (rows.length < input.messages.length || rows.length === 0) {
+        const { rows: why } = await this.db.query<{ found: boolean; began: boolean; owned: boolean }>(SESSION_OWNERSHIP, [
+          input.sessionId,
+          owners,
+          token,
+          input.turnId,
+        ]);
+        const w = why[0]!;
+        if (!w.found) throw new StorageError(`session ${input.sessionId} does not exist`);
+        if (!w.owned) throw this.refuse(input.sessionId, token);
+        if (!w.began || rows.length < input.messages.length) throw new StorageError(`turn ${input.turnId} was not stored`);
       }
       return rows.map(messageFromRow);
     });
@@ -569,8 +702,11 @@ export class SqlSessionStorage implements SessionStorage {
 
   recordModelCallStart(turnId: string, modelCallIndex: number): Promise<void> {
     return this.run('record model call', async () => {
-      const { rows } = await this.db.query<{ counted: number }>(RECORD_MODEL_CALL_START, [turnId, modelCallIndex]);
-      if (num(rows[0]?.counted ?? 0) === 0) throw new StorageError(`turn ${turnId} is not running`);
+      const rows = await this.fact(RECORD_MODEL_CALL_START, [turnId, modelCallIndex]);
+      if (num(rows[0]?.counted ?? 0) === 0) {
+        await this.turnStatus(turnId);
+        throw new StorageError(`turn ${turnId} is not running`);
+      }
     });
   }
 
@@ -609,9 +745,10 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('append messages', async () => {
       const rows = await this.fact(APPEND_TURN_MESSAGES, [turnId, JSON.stringify(messages.map(messageRecord))]);
       // No row: every message was already stored, or the turn is not running; only the second is an error.
+      // The fence refusing it is a third; `turnStatus` tells all three apart.
       if (rows.length === 0) {
-        const { rows: status } = await this.db.query<{ status: string }>(TURN_STATUS, [turnId]);
-        if (status[0]?.status !== 'running') return this.notRunning(turnId);
+        const status = await this.turnStatus(turnId);
+        if (status !== 'running') throw new StorageError(`turn ${turnId} is ${status}, not running`);
       }
       return rows.map(messageFromRow);
     });
@@ -620,11 +757,12 @@ export class SqlSessionStorage implements SessionStorage {
   finishTurn(turnId: string, outcome: FinishTurn): Promise<boolean> {
     return this.run('finish turn', async () => {
       const result = await this.db.query(
-        `UPDATE turns SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
+        `UPDATE turns t SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
            plan_unfinished_step_count = $5, updated_at = now()
-         WHERE id = $1 AND status = 'running'`,
-        [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount],
+         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$6' })}`,
+        [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, this.fenceOwners],
       );
+      if (result.rowCount === 0) await this.explainTurnMiss(turnId);
       return result.rowCount > 0;
     });
   }
@@ -633,12 +771,15 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('interrupt turn', () =>
       this.db.transaction(async (tx) => {
         const turns = await tx.query(
-          `UPDATE turns SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
+          `UPDATE turns t SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
              error_message = $3, updated_at = now()
-           WHERE id = $1 AND status = 'running'`,
-          [turnId, reason.errorCode, reason.errorMessage],
+           WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$4' })}`,
+          [turnId, reason.errorCode, reason.errorMessage, this.fenceOwners],
         );
-        if (turns.rowCount === 0) return false;
+        if (turns.rowCount === 0) {
+          await this.explainTurnMiss(turnId);
+          return false;
+        }
         await tx.query(
           `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
              error_code = COALESCE(error_code, $2)
@@ -880,9 +1021,10 @@ export class SqlSessionStorage implements SessionStorage {
     return this.run('advance prune watermark', async () => {
       const { rows } = await this.db.query(
         `UPDATE sessions SET tool_result_pruned_through_sequence = GREATEST(COALESCE(tool_result_pruned_through_sequence, 0), $2)
-         WHERE id = $1 RETURNING tool_result_pruned_through_sequence`,
-        [sessionId, throughSequence],
+         WHERE id = $1 AND ${fenceSql({ session: 'id', token: '$4::bigint', owners: '$3' })} RETURNING tool_result_pruned_through_sequence`,
+        [sessionId, throughSequence, ...this.fenceOf(sessionId)],
       );
+      if (!rows[0] && this.fenceOf(sessionId)[1] !== null && (await this.getSession(sessionId))) throw this.refuse(sessionId, this.fenceOf(sessionId)[1]);
       if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
       return num(rows[0].tool_result_pruned_through_sequence);
     });
@@ -1065,6 +1207,9 @@ export class SqlSessionStorage implements SessionStorage {
   async close(): Promise<void> {
     const db = this.database;
     this.database = undefined;
+    const leaseDb = this.leaseDatabase;
+    this.leaseDatabase = undefined;
+    if (leaseDb) await leaseDb.close();
     if (db) await db.close();
   }
 }

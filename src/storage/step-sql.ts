@@ -9,9 +9,14 @@
  * session (`FOR NO KEY UPDATE`, as the old `lockTurn` did: a turn corrected or ended by another
  * writer takes no more writes, and message sequences of a session are allocated under the session's
  * row lock); the writes read from `locked`, so a turn that is not running writes nothing and the
- * statement returns no row. The lease guard of issue 14's sibling work (fencing tokens) goes into
- * `locked` as one more condition on the session row (`AND s.lease_token = $n`), which keeps it one
- * statement: a fenced-off writer finds no row and writes nothing (docs/decisions.md).
+ * statement returns no row.
+ *
+ * The lease fence (issue 15, `fence.ts`) goes into `locked` as one more condition: the turn's
+ * session lease must still carry the token the turn began under (`turns.lease_token`), checked and
+ * share-locked in the same statement, so a fenced-off writer finds no row and writes nothing, with
+ * no extra round trip. Each fact therefore has two fixed texts (`FactStatement`): `plain`, for a
+ * storage without a fence (one process by construction), and `fenced`, whose last parameter is the
+ * writing cores' owner ids; each text has its own prepared-statement name.
  *
  * The next message sequence is `MAX + 1` read inside the statement. A statement that had to wait
  * for the session lock reads MAX from its own snapshot, which may miss the row the lock holder just
@@ -19,16 +24,40 @@
  * fails with 23505, and `SqlSessionStorage` runs it again with a fresh snapshot. Only two writers on
  * one session at once ever see it.
  */
-import { statement } from './sql.js';
+import { fenceSql } from './fence.js';
+import { statement, type NamedStatement } from './sql.js';
+
+/** One fact statement in its two fixed texts (see the module header). */
+export interface FactStatement {
+  /** Without the fence: for a storage no core attached a fence to. */
+  readonly plain: NamedStatement;
+  /** With the fence: one more parameter after the plain ones, the writing cores' owner ids (`text[]`). */
+  readonly fenced: NamedStatement;
+}
+
+/** Both texts of a fact; `text` gets the owners' parameter (e.g. `'$8'`) for the fenced one, null for the plain one. */
+function factStatement(name: string, ownersParam: string, text: (owners: string | null) => string): FactStatement {
+  return Object.freeze({ plain: statement(name, text(null)), fenced: statement(`${name}_fenced`, text(ownersParam)) });
+}
+
+/** The fence of a turn-keyed write on the turn `t`: its session's lease still carries the turn's token. */
+function turnFence(owners: string | null): string {
+  return owners ? ` AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners })}` : '';
+}
 
 export const MESSAGE_COLUMNS = `id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name, created_at`;
 
-/** The running turn ($1), locked with its session: the seam of every fact write (and of the lease guard). */
-const LOCKED_TURN = `locked AS (
+/**
+ * The running turn ($1), locked with its session: the seam of every fact write, and of the lease
+ * fence when `owners` names the parameter holding the owner ids.
+ */
+function lockedTurn(owners: string | null): string {
+  return `locked AS (
     SELECT t.session_id FROM turns t JOIN sessions s ON s.id = t.session_id
-    WHERE t.id = $1 AND t.status = 'running'
+    WHERE t.id = $1 AND t.status = 'running'${turnFence(owners)}
     FOR NO KEY UPDATE
   )`;
+}
 
 /** One message ($2..$7) at the session's next sequence, for the turn in `locked`. */
 const INSERT_ONE_MESSAGE = `message AS (
@@ -50,21 +79,23 @@ const INSERT_ONE_MESSAGE = `message AS (
  * durable state as a crash just before the call. No restart path reads it: the startup correction
  * only ends running turns and spans.
  */
-export const RECORD_MODEL_CALL_START = statement(
+export const RECORD_MODEL_CALL_START = factStatement(
   'model_call_start',
-  `WITH counted AS (
-    UPDATE turns SET model_call_count = GREATEST(model_call_count, $2),
+  '$3',
+  (owners) => `WITH counted AS (
+    UPDATE turns t SET model_call_count = GREATEST(model_call_count, $2),
       model_submission_count = model_submission_count + 1, updated_at = now()
-    WHERE id = $1 AND status = 'running'
+    WHERE t.id = $1 AND t.status = 'running'${turnFence(owners)}
     RETURNING 1
   )
   SELECT (SELECT count(*) FROM counted)::int AS counted, set_config('synchronous_commit', 'off', true) AS commit_mode`,
 );
 
 /** The assistant message with its tool calls, its tokens and tool call count on the turn: one statement. */
-export const COMMIT_ASSISTANT_MESSAGE = statement(
+export const COMMIT_ASSISTANT_MESSAGE = factStatement(
   'commit_assistant',
-  `WITH ${LOCKED_TURN},
+  '$13',
+  (owners) => `WITH ${lockedTurn(owners)},
   counted AS (
     UPDATE turns SET
       input_tokens = COALESCE(input_tokens, 0) + $8, output_tokens = COALESCE(output_tokens, 0) + $9,
@@ -78,17 +109,19 @@ export const COMMIT_ASSISTANT_MESSAGE = statement(
 );
 
 /** One tool result: one statement. */
-export const COMMIT_TOOL_RESULT = statement(
+export const COMMIT_TOOL_RESULT = factStatement(
   'commit_tool_result',
-  `WITH ${LOCKED_TURN},
+  '$8',
+  (owners) => `WITH ${lockedTurn(owners)},
   ${INSERT_ONE_MESSAGE}
   SELECT * FROM message`,
 );
 
 /** The plan row ($8..$10) and its success tool result (reference §6.6): one statement. */
-export const COMMIT_PLAN_UPDATE = statement(
+export const COMMIT_PLAN_UPDATE = factStatement(
   'commit_plan',
-  `WITH ${LOCKED_TURN},
+  '$11',
+  (owners) => `WITH ${lockedTurn(owners)},
   plan AS (
     INSERT INTO turn_plans (turn_id, explanation, steps, updated_at)
     SELECT $1, $8, $9::jsonb, $10 FROM locked
@@ -107,9 +140,10 @@ const MESSAGE_RECORDSET = `jsonb_to_recordset($2::jsonb) AS r(ord integer, id te
  * Contextual messages ($2, a JSON array) with `ON CONFLICT (id) DO NOTHING`: those whose id is
  * already stored are left out before numbering, so the sequences stay dense.
  */
-export const APPEND_TURN_MESSAGES = statement(
+export const APPEND_TURN_MESSAGES = factStatement(
   'append_messages',
-  `WITH ${LOCKED_TURN},
+  '$3',
+  (owners) => `WITH ${lockedTurn(owners)},
   fresh AS (
     SELECT r.*, row_number() OVER (ORDER BY r.ord) AS n FROM ${MESSAGE_RECORDSET}
     WHERE NOT EXISTS (SELECT 1 FROM messages e WHERE e.id = r.id)
@@ -130,15 +164,24 @@ export const APPEND_TURN_MESSAGES = statement(
  * Start Turn (reference §9.3) in one statement: the session ($2) locked, the turn row at the next
  * turn sequence, its messages ($9, a JSON array) in order, `last_turn_at`. A second running turn
  * hits `uq_turns_one_running_per_session` and nothing is written.
+ *
+ * Fenced, it is session-keyed: $9 the owner ids, $10 the core's token for the session, checked on
+ * the session's lease in `locked` and written as the turn's `lease_token`, which every later fact
+ * of the turn is fenced by.
  */
-export const BEGIN_TURN = statement(
+export const BEGIN_TURN = factStatement(
   'begin_turn',
-  `WITH locked AS (SELECT s.id FROM sessions s WHERE s.id = $2 FOR NO KEY UPDATE),
+  '$9',
+  (owners) => `WITH locked AS (
+    SELECT s.id FROM sessions s
+    WHERE s.id = $2${owners ? ` AND ${fenceSql({ session: 's.id', token: '$10::bigint', owners })}` : ''}
+    FOR NO KEY UPDATE
+  ),
   turn AS (
     INSERT INTO turns (id, session_id, client_request_id, sequence, model_id, resolved_provider_id,
-      resolved_model_name, app_version, status)
+      resolved_model_name, app_version, status${owners ? ', lease_token' : ''})
     SELECT $1, locked.id, $3, (SELECT COALESCE(MAX(t.sequence), 0) + 1 FROM turns t WHERE t.session_id = locked.id),
-      $4, $5, $6, $7, 'running'
+      $4, $5, $6, $7, 'running'${owners ? ', $10::bigint' : ''}
     FROM locked
     RETURNING id, session_id
   ),
@@ -159,6 +202,27 @@ export const BEGIN_TURN = statement(
 
 /** Diagnosis after a fact statement wrote nothing: why the turn took no write. */
 export const TURN_STATUS = statement('turn_status', `SELECT status FROM turns WHERE id = $1`);
+
+/**
+ * The same diagnosis with a fence attached ($2 the owner ids): the turn's status and whether its
+ * lease still carries its token (`owned` false: the fence refused the write, `ownership_lost`).
+ */
+export const TURN_OWNERSHIP = statement(
+  'turn_ownership',
+  `SELECT t.session_id, t.status, t.lease_token, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned
+  FROM turns t WHERE t.id = $1`,
+);
+
+/**
+ * Diagnosis after the fenced `BEGIN_TURN` returned fewer rows than it had messages: whether the
+ * session ($1) exists, whether the turn ($4) was stored (a turn without messages), and whether the
+ * session's lease still carries the core's token ($3, owners $2).
+ */
+export const SESSION_OWNERSHIP = statement(
+  'session_ownership',
+  `SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1) AS found, EXISTS (SELECT 1 FROM turns WHERE id = $4) AS began,
+    ${fenceSql({ session: '$1', token: '$3::bigint', owners: '$2' })} AS owned`,
+);
 
 /**
  * A trace batch in one statement: spans that start ($1: inserted, `ON CONFLICT DO NOTHING`), spans

@@ -8,6 +8,8 @@ import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js'
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { MigrationReport } from './migrate.js';
 import type { TraceSignal } from '../services/trace/signals.js';
+import type { WriteFence } from './fence.js';
+import type { SessionLeaseStore } from './leases.js';
 
 export interface SessionRecord {
   id: string;
@@ -258,6 +260,11 @@ export interface SessionStorage {
    */
   readonly protectedPaths?: readonly string[];
   migrate(): Promise<MigrationReport>;
+  /** Session leases (issue 15), when the store supports several processes; `createCore` uses them. */
+  readonly leases?: SessionLeaseStore;
+  /** Makes every write of a session's facts conditional on `fence`'s lease tokens (issue 15). */
+  attachFence?(fence: WriteFence): void;
+  detachFence?(fence: WriteFence): void;
   /** Startup correction (seed 000 §10): one transaction, `process_restart`. */
   markRunningInterrupted(): Promise<CorrectionReport>;
   /**

@@ -8,6 +8,9 @@
  * committed call), and the next turn's request carries the synthesized `interrupted` result for every
  * call that has no result (or, when a checkpoint summarised the call away, holds the summary).
  *
+ * Ownership (issue 15) is on, as on any Postgres: every child is the same host restarted under one
+ * owner id, so each write is fenced by its lease and the startup correction is the takeover scan.
+ *
  * CRASH_KILLS (default 50) seeded kill points per CI run, each interrupting CRASH_SESSIONS (default 2)
  * concurrently running sessions at their own point; `npm run crash` runs 200 kills. CRASH_SEED
  * reproduces a run's kill points (the child's own timing still varies a little).

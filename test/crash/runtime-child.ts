@@ -131,6 +131,10 @@ async function main(): Promise<void> {
     tools: [slowJournal],
     trace: { batchSize: 8 },
     compaction: { retryDelayMs: 50 },
+    // Issue 15 (d): the crash-restart run with leases on. Each process is the same host restarted, so
+    // it has the same owner id and frees its killed predecessor's leases at once; CRASH_OWNERSHIP=0
+    // runs the single-process correction instead.
+    ownership: process.env.CRASH_OWNERSHIP === '0' ? false : { leaseMs: Number(process.env.CRASH_LEASE_MS ?? 1_000), ownerId: 'crash-host' },
   });
   send({ kind: 'ready', correction: core.startup.correction });
   await expectLine('go');

@@ -308,13 +308,15 @@ describe.each(backends)('degradation table (seed 000 §11) on $name', (backend) 
         return 'written';
       },
     });
-    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: scriptedModel([{ toolCalls: [{ name: 'journal', arguments: { entry: 'once' }, callId: 'j1' }] }]), tools: [tool], closeStorageOnShutdown: false });
+    // With ownership (Postgres), the restarted process is the same host: same owner id, leases freed at start.
+    const ownership = { ownerId: `dies-${backend.name}` };
+    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: scriptedModel([{ toolCalls: [{ name: 'journal', arguments: { entry: 'once' }, callId: 'j1' }] }]), tools: [tool], closeStorageOnShutdown: false, ownership });
     const session = await first.createSession({ workingDirectory: process.cwd() });
     const { turnId } = await session.startTurn({ clientRequestId: 'crash', input: [{ type: 'text', text: 'write' }] });
     for (let i = 0; i < 200 && !readFileSync(journal, { encoding: 'utf8', flag: 'a+' }).includes('once'); i += 1) await new Promise((r) => setTimeout(r, 5));
 
     const model = scriptedModel([{ text: 'back' }]);
-    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [tool], closeStorageOnShutdown: false });
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, tools: [tool], closeStorageOnShutdown: false, ownership });
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
     const again = await second.loadSession(session.sessionId);
     const next = await again.startTurn({ clientRequestId: 'after', input: [{ type: 'text', text: 'go on' }] });

@@ -392,7 +392,10 @@ describe.each(backends)('session runtime on $name', (backend) => {
     let started!: () => void;
     const toolStarted = new Promise<void>((r) => (started = r));
     const model1 = scriptedModel([{ toolCalls: [{ name: 'hang', arguments: {}, callId: 'lost' }] }]);
-    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: model1, tools: [hangingTool(() => started())], closeStorageOnShutdown: false, worldState: false });
+    // On Postgres, ownership is on: the restarted process has the same owner id (a host's stable
+    // process name), so it frees its previous incarnation's leases at once instead of waiting for expiry.
+    const ownership = { ownerId: `restart-${backend.name}` };
+    const first = await createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: model1, tools: [hangingTool(() => started())], closeStorageOnShutdown: false, worldState: false, ownership });
     const session1 = await first.createSession({ workingDirectory: process.cwd() });
     const { turnId } = await session1.startTurn({ clientRequestId: 'before-crash', input: [{ type: 'text', text: 'run it' }] });
     await toolStarted;
@@ -403,7 +406,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(before.map((s) => `${s.kind}:${s.status}`)).toEqual(['model_call:succeeded', 'tool_call:running']);
 
     const model2 = scriptedModel([{ text: 'fresh start' }]);
-    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: model2, tools: [echoTool], closeStorageOnShutdown: false, worldState: false });
+    const second = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model: model2, tools: [echoTool], closeStorageOnShutdown: false, worldState: false, ownership });
     expect(second.startup.correction.turns).toBeGreaterThanOrEqual(1);
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
     const after = await storage.listTraceSpans({ turnId });
@@ -442,7 +445,8 @@ describe.each(backends)('session runtime on $name', (backend) => {
     ]);
     const faulty = faultyStorage(storage);
     faulty.failOn('purgeExpiredTracePayloads', 1);
-    await expect(createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false })).rejects.toMatchObject({ code: 'persistence_error' });
+    // The single-process order (ownership off); with ownership, the takeover scan is the correction (test/ownership).
+    await expect(createCore({ plan: true, conversationHistory: true, agents: true, storage: faulty, model: scriptedModel([]), closeStorageOnShutdown: false, worldState: false, ownership: false })).rejects.toMatchObject({ code: 'persistence_error' });
     const order = faulty.calls.map((c) => c.method).filter((m) => ['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads'].includes(m));
     expect(order).toEqual(['migrate', 'markRunningInterrupted', 'purgeExpiredTracePayloads']);
     // The failed purge changed nothing; the next start purges, and reports it.

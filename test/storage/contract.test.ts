@@ -50,7 +50,7 @@ const DROPPED_DUPLICATE_INDEXES = ['idx_turns_session_sequence', 'idx_messages_s
 
 const TABLES = [
   'sessions', 'turns', 'messages', 'conversation_compactions', 'trace_spans', 'trace_payloads', 'trace_span_payloads',
-  'trace_annotations', 'turn_plans', 'skill_status', 'openwork_migrations',
+  'trace_annotations', 'turn_plans', 'skill_status', 'openwork_migrations', 'session_leases',
 ];
 
 function user(id: string, text: string): NewMessage {

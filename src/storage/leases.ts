@@ -1,0 +1,157 @@
+/**
+ * @module storage/leases
+ * Session leases in the database (issue 15): which core owns a session, until when, under which
+ * fencing token. Every operation is one conditional statement (or one transaction), so that two
+ * processes racing for a session can never both win: Postgres serialises the updates of the lease
+ * row, and the loser re-evaluates the condition against the winner's row.
+ *
+ * Times are the database's (`now()`), never a process's clock: processes on different machines
+ * agree on expiry as long as they share the database.
+ */
+import { StorageError, errorMessage } from '../errors.js';
+import { iso, num, type SqlDatabase, type SqlExecutor } from './sql.js';
+import type { CorrectionReport } from './storage.js';
+
+/** The answer of an acquisition. */
+export type LeaseAcquisition =
+  | { type: 'acquired'; token: number; expiresAt: string; corrected: CorrectionReport }
+  | { type: 'owned_elsewhere'; ownerId: string; expiresAt: string }
+  | { type: 'not_found' };
+
+/** The lease side of a storage (the `leases` member of `SessionStorage`). */
+export interface SessionLeaseStore {
+  /**
+   * Takes the session's lease for `ownerId` when it is free, expired, or already this owner's, with
+   * a token one higher than the last one given out; in the same transaction, any turn of the
+   * session still `running` (a previous owner's) is closed as the startup correction closes it.
+   */
+  acquire(sessionId: string, ownerId: string, leaseMs: number): Promise<LeaseAcquisition>;
+  /** One statement for all: pushes out the expiry of the listed leases still held by `ownerId`. */
+  renew(ownerId: string, sessionIds: readonly string[], leaseMs: number): Promise<Array<{ sessionId: string; token: number }>>;
+  /** Frees one lease if it is still `ownerId`'s under `token`. */
+  release(sessionId: string, ownerId: string, token: number): Promise<void>;
+  /** Frees every lease of `ownerId` (shutdown, or a restart under the same owner id). */
+  releaseAll(ownerId: string): Promise<number>;
+  /**
+   * The takeover scan: every session with a `running` turn whose lease is expired, free or missing
+   * gets a new token (fencing its dead owner) and is left free; its running turns become
+   * `interrupted` with `process_restart` and their running spans `outcome_unknown`, in one transaction.
+   */
+  takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }>;
+}
+
+const LEASE_TTL = `now() + $3::double precision * interval '1 millisecond'`;
+
+export class SqlSessionLeases implements SessionLeaseStore {
+  constructor(private readonly db: () => SqlDatabase) {}
+
+  private async run<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      if (error instanceof StorageError) throw error;
+      throw new StorageError(`${what} failed: ${errorMessage(error)}`, { cause: error });
+    }
+  }
+
+  acquire(sessionId: string, ownerId: string, leaseMs: number): Promise<LeaseAcquisition> {
+    return this.run('acquire session lease', () =>
+      this.db().transaction(async (tx) => {
+        const { rows } = await tx.query<{ token: unknown; expires_at: unknown }>(
+          `INSERT INTO session_leases AS l (session_id, owner_id, token, expires_at)
+           SELECT id, $2, 1, ${LEASE_TTL} FROM sessions WHERE id = $1
+           ON CONFLICT (session_id) DO UPDATE SET owner_id = EXCLUDED.owner_id, token = l.token + 1, expires_at = EXCLUDED.expires_at
+           WHERE l.owner_id IS NULL OR l.owner_id = EXCLUDED.owner_id OR l.expires_at < now()
+           RETURNING l.token, l.expires_at`,
+          [sessionId, ownerId, leaseMs],
+        );
+        if (rows[0]) {
+          const corrected = await correctRunning(tx, [sessionId]);
+          return { type: 'acquired' as const, token: num(rows[0].token), expiresAt: iso(rows[0].expires_at), corrected };
+        }
+        const holder = await tx.query<{ owner_id: string | null; expires_at: unknown }>(
+          'SELECT owner_id, expires_at FROM session_leases WHERE session_id = $1',
+          [sessionId],
+        );
+        const h = holder.rows[0];
+        if (!h) return { type: 'not_found' as const };
+        return { type: 'owned_elsewhere' as const, ownerId: String(h.owner_id), expiresAt: iso(h.expires_at) };
+      }),
+    );
+  }
+
+  renew(ownerId: string, sessionIds: readonly string[], leaseMs: number): Promise<Array<{ sessionId: string; token: number }>> {
+    if (sessionIds.length === 0) return Promise.resolve([]);
+    return this.run('renew session leases', async () => {
+      const { rows } = await this.db().query<{ session_id: string; token: unknown }>(
+        `UPDATE session_leases SET expires_at = ${LEASE_TTL}
+         WHERE owner_id = $1 AND session_id = ANY($2::text[]) RETURNING session_id, token`,
+        [ownerId, [...sessionIds], leaseMs],
+      );
+      return rows.map((r) => ({ sessionId: r.session_id, token: num(r.token) }));
+    });
+  }
+
+  release(sessionId: string, ownerId: string, token: number): Promise<void> {
+    return this.run('release session lease', async () => {
+      await this.db().query(
+        `UPDATE session_leases SET owner_id = NULL, expires_at = now() WHERE session_id = $1 AND owner_id = $2 AND token = $3`,
+        [sessionId, ownerId, token],
+      );
+    });
+  }
+
+  releaseAll(ownerId: string): Promise<number> {
+    return this.run('release session leases', async () => {
+      const result = await this.db().query(`UPDATE session_leases SET owner_id = NULL, expires_at = now() WHERE owner_id = $1`, [ownerId]);
+      return result.rowCount;
+    });
+  }
+
+  takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }> {
+    return this.run('take over expired sessions', () =>
+      this.db().transaction(async (tx) => {
+        // The candidates come from the one-running-turn index; usually there are none.
+        const { rows } = await tx.query<{ session_id: string }>(
+          `WITH candidates AS (
+             SELECT t.session_id FROM turns t LEFT JOIN session_leases l ON l.session_id = t.session_id
+             WHERE t.status = 'running' AND (l.session_id IS NULL OR l.owner_id IS NULL OR l.expires_at < now())
+               AND (l.owner_id IS NULL OR $1::text IS NULL OR l.owner_id <> $1::text)
+           )
+           INSERT INTO session_leases AS l (session_id, owner_id, token, expires_at)
+           SELECT session_id, NULL, 1, now() FROM candidates
+           ON CONFLICT (session_id) DO UPDATE SET owner_id = NULL, token = l.token + 1, expires_at = now()
+           WHERE l.owner_id IS NULL OR (l.expires_at < now() AND ($1::text IS NULL OR l.owner_id <> $1::text))
+           RETURNING l.session_id`,
+          [exceptOwnerId ?? null],
+        );
+        const sessions = rows.map((r) => r.session_id);
+        if (sessions.length === 0) return { turns: 0, spans: 0, sessions };
+        return { ...(await correctRunning(tx, sessions)), sessions };
+      }),
+    );
+  }
+}
+
+/**
+ * The startup correction scoped to sessions whose lease this transaction just took: the same
+ * `process_restart` rows as `markRunningInterrupted`, for these sessions only.
+ */
+async function correctRunning(tx: SqlExecutor, sessionIds: string[]): Promise<CorrectionReport> {
+  const turns = await tx.query<{ id: string }>(
+    `UPDATE turns SET status = 'interrupted', ended_at = GREATEST(now(), started_at),
+       error_code = COALESCE(error_code, 'process_restart'),
+       error_message = COALESCE(error_message, 'the process ended while the turn was running'),
+       updated_at = now()
+     WHERE session_id = ANY($1::text[]) AND status = 'running' RETURNING id`,
+    [sessionIds],
+  );
+  if (turns.rowCount === 0) return { turns: 0, spans: 0 };
+  const spans = await tx.query(
+    `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
+       error_code = COALESCE(error_code, 'process_restart')
+     WHERE turn_id = ANY($1::text[]) AND status = 'running'`,
+    [turns.rows.map((r) => r.id)],
+  );
+  return { turns: turns.rowCount, spans: spans.rowCount };
+}
