@@ -151,6 +151,16 @@ function metaFlag(args: string[]): 'help' | 'version' | null {
  * the model cannot open anyway. Its module is imported first, on its own, so that PGlite starts
  * before the larger runtime graph is read.
  */
+/**
+ * The Markdown renderer colours through chalk, which decides by itself from the environment and
+ * says no under `CI` whatever the terminal is. The CLI's own rule (a terminal, no NO_COLOR) decides
+ * instead, so chalk is told before the chat modules load it. Tool commands never see it: bash gets
+ * an environment of its own.
+ */
+function colourLikeTheCli(env: NodeJS.ProcessEnv = process.env): void {
+  if (process.stdout.isTTY === true && !env.NO_COLOR && env.TERM !== 'dumb' && env.FORCE_COLOR === undefined) env.FORCE_COLOR = '1';
+}
+
 async function openEarly(options: ChatOptions): Promise<EarlyStore | undefined> {
   const { modelLikelyOpens, openStoreEarly } = await import('./early-store.js');
   return modelLikelyOpens(options) ? openStoreEarly(options) : undefined;
@@ -177,6 +187,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'chat': {
         const options = parseChatOptions(rest, process.env, process.cwd(), loadConfigFiles(process.cwd()));
         const early = await openEarly(options);
+        colourLikeTheCli();
         const { runChat } = await import('./chat.js');
         return await runChat(options, { input: process.stdin, output: process.stdout, error: process.stderr }, early);
       }

@@ -38,6 +38,8 @@ export interface SessionLeaseStore {
    * `interrupted` with `process_restart` and their running spans `outcome_unknown`, in one transaction.
    */
   takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }>;
+  /** One round trip to the database, to learn that it answers again after an outage. */
+  ping(): Promise<void>;
 }
 
 const LEASE_TTL = `now() + $3::double precision * interval '1 millisecond'`;
@@ -108,14 +110,24 @@ export class SqlSessionLeases implements SessionLeaseStore {
     });
   }
 
+  ping(): Promise<void> {
+    return this.run('reach the database', async () => {
+      await this.db().query('SELECT 1');
+    });
+  }
+
   takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }> {
     return this.run('take over expired sessions', () =>
       this.db().transaction(async (tx) => {
         // The candidates come from the one-running-turn index; usually there are none.
         const { rows } = await tx.query<{ session_id: string }>(
-          `WITH candidates AS (
-             SELECT t.session_id FROM turns t LEFT JOIN session_leases l ON l.session_id = t.session_id
-             WHERE t.status = 'running' AND (l.session_id IS NULL OR l.owner_id IS NULL OR l.expires_at < now())
+          `WITH running AS (
+             SELECT session_id FROM turns WHERE status = 'running'
+             -- A compaction outside a turn leaves only spans behind (idx_trace_spans_running).
+             UNION SELECT session_id FROM trace_spans WHERE status = 'running'
+           ), candidates AS (
+             SELECT r.session_id FROM running r LEFT JOIN session_leases l ON l.session_id = r.session_id
+             WHERE (l.session_id IS NULL OR l.owner_id IS NULL OR l.expires_at < now())
                AND (l.owner_id IS NULL OR $1::text IS NULL OR l.owner_id <> $1::text)
            )
            INSERT INTO session_leases AS l (session_id, owner_id, token, expires_at)
@@ -146,12 +158,13 @@ async function correctRunning(tx: SqlExecutor, sessionIds: string[]): Promise<Co
      WHERE session_id = ANY($1::text[]) AND status = 'running' RETURNING id`,
     [sessionIds],
   );
-  if (turns.rowCount === 0) return { turns: 0, spans: 0 };
+  // Every running span of these sessions, not only their turns': a compaction outside a turn has
+  // spans of its own, and nothing of a session whose lease this transaction holds is running anywhere.
   const spans = await tx.query(
     `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
        error_code = COALESCE(error_code, 'process_restart')
-     WHERE turn_id = ANY($1::text[]) AND status = 'running'`,
-    [turns.rows.map((r) => r.id)],
+     WHERE session_id = ANY($1::text[]) AND status = 'running'`,
+    [sessionIds],
   );
   return { turns: turns.rowCount, spans: spans.rowCount };
 }

@@ -71,13 +71,10 @@ const INSERT_ONE_MESSAGE = `message AS (
 
 /**
  * Before the provider call (reference §9.3): the logical call count (GREATEST) and one more
- * submission. Committed before the call, like every fact, but without waiting for its WAL flush
- * (`synchronous_commit = off` for this transaction only, set by `set_config(..., true)`, which the
- * implicit transaction resets at its end). WAL is one sequence, so the counter is durable as soon as
- * any later fact is (the assistant message, a tool result, the turn's end, each of which waits for
- * its flush); a crash before that loses it together with everything after it, which is the same
- * durable state as a crash just before the call. No restart path reads it: the startup correction
- * only ends running turns and spans.
+ * submission, committed and flushed before the call like every fact. (It once skipped its flush
+ * wait, on the grounds that the next fact's flush covers it; but when the database itself crashes
+ * between the two and the runtime carries on, the restarted server has the later fact and not the
+ * counter: an assistant message with no model call counted. `postgres-outage-soak` found it.)
  */
 export const RECORD_MODEL_CALL_START = factStatement(
   'model_call_start',
@@ -88,7 +85,7 @@ export const RECORD_MODEL_CALL_START = factStatement(
     WHERE t.id = $1 AND t.status = 'running'${turnFence(owners)}
     RETURNING 1
   )
-  SELECT (SELECT count(*) FROM counted)::int AS counted, set_config('synchronous_commit', 'off', true) AS commit_mode`,
+  SELECT (SELECT count(*) FROM counted)::int AS counted`,
 );
 
 /** The assistant message with its tool calls, its tokens and tool call count on the turn: one statement. */

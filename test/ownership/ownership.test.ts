@@ -90,10 +90,14 @@ describe('session ownership (issue 15) on one Postgres', () => {
     await expireLease(stale.sessionId);
     const fresh = await b.loadSession(stale.sessionId);
 
-    // The stale handle still thinks it owns the session; its first write (here the sub-agent
-    // reconciliation before the turn is accepted) is refused, and nothing of the turn is stored.
-    const first = await rejection(stale.startTurn({ clientRequestId: 'stale-1', input: [{ type: 'text', text: 'hi' }] }));
-    expect(first.code).toBe('ownership_lost');
+    // The stale handle still thinks it owns the session. Its first write is refused: with sub-agents
+    // on, the reconciliation before the turn is accepted (startTurn rejects); without, the turn's own
+    // begin (the accepted turn ends ownership_lost). Either way nothing of the turn is stored.
+    const first = await stale
+      .startTurn({ clientRequestId: 'stale-1', input: [{ type: 'text', text: 'hi' }] })
+      .then(({ turnId }) => stale.waitForTurn(turnId))
+      .catch((error: OpenworkError) => ({ status: 'refused', code: error.code }));
+    expect(first).toMatchObject({ code: 'ownership_lost' });
     expect(await b.storage.listTurns(stale.sessionId)).toEqual([]);
     expect(await b.storage.listMessages(stale.sessionId)).toEqual([]);
 

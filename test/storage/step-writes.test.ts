@@ -160,7 +160,7 @@ describe('the step on a Postgres server', () => {
     url = await createTestDatabase();
   });
 
-  it('the trace batch and the model-call counter commit without waiting for a flush, and that never leaks onto the connection', async () => {
+  it('the trace batch commits without waiting for a flush, and that never leaks onto the connection', async () => {
     // One connection, so every statement below runs on the connection the trace batch used. The test
     // server runs with synchronous_commit off for speed; this connection asks for `on` itself.
     const storage = postgresStorage({ connectionString: url, max: 1, pool: { options: '-c synchronous_commit=on' } });

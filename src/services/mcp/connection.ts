@@ -132,14 +132,7 @@ export class McpConnection {
     transport.stderr?.on('data', (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
     });
-    const client = this.client_('stdio');
-    try {
-      await client.connect(transport, { timeout });
-    } catch (error) {
-      await client.close().catch(() => undefined);
-      throw error;
-    }
-    return { client, transport };
+    return connectOrClose(this.client_('stdio'), transport, timeout);
   }
 
   private async connectHttp(config: McpHttpServerConfig, timeout: number): Promise<Live> {
@@ -157,17 +150,20 @@ export class McpConnection {
         if (!answeredWithHttpStatus(error)) throw error;
       }
     }
-    const client = this.client_('sse');
     // The SSE transport sends `requestInit.headers` on its event stream as well as on its posts.
-    const transport = new SSEClientTransport(url, { requestInit });
-    try {
-      await client.connect(transport, { timeout });
-    } catch (error) {
-      await client.close().catch(() => undefined);
-      throw error;
-    }
-    return { client, transport };
+    return connectOrClose(this.client_('sse'), new SSEClientTransport(url, { requestInit }), timeout);
   }
+}
+
+/** Connects `client` over `transport`; a client that could not connect is closed before the error goes on. */
+async function connectOrClose(client: Client, transport: Live['transport'], timeout: number): Promise<Live> {
+  try {
+    await client.connect(transport, { timeout });
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    throw error;
+  }
+  return { client, transport };
 }
 
 /**

@@ -81,6 +81,13 @@ export class LeaseKeeper implements WriteFence {
   private readonly counts: LeaseStats = { acquisitions: 0, renewals: 0, releases: 0, scans: 0, takenOver: 0, correctedTurns: 0, lost: 0 };
   private timers: NodeJS.Timeout[] = [];
   private renewing: Promise<void> | null = null;
+  /**
+   * Since when this core has reached the database without a failure (null: its last attempt
+   * failed). During an outage no owner can renew, so every lease on the database expires; a lease
+   * that expired then says nothing about its owner being dead. So this core takes nothing over
+   * until it has reached the database for a whole lease period, in which live owners renew.
+   */
+  private reachableSince: number | null = Number.NEGATIVE_INFINITY;
   private scanning: Promise<void> | null = null;
   private closing = false;
   /** Set at shutdown: closing handles do not free their leases one by one, `releaseAll` frees them together. */
@@ -177,6 +184,7 @@ export class LeaseKeeper implements WriteFence {
       try {
         this.counts.renewals += 1;
         const rows = await this.store.renew(this.ownerId, [...held.keys()], this.settings.leaseMs);
+        this.reached(true);
         const renewed = new Map(rows.map((r) => [r.sessionId, r.token]));
         for (const [sessionId, token] of held) {
           // Only what is still held under the same token: a release or re-acquisition meanwhile is not a loss.
@@ -184,6 +192,7 @@ export class LeaseKeeper implements WriteFence {
         }
       } catch {
         // The database is unreachable: the next interval tries again. Writes are fenced regardless.
+        this.reached(false);
       } finally {
         this.renewing = null;
       }
@@ -191,11 +200,22 @@ export class LeaseKeeper implements WriteFence {
     return this.renewing;
   }
 
+  private reached(ok: boolean): void {
+    if (!ok) this.reachableSince = null;
+    else this.reachableSince ??= Date.now();
+  }
+
   /** The takeover scan (issue 15.3). */
   scanNow(): Promise<void> {
     if (this.scanning || this.closing) return this.scanning ?? Promise.resolve();
     this.scanning = (async () => {
       try {
+        if (this.reachableSince === null || Date.now() - this.reachableSince < this.settings.leaseMs) {
+          // Just after an outage: wait until live owners have had a lease period to renew.
+          await this.store.ping();
+          this.reached(true);
+          return;
+        }
         this.counts.scans += 1;
         // Never its own sessions: a renewal that is merely late is not a dead owner.
         const report = await this.store.takeOverExpired(this.ownerId);
@@ -203,6 +223,7 @@ export class LeaseKeeper implements WriteFence {
         this.counts.correctedTurns += report.turns;
       } catch {
         // As for renewals: the next interval scans again.
+        this.reached(false);
       } finally {
         this.scanning = null;
       }
