@@ -44,7 +44,7 @@ const INDEXES = [
 
 /**
  * Listed by reference §9.1 but exact duplicates of the unique constraints messages_session_sequence
- * and turns_session_sequence; migration 0003 drops them (issue 14: one index entry less per message).
+ * and turns_session_sequence; migration 0004 drops them (issue 14: one index entry less per message).
  */
 const DROPPED_DUPLICATE_INDEXES = ['idx_turns_session_sequence', 'idx_messages_session_sequence'];
 
