@@ -85,9 +85,12 @@ export class LeaseKeeper implements WriteFence {
    * Since when this core has reached the database without a failure (null: its last attempt
    * failed). During an outage no owner can renew, so every lease on the database expires; a lease
    * that expired then says nothing about its owner being dead. So this core takes nothing over
-   * until it has reached the database for a whole lease period, in which live owners renew.
+   * until it has reached the database for a whole lease period, in which live owners renew. A
+   * stall of this process counts as an outage (see `look`).
    */
   private reachableSince: number | null = Number.NEGATIVE_INFINITY;
+  /** When either timer last fired (the keeper's clock), to notice that this process was stalled. */
+  private lastTick: number | null = null;
   private scanning: Promise<void> | null = null;
   private closing = false;
   /** Set at shutdown: closing handles do not free their leases one by one, `releaseAll` frees them together. */
@@ -98,6 +101,8 @@ export class LeaseKeeper implements WriteFence {
     readonly settings: ResolvedOwnership,
     /** Called once per session this core finds it no longer owns (a renewal or a write said so). */
     private readonly onLost: (sessionId: string) => void,
+    /** A monotonic clock in milliseconds (injectable for tests). */
+    private readonly clock: () => number = () => performance.now(),
   ) {
     this.ownerId = settings.ownerId;
   }
@@ -172,12 +177,30 @@ export class LeaseKeeper implements WriteFence {
       timer.unref();
       this.timers.push(timer);
     };
-    every(Math.max(10, this.settings.leaseMs / 3), () => void this.renewNow());
+    every(this.renewEveryMs, () => void this.renewNow());
     every(this.settings.scanIntervalMs, () => void this.scanNow());
+  }
+
+  private get renewEveryMs(): number {
+    return Math.max(10, this.settings.leaseMs / 3);
+  }
+
+  /**
+   * Every renewal and scan is a look at the database. A gap of more than two renewal intervals
+   * between two looks means this process was stalled (a blocked event loop, a GC or VM pause,
+   * SIGSTOP): it has not watched the database meanwhile, and the leases that expired then, its
+   * own process's siblings' among them, say nothing about their owners being dead. So a stall
+   * counts as an outage: the scan waits a lease period, in which live owners renew.
+   */
+  private look(): void {
+    const now = this.clock();
+    if (this.lastTick !== null && now - this.lastTick > 2 * this.renewEveryMs) this.reachableSince = null;
+    this.lastTick = now;
   }
 
   /** One statement renews every lease held; a lease missing from its answer, or under another token, is lost. */
   renewNow(): Promise<void> {
+    this.look();
     if (this.renewing || this.closing || this.tokens.size === 0) return this.renewing ?? Promise.resolve();
     const held = new Map(this.tokens);
     this.renewing = (async () => {
@@ -202,16 +225,17 @@ export class LeaseKeeper implements WriteFence {
 
   private reached(ok: boolean): void {
     if (!ok) this.reachableSince = null;
-    else this.reachableSince ??= Date.now();
+    else this.reachableSince ??= this.clock();
   }
 
   /** The takeover scan (issue 15.3). */
   scanNow(): Promise<void> {
+    this.look();
     if (this.scanning || this.closing) return this.scanning ?? Promise.resolve();
     this.scanning = (async () => {
       try {
-        if (this.reachableSince === null || Date.now() - this.reachableSince < this.settings.leaseMs) {
-          // Just after an outage: wait until live owners have had a lease period to renew.
+        if (this.reachableSince === null || this.clock() - this.reachableSince < this.settings.leaseMs) {
+          // Just after an outage or a stall: wait until live owners have had a lease period to renew.
           await this.store.ping();
           this.reached(true);
           return;
