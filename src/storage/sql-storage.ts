@@ -489,6 +489,8 @@ export class SqlSessionStorage implements SessionStorage {
   deleteSession(sessionId: string): Promise<boolean> {
     return this.run('delete session', () =>
       this.db.transaction(async (tx) => {
+        const owners = this.fenceOwners;
+        if (owners) await refuseDeleteOwnedElsewhere(tx, sessionId, owners);
         // Payload bodies have no session_id; collect the candidates before the cascade removes the mappings.
         const { rows } = await tx.query<{ payload_hash: string }>(
           `SELECT DISTINCT m.payload_hash FROM trace_span_payloads m JOIN trace_spans s ON s.id = m.span_id
@@ -1212,4 +1214,35 @@ export class SqlSessionStorage implements SessionStorage {
     if (leaseDb) await leaseDb.close();
     if (db) await db.close();
   }
+}
+
+/**
+ * With ownership on, a session (or a sub-agent session under it, which the delete cascades to) that
+ * another live core owns is not deleted under it: `session_owned_elsewhere`, as `loadSession`
+ * answers. The session rows and their lease rows are locked first, so no core can take a lease
+ * between this check and the delete (an acquisition waits, then finds the session gone).
+ */
+async function refuseDeleteOwnedElsewhere(tx: SqlExecutor, sessionId: string, owners: string[]): Promise<void> {
+  const tree = await tx.query<{ id: string }>(
+    `WITH RECURSIVE tree(id) AS (
+       SELECT id FROM sessions WHERE id = $1
+       UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_session_id = t.id
+     )
+     SELECT s.id FROM sessions s WHERE s.id IN (SELECT id FROM tree) FOR UPDATE`,
+    [sessionId],
+  );
+  if (tree.rows.length === 0) return;
+  const leases = await tx.query<{ session_id: string; owner_id: string | null; expires_at: unknown; live: boolean }>(
+    `SELECT session_id, owner_id, expires_at, expires_at > now() AS live FROM session_leases
+     WHERE session_id = ANY($1::text[]) ORDER BY session_id FOR UPDATE`,
+    [tree.rows.map((r) => r.id)],
+  );
+  const held = leases.rows.find((l) => l.live && l.owner_id !== null && !owners.includes(l.owner_id));
+  if (!held) return;
+  const expiresAt = iso(held.expires_at);
+  throw new CommandError(
+    'session_owned_elsewhere',
+    `session ${held.session_id} is owned by runtime ${String(held.owner_id)} until ${expiresAt}; it was not deleted`,
+    { details: { sessionId: held.session_id, ownerId: String(held.owner_id), leaseExpiresAt: expiresAt } },
+  );
 }

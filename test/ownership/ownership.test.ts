@@ -81,6 +81,30 @@ describe('session ownership (issue 15) on one Postgres', () => {
     expect(await loaded.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'b' });
   });
 
+  it('deleteSession of a session another live core is running is refused with session_owned_elsewhere; nothing is deleted; once freed it deletes', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const a = await core([() => ({ gate, step: { text: 'still here' } })] as never);
+    const b = await core([]);
+    const session = await a.createSession({ workingDirectory: process.cwd() });
+    const { turnId } = await session.startTurn({ clientRequestId: 'd1', input: [{ type: 'text', text: 'work' }] });
+    const error = await rejection(b.deleteSession(session.sessionId));
+    expect(error).toBeInstanceOf(CommandError);
+    expect(error.code).toBe('session_owned_elsewhere');
+    expect(error.details).toMatchObject({ sessionId: session.sessionId, ownerId: a.ownership!.ownerId });
+    release();
+    expect(await session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'still here' });
+    const { rows } = await admin.query('SELECT status FROM turns WHERE session_id = $1', [session.sessionId]);
+    expect(rows).toEqual([{ status: 'completed' }]);
+
+    // The owner itself may delete; another core may once the lease is free.
+    const other = await a.createSession({ workingDirectory: process.cwd() });
+    expect(await a.deleteSession(other.sessionId)).toBe(true);
+    await a.shutdown();
+    expect(await b.deleteSession(session.sessionId)).toBe(true);
+    expect((await admin.query('SELECT 1 FROM sessions WHERE id = $1', [session.sessionId])).rowCount).toBe(0);
+  });
+
   it('a stale owner cannot start a turn after a takeover: ownership_lost, nothing of it stored, every later command answers ownership_lost', async () => {
     const a = await core([{ text: 'stale' }]);
     const b = await core([{ text: 'fresh' }]);
