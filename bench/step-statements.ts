@@ -8,7 +8,8 @@
  * transaction each statement runs in (client side: BEGIN ... COMMIT blocks, or alone in an implicit
  * one); and, from the server's `pg_stat_statements` (preloaded on this throw-away server), each
  * statement's calls, planning and execution time, and WAL records, full-page images and bytes per step,
- * with `pg_stat_wal`'s totals and the server processes' CPU per step. `STEP_CHECKPOINT=1` runs a
+ * and the server processes' CPU per step. (`pg_stat_wal` is not used: backends report to it up to
+ * seconds late, so a reset before the measured turns still collects WAL of the warm-up.) `STEP_CHECKPOINT=1` runs a
  * CHECKPOINT just before the measured turns, so every page the step touches first writes a full-page
  * image, the worst case after each checkpoint (docs/benchmarks.md, "The Postgres side of a step").
  */
@@ -118,7 +119,6 @@ const snap = async () => {
 };
 if (process.env.STEP_CHECKPOINT === '1') await probe.query('CHECKPOINT');
 await probe.query('SELECT pg_stat_statements_reset()');
-await probe.query("SELECT pg_stat_reset_shared('wal')");
 const before = await snap();
 const cpu0 = postgresCpuMs(server.postmasterPid());
 counting = true;
@@ -141,8 +141,6 @@ console.log('\nstatements per step (client side, by prepared name or first words
 for (const [text, n] of [...counts.entries()].sort((a, b) => b[1] - a[1])) console.log(`${(n / steps).toFixed(2).padStart(6)}  ${text}`);
 console.log('\ntransactions per step (client side; "alone": an implicit transaction of one statement, a commit only if it wrote):');
 for (const [sig, n] of [...transactions.entries()].sort((a, b) => b[1] - a[1])) console.log(`${(n / steps).toFixed(2).padStart(6)}  ${sig}`);
-const wal = (await probe.query(`SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal`)).rows[0] as Record<string, string>;
-console.log(`\npg_stat_wal per step: ${per(wal.wal_records)} records, ${per(wal.wal_fpi)} full-page images, ${per(wal.wal_bytes, 0)} B`);
 const stats = await probe.query(`SELECT query, calls, plans, total_plan_time, total_exec_time, rows, wal_records, wal_fpi, wal_bytes,
     shared_blks_hit + shared_blks_read AS blocks, shared_blks_dirtied
   FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -152,13 +150,17 @@ console.log('\npg_stat_statements per step (server side; times in ms; plan = pla
 console.log('  calls  plans   plan ms  exec ms   rows  WAL rec  FPI   WAL B  blocks dirtied  statement');
 let planSum = 0;
 let execSum = 0;
+let fpiSum = 0;
+let walSum = 0;
 for (const r of stats.rows as Array<Record<string, string | number>>) {
   planSum += Number(r.total_plan_time);
   execSum += Number(r.total_exec_time);
+  fpiSum += Number(r.wal_fpi);
+  walSum += Number(r.wal_bytes);
   const label = String(r.query).replace(/\s+/g, ' ').trim().slice(0, 70);
   console.log(`${per(r.calls).padStart(7)} ${per(r.plans).padStart(6)} ${per(r.total_plan_time, 3).padStart(9)} ${per(r.total_exec_time, 3).padStart(8)} ${per(r.rows).padStart(6)} ${per(r.wal_records, 1).padStart(8)} ${per(r.wal_fpi, 1).padStart(4)} ${per(r.wal_bytes, 0).padStart(7)} ${per(r.blocks, 0).padStart(7)} ${per(r.shared_blks_dirtied, 1).padStart(7)}  ${label}`);
 }
-console.log(`  sum: plan ${(planSum / steps).toFixed(3)} ms, exec ${(execSum / steps).toFixed(3)} ms per step`);
+console.log(`  sum: plan ${(planSum / steps).toFixed(3)} ms, exec ${(execSum / steps).toFixed(3)} ms, ${per(fpiSum, 1)} full-page images and ${per(walSum, 0)} B of WAL per step (the rest of the LSN difference: commit records and background writers)`);
 if (process.env.STEP_WALDUMP === '1') {
   // Which records the WAL of the measured turns holds (pg_waldump of the server's own binaries).
   const { execFileSync } = await import('node:child_process');
