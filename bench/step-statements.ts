@@ -152,7 +152,8 @@ let planSum = 0;
 let execSum = 0;
 let fpiSum = 0;
 let walSum = 0;
-for (const r of stats.rows as Array<Record<string, string | number>>) {
+type StatRow = Record<'query' | 'calls' | 'plans' | 'total_plan_time' | 'total_exec_time' | 'rows' | 'wal_records' | 'wal_fpi' | 'wal_bytes' | 'blocks' | 'shared_blks_dirtied', string | number>;
+for (const r of stats.rows as StatRow[]) {
   planSum += Number(r.total_plan_time);
   execSum += Number(r.total_exec_time);
   fpiSum += Number(r.wal_fpi);
