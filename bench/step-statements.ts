@@ -11,7 +11,9 @@
  * and the server processes' CPU per step. (`pg_stat_wal` is not used: backends report to it up to
  * seconds late, so a reset before the measured turns still collects WAL of the warm-up.) `STEP_CHECKPOINT=1` runs a
  * CHECKPOINT just before the measured turns, so every page the step touches first writes a full-page
- * image, the worst case after each checkpoint (docs/benchmarks.md, "The Postgres side of a step").
+ * image, the worst case after each checkpoint (docs/benchmarks.md, "The Postgres side of a step");
+ * `STEP_PREFILL=200000` first fills the database with that many older messages, spans and payload
+ * mappings, so the indexes are wide and full-page images show what they cost in a database in use.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -110,6 +112,37 @@ const turn = async () => {
   const outcome = await session.waitForTurn(turnId);
   if (outcome.status !== 'completed') throw new Error(`turn ended ${JSON.stringify(outcome)}`);
 };
+const PREFILL = Number(process.env.STEP_PREFILL ?? 0);
+if (PREFILL > 0) {
+  // A database that has been in use: PREFILL messages, model-call spans and payload mappings of older
+  // turns, with ids shaped as the runtime's (random UUIDs), so that the indexes are many pages wide
+  // and a step's inserts land on pages a checkpoint has not seen written since (full-page images).
+  const turns = Math.ceil(PREFILL / 20);
+  // Older ids shaped as the runtime's id generator makes them: time-ordered (UUID version 7, older
+  // than now) if it makes those, random (version 4) otherwise, so before and after compare alike.
+  const { randomIds } = await import('../src/services/clock.js');
+  const ordered = randomIds.next('x').charAt(16) === '7';
+  const id = (ordinal: string) =>
+    ordered
+      ? `(SELECT overlay(gen_random_uuid()::text placing (substr(h.h, 1, 8) || '-' || substr(h.h, 9, 4) || '-7') from 1 for 15)
+         FROM (SELECT lpad(to_hex((extract(epoch from now()) * 1000)::bigint - 86400000 + (${ordinal})), 12, '0') AS h) h)`
+      : `gen_random_uuid()::text`;
+  console.log(`prefill ids: ${ordered ? 'time-ordered' : 'random'}`);
+  await probe.query(`INSERT INTO sessions (id, working_directory) VALUES ('prefill', '/work')`);
+  await probe.query(`INSERT INTO turns (id, session_id, client_request_id, sequence, resolved_provider_id, resolved_model_name, app_version, status, ended_at)
+    SELECT 'turn_' || ${id('g * 20')}, 'prefill', 'r' || g, g, 'fake', 'zero', 'bench', 'completed', now() FROM generate_series(1, ${turns}) g`);
+  await probe.query(`INSERT INTO messages (id, session_id, turn_id, sequence, role, content)
+    SELECT 'msg_' || ${id('t.sequence * 20 + g')}, 'prefill', t.id, row_number() OVER (), 'user', '[{"type":"text","text":"hello"}]'
+    FROM turns t CROSS JOIN generate_series(1, 20) g WHERE t.session_id = 'prefill'`);
+  await probe.query(`INSERT INTO trace_spans (id, trace_id, session_id, turn_id, kind, name, status, started_at, ended_at, attributes)
+    SELECT t.id || '.model' || g, t.id, 'prefill', t.id, 'model_call', 'model.call', 'succeeded', now(), now(), '{"schemaVersion":1}'
+    FROM turns t CROSS JOIN generate_series(1, 20) g WHERE t.session_id = 'prefill'`);
+  await probe.query(`INSERT INTO trace_payloads (hash, body, byte_size) SELECT md5(id), '{}', 2 FROM trace_spans WHERE session_id = 'prefill'`);
+  await probe.query(`INSERT INTO trace_span_payloads (span_id, slot, payload_hash) SELECT id, 'request', md5(id) FROM trace_spans WHERE session_id = 'prefill'`);
+  await probe.query('VACUUM ANALYZE');
+  const { rows: size } = await probe.query(`SELECT pg_size_pretty(pg_database_size(current_database())) AS size`);
+  console.log(`prefilled ${PREFILL} messages, spans and payload mappings in ${turns} turns: database ${size[0].size}`);
+}
 for (let i = 0; i < 3; i += 1) await turn();
 await core.flushTrace(60_000);
 
