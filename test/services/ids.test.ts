@@ -20,12 +20,12 @@ describe('time-ordered ids', () => {
   });
 
   it('increase strictly within a process, also thousands within one millisecond, and never repeat', () => {
-    const ids = Array.from({ length: 20_000 }, () => randomIds.next('msg'));
-    for (const id of ids) expect(id).toMatch(/^msg_/);
+    const ids = Array.from({ length: 10_000 }, () => randomIds.next('msg'));
+    expect(ids.filter((id) => !id.startsWith('msg_'))).toEqual([]);
     expect(new Set(ids).size).toBe(ids.length);
     // Byte order (the C collation, and every collation for these fixed-shape hex strings).
-    const sorted = [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    expect(sorted).toEqual(ids);
+    const outOfOrder = ids.filter((id, i) => i > 0 && !(ids[i - 1]! < id));
+    expect(outOfOrder).toEqual([]);
   });
 
   it('keep 62 random bits: two processes minting in the same millisecond do not collide', () => {
