@@ -44,9 +44,11 @@ async function freePort() {
 }
 
 /**
+ * @param {{ settings?: Record<string, string> }} [extra] more server settings (`-c name=value`), e.g.
+ *   `shared_preload_libraries` for bench/step-statements.ts; never a durability setting.
  * @returns {Promise<{ url: (db: string) => string, dataDir: string, postmasterPid: () => number, stop: () => void }>}
  */
-export async function startDurablePostgres() {
+export async function startDurablePostgres(extra = {}) {
   const bin = findBinDir();
   const user = serviceUser();
   const root = mkdtempSync(join(tmpdir(), 'openwork-peers-pg-'));
@@ -61,7 +63,8 @@ export async function startDurablePostgres() {
   run('initdb', ['-D', dataDir, '-U', 'openwork', '--auth=trust', '-E', 'UTF8', '--no-locale']);
   const port = await freePort();
   // Only connection settings: every durability setting keeps the server's default.
-  const options = `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c max_connections=300`;
+  const settings = Object.entries(extra.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join('');
+  const options = `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c max_connections=300${settings}`;
   run('pg_ctl', ['-D', dataDir, '-o', options, '-l', join(root, 'server.log'), '-w', '-t', '60', 'start']);
   return {
     url: (db) => `postgres://openwork@127.0.0.1:${port}/${db}`,

@@ -48,13 +48,25 @@ function turnFence(owners: string | null): string {
 export const MESSAGE_COLUMNS = `id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name, created_at`;
 
 /**
+ * "The turn `t` is running", written so that the planner cannot answer it with the partial index
+ * `uq_turns_one_running_per_session` (predicate `status = 'running'`). A prepared statement runs on
+ * a generic plan planned once per connection, often while the turns table is new and has no
+ * statistics; that plan then found the turn by scanning every running turn of every session
+ * through the partial index and filtering on the id (measured: 299 rows read and dropped for one
+ * fact with 300 sessions running). `(…) IS TRUE` is the same test for a NOT NULL column, but it does
+ * not match the index predicate, so the turn is found by its id. (docs/decisions.md, "The Postgres
+ * side of a step".)
+ */
+const TURN_RUNNING = `(t.status = 'running') IS TRUE`;
+
+/**
  * The running turn ($1), locked with its session: the seam of every fact write, and of the lease
  * fence when `owners` names the parameter holding the owner ids.
  */
 function lockedTurn(owners: string | null): string {
   return `locked AS (
     SELECT t.session_id FROM turns t JOIN sessions s ON s.id = t.session_id
-    WHERE t.id = $1 AND t.status = 'running'${turnFence(owners)}
+    WHERE t.id = $1 AND ${TURN_RUNNING}${turnFence(owners)}
     FOR NO KEY UPDATE
   )`;
 }
@@ -82,7 +94,7 @@ export const RECORD_MODEL_CALL_START = factStatement(
   (owners) => `WITH counted AS (
     UPDATE turns t SET model_call_count = GREATEST(model_call_count, $2),
       model_submission_count = model_submission_count + 1, updated_at = now()
-    WHERE t.id = $1 AND t.status = 'running'${turnFence(owners)}
+    WHERE t.id = $1 AND ${TURN_RUNNING}${turnFence(owners)}
     RETURNING 1
   )
   SELECT (SELECT count(*) FROM counted)::int AS counted`,

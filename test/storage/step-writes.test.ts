@@ -188,6 +188,42 @@ describe('the step on a Postgres server', () => {
     }
   });
 
+  it('a fact finds its turn by id on a generic plan, not by reading every running turn through the partial index', async () => {
+    // A named statement runs on a generic plan, planned once per connection, often while the tables
+    // are new and have no statistics. That plan used to find the turn through
+    // uq_turns_one_running_per_session and filter on the id: one row read per running turn of every
+    // session, for every fact of every step. 200 sessions with a running turn each, no statistics
+    // (autovacuum off on this database's tables), generic plans forced on the one connection.
+    const db = await createTestDatabase();
+    const storage = postgresStorage({ connectionString: db, max: 1, pool: { options: '-c plan_cache_mode=force_generic_plan' } });
+    try {
+      await storage.migrate();
+      for (const table of ['sessions', 'turns', 'messages']) await storage.db.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+      await storage.db.query(`INSERT INTO sessions (id, working_directory) SELECT 'gs' || g, '/work' FROM generate_series(1, 200) g`);
+      await storage.db.query(
+        `INSERT INTO turns (id, session_id, client_request_id, sequence, resolved_provider_id, resolved_model_name, app_version, status)
+         SELECT 'gt' || g, 'gs' || g, 'r' || g, 1, 'scripted', 'm', 'test', 'running' FROM generate_series(1, 200) g`,
+      );
+      // Prepares both statements on the connection, as the runtime does.
+      await storage.recordModelCallStart('gt7', 1);
+      await storage.commitAssistantMessage('gt7', assistant('c7'), usage, 1);
+      await storage.commitToolResult('gt7', toolResult('c7'));
+      const plan = async (sql: string) =>
+        JSON.stringify((await storage.db.query(`EXPLAIN (FORMAT JSON) EXECUTE ${sql}`)).rows[0]);
+      for (const text of [
+        `ow_model_call_start('gt9', 1)`,
+        `ow_commit_tool_result('gt9', 'm9', 'tool', '[]', 'normal', 'c9', 'echo')`,
+        `ow_commit_assistant('gt9', 'a9', 'assistant', '[]', 'normal', NULL, NULL, 0, 0, 0, 0, 0)`,
+      ]) {
+        const json = await plan(text);
+        expect(json).toContain('"Scan Direction"');
+        expect(json).not.toContain('uq_turns_one_running_per_session');
+      }
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('the step statements are named prepared statements, parsed once per connection', async () => {
     const storage = postgresStorage({ connectionString: url, max: 1 });
     const names: string[] = [];
