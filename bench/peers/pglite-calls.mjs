@@ -83,7 +83,10 @@ const model = {
   },
 };
 
-const core = await createCore({ storage: pgliteStorage(), model, tools: [instant], worldState: false });
+// PGLITE_SETTINGS='name=value,...': extra Postgres settings to try (e.g. plan_cache_mode).
+const postgresSettings = Object.fromEntries((process.env.PGLITE_SETTINGS ?? '').split(',').filter(Boolean).map((kv) => kv.split('=')));
+const storage = pgliteStorage({ postgresSettings });
+const core = await createCore({ storage, model, tools: [instant], worldState: false });
 const TURNS = Number(process.env.PGLITE_CALLS_TURNS ?? 20);
 const run = async () => {
   const session = await core.createSession({ workingDirectory: process.cwd() });
@@ -109,5 +112,9 @@ console.log('| first message of the call | calls/step | ms/step | ms/call |');
 console.log('|---|---|---|---|');
 for (const [kind, { n, ms }] of [...calls].sort((a, b) => b[1].ms - a[1].ms)) {
   console.log(`| ${kind} | ${per(n)} | ${(ms / steps).toFixed(3)} | ${(ms / n).toFixed(3)} |`);
+}
+if (storage.db) {
+  const { rows } = await storage.db.query('SELECT name, generic_plans, custom_plans FROM pg_prepared_statements ORDER BY custom_plans + generic_plans DESC');
+  console.log('prepared statements (plans over the whole run):', rows.map((r) => `${r.name} generic ${r.generic_plans} custom ${r.custom_plans}`).join('; '));
 }
 await core.shutdown();

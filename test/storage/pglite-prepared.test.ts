@@ -69,7 +69,7 @@ describe('PGlite prepared statements (extended protocol)', () => {
 
   it('returns the rows, types and row counts that PGlite parses on its own path', async () => {
     const mine = await database.query(TYPES, TYPE_PARAMS);
-    const theirs = await raw(database).query(TYPES.text, TYPE_PARAMS);
+    const theirs = await raw(database).query<Record<string, unknown>>(TYPES.text, TYPE_PARAMS);
     expect(mine.rows).toEqual(theirs.rows);
     expect(typeof mine.rows[0]!.big).toBe(typeof theirs.rows[0]!.big);
     expect(mine.rows[0]!.at).toBeInstanceOf(Date);
