@@ -129,8 +129,8 @@ export class PgliteProtocol {
   }
 
   /**
-   * Waits for PGlite's start and refuses a closed instance, with PGlite's own errors. Once it is up
-   * and open this costs no await: the check runs before every statement.
+   * Waits for PGlite's start and refuses a closed instance, with PGlite's own errors ("PGlite is
+   * closed"). Once it is up and open this is two property reads: it runs before every statement.
    */
   private async ready(): Promise<void> {
     if (!this.db.ready || this.db.closed) await this.db._checkReady();
