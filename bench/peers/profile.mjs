@@ -21,6 +21,9 @@ const RULES = [
   ['socket writes (writev)', (n) => /^writev|writeBuffer|writeUtf8String/.test(n) && true],
   ['XState interpreter', (n, u) => u.includes('/node_modules/xstate/')],
   ['pg client + protocol', (n, u) => /\/node_modules\/pg(-protocol|-pool|-types)?\//.test(u)],
+  // PGlite: Postgres itself (the WASM module: parse, plan, execute, WAL) and its JS wrapper.
+  ['PGlite WASM (the Postgres backend)', (n, u) => u.startsWith('wasm://')],
+  ['PGlite JS (protocol, parsing, mutexes)', (n, u) => u.includes('/node_modules/@electric-sql/pglite/')],
   ['storage layer (dist/storage)', (n, u) => u.includes('/dist/storage/')],
   ['trace recorder', (n, u) => u.includes('/dist/services/trace/')],
   ['request assembly (dist/services/context)', (n, u) => u.includes('/dist/services/context/')],
@@ -56,7 +59,7 @@ const parent = new Map();
 for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
 const STACK_RULES = [
   ['trace recorder (incl. its storage writes)', (u) => u.includes('/dist/services/trace/')],
-  ['storage client (dist/storage, pg, socket)', (u) => u.includes('/dist/storage/') || /\/node_modules\/pg(-protocol|-pool|-types)?\//.test(u)],
+  ['storage client (dist/storage, pg, socket, PGlite)', (u) => u.includes('/dist/storage/') || /\/node_modules\/pg(-protocol|-pool|-types)?\//.test(u) || u.includes('/node_modules/@electric-sql/pglite/') || u.startsWith('wasm://')],
   ['request assembly', (u) => u.includes('/dist/services/context/')],
   ['updates (RxJS, services/updates)', (u) => u.includes('/node_modules/rxjs/') || u.includes('/dist/services/updates/') || u.includes('/dist/protocol/updates')],
   ['zod', (u) => u.includes('/node_modules/zod/')],

@@ -18,7 +18,6 @@ import { askCard } from './card-prompt.js';
 import { diffLineBudget } from './diff-view.js';
 import { lastExchanges, shorten } from './last-exchanges.js';
 import { LineInput } from './line-input.js';
-import { markdownRenderer } from './markdown.js';
 import type { ChatOptions } from './options.js';
 import { UpdateRenderer, pickAnswer, questionLines, styleFor } from './render.js';
 import { openCliRuntime, rememberSessionSettings } from './runtime.js';
@@ -97,9 +96,19 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
 
   const terminal = (io.input as { isTTY?: boolean }).isTTY === true;
   const lines = new LineInput(io.input, io.output, terminal);
+  // The Markdown renderer is loaded after the first prompt is shown (markdown-render.ts says why);
+  // a turn waits for it before it starts, so every answer is rendered by it.
+  let renderMarkdown: ((markdown: string) => string) | undefined;
+  let markdownReady: Promise<unknown> = Promise.resolve();
+  const loadMarkdown = () => {
+    if (!style.on) return;
+    markdownReady = import('./markdown-render.js').then((m) => {
+      renderMarkdown = m.markdownRenderer(Math.min(columns ?? 100, 120));
+    });
+  };
   const rendererFor = (handle: SessionHandle) =>
     new UpdateRenderer(io.output, style, {
-      ...(style.on ? { markdown: markdownRenderer(Math.min(columns ?? 100, 120)) } : {}),
+      ...(style.on ? { markdown: (markdown: string) => renderMarkdown!(markdown) } : {}),
       workingDirectory: handle.info.workingDirectory,
       diffLines: diffLineBudget(rows),
       spinner,
@@ -238,6 +247,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   const runTurn = async (text: string, n: number) => {
     let turnId: string;
     try {
+      await markdownReady;
       ({ turnId } = await session.startTurn({ clientRequestId: `cli-${process.pid}-${Date.now()}-${n}`, input: [{ type: 'text', text }] }));
     } catch (error) {
       print(style.red(`openwork: ${errorMessage(error)}`));
@@ -375,6 +385,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
     }
   };
 
+  loadMarkdown();
   try {
     let n = 0;
     const handle = async (text: string): Promise<boolean> => {

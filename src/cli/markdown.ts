@@ -4,22 +4,10 @@
  * tables, code blocks highlighted). A streamed answer is rendered one completed block at a time: a
  * block is complete at a blank line outside a code fence, so a paragraph appears when it is
  * finished, a code block when its fence closes, and the rest when the message ends. On a pipe the
- * CLI does not use this module: the text streams raw, as the model wrote it.
+ * CLI does not use this module: the text streams raw, as the model wrote it. The renderer itself
+ * (`marked`, whose terminal renderer loads highlight.js) is in markdown-render.ts, which `chat` loads
+ * only after its first prompt is on screen (issue 14.4).
  */
-import { Marked } from 'marked';
-import { markedTerminal } from 'marked-terminal';
-
-/** Renders one or more complete Markdown blocks for a terminal `width` columns wide. */
-export function markdownRenderer(width: number): (markdown: string) => string {
-  const marked = new Marked();
-  // reflowText off: the terminal wraps, and reflowing would break code and long URLs.
-  marked.use(markedTerminal({ width, reflowText: false, tab: 2 }) as Parameters<Marked['use']>[0]);
-  return (markdown) => {
-    const rendered = marked.parse(markdown, { async: false });
-    // One blank line between blocks at most, and the block ends its own line.
-    return `${rendered.replace(/\n{3,}/g, '\n\n').replace(/\s+$/, '')}\n`;
-  };
-}
 
 /** Whether `line` opens or closes a fenced code block (``` or ~~~, up to 3 spaces of indent). */
 function isFence(line: string): boolean {

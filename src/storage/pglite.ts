@@ -1,6 +1,7 @@
 /**
  * @module storage/pglite
- * The embedded default: PGlite, a real Postgres compiled to WebAssembly. The only module that imports it.
+ * The embedded default: PGlite, a real Postgres compiled to WebAssembly. With pglite-protocol.ts (how
+ * statements reach it), the only module that imports it.
  *
  * What it guarantees: PGlite runs Postgres with `fsync` off. In a directory, every committed write has
  * reached the operating system, so it survives a killed process, but not a power cut or a kernel crash.
@@ -21,6 +22,7 @@ import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { acquireStoreLock, type StoreLock } from './store-lock.js';
 import { migrate } from './migrate.js';
+import { PgliteProtocol } from './pglite-protocol.js';
 
 /** Where the build puts the seed: beside this module in `dist/storage/`. */
 export const SHIPPED_PGLITE_SEED = fileURLToPath(new URL('./pglite-seed.tar.gz', import.meta.url));
@@ -46,31 +48,13 @@ export interface PgliteStorageOptions extends StorageOptions {
  */
 export const PGLITE_DEFAULT_SETTINGS: Record<string, string> = { shared_buffers: '16MB' };
 
-function executor(db: Pick<PGlite, 'query'>): SqlExecutor {
-  return {
-    async query<R extends Row = Row>(statement: string | NamedStatement, params?: readonly unknown[]) {
-      // PGlite has no named statements through this API; the text runs as it is.
-      const text = typeof statement === 'string' ? statement : statement.text;
-      if (params === undefined || params.length === 0) {
-        // Multi-statement text (migrations) needs the simple protocol.
-        if (!/\$\d/.test(text) && text.includes(';')) {
-          const results = await (db as PGlite).exec(text);
-          const last = results[results.length - 1];
-          return { rows: (last?.rows ?? []) as R[], rowCount: Math.max(last?.affectedRows ?? 0, last?.rows.length ?? 0) };
-        }
-      }
-      const result = await db.query<R>(text, params as unknown[] | undefined);
-      return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
-    },
-  };
-}
-
 export class PgliteDatabase implements SqlDatabase {
   readonly kind = 'pglite' as const;
   // Private, so that the published declarations never name a PGlite type (its own declarations
   // need Emscripten's types, which a host checking library types with skipLibCheck false lacks).
   private readonly db: PGlite;
-  private readonly exec: SqlExecutor;
+  /** Every statement goes through the extended protocol, named ones prepared once (pglite-protocol.ts). */
+  private readonly protocol: PgliteProtocol;
 
   /** The data directory as a gzipped tarball (the seed of `createPgliteSeed`). */
   dumpDataDir(): Promise<Blob> {
@@ -98,15 +82,20 @@ export class PgliteDatabase implements SqlDatabase {
       this.lock?.release();
       throw error;
     }
-    this.exec = executor(this.db);
+    this.protocol = new PgliteProtocol(this.db);
+  }
+
+  /** How many named statements this database has prepared so far (a re-opened one starts at 0). */
+  get preparedStatements(): number {
+    return this.protocol.preparedCount;
   }
 
   query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-    return this.exec.query<R>(text, params);
+    return this.protocol.query<R>(text, params);
   }
 
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.db.transaction((tx) => fn(executor(tx)));
+    return this.protocol.transaction(fn);
   }
 
   withConnection<T>(fn: (conn: SqlExecutor & { transaction: SqlDatabase['transaction'] }) => Promise<T>): Promise<T> {

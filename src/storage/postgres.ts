@@ -2,12 +2,26 @@
  * @module storage/postgres
  * The server Postgres adapter: the only module that imports `pg`.
  */
-import pg from 'pg';
+import { createRequire } from 'node:module';
+import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 
-// BIGINT and NUMERIC come back as strings by default; counters and sequences fit in a number.
-pg.types.setTypeParser(20, (v) => Number(v));
+let loaded: typeof pg | undefined;
+
+/**
+ * `pg`, loaded when the first Postgres database is opened rather than with the library: a host on
+ * the embedded store (the CLI's default) never needs it, and loading it cost about a tenth of
+ * `openwork chat`'s start (issue 14.4, docs/benchmarks.md). `pg` is CommonJS, so a synchronous
+ * require keeps the constructor synchronous.
+ */
+function loadPg(): typeof pg {
+  if (loaded) return loaded;
+  loaded = createRequire(import.meta.url)('pg') as typeof pg;
+  // BIGINT and NUMERIC come back as strings by default; counters and sequences fit in a number.
+  loaded.types.setTypeParser(20, (v) => Number(v));
+  return loaded;
+}
 
 /**
  * Options passed through to `pg.Pool` (node-postgres's `PoolConfig`). Declared here rather than
@@ -75,7 +89,7 @@ export class PostgresDatabase implements SqlDatabase {
   private readonly pool: pg.Pool;
 
   constructor(options: PostgresStorageOptions) {
-    this.pool = new pg.Pool({
+    this.pool = new (loadPg().Pool)({
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.max ?? 10,
       ...(options.pool as pg.PoolConfig | undefined),

@@ -21,6 +21,9 @@ export const SYSTEMS = {
   'openwork-pg-notrace': { label: 'openwork-core on Postgres, trace off', durable: true, postgres: true, setup: lazy('./openwork.mjs', 'setupOpenwork', 'postgres', { trace: false }) },
   'floor-pglite-mem': { label: 'raw PGlite in memory (floor)', durable: true, postgres: false, setup: lazy('./floor.mjs', 'setupPglite', 'memory') },
   'openwork-pglite-mem': { label: 'openwork-core on PGlite in memory', durable: true, postgres: false, setup: lazy('./openwork.mjs', 'setupOpenwork', 'pglite-memory') },
+  ...(process.env.BENCH_PEERS_BASE_DIST
+    ? { 'openwork-pglite-mem-base': { label: `openwork-core on PGlite in memory, build ${process.env.BENCH_PEERS_BASE_DIST}`, durable: true, postgres: false, setup: lazy('./openwork.mjs', 'setupOpenwork', 'pglite-memory', { dist: process.env.BENCH_PEERS_BASE_DIST }) } }
+    : {}),
   'floor-pglite-file': { label: 'raw PGlite on disk (floor)', durable: true, postgres: false, setup: lazy('./floor.mjs', 'setupPglite', 'file') },
   'openwork-pglite-file': { label: 'openwork-core on PGlite on disk', durable: true, postgres: false, setup: lazy('./openwork.mjs', 'setupOpenwork', 'pglite-file') },
 };
