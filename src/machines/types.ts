@@ -66,6 +66,12 @@ export type ToolCallStart =
 export interface DirectCall {
   toolCallId: string;
   call: ToolCallBlock;
+  /**
+   * The session's mode when the call started: it is authorised, run and recorded under this one
+   * mode, as a tool-call machine took it with its input (a switch applies from the next call).
+   */
+  permissionMode: PermissionMode;
+  permissionModeOrigin: PermissionModeOrigin;
   args: unknown;
   resolvedName: string | null;
   doom: DoomState;

@@ -7,6 +7,9 @@
  */
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../../src/services/tools/define.js';
+import type { PermissionMode } from '../../src/protocol/input.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, updateTypes } from '../support/harness.js';
@@ -16,9 +19,10 @@ function actorLog() {
   const actors: Array<{ name: string; ref: AnyActorRef }> = [];
   const inspect = (event: InspectionEvent) => {
     if (event.type !== '@xstate.actor') return;
-    const logic = (event.actorRef as unknown as { logic?: { id?: unknown; states?: unknown } }).logic;
-    const name = typeof logic?.id === 'string' && logic.states ? `machine ${logic.id}` : event.actorRef.id;
-    actors.push({ name, ref: event.actorRef });
+    const ref = event.actorRef as AnyActorRef;
+    const logic = (ref as unknown as { logic?: { id?: unknown; states?: unknown } }).logic;
+    const name = typeof logic?.id === 'string' && logic.states ? `machine ${logic.id}` : ref.id;
+    actors.push({ name, ref });
   };
   return { actors, inspect, named: (name: string) => actors.filter((a) => a.name === name) };
 }
@@ -52,6 +56,38 @@ describe('a tool call run by the Turn itself', () => {
     const stored = await storage.listMessages(h.session.sessionId);
     expect(stored.filter((m) => m.role === 'tool').map((m) => m.providerCallId)).toEqual(['s']);
     expect(log.named('machine toolCall')).toEqual([]);
+  });
+
+  it('a mode switch while the call is being authorised does not reach its run: it runs and is recorded under the mode it was authorised in', async () => {
+    let release!: () => void;
+    const authorizing = new Promise<void>((r) => (release = r));
+    let asked!: () => void;
+    const askedP = new Promise<void>((r) => (asked = r));
+    const seen: Array<{ authorizedIn: PermissionMode; ranIn: PermissionMode }> = [];
+    let authorizedIn: PermissionMode | null = null;
+    const probe = defineTool({
+      name: 'probe',
+      description: 'Reports the mode it was authorised and run in.',
+      parameters: z.object({}),
+      authorize: async (_args, ctx) => {
+        authorizedIn = ctx.permissionMode;
+        asked();
+        await authorizing;
+        return { kind: 'execute' };
+      },
+      execute: (_args, ctx) => {
+        seen.push({ authorizedIn: authorizedIn!, ranIn: ctx.permissionMode });
+        return 'probed';
+      },
+    });
+    const h = await harness(storage, [{ toolCalls: [{ name: 'probe', arguments: {}, callId: 'p' }] }, { text: 'done' }], { tools: [probe] });
+    const turnId = await h.start('probe');
+    await askedP;
+    await h.session.setPermissionMode(authorizedIn === 'auto' ? 'accept_edits' : 'auto');
+    release();
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'done' });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.ranIn).toBe(seen[0]!.authorizedIn);
   });
 
   it('a call that needs a card gets the tool-call machine, started at its wait; an auto-allowed call in the same turn does not', async () => {
