@@ -119,7 +119,12 @@ describe('connectStatelyInspector', () => {
     const relay = await startRelay();
     const stately = await connectStatelyInspector({ url: relay.url });
     expect(stately.connected).toBe(true);
-    const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }], { inspect: stately.inspect });
+    // A control tool: the Turn spawns a tool-call machine for it (an echo would run as the Turn's own actors).
+    const h = await harness(
+      storage,
+      [{ toolCalls: [{ name: 'update_plan', arguments: { explanation: 'why', plan: [{ step: 'one', status: 'in_progress' }] } }] }, { text: 'done' }],
+      { inspect: stately.inspect },
+    );
     await h.run('go');
     const sid = h.session.sessionId;
     await until(() => relay.messages.some((m) => m.type === '@xstate.snapshot' && (m.snapshot as { value?: unknown })?.value === 'completed'));
