@@ -3,8 +3,9 @@
  * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
  *
  *   starting → running_model ⇄ compacting
- *              running_model → tools.running_tools ⇄ tools.waiting_permission → running_model
- *                                                 ⇄ tools.waiting_user_input
+ *              running_model → tools.run (validating → authorizing → executing → recording) → running_model
+ *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
+ *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input
  *   → ending → completed | failed | cancelled
  *
  * Every effect (the model call, each storage write, each tool run) is an invoked actor with an
