@@ -353,11 +353,21 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     },
   };
 
-  const toolCallLogic = toolCallMachine.provide({ actors: createToolCallActors(services) });
+  // The Turn validates, authorises, runs and records a call that needs nobody with these same
+  // actors; the tool-call machine gets the ones of a call that waits (issue 14 point 3).
+  const { validateToolCall, authorizeToolCall, ...waitingCallActors } = createToolCallActors(services);
+  const toolCallLogic = toolCallMachine.provide({ actors: waitingCallActors });
   const { beforeInstall, ...compactionOptions } = options.compaction || {};
   const compactor = new Compactor(services, { ...DEFAULT_COMPACTION_OPTIONS, ...compactionOptions }, beforeInstall ? { beforeInstall } : {});
   const turnLogic = turnMachine.provide({
-    actors: { ...createTurnActors(services, compactor), toolCall: toolCallLogic },
+    actors: {
+      ...createTurnActors(services, compactor),
+      validateToolCall,
+      authorizeToolCall,
+      executeTool: waitingCallActors.executeTool,
+      recordToolResult: waitingCallActors.recordToolResult,
+      toolCall: toolCallLogic,
+    },
   });
   // Children run the very same Session logic; theirs has no `childSession`, so depth stays at one.
   const childLogic = sessionMachine.provide({ actors: { turn: turnLogic } });

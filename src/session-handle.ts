@@ -16,6 +16,7 @@ import { answersMismatch, userInputAnswersSchema, type UserInputAnswers } from '
 import type { CommandReply, SessionEvent, sessionMachine } from './machines/session.js';
 import type { TurnContext } from './machines/turn.js';
 import { liveToolCallOf, type ToolCallContext } from './machines/tool-call.js';
+import { directCallStatusOf } from './machines/turn.js';
 import type { LiveToolCall } from './machines/types.js';
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
 import type { Clock, IdGenerator } from './services/clock.js';
@@ -485,7 +486,7 @@ export class SessionHandle {
         clientRequestId: ctx.activeTurn.clientRequestId,
         phase: turn?.phase ?? 'starting',
         draft: { text: turn?.draft.text ?? '', reasoning: turn?.draft.reasoning ?? '' },
-        toolCalls: liveCalls(turn?.liveToolCalls ?? [], callSnap),
+        toolCalls: liveCalls(turn?.liveToolCalls ?? [], callSnap, turnSnap && turn ? directCallStatusOf({ value: (turnSnap as { value?: unknown }).value, context: turn }) : null),
         pendingApprovals: turn?.pendingApprovals ?? [],
         pendingUserInput: turn?.pendingUserInput ?? [],
         plan: turn?.plan ?? null,
@@ -595,8 +596,16 @@ export class SessionHandle {
   }
 }
 
-/** The Turn's list of the batch's calls, with the running call's status read from its own actor. */
-function liveCalls(list: LiveToolCall[], call: { value: unknown; context: ToolCallContext; status: string } | undefined): LiveToolCall[] {
+/**
+ * The Turn's list of the batch's calls, with the running call's status read from its own actor, or
+ * from the Turn's state for a call the Turn runs itself.
+ */
+function liveCalls(
+  list: LiveToolCall[],
+  call: { value: unknown; context: ToolCallContext; status: string } | undefined,
+  direct: { toolCallId: string; status: LiveToolCall['status'] } | null,
+): LiveToolCall[] {
+  if (direct) return list.map((c) => (c.toolCallId === direct.toolCallId && c.status !== 'finished' ? { ...c, status: direct.status } : c));
   if (!call) return list;
   const id = call.context.toolCallId;
   return list.map((c) => (c.toolCallId === id && c.status !== 'finished' ? { ...c, ...liveToolCallOf(call) } : c));

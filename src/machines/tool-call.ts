@@ -1,9 +1,12 @@
 /**
  * @module machines/tool-call
- * One tool call's lifecycle (seed 000 §5): validating → authorizing → waiting_permission →
- * executing → recording; control tools (update_plan, request_user_input, the agent tools) go from
- * validating to `control` instead. Invoked serially by the Turn machine's `tools` state; it always ends with
- * a result (written, or at least decided) and says whether the call terminates the turn.
+ * The part of one tool call's lifecycle (seed 000 §5) that can wait: a permission card
+ * (waiting_permission → executing → recording) and the control tools (update_plan,
+ * request_user_input, the agent tools, in `control`). The Turn validates and authorises every call
+ * with its own actors and runs a call that needs neither itself (`tools.run`); it spawns this machine
+ * only for a call that has to wait, with the validation and authorisation it already made
+ * (`input.start`). It always ends with a result (written, or at least decided) and says whether the
+ * call terminates the turn.
  */
 import { assign, enqueueActions, fromCallback, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
 import type { PermissionDecision } from '../protocol/input.js';
@@ -15,20 +18,18 @@ import type { ToolResult } from '../services/tools/define.js';
 import type {
   ApprovalRecord,
   LiveToolCall,
-  AuthorizationOutput,
   Grants,
   ToolCallEvent,
   ToolCallInput,
   ToolCallOutput,
   ToolCallTerminal,
-  ValidatedCall,
 } from './types.js';
 
 export const USER_DENIED_TEXT = 'The user denied this tool call.';
 export const UNANSWERED_TEXT = 'the turn was cancelled before the user answered';
 export const CANCELLED_BEFORE_RUN_TEXT = 'tool call was cancelled before it ran';
 /** A refused write of a session another runtime owns now ends the turn `ownership_lost` (issue 15); any other, `persistence_error`. */
-function storageTerminalCode(error: unknown): 'ownership_lost' | 'persistence_error' {
+export function storageTerminalCode(error: unknown): 'ownership_lost' | 'persistence_error' {
   return (error as { code?: string } | null)?.code === 'ownership_lost' ? 'ownership_lost' : 'persistence_error';
 }
 
@@ -108,7 +109,7 @@ function notProvided(name: string): never {
   throw new Error(`tool-call actor "${name}" was not provided`);
 }
 
-function failed(code: NonNullable<ToolResult['error']>['code'], message: string): ToolResult {
+export function failed(code: NonNullable<ToolResult['error']>['code'], message: string): ToolResult {
   return { status: 'failed', text: message, error: { code, message, retryable: false } };
 }
 
@@ -121,7 +122,8 @@ function sessionOf(self: AnyActorRef): AnyActorRef {
 /**
  * A running call as the snapshot shows it, read from the tool-call actor's own state when a host
  * asks (instead of an event to the Turn on every status change of every call). Control tools
- * other than request_user_input show `validating`, as they always did.
+ * other than request_user_input show `validating`, as they always did; a call the Turn runs itself
+ * has no such actor and shows the Turn's own state (`directCallStatusOf` in machines/turn.ts).
  */
 export function liveToolCallOf(snapshot: { value: unknown; context: ToolCallContext }): Pick<LiveToolCall, 'status' | 'result'> {
   const value = snapshot.value;
@@ -129,13 +131,29 @@ export function liveToolCallOf(snapshot: { value: unknown; context: ToolCallCont
     const result = snapshot.context.result;
     return snapshot.context.recorded && result ? { status: 'finished', result: { status: result.status, text: result.text } } : { status: 'recording' };
   }
-  if (value === 'authorizing' || value === 'waiting_permission' || value === 'executing' || value === 'recording') return { status: value };
+  if (value === 'waiting_permission' || value === 'executing' || value === 'recording') return { status: value };
   const control = (value as { control?: unknown } | null)?.control;
   return { status: control === 'user_input' ? 'waiting_user_input' : 'validating' };
 }
 
-function hasGrant(grants: Grants, card: PermissionCard): boolean {
+/** Whether an earlier "allow for turn/session" already covers this card. */
+export function hasGrant(grants: Grants, card: PermissionCard): boolean {
   return grants[card.environmentId]?.includes(card.grantKey) ?? false;
+}
+
+/** The result and terminal of a call stopped before its tool ran: a cancel, or the actor stopping. */
+export function stopBeforeRun(stop: boolean): { stopRequest: 'cancel' | 'stop'; result: ToolResult; terminal: ToolCallTerminal } {
+  return stop
+    ? {
+        stopRequest: 'stop',
+        result: { status: 'outcome_unknown', text: ACTOR_STOPPED_TEXT, error: { code: 'outcome_unknown', message: ACTOR_STOPPED_TEXT, retryable: false } },
+        terminal: { code: 'actor_stopped', message: 'the session actor stopped' },
+      }
+    : {
+        stopRequest: 'cancel',
+        result: { status: 'cancelled', text: CANCELLED_BEFORE_RUN_TEXT, error: { code: 'cancelled', message: CANCELLED_BEFORE_RUN_TEXT, retryable: false } },
+        terminal: { code: 'cancelled', message: 'the turn was cancelled' },
+      };
 }
 
 const toolCallSetup = setup({
@@ -146,8 +164,6 @@ const toolCallSetup = setup({
     events: {} as ToolCallEvent,
   },
   actors: {
-    validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async () => notProvided('validateToolCall')),
-    authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async () => notProvided('authorizeToolCall')),
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
     commitPlanUpdate: fromPromise<PlanCommitOutput, PlanCommitInput>(async () => notProvided('commitPlanUpdate')),
     runAgentTool: fromPromise<AgentToolOutput, AgentToolInput>(async () => notProvided('runAgentTool')),
@@ -155,32 +171,10 @@ const toolCallSetup = setup({
     recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
   },
   guards: {
-    isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
-    isDoomLoop: (_, output: ValidatedCall) => output.kind === 'doom_loop',
-    isControl: (_, output: ValidatedCall) => output.kind === 'control',
-    isExecute: (_, output: AuthorizationOutput) => output.kind === 'execute',
-    isRuleDeny: (_, output: AuthorizationOutput) => output.kind === 'deny',
-    isGranted: ({ context }, output: AuthorizationOutput) =>
-      output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
-    isNonInteractive: ({ context }) => context.nonInteractive,
     planCommitted: (_, output: PlanCommitOutput) => output.ok,
-    stopRequested: ({ context }) => context.stopRequest !== null,
   },
   actions: {
-    recordStopBeforeRun: assign(({ context, event }) => {
-      const stop = event.type === 'toolcall.stop' || context.stopRequest === 'stop';
-      return stop
-        ? {
-            stopRequest: 'stop' as const,
-            result: { status: 'outcome_unknown' as const, text: ACTOR_STOPPED_TEXT, error: { code: 'outcome_unknown' as const, message: ACTOR_STOPPED_TEXT, retryable: false } },
-            terminal: { code: 'actor_stopped' as const, message: 'the session actor stopped' },
-          }
-        : {
-            stopRequest: 'cancel' as const,
-            result: { status: 'cancelled' as const, text: CANCELLED_BEFORE_RUN_TEXT, error: { code: 'cancelled' as const, message: CANCELLED_BEFORE_RUN_TEXT, retryable: false } },
-            terminal: { code: 'cancelled' as const, message: 'the turn was cancelled' },
-          };
-    }),
+    recordStopBeforeRun: assign(({ context, event }) => stopBeforeRun(event.type === 'toolcall.stop' || context.stopRequest === 'stop')),
     announceResolved: sendParent(({ context, event }) => ({
       type: 'toolcall.permission_resolved' as const,
       toolCallId: context.toolCallId,
@@ -233,10 +227,14 @@ export const toolCallMachine = toolCallSetup.createMachine({
   id: 'toolCall',
   context: ({ input }) => ({
     ...input,
-    args: undefined,
-    resolvedName: null,
-    card: null,
-    approval: { decision: 'none', source: 'sandbox', card: null, requestedAt: null, decidedAt: null },
+    args: input.start?.args,
+    doom: input.start?.doom ?? input.doom,
+    resolvedName: input.call.name,
+    card: input.start?.kind === 'card' ? input.start.card : null,
+    approval:
+      input.start?.kind === 'card'
+        ? { decision: 'none', source: 'sandbox', card: input.start.card, requestedAt: input.start.at, decidedAt: null }
+        : { decision: 'none', source: 'control_tool', card: null, requestedAt: null, decidedAt: null },
     result: null,
     terminal: null,
     stopRequest: null,
@@ -245,146 +243,15 @@ export const toolCallMachine = toolCallSetup.createMachine({
     plan: null,
     waitTimedOut: null,
   }),
-  initial: 'validating',
+  initial: 'routing',
   on: {
     'toolcall.cancel': { actions: assign({ stopRequest: ({ context }) => context.stopRequest ?? 'cancel' }) },
     'toolcall.stop': { actions: assign({ stopRequest: () => 'stop' as const }) },
   },
   states: {
-    validating: {
-      entry: {
-        type: 'publish',
-        params: ({ context }) => ({
-          type: 'tool_call_started',
-          toolCallId: context.toolCallId,
-          providerCallId: context.call.callId,
-          toolName: context.call.name,
-          arguments: context.call.arguments,
-          status: 'validating',
-        }),
-      },
-      invoke: {
-        id: 'validate',
-        src: 'validateToolCall',
-        input: ({ context }) => context,
-        onDone: [
-          {
-            guard: { type: 'isInvalid', params: ({ event }) => event.output },
-            target: 'recording',
-            actions: assign(({ event }) => {
-              const out = event.output as Extract<ValidatedCall, { kind: 'invalid' }>;
-              return { result: out.result, doom: out.doom, resolvedName: out.resolvedName };
-            }),
-          },
-          {
-            guard: { type: 'isDoomLoop', params: ({ event }) => event.output },
-            target: 'recording',
-            actions: assign(({ event, context }) => {
-              const out = event.output as Extract<ValidatedCall, { kind: 'doom_loop' }>;
-              return {
-                result: out.result,
-                doom: out.doom,
-                resolvedName: context.call.name,
-                terminal: { code: 'doom_loop' as const, message: out.result.text },
-                approval: { ...context.approval, source: 'system' },
-              };
-            }),
-          },
-          {
-            guard: 'stopRequested',
-            target: 'recording',
-            actions: 'recordStopBeforeRun',
-          },
-          {
-            guard: { type: 'isControl', params: ({ event }) => event.output },
-            target: 'control',
-            actions: assign(({ event, context }) => ({
-              args: (event.output as Extract<ValidatedCall, { kind: 'control' }>).args,
-              doom: event.output.doom,
-              resolvedName: context.call.name,
-              approval: { ...context.approval, decision: 'none' as const, source: 'control_tool' },
-            })),
-          },
-          {
-            target: 'authorizing',
-            actions: assign(({ event, context }) => ({
-              args: (event.output as Extract<ValidatedCall, { kind: 'registered' }>).args,
-              doom: event.output.doom,
-              resolvedName: context.call.name,
-            })),
-          },
-        ],
-        onError: {
-          target: 'recording',
-          actions: assign({ result: ({ event }) => failed('execution_failed', `tool call validation failed: ${String((event.error as Error)?.message ?? event.error)}`) }),
-        },
-      },
-    },
-    authorizing: {
-      on: {
-        'toolcall.cancel': { target: 'recording', actions: 'recordStopBeforeRun' },
-        'toolcall.stop': { target: 'recording', actions: 'recordStopBeforeRun' },
-      },
-      invoke: {
-        id: 'authorize',
-        src: 'authorizeToolCall',
-        input: ({ context }) => ({ ...context, args: context.args }),
-        onDone: [
-          {
-            guard: { type: 'isExecute', params: ({ event }) => event.output },
-            target: 'executing',
-            actions: assign({ approval: ({ context }) => ({ ...context.approval, decision: 'none' as const, source: 'sandbox' }) }),
-          },
-          {
-            guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
-            target: 'recording',
-            actions: assign(({ event, context }) => {
-              const out = event.output as Extract<AuthorizationOutput, { kind: 'deny' }>;
-              // Reference §4.6: bash without a sandbox is not run and answers sandbox_unavailable.
-              const code = out.source === 'sandbox_unavailable' ? ('sandbox_unavailable' as const) : ('permission_denied' as const);
-              return {
-                result: { status: 'denied' as const, text: out.text, error: { code, message: out.text, retryable: false } },
-                approval: { ...context.approval, source: out.source },
-              };
-            }),
-          },
-          {
-            guard: { type: 'isGranted', params: ({ event }) => event.output },
-            target: 'executing',
-            actions: assign(({ event, context }) => {
-              const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
-              return { card: out.card, approval: { ...context.approval, decision: 'grant' as const, source: 'user', card: out.card } };
-            }),
-          },
-          {
-            guard: 'isNonInteractive',
-            target: 'recording',
-            actions: assign(({ event, context }) => {
-              const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
-              return {
-                card: out.card,
-                result: {
-                  status: 'denied' as const,
-                  text: NON_INTERACTIVE_REFUSAL_TEXT,
-                  error: { code: 'permission_denied' as const, message: NON_INTERACTIVE_REFUSAL_TEXT, retryable: false },
-                },
-                approval: { ...context.approval, source: 'non_interactive', card: out.card },
-              };
-            }),
-          },
-          {
-            target: 'waiting_permission',
-            actions: assign(({ event, context }) => {
-              const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
-              return { card: out.card, approval: { ...context.approval, card: out.card, requestedAt: out.at } };
-            }),
-          },
-        ],
-        onError: {
-          target: 'recording',
-          actions: assign({ result: ({ event }) => failed('execution_failed', `authorization failed: ${String((event.error as Error)?.message ?? event.error)}`) }),
-        },
-      },
+    // The Turn already validated and authorised the call: it waits for a card or is a control tool.
+    routing: {
+      always: [{ guard: ({ context }) => context.start?.kind === 'card', target: 'waiting_permission' }, { target: 'control' }],
     },
     waiting_permission: {
       entry: [

@@ -3,23 +3,27 @@
  * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
  *
  *   starting → running_model ⇄ compacting
- *              running_model → tools.running_tools ⇄ tools.waiting_permission → running_model
- *                                                 ⇄ tools.waiting_user_input
+ *              running_model → tools.run (validating → authorizing → executing → recording) → running_model
+ *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
+ *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input
  *   → ending → completed | failed | cancelled
  *
  * Every effect (the model call, each storage write, each tool run) is an invoked actor with an
  * error path. Cancel stops whatever is invoked; storage writes already in flight finish first, so
  * that no committed fact is left half-known.
  */
-import { assign, enqueueActions, fromEventObservable, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromEventObservable, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR, type NewMessage, type ToolCallBlock } from '../protocol/content.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import { storableText } from '../protocol/storable-text.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
-import { toolCallMachine } from './tool-call.js';
+import { failed, hasGrant, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
+import type { ToolResult } from '../services/tools/define.js';
 import type {
+  AuthorizationOutput,
+  DirectCall,
   DoomState,
   Grants,
   LiveToolCall,
@@ -31,6 +35,9 @@ import type {
   TurnEvent,
   TurnInput,
   TurnOutput,
+  ToolCallEvent,
+  ToolCallInput,
+  ValidatedCall,
 } from './types.js';
 
 export const REMAINING_CALL_TEXT = 'tool was not executed because the turn already terminated';
@@ -53,6 +60,8 @@ export interface TurnContext extends TurnInput {
   batch: ToolBatch | null;
   batchIndex: number;
   liveToolCalls: LiveToolCall[];
+  /** The call the Turn runs with its own actors (`tools.run`), until it ends or has to wait. */
+  direct: DirectCall | null;
   doom: DoomState;
   plan: TurnPlanSnapshot | null;
   outcome: TurnOutcome | null;
@@ -221,6 +230,10 @@ const turnSetup = setup({
     persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
     sampleWorldState: fromPromise<void, SampleInput>(async () => notProvided('sampleWorldState')),
+    validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async () => notProvided('validateToolCall')),
+    authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async () => notProvided('authorizeToolCall')),
+    executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
+    recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
     toolCall: toolCallMachine,
     recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async () => notProvided('recordCancelledCalls')),
     finishTurn: fromPromise<boolean, FinishInput>(async () => notProvided('finishTurn')),
@@ -231,6 +244,15 @@ const turnSetup = setup({
     batchDone: ({ context }) => context.batch === null || context.batchIndex >= context.batch.calls.length,
     outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
     outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
+    isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
+    isDoomLoop: (_, output: ValidatedCall) => output.kind === 'doom_loop',
+    isControl: (_, output: ValidatedCall) => output.kind === 'control',
+    isExecute: (_, output: AuthorizationOutput) => output.kind === 'execute',
+    isRuleDeny: (_, output: AuthorizationOutput) => output.kind === 'deny',
+    isGranted: ({ context }, output: AuthorizationOutput) =>
+      output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
+    isNonInteractive: ({ context }) => context.nonInteractive,
+    directTerminal: ({ context }) => context.direct?.terminal != null,
   },
   actions: {
     /** Emits `phase_changed` only when the phase really changes: the chart is the source of phases. */
@@ -260,6 +282,44 @@ const turnSetup = setup({
       samplingSequence: 1,
       compactionTrigger: null,
     }),
+    /** The call stopped before its tool ran (a cancel or stop while it was validated or authorised). */
+    directStopBeforeRun: assign(({ context, event }) => {
+      const stopped = stopBeforeRun(event.type === 'turn.stop' || context.stopRequest === 'stop');
+      return { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } };
+    }),
+    /** The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output would set them. */
+    finishDirect: assign(({ context }, recorded: boolean) => {
+      const d = context.direct!;
+      const output: ToolCallOutput = {
+        waitTimedOut: null,
+        toolCallId: d.toolCallId,
+        providerCallId: d.call.callId,
+        toolName: d.call.name,
+        result: d.result ?? failed('execution_failed', 'the tool call ended without a result'),
+        recorded,
+        terminal: d.terminal,
+        doom: d.doom,
+        plan: null,
+      };
+      return { ...applyToolOutput(context, output, d.terminal !== null), direct: null };
+    }),
+    /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
+    announceDirectFinished: sendParent(({ context }) => {
+      const d = context.direct!;
+      const result = d.result!;
+      return {
+        type: 'session.publish' as const,
+        update: {
+          type: 'tool_call_finished' as const,
+          toolCallId: d.toolCallId,
+          providerCallId: d.call.callId,
+          toolName: d.call.name,
+          status: result.status,
+          text: result.text,
+          ...(result.error ? { error: result.error } : {}),
+        },
+      };
+    }),
     discardDraft: enqueueActions(({ context, enqueue }) => {
       if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
         enqueue.sendParent({ type: 'session.publish', update: { type: 'draft_cleared', reason: 'discarded' } });
@@ -286,6 +346,7 @@ export const turnMachine = turnSetup.createMachine({
     batch: null,
     batchIndex: 0,
     liveToolCalls: [],
+    direct: null,
     doom: { signature: null, count: 0 },
     plan: null,
     outcome: null,
@@ -694,8 +755,278 @@ export const turnMachine = turnSetup.createMachine({
           always: [
             { guard: 'batchDone', target: '#turn.running_model' },
             { guard: 'stopRequested', target: 'cancelling_remaining', actions: 'outcomeFromStop' },
-            { target: 'call' },
+            {
+              target: 'run',
+              actions: assign(({ context }) => ({
+                direct: {
+                  toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
+                  call: context.batch!.calls[context.batchIndex]!,
+                  permissionMode: context.permissionMode,
+                  permissionModeOrigin: context.permissionModeOrigin,
+                  args: undefined,
+                  resolvedName: null,
+                  doom: context.doom,
+                  approval: { decision: 'none' as const, source: 'sandbox', card: null, requestedAt: null, decidedAt: null },
+                  result: null,
+                  terminal: null,
+                  executed: false,
+                  start: null,
+                },
+              })),
+            },
           ],
+        },
+        // A call runs as the Turn's own actors (validate, authorize, execute, record) as long as it
+        // needs nobody: no card to ask, no control tool. One that has to wait goes to `call`, which
+        // spawns the tool-call machine with what was decided here (issue 14 point 3).
+        run: {
+          initial: 'validating',
+          entry: { type: 'enterPhase', params: 'running_tools' },
+          states: {
+            validating: {
+              entry: {
+                type: 'emit',
+                params: ({ context }) => ({
+                  type: 'tool_call_started',
+                  toolCallId: context.direct!.toolCallId,
+                  providerCallId: context.direct!.call.callId,
+                  toolName: context.direct!.call.name,
+                  arguments: context.direct!.call.arguments,
+                  status: 'validating',
+                }),
+              },
+              invoke: {
+                id: 'validate',
+                src: 'validateToolCall',
+                input: ({ context }) => toolCallInputOf(context),
+                onDone: [
+                  {
+                    guard: { type: 'isInvalid', params: ({ event }) => event.output },
+                    target: 'recording',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<ValidatedCall, { kind: 'invalid' }>;
+                      return { direct: { ...context.direct!, result: out.result, doom: out.doom, resolvedName: out.resolvedName } };
+                    }),
+                  },
+                  {
+                    guard: { type: 'isDoomLoop', params: ({ event }) => event.output },
+                    target: 'recording',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<ValidatedCall, { kind: 'doom_loop' }>;
+                      const d = context.direct!;
+                      return {
+                        direct: {
+                          ...d,
+                          result: out.result,
+                          doom: out.doom,
+                          resolvedName: d.call.name,
+                          terminal: { code: 'doom_loop' as const, message: out.result.text },
+                          approval: { ...d.approval, source: 'system' },
+                        },
+                      };
+                    }),
+                  },
+                  { guard: 'stopRequested', target: 'recording', actions: 'directStopBeforeRun' },
+                  {
+                    guard: { type: 'isControl', params: ({ event }) => event.output },
+                    target: '#tools.call',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<ValidatedCall, { kind: 'control' }>;
+                      return {
+                        direct: { ...context.direct!, args: out.args, doom: out.doom, resolvedName: context.direct!.call.name, start: { kind: 'control' as const, args: out.args, doom: out.doom } },
+                      };
+                    }),
+                  },
+                  {
+                    target: 'authorizing',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<ValidatedCall, { kind: 'registered' }>;
+                      return { direct: { ...context.direct!, args: out.args, doom: out.doom, resolvedName: context.direct!.call.name } };
+                    }),
+                  },
+                ],
+                onError: {
+                  target: 'recording',
+                  actions: assign(({ context, event }) => ({
+                    direct: { ...context.direct!, result: failed('execution_failed', `tool call validation failed: ${errorText(event.error)}`) },
+                  })),
+                },
+              },
+            },
+            authorizing: {
+              on: {
+                'turn.cancel': { target: 'recording', actions: 'directStopBeforeRun' },
+                'turn.stop': { target: 'recording', actions: 'directStopBeforeRun' },
+              },
+              invoke: {
+                id: 'authorize',
+                src: 'authorizeToolCall',
+                input: ({ context }) => ({ ...toolCallInputOf(context), args: context.direct!.args }),
+                onDone: [
+                  { guard: { type: 'isExecute', params: ({ event }) => event.output }, target: 'executing' },
+                  {
+                    guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
+                    target: 'recording',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<AuthorizationOutput, { kind: 'deny' }>;
+                      // Reference §4.6: bash without a sandbox is not run and answers sandbox_unavailable.
+                      const code = out.source === 'sandbox_unavailable' ? ('sandbox_unavailable' as const) : ('permission_denied' as const);
+                      const d = context.direct!;
+                      return {
+                        direct: {
+                          ...d,
+                          result: { status: 'denied' as const, text: out.text, error: { code, message: out.text, retryable: false } },
+                          approval: { ...d.approval, source: out.source },
+                        },
+                      };
+                    }),
+                  },
+                  {
+                    guard: { type: 'isGranted', params: ({ event }) => event.output },
+                    target: 'executing',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+                      const d = context.direct!;
+                      return { direct: { ...d, approval: { ...d.approval, decision: 'grant' as const, source: 'user', card: out.card } } };
+                    }),
+                  },
+                  {
+                    guard: 'isNonInteractive',
+                    target: 'recording',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+                      const d = context.direct!;
+                      return {
+                        direct: {
+                          ...d,
+                          result: {
+                            status: 'denied' as const,
+                            text: NON_INTERACTIVE_REFUSAL_TEXT,
+                            error: { code: 'permission_denied' as const, message: NON_INTERACTIVE_REFUSAL_TEXT, retryable: false },
+                          },
+                          approval: { ...d.approval, source: 'non_interactive', card: out.card },
+                        },
+                      };
+                    }),
+                  },
+                  {
+                    // A card to ask: the call waits, so it becomes a tool-call machine.
+                    target: '#tools.call',
+                    actions: assign(({ context, event }) => {
+                      const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+                      const d = context.direct!;
+                      return { direct: { ...d, start: { kind: 'card' as const, card: out.card, at: out.at, args: d.args, doom: d.doom } } };
+                    }),
+                  },
+                ],
+                onError: {
+                  target: 'recording',
+                  actions: assign(({ context, event }) => ({
+                    direct: { ...context.direct!, result: failed('execution_failed', `authorization failed: ${errorText(event.error)}`) },
+                  })),
+                },
+              },
+            },
+            executing: {
+              invoke: {
+                id: 'execute',
+                src: 'executeTool',
+                input: ({ context }) => {
+                  const d = context.direct!;
+                  return {
+                    sessionId: context.sessionId,
+                    turnId: context.turnId,
+                    toolCallId: d.toolCallId,
+                    providerCallId: d.call.callId,
+                    toolName: d.call.name,
+                    args: d.args,
+                    permissionMode: d.permissionMode,
+                    approval: d.approval,
+                  };
+                },
+                onError: {
+                  target: 'recording',
+                  actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failed('execution_failed', errorText(event.error)) } })),
+                },
+              },
+              on: {
+                'tool.progress': {
+                  actions: { type: 'emit', params: ({ context, event }) => ({ type: 'tool_call_progress', toolCallId: context.direct!.toolCallId, progress: event.progress }) },
+                },
+                'tool.finished': {
+                  target: 'recording',
+                  actions: assign(({ context, event }) => ({
+                    direct: {
+                      ...context.direct!,
+                      result: event.result,
+                      executed: true,
+                      terminal:
+                        context.stopRequest === 'stop'
+                          ? { code: 'actor_stopped' as const, message: 'the session actor stopped while a tool was running' }
+                          : context.stopRequest === 'cancel' || event.result.status === 'cancelled'
+                            ? { code: 'cancelled' as const, message: 'the turn was cancelled' }
+                            : null,
+                    },
+                  })),
+                },
+                // The tool gets its abort and reports how it ended; a process tree must be killed, not orphaned.
+                'turn.cancel': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
+                'turn.stop': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
+              },
+            },
+            recording: {
+              invoke: {
+                id: 'record',
+                src: 'recordToolResult',
+                input: ({ context }) => {
+                  const d = context.direct!;
+                  return {
+                    sessionId: context.sessionId,
+                    turnId: context.turnId,
+                    toolCallId: d.toolCallId,
+                    providerCallId: d.call.callId,
+                    toolName: d.call.name,
+                    result: d.result!,
+                    approval: d.approval,
+                    resolvedName: d.resolvedName,
+                    permissionMode: d.permissionMode,
+                    permissionModeOrigin: d.permissionModeOrigin,
+                    executed: d.executed,
+                  };
+                },
+                onDone: [
+                  {
+                    guard: 'directTerminal',
+                    target: '#tools.cancelling_remaining',
+                    actions: [
+                      assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
+                      'announceDirectFinished',
+                      { type: 'finishDirect', params: true },
+                    ],
+                  },
+                  {
+                    target: '#tools.next',
+                    actions: [
+                      assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
+                      'announceDirectFinished',
+                      { type: 'finishDirect', params: true },
+                    ],
+                  },
+                ],
+                onError: {
+                  target: '#tools.cancelling_remaining',
+                  actions: [
+                    assign(({ context, event }) => {
+                      const error = event.error as { code?: string; message?: string };
+                      const code = error?.code === 'chat_state_error' ? ('chat_state_error' as const) : storageTerminalCode(error);
+                      return { direct: { ...context.direct!, terminal: { code, message: String(error?.message ?? event.error) } } };
+                    }),
+                    { type: 'finishDirect', params: false },
+                  ],
+                },
+              },
+            },
+          },
         },
         call: {
           initial: 'running_tools',
@@ -704,33 +1035,21 @@ export const turnMachine = turnSetup.createMachine({
           invoke: {
             id: 'toolCall',
             src: 'toolCall',
-            input: ({ context }) => ({
-              sessionId: context.sessionId,
-              turnId: context.turnId,
-              toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
-              call: context.batch!.calls[context.batchIndex]!,
-              permissionMode: context.permissionMode,
-              permissionModeOrigin: context.permissionModeOrigin,
-              nonInteractive: context.nonInteractive,
-              turnGrants: context.turnGrants,
-              sessionGrants: context.sessionGrants,
-              doom: context.doom,
-              doomLoopThreshold: context.limits.doomLoopThreshold,
-              parentSpanId: `${context.turnId}.model${context.submissionCount}`,
-            }),
+            input: ({ context }) => ({ ...toolCallInputOf(context), start: context.direct!.start! }),
             onDone: [
               {
                 guard: ({ context, event }) =>
                   event.output.terminal !== null || (event.output.waitTimedOut === true && context.waitTimeouts + 1 >= context.limits.doomLoopThreshold),
                 target: 'cancelling_remaining',
-                actions: assign(({ context, event }) => applyToolOutput(context, event.output, true)),
+                actions: assign(({ context, event }) => ({ ...applyToolOutput(context, event.output, true), direct: null })),
               },
-              { target: 'next', actions: assign(({ context, event }) => applyToolOutput(context, event.output, false)) },
+              { target: 'next', actions: assign(({ context, event }) => ({ ...applyToolOutput(context, event.output, false), direct: null })) },
             ],
             onError: {
               target: 'cancelling_remaining',
               actions: assign(({ context, event }) => ({
                 batchIndex: context.batchIndex + 1,
+                direct: null,
                 pendingApprovals: [],
                 pendingUserInput: [],
                 outcome: failedOutcome('persistence_error', `tool call actor failed: ${errorText(event.error)}`),
@@ -905,6 +1224,37 @@ export const turnMachine = turnSetup.createMachine({
     reloadRequired: context.reloadRequired,
   }),
 });
+
+/** What validation and authorisation (and a tool-call machine) need to know of the current call. */
+function toolCallInputOf(context: TurnContext): ToolCallInput {
+  const d = context.direct!;
+  return {
+    sessionId: context.sessionId,
+    turnId: context.turnId,
+    toolCallId: d.toolCallId,
+    call: d.call,
+    permissionMode: d.permissionMode,
+    permissionModeOrigin: d.permissionModeOrigin,
+    nonInteractive: context.nonInteractive,
+    turnGrants: context.turnGrants,
+    sessionGrants: context.sessionGrants,
+    doom: context.doom,
+    doomLoopThreshold: context.limits.doomLoopThreshold,
+    parentSpanId: `${context.turnId}.model${context.submissionCount}`,
+  };
+}
+
+/**
+ * The status of the call the Turn runs itself, read from the Turn's state (`tools.run.<status>`),
+ * for the snapshot; null when no such call runs (none, or one that waits in a tool-call machine).
+ */
+export function directCallStatusOf(snapshot: { value: unknown; context: TurnContext }): { toolCallId: string; status: LiveToolCall['status'] } | null {
+  const direct = snapshot.context.direct;
+  const tools = (snapshot.value as { tools?: unknown } | null)?.tools;
+  const run = (tools as { run?: unknown } | null | undefined)?.run;
+  if (!direct || typeof run !== 'string') return null;
+  return { toolCallId: direct.toolCallId, status: run as LiveToolCall['status'] };
+}
 
 function patchLive(list: LiveToolCall[], patch: Partial<LiveToolCall> & { toolCallId: string }): LiveToolCall[] {
   return list.map((c) => (c.toolCallId === patch.toolCallId ? { ...c, ...patch } : c));

@@ -47,6 +47,40 @@ export interface ToolCallInput {
   doom: DoomState;
   doomLoopThreshold: number;
   parentSpanId: string | null;
+  /** Set when the Turn spawns the machine for a call it validated itself (a card, a control tool). */
+  start?: ToolCallStart;
+}
+
+/**
+ * Where a tool-call machine starts: the Turn validated and authorised the call itself and spawns
+ * the machine only because the call has to wait (a card to ask, a control tool).
+ */
+export type ToolCallStart =
+  | { kind: 'card'; card: PermissionCard; at: number; args: unknown; doom: DoomState }
+  | { kind: 'control'; args: unknown; doom: DoomState };
+
+/**
+ * The call the Turn runs with its own actors (`tools.run`): everything the tool-call machine would
+ * keep in its context for a call that never waits.
+ */
+export interface DirectCall {
+  toolCallId: string;
+  call: ToolCallBlock;
+  /**
+   * The session's mode when the call started: it is authorised, run and recorded under this one
+   * mode, as a tool-call machine took it with its input (a switch applies from the next call).
+   */
+  permissionMode: PermissionMode;
+  permissionModeOrigin: PermissionModeOrigin;
+  args: unknown;
+  resolvedName: string | null;
+  doom: DoomState;
+  approval: ApprovalRecord;
+  result: ToolResult | null;
+  terminal: ToolCallTerminal | null;
+  executed: boolean;
+  /** Set when the call turns out to wait: where the tool-call machine the Turn spawns for it starts. */
+  start: ToolCallStart | null;
 }
 
 export interface ToolCallOutput {
@@ -161,7 +195,10 @@ export type TurnEvent =
   | { type: 'toolcall.permission_resolved'; toolCallId: string; decision: PermissionDecision | 'cancelled' | 'actor_stopped' }
   | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
   | { type: 'toolcall.user_input_resolved'; toolCallId: string; outcome: 'answered' | 'cancelled'; answers?: UserInputAnswers }
-  | { type: 'toolcall.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string };
+  | { type: 'toolcall.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  /** From the `execute` actor of a call the Turn runs itself (`tools.run.executing`). */
+  | { type: 'tool.progress'; progress: ToolProgress }
+  | { type: 'tool.finished'; result: ToolResult };
 
 export type ToolCallEvent =
   | { type: 'toolcall.decide'; decision: PermissionDecision; at: number }

@@ -23,7 +23,9 @@ describe('inspection of sessions', () => {
 
   it('the inspect observer sees @xstate.actor events of the session, turn and tool-call actors, and their effects', async () => {
     const events: InspectionEvent[] = [];
-    const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }], {
+    // An echo runs as the Turn's own actors; the plan update (a control tool) gets a tool-call machine.
+    const plan = { explanation: 'why', plan: [{ step: 'one', status: 'in_progress' }] };
+    const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { toolCalls: [{ name: 'update_plan', arguments: plan }] }, { text: 'done' }], {
       inspect: (e) => events.push(e),
     });
     await h.run('go');
@@ -41,8 +43,14 @@ describe('inspection of sessions', () => {
     ]);
     // Every invoked effect is an actor of the same system too.
     expect(new Set(created.filter((c) => c.machine === null).map((c) => c.id))).toEqual(
-      new Set(['beginTurn', 'sampleWorldState', 'callModel', 'persistAssistantMessage', 'validate', 'authorize', 'execute', 'record', 'finishTurn']),
+      new Set(['beginTurn', 'sampleWorldState', 'callModel', 'persistAssistantMessage', 'validate', 'authorize', 'execute', 'record', 'commitPlan', 'finishTurn']),
     );
+    // The echo's actors are the Turn's; the tool-call machine runs only the plan's commit.
+    // (The plan update is validated by the Turn too: two `validate`s, one of each other.)
+    expect(created.filter((c) => ['validate', 'authorize', 'execute', 'record'].includes(c.id)).map((c) => `${c.id}<${c.parent}`).sort()).toEqual(
+      ['authorize<turn', 'execute<turn', 'record<turn', 'validate<turn', 'validate<turn'],
+    );
+    expect(created.find((c) => c.id === 'commitPlan')!.parent).toBe('toolCall');
     const snapshots = events.filter((e) => e.type === '@xstate.snapshot').map((e) => (e.actorRef as AnyActorRef).id);
     expect(snapshots).toContain('toolCall');
     expect(snapshots).toContain('turn');
@@ -94,7 +102,9 @@ describe('inspection of sessions', () => {
       [{ running_model: 'sampling' }, { running_model: { streaming: 'requesting' } }, 'xstate.done.actor.sampleWorldState'],
       [{ running_model: { streaming: 'requesting' } }, { running_model: { streaming: 'receiving' } }, 'model.call_recorded'],
     ]);
-    expect(turnMoves).toContainEqual([{ running_model: 'persisting' }, { tools: { call: 'running_tools' } }, 'xstate.done.actor.persistAssistantMessage']);
+    expect(turnMoves).toContainEqual([{ running_model: 'persisting' }, { tools: { run: 'validating' } }, 'xstate.done.actor.persistAssistantMessage']);
+    expect(turnMoves).toContainEqual([{ tools: { run: 'authorizing' } }, { tools: { run: 'executing' } }, 'xstate.done.actor.authorize']);
+    expect(turnMoves).toContainEqual([{ tools: { run: 'executing' } }, { tools: { run: 'recording' } }, 'tool.finished']);
     expect(turnMoves.at(-1)).toEqual(['ending', 'completed', 'xstate.done.actor.finishTurn']);
     // The phase field follows the chart, and every change was published in order.
     const phases = changes

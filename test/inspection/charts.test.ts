@@ -41,7 +41,7 @@ describe('machineChart', () => {
     expect(JSON.parse(JSON.stringify(chart))).toEqual(chart);
   });
 
-  it('the turn chart has its phases, invokes, guards and the always transitions of running_model.checking and tools.next', () => {
+  it('the turn chart has its phases, invokes, guards, the always transitions of running_model.checking and tools.next, and a call run by the Turn', () => {
     const chart = machineChart(turnMachine);
     const nodes = new Map(flatten(chart.root).map((n) => [n.path.join('.'), n]));
     expect([...nodes.keys()]).toEqual(
@@ -61,7 +61,20 @@ describe('machineChart', () => {
     expect(next).toEqual([
       ['batchDone', 'turn.running_model'],
       ['stopRequested', 'turn.tools.cancelling_remaining'],
-      [null, 'turn.tools.call'],
+      [null, 'turn.tools.run'],
+    ]);
+    // A call runs as the Turn's own actors; only a card to ask or a control tool spawns the tool-call machine.
+    expect(['validating', 'authorizing', 'executing', 'recording'].map((s) => nodes.get(`tools.run.${s}`)!.invoke)).toEqual([
+      [{ id: 'validate', src: 'validateToolCall' }],
+      [{ id: 'authorize', src: 'authorizeToolCall' }],
+      [{ id: 'execute', src: 'executeTool' }],
+      [{ id: 'record', src: 'recordToolResult' }],
+    ]);
+    expect(nodes.get('tools.call')!.invoke).toEqual([{ id: 'toolCall', src: 'toolCall' }]);
+    const toMachine = chart.edges.filter((e) => e.target === 'turn.tools.call' && e.source.startsWith('turn.tools.run')).map((e) => [e.source, e.event, e.guard]);
+    expect(toMachine).toEqual([
+      ['turn.tools.run.validating', 'xstate.done.actor.validate', 'isControl'],
+      ['turn.tools.run.authorizing', 'xstate.done.actor.authorize', null],
     ]);
     const streaming = chart.edges.filter((e) => e.source === 'turn.running_model.streaming');
     expect(streaming).toContainEqual(

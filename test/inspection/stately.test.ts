@@ -119,7 +119,12 @@ describe('connectStatelyInspector', () => {
     const relay = await startRelay();
     const stately = await connectStatelyInspector({ url: relay.url });
     expect(stately.connected).toBe(true);
-    const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }], { inspect: stately.inspect });
+    // A control tool: the Turn spawns a tool-call machine for it (an echo would run as the Turn's own actors).
+    const h = await harness(
+      storage,
+      [{ toolCalls: [{ name: 'update_plan', arguments: { explanation: 'why', plan: [{ step: 'one', status: 'in_progress' }] } }] }, { text: 'done' }],
+      { inspect: stately.inspect },
+    );
     await h.run('go');
     const sid = h.session.sessionId;
     await until(() => relay.messages.some((m) => m.type === '@xstate.snapshot' && (m.snapshot as { value?: unknown })?.value === 'completed'));
@@ -164,7 +169,9 @@ describe('connectStatelyInspector', () => {
     expect(connected.lines[0]).toBe('outcome completed');
     expect(connected.code).toBe(0);
     expect(connected.afterDoneMs).toBeLessThan(2_500);
-    expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'toolCall')).toBe(true);
+    // The child's echo runs as the Turn's own actors (no tool-call machine): its run reached the relay.
+    expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'turn')).toBe(true);
+    expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'execute')).toBe(true);
     await relay.stop();
   }, 180_000);
 

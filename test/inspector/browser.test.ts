@@ -296,7 +296,8 @@ describe('inspector page (headless Chromium)', () => {
     const states = await page.evaluate(() => (window as unknown as { turnStates: string[] }).turnStates);
     // A state counts with its substates (`running_model.streaming.requesting`, `.receiving`).
     const within = (state: string) => (s: string) => s === state || s.startsWith(`${state}.`);
-    const order = ['running_model.streaming', 'tools.call.running_tools', 'tools.call.waiting_permission'];
+    // The Turn validates and authorises the call itself (`tools.run`), then spawns the tool-call machine for its card.
+    const order = ['running_model.streaming', 'tools.run', 'tools.call.waiting_permission'];
     let at = -1;
     for (const state of order) {
       const next = states.findIndex((s, i) => i > at && within(state)(s));

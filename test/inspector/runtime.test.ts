@@ -153,7 +153,8 @@ describe('inspector runtime and scenario', () => {
     expect(childMessages[0]).toMatchObject({ role: 'user', content: [{ type: 'text', text: EXPLORER_TASK }] });
     expect(childMessages.filter((m) => m.role === 'tool').map((m) => m.toolName)).toEqual(['list_directory']);
 
-    // The actor tree: the explorer's Session actor hangs under the root's, with its own Turn and tool call.
+    // The actor tree: the explorer's Session actor hangs under the root's, with its own Turn; its
+    // list_directory needs nobody, so the Turn ran it with its own actors (no tool-call machine).
     const actors = runtime.tracker.actors(session.sessionId);
     const root = actors.find((a) => a.actorId === `session:${session.sessionId}`)!;
     const agent = actors.find((a) => a.actorId === `agent:${childId}`)!;
@@ -161,7 +162,8 @@ describe('inspector runtime and scenario', () => {
     expect(agent).toMatchObject({ parentKey: root.key, machine: 'session', systemId: 'agent:explorer_1', status: 'active', value: 'idle' });
     const childTurn = actors.find((a) => a.parentKey === agent.key && a.machine === 'turn');
     expect(childTurn).toMatchObject({ actorId: 'turn', status: 'done' });
-    expect(actors.some((a) => a.parentKey === childTurn!.key && a.machine === 'toolCall')).toBe(true);
+    expect(actors.some((a) => a.parentKey === childTurn!.key && a.machine === 'toolCall')).toBe(false);
+    expect(actors.some((a) => a.parentKey === childTurn!.key && a.actorId === 'execute')).toBe(true);
     expect(runtime.tracker.actors(childId)).toEqual([]);
 
     // Over HTTP: the root lists its explorer; the explorer's updates name their root.

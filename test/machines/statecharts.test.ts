@@ -1,6 +1,6 @@
 /**
  * Tests generated from the statecharts (issue 6, item 1). xstate/graph traverses the REAL Session,
- * Turn and tool-call machines, composed as they run (test/support/model/sim.ts), under several world
+ * Turn and tool-call machines (the Turn runs a call that needs nobody itself, `tools.run`), composed as they run (test/support/model/sim.ts), under several world
  * configurations; a greedy cover picks paths that together fire every transition a stimulus can
  * reach. Each path is replayed on the real runtime on PGlite with every effect produced for real,
  * and after every step the runtime must be in exactly the state the path expects, with the same
@@ -36,6 +36,8 @@ export const UNREACHABLE: Record<string, string> = {
     'ownership_lost at the turn\'s end needs a session lease, and leases are Postgres-only while the model world runs on PGlite; test/ownership/ownership.test.ts drives ownership_lost through a running turn',
   'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',
   'toolCall.executing|xstate.error.actor.execute|0': 'executeTool reports every tool failure as a result; it throws only if the session is gone',
+  'turn.tools.run.executing|xstate.error.actor.execute|0':
+    'the same executeTool, run by the Turn for a call that needs nobody: it reports every tool failure as a result and throws only if the session is gone',
   'toolCall.control.agent|xstate.error.actor.runAgentTool|0':
     'agent control reports every failure as a failed result; wait_agent rejects only on its abort, after the call has left this state',
 };

@@ -129,8 +129,8 @@ export const CONFIGS: WorldConfig[] = [
     interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'cancel' },
   },
   { ...base, name: 'shutdown while requesting', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'shutdown' } },
-  { ...base, name: 'cancel while validating', interrupt: { machine: 'toolCall', state: JSON.stringify('validating'), cmd: 'cancel' } },
-  { ...base, name: 'shutdown while validating', interrupt: { machine: 'toolCall', state: JSON.stringify('validating'), cmd: 'shutdown' } },
+  { ...base, name: 'cancel while validating', interrupt: { machine: 'turn', state: JSON.stringify({ tools: { run: 'validating' } }), cmd: 'cancel' } },
+  { ...base, name: 'shutdown while validating', interrupt: { machine: 'turn', state: JSON.stringify({ tools: { run: 'validating' } }), cmd: 'shutdown' } },
 ];
 
 /** Larger worlds for `npm run fuzz` (MODEL_DEPTH=deep): more interleavings, minutes rather than seconds. */

@@ -255,6 +255,8 @@ export interface Observation {
   toolStop: string | null;
   toolTerminal: string | null;
   toolResult: string | null;
+  /** The call the Turn runs itself: result/terminal/executed. */
+  direct: string | null;
   /** Invoked effect actors (what the runtime is waiting for). */
   waiting: string[];
 }
@@ -289,8 +291,15 @@ export function observe(session: Snap, turn: Snap | null | undefined, toolCall: 
     toolStop: toolCall?.context.stopRequest ?? null,
     toolTerminal: toolCall?.context.terminal?.code ?? null,
     toolResult: toolCall?.context.result?.status ?? null,
+    direct: directOf(turn),
     waiting: [...effects(turn, 'toolCall'), ...effects(toolCall, '')].sort(),
   };
+}
+
+/** The call the Turn runs itself (`tools.run`): its result, terminal and whether the tool ran. */
+function directOf(turn: Snap | null | undefined): string | null {
+  const d = turn?.status === 'active' ? turn.context.direct : null;
+  return d ? `${d.result?.status ?? '-'}/${d.terminal?.code ?? '-'}/${d.executed}` : null;
 }
 
 /** The traversal key: state values plus the small counters that decide what can happen next. */
@@ -343,6 +352,7 @@ export function serialize(state: ModelState): string {
           tc!.plan !== null,
           tc!.permissionMode,
           tc!.endRecorded,
+          directOf(t as unknown as Snap),
         ]
       : null,
     c ? [c.value, c.status, c.context.stopRequest, c.context.result?.status ?? null, c.context.terminal?.code ?? null, c.context.recorded, c.context.waitTimedOut] : null,
@@ -358,7 +368,7 @@ export function serialize(state: ModelState): string {
 }
 
 function pendingCallKind(state: { actors: SimActors; env: Env }): ToolKind | undefined {
-  const call = (state.actors.toolCall?.context as ToolCallInput | undefined)?.call;
+  const call = (state.actors.toolCall?.context as ToolCallInput | undefined)?.call ?? state.actors.turn?.context.direct?.call;
   return call ? state.env.kinds[call.callId] : undefined;
 }
 
@@ -525,12 +535,18 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       sim.send('turn', { type: 'xstate.done.actor.recordCancelledCalls', output: undefined, actorId: 'recordCancelledCalls' });
       continue;
     }
-    const toolWaits = sim.invoked('toolCall');
-    if ('validate' in toolWaits) {
-      const input = toolWaits.validate as ToolCallInput;
-      sim.send('toolCall', validateOutput(input, env.kinds[input.call.callId]!, config));
+    if ('validate' in turnWaits) {
+      // The Turn validates every call itself (no port holds it).
+      const input = turnWaits.validate as ToolCallInput;
+      sim.send('turn', validateOutput(input, env.kinds[input.call.callId]!, config));
       continue;
     }
+    if ('execute' in turnWaits && sim.effects.executeAborted) {
+      sim.effects.executeAborted = false;
+      sim.send('turn', { type: 'tool.finished', result: { status: 'cancelled', text: 'tool call cancelled', error: { code: 'cancelled', message: 'tool call cancelled', retryable: false } } });
+      continue;
+    }
+    const toolWaits = sim.invoked('toolCall');
     if ('commitPlan' in toolWaits) {
       const input = toolWaits.commitPlan as { args: unknown };
       const checked = validatePlanArgs(input.args);
@@ -719,7 +735,8 @@ function requesting(turn: { value: unknown }): boolean {
 }
 
 function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome: string): { target: 'turn' | 'toolCall'; event: { type: string; [k: string]: unknown } } {
-  const target = ['authorize', 'execute', 'commitPlan', 'runAgentTool', 'record'].includes(actor) ? 'toolCall' : 'turn';
+  // A call's actors run in the tool-call machine when the call waits, else in the Turn itself.
+  const target = actor in sim.invoked('toolCall') ? 'toolCall' : 'turn';
   const input = sim.invoked(target)[actor] as Record<string, any>;
   const done = (output: unknown) => ({ target, event: { type: `xstate.done.actor.${actor}`, output, actorId: actor } }) as const;
   const fail = (error: unknown = storageError(actor)) => ({ target, event: { type: `xstate.error.actor.${actor}`, error, actorId: actor } }) as const;
