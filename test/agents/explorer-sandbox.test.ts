@@ -52,7 +52,7 @@ describe('explorers and skills on the real tools', () => {
     return { core, session, model, run };
   }
 
-  it('acc 15-17: an explorer lists without a card, is denied workspace writes by the kernel, and has no write tools', async (ctx) => {
+  it('an explorer lists without a card, is denied workspace writes by the kernel, and has no write tools [reference §5.10 acc 15-17]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const { model, run, core, session } = await runtime(
       (_r, i) =>
@@ -91,7 +91,7 @@ describe('explorers and skills on the real tools', () => {
     ]);
   });
 
-  it('§7.9 acc 32-33: the skill root is readable, never writable: file tools are refused by rule, bash by the kernel', async (ctx) => {
+  it('the skill root is readable, never writable: file tools are refused by rule, bash by the kernel [reference §7.9 acc 32-33]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const skillFile = join(env.home, '.agents', 'skills', 'demo', 'SKILL.md');
     const { model, run } = await runtime(

@@ -62,7 +62,7 @@ describe('model-visible texts', () => {
     ]);
   });
 
-  it('acc 11 (as amended by issue 12.3): only bash texts mention the network, no text claims isolation or says read-only', () => {
+  it('only bash texts mention the network, no text claims isolation or says read-only [reference §4.15 acc 11, as amended by issue 12.3]', () => {
     const texts = [
       ...[...env.tools.values()].map((t) => JSON.stringify(toolDefinition(t))),
       bashDenialText('auto'),
