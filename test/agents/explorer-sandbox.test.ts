@@ -11,9 +11,9 @@ import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { protectedPathText } from '../../src/services/permissions/texts.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 function isChild(request: ModelRequest): boolean {
   return request.system[0]!.content.startsWith('You are an explorer');
@@ -27,14 +27,12 @@ describe('explorers and skills on the real tools', () => {
   let storage: SqlSessionStorage;
   let env: ToolEnv;
   const cores: Core[] = [];
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
     env = await toolEnv();
   });
   afterAll(async () => {
     for (const core of cores) await core.shutdown();
-    await storage.close();
     env.cleanup();
   });
 

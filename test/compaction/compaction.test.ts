@@ -6,7 +6,7 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { ModelError } from '../../src/errors.js';
@@ -24,11 +24,11 @@ import type { ModelRequest } from '../../src/services/model/port.js';
 import type { StoredMessage } from '../../src/protocol/content.js';
 import { SUMMARY_HEADINGS, validateSummary } from '../../src/services/compaction/summary.js';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool, journalTool } from '../../src/testing/tools.js';
 import { harness, type Harness } from '../support/harness.js';
 import { compactingModel, isSummaryRequest, validSummary } from '../support/summaries.js';
+import { usePglite } from '../support/databases.js';
 
 const fast = { compaction: { retryDelayMs: 1, attemptTimeoutMs: 10_000 } };
 
@@ -150,12 +150,10 @@ async function drive<T>(time: VirtualTime, work: Promise<T>): Promise<PromiseSet
 describe('compaction (reference §3.12)', () => {
   let storage: SqlSessionStorage;
   let home: string;
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
     home = mkdtempSync(join(tmpdir(), 'openwork-home-'));
   });
-  afterAll(() => storage.close());
 
   const opts = () => ({ ...fast, openworkHome: home, tools: [echoTool, bigTool, editTool] });
 

@@ -5,7 +5,7 @@
 import { mkdtempSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { INTERRUPTED_RESULT_TEXT, assembleRequest, buildSystemContext } from '../../src/services/context/assemble.js';
@@ -15,11 +15,11 @@ import { SECTION_SPECS, diffWorldState, retainedSections } from '../../src/servi
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { Toolset } from '../../src/services/tools/registry.js';
 import { updatePlanControlTool } from '../../src/services/plan/update-plan.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import { echoTool, failTool } from '../../src/testing/tools.js';
 import { harness, updateTypes, type Harness } from '../support/harness.js';
+import { usePglite } from '../support/databases.js';
 
 function workspace(files: Record<string, string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'openwork-ws-'));
@@ -40,11 +40,7 @@ function userTexts(request: { messages: Array<{ role: string; kind?: string; con
 
 describe('context window (reference §2.12)', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('the system context holds only the agent prompt; AGENTS.md arrives as a world_state user message [reference §2.12 acc 1]', async () => {
     const dir = workspace({ 'AGENTS.md': 'Always answer in haiku.' });

@@ -2,7 +2,7 @@
  * The acceptance list of seed 000 §12 (items 1-15), with every gap it names closed, run on PGlite
  * and on a real Postgres server.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { BusyError, CommandError } from '../../src/errors.js';
@@ -12,7 +12,7 @@ import { scriptedModel } from '../../src/services/model/scripted.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
-import { backends } from '../support/databases.js';
+import { backends, useBackend } from '../support/databases.js';
 import { faultyStorage } from '../support/faults.js';
 import { harness, updateTypes, type Harness } from '../support/harness.js';
 import { assertAllRequests, assertSequences, assertStoredInvariants } from '../support/invariants.js';
@@ -48,14 +48,7 @@ function hangingTool(started: () => void) {
 describe.each(backends)('session runtime on $name', (backend) => {
   let storage: SqlSessionStorage;
 
-  beforeAll(async () => {
-    storage = await backend.create();
-    await storage.migrate();
-  });
-
-  afterAll(async () => {
-    await storage.close();
-  });
+  useBackend(backend, (s) => (storage = s));
 
   it('a turn without tool calls completes after one model call [seed 000 acc 1]', async () => {
     const h = await harness(storage, [{ text: 'Hello there.' }]);

@@ -18,20 +18,18 @@ import { z } from 'zod';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SandboxLauncher } from '../../src/services/sandbox/launcher.js';
 import type { SessionHandle } from '../../src/session-handle.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
+usePglite((s) => (storage = s));
 beforeAll(async () => {
-  storage = pgliteStorage();
-  await storage.migrate();
   env = await toolEnv();
 });
 afterAll(async () => {
-  await storage.close();
   env.cleanup();
 });
 

@@ -14,9 +14,9 @@ import { scriptedModel } from '../../src/services/model/scripted.js';
 import { detectProcessLimit } from '../../src/services/sandbox/process-limit.js';
 import { prepareToolRuntime } from '../../src/services/tools/tool-runtime.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const LIMIT = 48;
 /** Forks up to 300 children that sleep; reports how many forks succeeded before one failed. */
@@ -26,15 +26,13 @@ let env: ToolEnv;
 let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
+usePglite((s) => (storage = s));
 beforeAll(async () => {
   env = await toolEnv({ bashProcessLimit: LIMIT });
-  storage = pgliteStorage();
-  await storage.migrate();
 });
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  await storage.close();
   env.cleanup();
 });
 

@@ -19,19 +19,18 @@ import { grepTimeoutText } from '../../src/services/tools/grep.js';
 import { LineMatcher } from '../../src/services/tools/grep-matcher.js';
 import { prepareToolRuntime } from '../../src/services/tools/tool-runtime.js';
 import type { SessionHandle } from '../../src/session-handle.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
 import { toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const CATASTROPHIC = '(a+)+$';
 const TIMEOUT_MS = 2_500;
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
+usePglite((s) => (storage = s));
 beforeAll(async () => {
-  storage = pgliteStorage();
-  await storage.migrate();
   env = await toolEnv({ sandbox: 'disabled' });
   writeFileSync(join(env.ws, 'evil.txt'), `first line\n${'a'.repeat(40)}!\nlast line\n`);
   writeFileSync(join(env.ws, 'fine.txt'), 'aaa\n');
@@ -42,7 +41,6 @@ beforeAll(async () => {
   warm.close();
 });
 afterAll(async () => {
-  await storage.close();
   env.cleanup();
 });
 

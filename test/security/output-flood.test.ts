@@ -15,10 +15,10 @@ import { scriptedModel } from '../../src/services/model/scripted.js';
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
 import { omittedProgressText, PROGRESS_CHUNK_BYTES, PROGRESS_HEAD_BYTES, PROGRESS_TAIL_BYTES } from '../../src/services/updates/progress-budget.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const FLOOD_BYTES = 2 * 1024 ** 3;
 const MIB = 1024 * 1024;
@@ -35,13 +35,11 @@ function heapAfterGc(): number {
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
+usePglite((s) => (storage = s));
 beforeAll(async () => {
-  storage = pgliteStorage();
-  await storage.migrate();
   env = await toolEnv();
 });
 afterAll(async () => {
-  await storage.close();
   env.cleanup();
 });
 

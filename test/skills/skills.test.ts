@@ -5,16 +5,16 @@
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { SECTION_SPECS } from '../../src/services/context/world-state.js';
 import { discoverSkills } from '../../src/services/skills/discovery.js';
 import { renderCatalog } from '../../src/services/skills/catalog.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 import { compactingModel } from '../support/summaries.js';
+import { usePglite } from '../support/databases.js';
 
 function skillRoot(skills: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'openwork-skills-'));
@@ -102,11 +102,7 @@ describe('skills discovery (reference §7.1-§7.2)', () => {
 
 describe('skills in sessions (reference §7.3-§7.7)', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   const opts = (root: string | null) => ({ worldState: {}, skills: { root }, workingDirectory: mkdtempSync(join(tmpdir(), 'openwork-ws-')), compaction: { retryDelayMs: 1 } });
 

@@ -12,23 +12,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../../src/core.js';
 import { scriptedModel } from '../../../src/services/model/scripted.js';
 import { workspaceToolOptions } from '../../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { usePglite } from '../../support/databases.js';
 
 let env: ToolEnv;
 let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
+usePglite((s) => (storage = s));
 beforeAll(async () => {
   env = await toolEnv();
-  storage = pgliteStorage();
-  await storage.migrate();
 });
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  await storage.close();
   env.cleanup();
 });
 

@@ -13,25 +13,23 @@ import { scriptedModel } from '../../../src/services/model/scripted.js';
 import { DENIAL_IS_FINAL_TEXT, DENIAL_IS_POLICY_TEXT } from '../../../src/services/permissions/texts.js';
 import { BUILTIN_TOOL_NAMES } from '../../../src/services/tools/builtin.js';
 import { workspaceToolOptions } from '../../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { usePglite } from '../../support/databases.js';
 
 let available: ToolEnv;
 let disabled: ToolEnv;
 let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
+usePglite((s) => (storage = s));
 beforeAll(async () => {
   available = await toolEnv();
   disabled = await toolEnv({ sandbox: 'disabled' });
-  storage = pgliteStorage();
-  await storage.migrate();
 });
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  await storage.close();
   available.cleanup();
   disabled.cleanup();
 });
