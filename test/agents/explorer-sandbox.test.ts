@@ -5,14 +5,14 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { protectedPathText } from '../../src/services/permissions/texts.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
 
 function isChild(request: ModelRequest): boolean {
@@ -28,12 +28,9 @@ describe('explorers and skills on the real tools', () => {
   let env: ToolEnv;
   const cores: Core[] = [];
   usePglite((s) => (storage = s));
-  beforeAll(async () => {
-    env = await toolEnv();
-  });
+  useToolEnv((e) => (env = e));
   afterAll(async () => {
     for (const core of cores) await core.shutdown();
-    env.cleanup();
   });
 
   async function runtime(root: (request: ModelRequest, i: number) => ScriptedStep, child: (request: ModelRequest, i: number) => ScriptedStep) {

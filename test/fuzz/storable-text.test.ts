@@ -25,7 +25,7 @@ import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { backends, useBackend } from '../support/databases.js';
 import { fuzzParameters, fuzzRuns, fuzzTimeout } from '../support/fuzz.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 /** Strings rich in what Postgres refuses: NULs, lone high and low surrogates, split-able pairs. */
 const fragment = fc.oneof(
@@ -89,8 +89,8 @@ describe.each(backends)('any text is storable through every write path ($name)',
   let model: ScriptedModel;
 
   useBackend(backend, (s) => (storage = s));
+  useToolEnv((e) => (env = e));
   beforeAll(async () => {
-    env = await toolEnv();
     model = scriptedModel([]);
     core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,

@@ -5,7 +5,7 @@
  */
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
@@ -20,18 +20,13 @@ import type { SandboxLauncher } from '../../src/services/sandbox/launcher.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
 usePglite((s) => (storage = s));
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(async () => {
-  env.cleanup();
-});
+useToolEnv((e) => (env = e));
 
 const open: Core[] = [];
 afterEach(async () => {

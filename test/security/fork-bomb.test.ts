@@ -8,14 +8,14 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { detectProcessLimit } from '../../src/services/sandbox/process-limit.js';
 import { prepareToolRuntime } from '../../src/services/tools/tool-runtime.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
 
 const LIMIT = 48;
@@ -27,13 +27,10 @@ let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
 usePglite((s) => (storage = s));
-beforeAll(async () => {
-  env = await toolEnv({ bashProcessLimit: LIMIT });
-});
+useToolEnv((e) => (env = e), { bashProcessLimit: LIMIT });
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  env.cleanup();
 });
 
 function ourCgroups(): string[] {

@@ -26,7 +26,7 @@ import { scriptedModel, type ScriptedStep } from '../../src/services/model/scrip
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { inspectorFetch } from '../support/inspector-client.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
 
 const run = promisify(execFile);
@@ -99,8 +99,8 @@ describe('attack: a sandboxed tool approves its own card through the inspector',
   const BASHRC = '# the user\'s own\n';
 
   usePglite((s) => (storage = s));
+  useToolEnv((e) => (env = e));
   beforeAll(async () => {
-    env = await toolEnv();
     writeFileSync(bashrc(), BASHRC);
   });
   afterAll(async () => {

@@ -8,7 +8,7 @@
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { SessionUpdateEnvelope, ToolProgress } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
@@ -17,7 +17,7 @@ import { builtinTools } from '../../src/services/tools/builtin.js';
 import { omittedProgressText, PROGRESS_CHUNK_BYTES, PROGRESS_HEAD_BYTES, PROGRESS_TAIL_BYTES } from '../../src/services/updates/progress-budget.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
 
 const FLOOD_BYTES = 2 * 1024 ** 3;
@@ -36,12 +36,7 @@ function heapAfterGc(): number {
 let storage: SqlSessionStorage;
 let env: ToolEnv;
 usePglite((s) => (storage = s));
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(async () => {
-  env.cleanup();
-});
+useToolEnv((e) => (env = e));
 
 const open: Core[] = [];
 afterEach(async () => {

@@ -27,7 +27,7 @@ import { scriptedModel, type ScriptedStep } from '../../src/services/model/scrip
 import { networkDenialText } from '../../src/services/permissions/texts.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
 
 let env: ToolEnv;
@@ -46,8 +46,8 @@ const fileSocketPath = join(fileSocketDir, 'host.sock');
 const cores: Core[] = [];
 
 usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  env = await toolEnv();
   http = createHttpServer((_req, res) => {
     httpHits += 1;
     res.end('host-secret-page\n');
@@ -73,7 +73,6 @@ afterAll(async () => {
   await new Promise((resolve) => abstract.close(resolve));
   await new Promise((resolve) => fileSocket.close(resolve));
   rmSync(fileSocketDir, { recursive: true, force: true });
-  env.cleanup();
 });
 
 /**

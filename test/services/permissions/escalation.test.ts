@@ -4,16 +4,13 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_GRANTS, sandboxPermissionsSchema, validateEscalation } from '../../../src/services/permissions/escalation.js';
 import { bashDenialText, fileDenialText } from '../../../src/services/permissions/texts.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 const refusal = (reason: string) => `[sandbox: escalation refused without asking the user: ${reason}]`;
 

@@ -12,13 +12,10 @@ import type { ToolProgress } from '../../../src/protocol/updates.js';
 import { sandboxUnavailableText } from '../../../src/services/permissions/texts.js';
 import { classify } from '../../../src/services/sandbox/classify.js';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES, MAX_RESULT_BYTES } from '../../../src/services/tools/output.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 describe('self-check', () => {
   it('the sandbox works on this machine, or the suite says why', () => {

@@ -4,18 +4,17 @@
  */
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { bashDenialText, fileDenialText, protectedPathText } from '../../../src/services/permissions/texts.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  env = await toolEnv();
   symlinkSync(env.outside, join(env.ws, 'out-link'));
   symlinkSync(join(env.home, '.ssh'), join(env.ws, 'ssh-link'));
   mkdirSync(join(env.ws, 'sub', '.GIT', 'HOOKS'), { recursive: true });
 });
-afterAll(() => env.cleanup());
 
 function expectFenceDenial(result: { status: string; text: string; sandboxDenied?: boolean }, access: 'read' | 'write', path: string, mode: 'auto' | 'accept_edits' = 'auto') {
   expect(result).toMatchObject({ status: 'failed', text: fileDenialText(access, path, mode), sandboxDenied: true, error: { code: 'permission_denied' } });

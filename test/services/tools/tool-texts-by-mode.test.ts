@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../../src/core.js';
 import type { ModelRequest } from '../../../src/services/model/port.js';
 import { scriptedModel } from '../../../src/services/model/scripted.js';
@@ -14,7 +14,7 @@ import { DENIAL_IS_FINAL_TEXT, DENIAL_IS_POLICY_TEXT } from '../../../src/servic
 import { BUILTIN_TOOL_NAMES } from '../../../src/services/tools/builtin.js';
 import { workspaceToolOptions } from '../../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 import { usePglite } from '../../support/databases.js';
 
 let available: ToolEnv;
@@ -23,15 +23,11 @@ let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
 usePglite((s) => (storage = s));
-beforeAll(async () => {
-  available = await toolEnv();
-  disabled = await toolEnv({ sandbox: 'disabled' });
-});
+useToolEnv((e) => (available = e));
+useToolEnv((e) => (disabled = e), { sandbox: 'disabled' });
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  available.cleanup();
-  disabled.cleanup();
 });
 
 /** One turn: the model reads a credential file (a fence denial), then answers. Returns its requests. */
