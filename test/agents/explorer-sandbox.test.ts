@@ -5,15 +5,15 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { protectedPathText } from '../../src/services/permissions/texts.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 function isChild(request: ModelRequest): boolean {
   return request.system[0]!.content.startsWith('You are an explorer');
@@ -27,15 +27,10 @@ describe('explorers and skills on the real tools', () => {
   let storage: SqlSessionStorage;
   let env: ToolEnv;
   const cores: Core[] = [];
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-    env = await toolEnv();
-  });
+  usePglite((s) => (storage = s));
+  useToolEnv((e) => (env = e));
   afterAll(async () => {
     for (const core of cores) await core.shutdown();
-    await storage.close();
-    env.cleanup();
   });
 
   async function runtime(root: (request: ModelRequest, i: number) => ScriptedStep, child: (request: ModelRequest, i: number) => ScriptedStep) {
@@ -52,7 +47,7 @@ describe('explorers and skills on the real tools', () => {
     return { core, session, model, run };
   }
 
-  it('acc 15-17: an explorer lists without a card, is denied workspace writes by the kernel, and has no write tools', async (ctx) => {
+  it('an explorer lists without a card, is denied workspace writes by the kernel, and has no write tools [reference §5.10 acc 15-17]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const { model, run, core, session } = await runtime(
       (_r, i) =>
@@ -91,7 +86,7 @@ describe('explorers and skills on the real tools', () => {
     ]);
   });
 
-  it('§7.9 acc 32-33: the skill root is readable, never writable: file tools are refused by rule, bash by the kernel', async (ctx) => {
+  it('the skill root is readable, never writable: file tools are refused by rule, bash by the kernel [reference §7.9 acc 32-33]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const skillFile = join(env.home, '.agents', 'skills', 'demo', 'SKILL.md');
     const { model, run } = await runtime(

@@ -155,7 +155,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(stored.every((m) => (m.content[0] as { text: string }).text.includes('<body>\nchild result\n</body>'))).toBe(true);
   });
 
-  it('acc 1-4: topology columns, hidden children, unique and well-formed task names', async () => {
+  it('topology columns, hidden children, unique and well-formed task names [reference §5.10 acc 1-4]', async () => {
     const model = router(
       (_r, i) =>
         i === 0
@@ -181,7 +181,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect((await other.core.listChildSessions(other.root.sessionId)).map((c) => c.taskName)).toEqual(['scan']);
   });
 
-  it('acc 5, 7-8, 17: a child runs a turn; its answer enters the parent after all tool results, as a user message; its surface is read-only', async () => {
+  it('a child runs a turn; its answer enters the parent after all tool results, as a user message; its surface is read-only [reference §5.10 acc 5, 7-8, 17]', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const model = router(
@@ -212,7 +212,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(listed.find((m) => m.kind === 'agent_message')!.content[0]).toMatchObject({ text: expect.stringContaining('<body>\nfound in src/x.ts:12\n</body>') });
   });
 
-  it('acc 9-10, 20: failed and interrupted children report back; a message after the final answer creates no turn and waits', async () => {
+  it('failed and interrupted children report back; a message after the final answer creates no turn and waits [reference §5.10 acc 9-10, 20]', async () => {
     const model = router(
       (_r, i) =>
         i === 0
@@ -236,7 +236,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(texts.some((t) => t.includes('<task>slowpoke</task>') && t.includes('<kind>interrupted</kind>') && t.includes('Sub-agent turn was interrupted.'))).toBe(true);
   });
 
-  it('acc 13-14: at the limit spawn answers agent_limit_reached; an idle child holds no slot and followup_task reuses it', async () => {
+  it('at the limit spawn answers agent_limit_reached; an idle child holds no slot and followup_task reuses it [reference §5.10 acc 13-14]', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const lastTool = (request: ModelRequest) => (request.messages.filter((m) => m.role === 'tool').at(-1) as { toolName?: string } | undefined) ?? {};
@@ -275,7 +275,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(listing[1]!.status).toBe('completed');
   });
 
-  it('acc 15-16: explorers run in accept_edits whatever the parent mode and refuse cards (non-interactive)', async () => {
+  it('explorers run in accept_edits whatever the parent mode and refuse cards (non-interactive) [reference §5.10 acc 15-16]', async () => {
     const model = router(
       (_r, i) => (i === 0 ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'careful', message: 'try the guarded tool' } }] } : i === 1 ? { toolCalls: [{ name: 'wait_agent', arguments: {} }] } : { text: 'ok' }),
       (request) => (request.messages.some((m) => m.role === 'tool') ? { text: 'could not' } : { toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }),
@@ -290,7 +290,7 @@ describe('sub-agents (reference §5.10)', () => {
     await expect((await core.loadSession(child!.id)).setPermissionMode('auto')).rejects.toMatchObject({ code: 'sub_agent_mode_fixed' });
   });
 
-  it('acc 18: wait_agent may time out and be retried; three consecutive timeouts end the turn as doom_loop', async () => {
+  it('wait_agent may time out and be retried; three consecutive timeouts end the turn as doom_loop [reference §5.10 acc 18]', async () => {
     const model = router(() => ({ toolCalls: [{ name: 'wait_agent', arguments: { timeout_ms: 10_000 } }] }), () => ({ text: 'x' }));
     const { run } = await runtime(model);
     const { outcome } = await run('wait forever');
@@ -303,7 +303,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(bad.requests[1]!.messages.at(-1)).toMatchObject({ status: 'error', text: expect.stringMatching(/^invalid tool input: timeout_ms/) });
   });
 
-  it('acc 19: reconciliation deletes children that never ran and re-delivers an interrupted child once', async () => {
+  it('reconciliation deletes children that never ran and re-delivers an interrupted child once [reference §5.10 acc 19]', async () => {
     const faulty = faultyStorage(storage);
     let childStarted!: () => void;
     const started = new Promise<void>((r) => (childStarted = r));
@@ -400,7 +400,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(result?.content[0]).toMatchObject({ type: 'tool_result', status: 'outcome_unknown' });
   });
 
-  it('acc 21-23: children are listed with status, their transcript is readable, their trace is their own; deleting the root removes them and stops their actors', async () => {
+  it('children are listed with status, their transcript is readable, their trace is their own; deleting the root removes them and stops their actors [reference §5.10 acc 21-23]', async () => {
     const model = router((_r, i) => (i === 0 ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'traced', message: 'trace me' } }] } : i === 1 ? { toolCalls: [{ name: 'wait_agent', arguments: {} }] } : { text: 'done' }), () => ({ text: 'child answer' }));
     const { core, root, run } = await runtime(model);
     const { turnId } = await run('go');
@@ -417,7 +417,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(childHandle.status()).toEqual({ type: 'not_loaded' });
   });
 
-  it('acc 24: one run loop: the machines have no sub-agent branches', () => {
+  it('one run loop: the machines have no sub-agent branches [reference §5.10 acc 24]', () => {
     const dir = join(process.cwd(), 'src', 'machines');
     for (const file of readdirSync(dir)) {
       const source = readFileSync(join(dir, file), 'utf8');

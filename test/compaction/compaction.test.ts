@@ -6,7 +6,7 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { ModelError } from '../../src/errors.js';
@@ -24,11 +24,11 @@ import type { ModelRequest } from '../../src/services/model/port.js';
 import type { StoredMessage } from '../../src/protocol/content.js';
 import { SUMMARY_HEADINGS, validateSummary } from '../../src/services/compaction/summary.js';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool, journalTool } from '../../src/testing/tools.js';
 import { harness, type Harness } from '../support/harness.js';
 import { compactingModel, isSummaryRequest, validSummary } from '../support/summaries.js';
+import { usePglite } from '../support/databases.js';
 
 const fast = { compaction: { retryDelayMs: 1, attemptTimeoutMs: 10_000 } };
 
@@ -150,17 +150,15 @@ async function drive<T>(time: VirtualTime, work: Promise<T>): Promise<PromiseSet
 describe('compaction (reference §3.12)', () => {
   let storage: SqlSessionStorage;
   let home: string;
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
     home = mkdtempSync(join(tmpdir(), 'openwork-home-'));
   });
-  afterAll(() => storage.close());
 
   const opts = () => ({ ...fast, openworkHome: home, tools: [echoTool, bigTool, editTool] });
 
   describe('summary and runtime state', () => {
-    it('acc 1: a summary missing any heading is invalid', () => {
+    it('a summary missing any heading is invalid [reference §3.12 acc 1]', () => {
       for (const missing of SUMMARY_HEADINGS) {
         const summary = validSummary('x', SUMMARY_HEADINGS.filter((h) => h !== missing));
         expect(validateSummary(summary, 'stop', false)).toMatchObject({ ok: false, classification: 'degenerate' });
@@ -169,7 +167,7 @@ describe('compaction (reference §3.12)', () => {
       expect(validateSummary(validSummary('x', [...SUMMARY_HEADINGS].reverse()), 'stop', false).ok).toBe(false);
     });
 
-    it('acc 2: a non-stop finish, a tool call, a too-short summary, two roots, trailing text or a control tag are invalid', () => {
+    it('a non-stop finish, a tool call, a too-short summary, two roots, trailing text or a control tag are invalid [reference §3.12 acc 2]', () => {
       const ok = validSummary();
       expect(validateSummary(ok, 'length', false).ok).toBe(false);
       expect(validateSummary(ok, 'stop', true).ok).toBe(false);
@@ -181,7 +179,7 @@ describe('compaction (reference §3.12)', () => {
       expect(validateSummary(`preamble is dropped\n${ok}`, 'stop', false)).toEqual({ ok: true, summary: ok });
     });
 
-    it('acc 3: an invalid summary then a valid one is accepted; three failures fail the compaction and keep the conversation', async () => {
+    it('an invalid summary then a valid one is accepted; three failures fail the compaction and keep the conversation [reference §3.12 acc 3]', async () => {
       let attempt = 0;
       const model = compactingModel([{ text: 'one' }, { text: 'two' }], {
         summary: () => (++attempt === 1 ? { text: 'not a summary' } : { text: validSummary() }),
@@ -203,7 +201,7 @@ describe('compaction (reference §3.12)', () => {
       expect(f.session.status()).toEqual({ type: 'idle' });
     });
 
-    it('acc 4: the replayed request is the last real user message, never a summary, reminder or contextual message', async () => {
+    it('the replayed request is the last real user message, never a summary, reminder or contextual message [reference §3.12 acc 4]', async () => {
       const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
       const h = await harness(storage, model, opts());
       await idle(h, 'the real request');
@@ -216,7 +214,7 @@ describe('compaction (reference §3.12)', () => {
       expect(second.checkpoint!.lastUserMessageId).toBe(first.checkpoint!.lastUserMessageId);
     });
 
-    it('acc 5: the summary input holds the skill body before the request; the replay keeps only the visible message', async () => {
+    it('the summary input holds the skill body before the request; the replay keeps only the visible message [reference §3.12 acc 5]', async () => {
       const skill: NewMessage = { id: 'skill-msg-1', role: 'user', kind: 'skill_instruction', content: [{ type: 'text', text: '<skill><name>lint</name><path>/s/lint</path>Run the linter.</skill>' }] };
       const model = compactingModel([{ text: 'done' }, { text: 'after' }]);
       const h = await harness(storage, model, { ...opts(), resolveSkills: async () => [skill] });
@@ -229,7 +227,7 @@ describe('compaction (reference §3.12)', () => {
       expect(JSON.stringify(next)).not.toContain('Run the linter.');
     });
 
-    it('acc 6: edited paths come only from non-undone file_change artifacts; an undecodable artifact fails the compaction', async () => {
+    it('edited paths come only from non-undone file_change artifacts; an undecodable artifact fails the compaction [reference §3.12 acc 6]', async () => {
       const model = compactingModel([
         { toolCalls: [{ name: 'record_edit', arguments: { path: 'src/b.ts' } }, { name: 'record_edit', arguments: { path: 'src/a.ts' } }, { name: 'record_edit', arguments: { path: 'src/gone.ts', undone: true } }] },
         { text: 'edited' },
@@ -245,7 +243,7 @@ describe('compaction (reference §3.12)', () => {
       await expect(h.session.compactConversation()).rejects.toMatchObject({ code: 'compaction_error', message: expect.stringContaining('undecodable') });
     });
 
-    it('acc 7-8: contributor and path order and reminder bytes are stable; unknown extensions are kept but not rendered', () => {
+    it('contributor and path order and reminder bytes are stable; unknown extensions are kept but not rendered [reference §3.12 acc 7-8]', () => {
       const previous = { schemaVersion: 1, editedPaths: ['old'], extensions: { future_key: { schemaVersion: 3, value: { secret: 'x' } } }, warnings: [] };
       const plan = { explanation: 'why <now>', steps: [{ step: 'a & b', status: 'completed' as const }, { step: 'c', status: 'in_progress' as const }], updatedAt: '' };
       const state = collectRuntimeState([], previous, plan);
@@ -372,7 +370,7 @@ describe('compaction (reference §3.12)', () => {
   });
 
   describe('request assembly after compaction', () => {
-    it('acc 9-12: System, replay, summary, reminder, then new messages with World State re-appended; nothing of the system context in the checkpoint; inspection matches', async () => {
+    it('System, replay, summary, reminder, then new messages with World State re-appended; nothing of the system context in the checkpoint; inspection matches [reference §3.12 acc 9-12]', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'openwork-ws-'));
       const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
       const h = await harness(storage, model, { ...opts(), worldState: {}, workingDirectory: dir, systemPrompt: 'SYSTEM-PROMPT-MARKER' });
@@ -397,7 +395,7 @@ describe('compaction (reference §3.12)', () => {
   });
 
   describe('persistence and restart', () => {
-    it('acc 13-14: the checkpoint and every raw message coexist; a reload rebuilds the same projection', async () => {
+    it('the checkpoint and every raw message coexist; a reload rebuilds the same projection [reference §3.12 acc 13-14]', async () => {
       const model = compactingModel([{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'one' }]);
       const h = await harness(storage, model, opts());
       await idle(h, 'first');
@@ -411,7 +409,7 @@ describe('compaction (reference §3.12)', () => {
       expect(again.inspectContext().conversation).toEqual(projection);
     });
 
-    it('acc 15: a failed checkpoint write keeps the old conversation', async () => {
+    it('a failed checkpoint write keeps the old conversation [reference §3.12 acc 15]', async () => {
       const { faultyStorage } = await import('../support/faults.js');
       const faulty = faultyStorage(storage);
       const model = compactingModel([{ text: 'one' }]);
@@ -424,7 +422,7 @@ describe('compaction (reference §3.12)', () => {
       expect(await h.session.checkpoints()).toEqual([]);
     });
 
-    it('acc 16: a checkpoint committed but not installed refuses new turns; fetching the idle session rebuilds it from storage', async () => {
+    it('a checkpoint committed but not installed refuses new turns; fetching the idle session rebuilds it from storage [reference §3.12 acc 16]', async () => {
       let fail = true;
       const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
       const h = await harness(storage, model, {
@@ -451,13 +449,13 @@ describe('compaction (reference §3.12)', () => {
   });
 
   describe('threshold', () => {
-    it('acc 17: the line is ⌈(window − output − reasoning) × 85%⌉ and the boundary is inclusive', () => {
+    it('the line is ⌈(window − output − reasoning) × 85%⌉ and the boundary is inclusive [reference §3.12 acc 17]', () => {
       expect(contextLimits({ contextWindow: 200_000, maxOutputTokens: 32_000 })).toEqual({ effectiveInputTokens: 168_000, autoCompactTokenLimit: 142_800 });
       expect(contextLimits({ contextWindow: 1000, maxOutputTokens: 100, maxReasoningTokens: 50 })).toEqual({ effectiveInputTokens: 850, autoCompactTokenLimit: 723 });
       expect(contextLimits({})).toBeNull();
     });
 
-    it('acc 17: exactly at the line triggers and one token below does not (inclusive boundary, through the runtime); the span records the window and the estimate', async () => {
+    it('exactly at the line triggers and one token below does not (inclusive boundary, through the runtime); the span records the window and the estimate [reference §3.12 acc 17]', async () => {
       const M = 100;
       // Probe: the first request of a fresh session, measured as the runtime measures it.
       const probe = compactingModel([{ text: 'x' }], { maxOutputTokens: M });
@@ -490,7 +488,7 @@ describe('compaction (reference §3.12)', () => {
       expect(span.attributes).not.toHaveProperty('triggerErrorCode');
     });
 
-    it('acc 17, 22: after pruning, exactly at the line still summarizes and one token below submits the pruned request', async () => {
+    it('after pruning, exactly at the line still summarizes and one token below submits the pruned request [reference §3.12 acc 17, 22]', async () => {
       const M = 100;
       const script = () => [
         { toolCalls: [{ name: 'big', arguments: { n: 10_000 }, callId: 'old1' }, { name: 'big', arguments: { n: 10_000, fill: 'z' }, callId: 'old2' }] },
@@ -528,7 +526,7 @@ describe('compaction (reference §3.12)', () => {
       expect(at.model.turnRequests.slice(0, 3).map(requestTokens)).toEqual(below.model.turnRequests.slice(0, 3).map(requestTokens));
     });
 
-    it('acc 18-19, 21: over the line a threshold summary runs before the first submission, linked to the turn; under it nothing changes', async () => {
+    it('over the line a threshold summary runs before the first submission, linked to the turn; under it nothing changes [reference §3.12 acc 18-19, 21]', async () => {
       const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
       const base = probe.session.inspectContext().estimate;
       const window = base.estimatedInputTokens + 100 + Math.ceil((base.estimatedInputTokens + 600) / 0.85) - base.estimatedInputTokens;
@@ -552,7 +550,7 @@ describe('compaction (reference §3.12)', () => {
       expect(h.updates.find((e) => e.update.type === 'conversation_compacted')).toMatchObject({ turnId, update: { kind: 'threshold' } });
     });
 
-    it('acc 20: a call that already compacted by threshold and then overflows fails with model_error, without a second compaction', async () => {
+    it('a call that already compacted by threshold and then overflows fails with model_error, without a second compaction [reference §3.12 acc 20]', async () => {
       const probe = await harness(storage, compactingModel([{ text: 'x' }]), opts());
       const base = probe.session.inspectContext().estimate.estimatedInputTokens;
       const model = compactingModel(
@@ -676,7 +674,7 @@ describe('compaction (reference §3.12)', () => {
       return { model, h: await harness(storage, model, { ...opts(), ...extra }) };
     }
 
-    it('acc 22-25: long old results are pruned to head + marker + tail, below the line no summary runs; the latest results are kept; the marker path holds the full text; pruning stays, byte-stable', async () => {
+    it('long old results are pruned to head + marker + tail, below the line no summary runs; the latest results are kept; the marker path holds the full text; pruning stays, byte-stable [reference §3.12 acc 22-25]', async () => {
       const { model, h } = await prunedSetup(9_000);
       await idle(h, 'first');
       await idle(h, 'second');
@@ -701,7 +699,7 @@ describe('compaction (reference §3.12)', () => {
       expect(JSON.stringify(later)).toBe(JSON.stringify(old));
     });
 
-    it('acc 24: no marker without its file: when the spill file cannot be written the watermark stays and the summary path runs instead', async () => {
+    it('no marker without its file: when the spill file cannot be written the watermark stays and the summary path runs instead [reference §3.12 acc 24]', async () => {
       const blocked = mkdtempSync(join(tmpdir(), 'openwork-home-'));
       writeFileSync(join(blocked, 'spill'), 'a file where the spill directory should be');
       const { model, h } = await prunedSetup(9_000, { openworkHome: blocked });
@@ -715,7 +713,7 @@ describe('compaction (reference §3.12)', () => {
       expect(await h.session.checkpoints()).toEqual([expect.objectContaining({ kind: 'threshold' })]);
     });
 
-    it('acc 26-27: when pruning is not enough the summary reads the pruned projection; a manual compaction never prunes', async () => {
+    it('when pruning is not enough the summary reads the pruned projection; a manual compaction never prunes [reference §3.12 acc 26-27]', async () => {
       const { model, h } = await prunedSetup(20_000);
       await idle(h, 'first');
       await idle(h, 'second');
@@ -731,7 +729,7 @@ describe('compaction (reference §3.12)', () => {
   });
 
   describe('overflow', () => {
-    it('acc 28-29, 32: an explicit overflow without output compacts and resubmits once in the same logical call; completed tools are not repeated', async () => {
+    it('an explicit overflow without output compacts and resubmits once in the same logical call; completed tools are not repeated [reference §3.12 acc 28-29, 32]', async () => {
       const journal = join(mkdtempSync(join(tmpdir(), 'openwork-j-')), 'journal.txt');
       const model = compactingModel([
         { toolCalls: [{ name: 'journal', arguments: { entry: 'side effect' } }] },
@@ -749,14 +747,14 @@ describe('compaction (reference §3.12)', () => {
       expect(compaction.attributes).toMatchObject({ trigger: 'overflow', triggerErrorCode: 'context_overflow', triggerModelSpanId: `${turnId}.model2` });
     });
 
-    it('acc 28: an overflow after semantic output is a model_error, not a compaction', async () => {
+    it('an overflow after semantic output is a model_error, not a compaction [reference §3.12 acc 28]', async () => {
       const model = compactingModel([{ error: new ModelError('context_overflow', 'too long'), afterEvents: [{ type: 'text_delta', delta: 'partial' }] }]);
       const h = await harness(storage, model, opts());
       expect((await idle(h, 'go')).outcome).toMatchObject({ status: 'failed', code: 'model_error' });
       expect(model.summaryRequests).toHaveLength(0);
     });
 
-    it('acc 30-31: a second overflow, or a failing compaction, ends the turn', async () => {
+    it('a second overflow, or a failing compaction, ends the turn [reference §3.12 acc 30-31]', async () => {
       const twice = compactingModel([{ error: new ModelError('context_overflow', 'a') }, { error: new ModelError('context_overflow', 'b') }]);
       const h = await harness(storage, twice, opts());
       expect((await idle(h, 'go')).outcome).toMatchObject({ status: 'failed', code: 'model_error' });
@@ -785,7 +783,7 @@ describe('compaction (reference §3.12)', () => {
       return { h, model, a, b, journal };
     }
 
-    it('acc 33: any checkpoint rebuilds read-only', async () => {
+    it('any checkpoint rebuilds read-only [reference §3.12 acc 33]', async () => {
       const { h, a, b } = await twoCheckpoints();
       const itemsA = await h.session.replayConversation({ compactionId: a.id });
       expect(itemsA.map((i) => i.synthetic?.reason)).toEqual(['last_user_request_replay', 'compaction_summary', 'system_reminder']);
@@ -800,7 +798,7 @@ describe('compaction (reference §3.12)', () => {
       await expect(h.session.replayConversation({ compactionId: 'nope' })).rejects.toMatchObject({ code: 'checkpoint_not_found' });
     });
 
-    it('acc 34-36: rewind hides the tail, deletes nothing, survives reload, and neither undoes files nor replays tools', async () => {
+    it('rewind hides the tail, deletes nothing, survives reload, and neither undoes files nor replays tools [reference §3.12 acc 34-36]', async () => {
       const { h, model, a, journal } = await twoCheckpoints();
       const raw = await h.session.messages();
       const calls = model.requests.length;
@@ -819,7 +817,7 @@ describe('compaction (reference §3.12)', () => {
       await expect(again.rewindConversation('missing')).rejects.toMatchObject({ code: 'checkpoint_not_found' });
     });
 
-    it('acc 37: transcript read-back excludes synthetic items, stops at the fact boundary and paginates', async () => {
+    it('transcript read-back excludes synthetic items, stops at the fact boundary and paginates [reference §3.12 acc 37]', async () => {
       const { h, a, b } = await twoCheckpoints();
       const rewound = (await h.session.rewindConversation(a.id)).checkpoint!;
       const page1 = await h.session.readTranscript({ limit: 2 });
@@ -839,7 +837,7 @@ describe('compaction (reference §3.12)', () => {
       await expect(h.session.readTranscript({ afterSequence: -1 })).rejects.toMatchObject({ code: 'invalid_request' });
     });
 
-    it('acc 37: without a limit the transcript returns 20 messages, for the host and for the model tool alike', async () => {
+    it('without a limit the transcript returns 20 messages, for the host and for the model tool alike [reference §3.12 acc 37]', async () => {
       const echoes = (tag: string) => ({ toolCalls: Array.from({ length: 12 }, (_, i) => ({ name: 'echo', arguments: { text: `${tag}${i}` } })) });
       const model = compactingModel([echoes('a'), { text: 'one' }, echoes('b'), { text: 'two' }, { toolCalls: [{ name: 'conversation_history', arguments: {} }] }, { text: 'read' }]);
       const h = await harness(storage, model, opts());
@@ -862,7 +860,7 @@ describe('compaction (reference §3.12)', () => {
       expect(fromTool).toMatchObject({ hasMore: true, nextAfterSequence: page.nextAfterSequence });
     });
 
-    it('acc 37: the conversation_history tool reads the same transcript for the model', async () => {
+    it('the conversation_history tool reads the same transcript for the model [reference §3.12 acc 37]', async () => {
       const model = compactingModel([{ text: 'one' }, { toolCalls: [{ name: 'conversation_history', arguments: { limit: 1 } }] }, { text: 'read it' }]);
       const h = await harness(storage, model, opts());
       await idle(h, 'remember this');
@@ -878,7 +876,7 @@ describe('compaction (reference §3.12)', () => {
   });
 
   describe('observability', () => {
-    it('acc 38-44: one compaction span per trigger with its evidence, estimates, durations, tokens, attempt bodies and checkpoint id', async () => {
+    it('one compaction span per trigger with its evidence, estimates, durations, tokens, attempt bodies and checkpoint id [reference §3.12 acc 38-44]', async () => {
       let attempt = 0;
       const model = compactingModel([{ text: 'one' }, { text: 'two' }], {
         summary: () => (++attempt === 1 ? { text: 'degenerate' } : { text: validSummary(), usage: { inputTokens: 321, outputTokens: 123 } }),
@@ -910,7 +908,7 @@ describe('compaction (reference §3.12)', () => {
       expect(manual).toMatchObject({ inputTokens: 321, outputTokens: 123 });
     });
 
-    it('acc 39 (§3.11): trigger evidence per kind: overflow adds the failed model span and its code to the window and estimate; manual and rewind carry none', async () => {
+    it('trigger evidence per kind: overflow adds the failed model span and its code to the window and estimate; manual and rewind carry none (reference §3.11) [reference §3.12 acc 39]', async () => {
       const window = 1_000_000;
       const model = compactingModel([{ text: 'one' }, { error: new ModelError('context_overflow', 'prompt is too long') }, { text: 'resubmitted' }], { contextWindow: window, maxOutputTokens: 100 });
       const h = await harness(storage, model, opts());
@@ -936,7 +934,7 @@ describe('compaction (reference §3.12)', () => {
       }
     });
 
-    it('acc 45: a failed compaction leaves a failed span with its code, no checkpoint, the conversation unchanged', async () => {
+    it('a failed compaction leaves a failed span with its code, no checkpoint, the conversation unchanged [reference §3.12 acc 45]', async () => {
       const model = compactingModel([{ text: 'one' }], { summary: () => ({ text: 'bad' }) });
       const h = await harness(storage, model, opts());
       await idle(h, 'first');
@@ -947,7 +945,7 @@ describe('compaction (reference §3.12)', () => {
       expect(span.attributes).not.toHaveProperty('checkpointId');
     });
 
-    it('acc 46: a compaction is visible through the host API and the update stream', async () => {
+    it('a compaction is visible through the host API and the update stream [reference §3.12 acc 46]', async () => {
       const model = compactingModel([{ text: 'one' }]);
       const h = await harness(storage, model, opts());
       await idle(h, 'first');
@@ -972,7 +970,7 @@ describe('compaction (reference §3.12)', () => {
       expect(DEFAULT_COMPACTION_OPTIONS).toMatchObject({ attempts: 3, attemptTimeoutMs: 120_000, retryDelayMs: 3_000 });
     });
 
-    it('acc 3: three attempts that never answer each time out at 120 s, 3 s apart; the compaction fails with SummaryRetriesExhausted and no checkpoint', async () => {
+    it('three attempts that never answer each time out at 120 s, 3 s apart; the compaction fails with SummaryRetriesExhausted and no checkpoint [reference §3.12 acc 3]', async () => {
       const time = new VirtualTime();
       const model = compactingModel([{ text: 'one' }], { summary: () => ({ hang: true }) });
       // Only the timers are injected: attempts, limit and pause are the defaults of reference §3.5.
@@ -1025,7 +1023,7 @@ describe('compaction (reference §3.12)', () => {
       expect(attempts[0]!.errorMessage).toBe('the summary attempt exceeded 120000 ms');
     });
 
-    it('acc 3: a timed-out attempt followed by a valid one is accepted after one 3 s pause, and the answered attempt clears its time limit', async () => {
+    it('a timed-out attempt followed by a valid one is accepted after one 3 s pause, and the answered attempt clears its time limit [reference §3.12 acc 3]', async () => {
       const time = new VirtualTime();
       let n = 0;
       const model = compactingModel([{ text: 'one' }], { summary: () => (++n === 1 ? { hang: true } : { text: validSummary('the retry') }) });

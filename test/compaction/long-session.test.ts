@@ -6,14 +6,14 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ModelError } from '../../src/errors.js';
 import { estimateTokens } from '../../src/services/context/estimate.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { backends } from '../support/databases.js';
+import { backends, useBackend } from '../support/databases.js';
 import { harness } from '../support/harness.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 import { compactingModel } from '../support/summaries.js';
@@ -35,11 +35,7 @@ function requestTokens(request: ModelRequest): number {
 
 describe.each(backends)('long session on $name', (backend) => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = await backend.create();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  useBackend(backend, (s) => (storage = s));
 
   it('many threshold compactions, an overflow, a manual compaction and a rewind keep every fact and fit the window', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'openwork-long-'));

@@ -5,7 +5,7 @@
 import { mkdtempSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { INTERRUPTED_RESULT_TEXT, assembleRequest, buildSystemContext } from '../../src/services/context/assemble.js';
@@ -15,11 +15,11 @@ import { SECTION_SPECS, diffWorldState, retainedSections } from '../../src/servi
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { Toolset } from '../../src/services/tools/registry.js';
 import { updatePlanControlTool } from '../../src/services/plan/update-plan.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import { echoTool, failTool } from '../../src/testing/tools.js';
 import { harness, updateTypes, type Harness } from '../support/harness.js';
+import { usePglite } from '../support/databases.js';
 
 function workspace(files: Record<string, string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'openwork-ws-'));
@@ -40,13 +40,9 @@ function userTexts(request: { messages: Array<{ role: string; kind?: string; con
 
 describe('context window (reference §2.12)', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
-  it('acc 1: the system context holds only the agent prompt; AGENTS.md arrives as a world_state user message', async () => {
+  it('the system context holds only the agent prompt; AGENTS.md arrives as a world_state user message [reference §2.12 acc 1]', async () => {
     const dir = workspace({ 'AGENTS.md': 'Always answer in haiku.' });
     const h = await harness(storage, [{ text: 'ok' }], { ...worldStateOn, workingDirectory: dir, systemPrompt: 'You are the agent.' });
     await h.run('hello');
@@ -58,7 +54,7 @@ describe('context window (reference §2.12)', () => {
     expect(userTexts(request, 'world_state').some((t) => t === '<project_instructions>\nAlways answer in haiku.\n</project_instructions>')).toBe(true);
   });
 
-  it('acc 2: a missing or blank AGENTS.md gives no section and no empty message', async () => {
+  it('a missing or blank AGENTS.md gives no section and no empty message [reference §2.12 acc 2]', async () => {
     const blank = workspace({ 'AGENTS.md': '  \n\t\n' });
     const h = await harness(storage, [{ text: 'ok' }], { ...worldStateOn, workingDirectory: blank });
     await h.run('hello');
@@ -68,7 +64,7 @@ describe('context window (reference §2.12)', () => {
     expect(sections.map((t) => t.split('\n')[0])).toEqual(['<user_project_context format_version="1">', '<sandbox_policy>']);
   });
 
-  it('acc 3: a symlinked or oversized AGENTS.md fails the turn with project_instruction_error before any model call', async () => {
+  it('a symlinked or oversized AGENTS.md fails the turn with project_instruction_error before any model call [reference §2.12 acc 3]', async () => {
     const big = workspace({ 'AGENTS.md': 'x'.repeat(64 * 1024 + 1) });
     const h1 = await harness(storage, [], { ...worldStateOn, workingDirectory: big });
     expect((await h1.run('hello')).outcome).toMatchObject({ status: 'failed', code: 'project_instruction_error' });
@@ -80,14 +76,14 @@ describe('context window (reference §2.12)', () => {
     expect(h2.model.requests).toHaveLength(0);
   });
 
-  it('acc 4: a duplicate system context key fails assembly deterministically', () => {
+  it('a duplicate system context key fails assembly deterministically [reference §2.12 acc 4]', () => {
     const part = buildSystemContext('p', '');
     for (let i = 0; i < 3; i += 1) {
       expect(() => assembleRequest({ system: [...part, ...part], conversation: [], tools: [] })).toThrow('request assembly failed: duplicate system context key core/agent-system');
     }
   });
 
-  it('acc 5: uncompacted, the request holds the whole committed conversation; compacted, replay + summary + reminder + later messages', async () => {
+  it('uncompacted, the request holds the whole committed conversation; compacted, replay + summary + reminder + later messages [reference §2.12 acc 5]', async () => {
     const { compactingModel } = await import('../support/summaries.js');
     const model = compactingModel([{ toolCalls: [{ name: 'echo', arguments: { text: 'x' }, callId: 'e5' }] }, { text: 'one' }, { text: 'two' }, { text: 'three' }]);
     const h = await harness(storage, model, { compaction: { retryDelayMs: 1 } });
@@ -111,7 +107,7 @@ describe('context window (reference §2.12)', () => {
     expect(reminder).toEqual({ role: 'user', kind: 'synthetic', content: [{ type: 'text', text: checkpoint!.runtimeReminder }] });
   });
 
-  it('acc 6: the request never holds the draft or a system message', async () => {
+  it('the request never holds the draft or a system message [reference §2.12 acc 6]', async () => {
     const h = await harness(storage, [{ text: 'streamed answer', chunk: 3 }, { text: 'next' }]);
     await h.run('one');
     await h.run('two');
@@ -122,13 +118,13 @@ describe('context window (reference §2.12)', () => {
     expect(JSON.stringify(h.model.requests[1]!.messages).split('streamed answer').length - 1).toBe(1);
   });
 
-  it('acc 7: persisted assistant messages and tool results are in the next call', async () => {
+  it('persisted assistant messages and tool results are in the next call [reference §2.12 acc 7]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' }, callId: 'e1' }] }, { text: 'done' }]);
     await h.run('go');
     expect(h.model.requests[1]!.messages.slice(-2).map((m) => m.role)).toEqual(['assistant', 'tool']);
   });
 
-  it('acc 8: an explicit skill is a snapshot (name, path, body) before the user message; changing or deleting the file never rewrites the accepted turn, not even after a restart', async () => {
+  it('an explicit skill is a snapshot (name, path, body) before the user message; changing or deleting the file never rewrites the accepted turn, not even after a restart [reference §2.12 acc 8]', async () => {
     const root = realpathSync(mkdtempSync(join(tmpdir(), 'openwork-skills-')));
     mkdirSync(join(root, 'lint'));
     const file = join(root, 'lint', 'SKILL.md');
@@ -162,7 +158,7 @@ describe('context window (reference §2.12)', () => {
     await second.shutdown();
   });
 
-  it('acc 9: request assembly passes contextual text through without knowing skills; neither it nor the provider adapters can reach a skill source', () => {
+  it('request assembly passes contextual text through without knowing skills; neither it nor the provider adapters can reach a skill source [reference §2.12 acc 9]', () => {
     // Behaviour: a skill body is just user text of kind skill_instruction; its path is never opened.
     const missing = '/nonexistent/skills/ghost/SKILL.md';
     const text = `<skill>\n<name>ghost</name>\n<path>${missing}</path>\nBody from the stored snapshot.\n</skill>`;
@@ -196,7 +192,7 @@ describe('context window (reference §2.12)', () => {
     expect([...closure].filter((f) => /^(node:)?fs(\/promises)?$/.test(f))).toEqual([]);
   });
 
-  it('acc 10: Chat State holds only committed messages, never model, prompt or tool definitions', async () => {
+  it('Chat State holds only committed messages, never model, prompt or tool definitions [reference §2.12 acc 10]', async () => {
     const h = await harness(storage, [{ text: 'ok' }], { systemPrompt: 'UNIQUE-PROMPT-MARKER' });
     await h.run('hi');
     const view = h.session.inspectContext();
@@ -205,7 +201,7 @@ describe('context window (reference §2.12)', () => {
     expect(view.provenance.every((p) => p.startsWith('msg_'))).toBe(true);
   });
 
-  it('acc 11-13: definitions and dispatch come from one tool surface, in a deterministic order', async () => {
+  it('definitions and dispatch come from one tool surface, in a deterministic order [reference §2.12 acc 11-13]', async () => {
     const toolset = new Toolset([echoTool, failTool], [updatePlanControlTool]);
     expect(toolset.definitions.map((d) => d.name)).toEqual(['echo', 'fail', 'update_plan']);
     for (const d of toolset.definitions) expect(toolset.resolve(d.name)).toBeDefined();
@@ -229,7 +225,7 @@ describe('context window (reference §2.12)', () => {
     expect(h.model.requests[1]!.messages.at(-1)).toMatchObject({ status: 'error', text: "tool 'slow_unadvertised' not found" });
   });
 
-  it('acc 14-16: fixed region boundaries, a system message refused, a provider-neutral request', () => {
+  it('fixed region boundaries, a system message refused, a provider-neutral request [reference §2.12 acc 14-16]', () => {
     const prepared = assembleRequest({
       system: buildSystemContext('agent', 'rules'),
       conversation: [],
@@ -246,7 +242,7 @@ describe('context window (reference §2.12)', () => {
     ).toThrow('request assembly failed: a system message is in the conversation');
   });
 
-  it('acc 17: the estimate measures the very request that was submitted', async () => {
+  it('the estimate measures the very request that was submitted [reference §2.12 acc 17]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x'.repeat(999) } }] }, { text: 'ok' }]);
     const { turnId } = await h.run('measure');
     await h.core.flushTrace();
@@ -257,7 +253,7 @@ describe('context window (reference §2.12)', () => {
     });
   });
 
-  it('acc 18: context inspection shows the projection the next request uses', async () => {
+  it('context inspection shows the projection the next request uses [reference §2.12 acc 18]', async () => {
     const h = await harness(storage, [{ text: 'one' }, { text: 'two' }]);
     await h.run('first');
     const inspected = h.session.inspectContext();
@@ -269,7 +265,7 @@ describe('context window (reference §2.12)', () => {
     expect(inspected.estimate.estimatedInputTokens).toBe(estimateTokens(inspected.system) + estimateTokens(inspected.conversation) + estimateTokens(inspected.tools));
   });
 
-  it('acc 20: the system prefix and tool definitions are byte-identical across calls', async () => {
+  it('the system prefix and tool definitions are byte-identical across calls [reference §2.12 acc 20]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { toolCalls: [{ name: 'echo', arguments: { text: 'b' } }] }, { text: 'c' }]);
     await h.run('go');
     const [a, b, c] = h.model.requests;
@@ -279,7 +275,7 @@ describe('context window (reference §2.12)', () => {
     expect(JSON.stringify(b!.messages).startsWith(JSON.stringify(a!.messages).slice(0, -1))).toBe(true);
   });
 
-  it('acc 19: across a compaction the system context and tool surface are rebuilt from their sources and World State is sent again', async () => {
+  it('across a compaction the system context and tool surface are rebuilt from their sources and World State is sent again [reference §2.12 acc 19]', async () => {
     const { compactingModel } = await import('../support/summaries.js');
     const dir = workspace({ 'AGENTS.md': 'Rules stay.' });
     const model = compactingModel([{ text: 'one' }, { text: 'two' }]);
@@ -294,7 +290,7 @@ describe('context window (reference §2.12)', () => {
     expect(JSON.stringify(model.summaryRequests[0]!.system)).not.toContain('update_plan');
   });
 
-  it('acc 21: synthetic and contextual items are never the last real user request; a rewind injects nothing twice', async () => {
+  it('synthetic and contextual items are never the last real user request; a rewind injects nothing twice [reference §2.12 acc 21]', async () => {
     const { compactingModel } = await import('../support/summaries.js');
     const model = compactingModel([{ text: 'one' }, { text: 'two' }, { text: 'three' }]);
     const h = await harness(storage, model, { compaction: { retryDelayMs: 1 } });
@@ -314,7 +310,7 @@ describe('context window (reference §2.12)', () => {
     expect(texts).not.toContain('second request');
   });
 
-  it('acc 22: the first sampling emits every present section in fixed order; unchanged sources emit nothing', async () => {
+  it('the first sampling emits every present section in fixed order; unchanged sources emit nothing [reference §2.12 acc 22]', async () => {
     const dir = workspace({ 'AGENTS.md': 'Be brief.', 'src/index.ts': '' });
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'ok' }], { ...worldStateOn, workingDirectory: dir });
     await h.run('hello');
@@ -330,7 +326,7 @@ describe('context window (reference §2.12)', () => {
     ]);
   });
 
-  it('acc 23: an AGENTS.md edit mid-turn reaches the next call with the replacement notice; removal sends the invalidation', async () => {
+  it('an AGENTS.md edit mid-turn reaches the next call with the replacement notice; removal sends the invalidation [reference §2.12 acc 23]', async () => {
     const dir = workspace({ 'AGENTS.md': 'Version one.' });
     const editing = scriptedModel([
       { toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] },
@@ -355,7 +351,7 @@ describe('context window (reference §2.12)', () => {
     expect(agents(3).at(-1)).toBe(SECTION_SPECS['project/AGENTS.md'].invalidation);
   });
 
-  it('acc 24: after a restart retained sections are re-sent once with the replacement notice; typed markers do not count', async () => {
+  it('after a restart retained sections are re-sent once with the replacement notice; typed markers do not count [reference §2.12 acc 24]', async () => {
     // Before the restart AGENTS.md does not exist, so its section was never sent; the user, however,
     // typed text that opens with the section's marker and with its replacement notice.
     const dir = workspace();
@@ -428,7 +424,7 @@ describe('context window (reference §2.12)', () => {
     expect([...retainedSections([item('world_state', spec.invalidation)])]).toEqual([id]);
   });
 
-  it('acc 25: a call without a result gets the fixed interrupted text, byte-stable across requests', async () => {
+  it('a call without a result gets the fixed interrupted text, byte-stable across requests [reference §2.12 acc 25]', async () => {
     const h = await harness(storage, [{ text: 'x' }]);
     await h.run('x');
     const history = [

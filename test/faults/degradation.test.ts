@@ -22,7 +22,7 @@ import { defineTool } from '../../src/services/tools/define.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { failTool } from '../../src/testing/tools.js';
-import { backends } from '../support/databases.js';
+import { backends, useBackend } from '../support/databases.js';
 import { faultyStorage, type FaultyStorage } from '../support/faults.js';
 import { harness, updateTypes, type Harness } from '../support/harness.js';
 import { compactingModel, validSummary } from '../support/summaries.js';
@@ -58,14 +58,7 @@ async function recovers(h: Harness, storage: SqlSessionStorage, faulty: FaultySt
 describe.each(backends)('degradation table (seed 000 §11) on $name', (backend) => {
   let storage: SqlSessionStorage;
 
-  beforeAll(async () => {
-    storage = await backend.create();
-    await storage.migrate();
-  });
-
-  afterAll(async () => {
-    await storage.close();
-  });
+  useBackend(backend, (s) => (storage = s));
 
   it('turn row or user message write fails: no model call, persistence_error', async () => {
     const faulty = faultyStorage(storage);

@@ -8,11 +8,11 @@
  * - `waitForTurn` of an earlier completed turn answers that turn's `finalText` (its last assistant
  *   message, reference §9.3), not ''.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { backends } from '../support/databases.js';
+import { backends, useBackend } from '../support/databases.js';
 import { harness, type Harness } from '../support/harness.js';
 
 /** Resolves once the scripted model has received `n` requests. */
@@ -24,14 +24,7 @@ async function requests(h: Pick<Harness, 'model'>, n: number): Promise<void> {
 describe.each(backends)('reference deviations (issue 13.6) on $name', (backend) => {
   let storage: SqlSessionStorage;
 
-  beforeAll(async () => {
-    storage = await backend.create();
-    await storage.migrate();
-  });
-
-  afterAll(async () => {
-    await storage.close();
-  });
+  useBackend(backend, (s) => (storage = s));
 
   it('a trace batch the database refuses counts in droppedSignals as well as writeFailures; the loop goes on', async () => {
     // A real refusal by the database: a trigger that rejects every span row.

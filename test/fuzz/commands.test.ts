@@ -18,13 +18,13 @@ import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { approvalTool, echoTool } from '../../src/testing/tools.js';
 import type { SessionEvent } from '../../src/machines/session.js';
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.js';
 import { isSummaryRequest, validSummary } from '../support/summaries.js';
 import { assertAllRequests, assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequences, assertStoredInvariants, type TurnRequest } from '../support/invariants.js';
+import { usePglite } from '../support/databases.js';
 
 let scheduler: fc.Scheduler | null = null;
 
@@ -299,8 +299,8 @@ describe('concurrent commands', () => {
   let storage: SqlSessionStorage;
   let core: Core;
 
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
-    storage = pgliteStorage();
     core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model: scriptedModel([]),
@@ -317,7 +317,6 @@ describe('concurrent commands', () => {
   afterAll(async () => {
     console.log(`concurrent commands, answers seen: ${[...answers].sort().map(([k, v]) => `${k}=${v}`).join(' ')}`);
     await core.shutdown();
-    await storage.close();
   });
 
   it('every command gets the answer seed 000 §2 gives, and the invariants hold', async () => {

@@ -20,7 +20,6 @@ import { ModelError } from '../../src/errors.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import { Toolset } from '../../src/services/tools/registry.js';
 import { updatePlanControlTool } from '../../src/services/plan/update-plan.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import { canonicalJson, type SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.js';
 import { assertAllRequests, assertSequences, assertStoredInvariants } from '../support/invariants.js';
@@ -28,6 +27,7 @@ import { isSummaryRequest, validSummary } from '../support/summaries.js';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
 import { loadWireFixtures, rawReply } from '../support/wire-fixtures.js';
 import { openaiModel } from '../../src/services/model/openai.js';
+import { usePglite } from '../support/databases.js';
 
 const USAGE = { inputTokens: 5, outputTokens: 3, cachedInputTokens: 0, reasoningTokens: 0 };
 
@@ -196,8 +196,8 @@ describe('fuzzed model streams', () => {
   let core: Core;
   const systemContext = buildSystemContext(DEFAULT_SYSTEM_PROMPT, new Toolset([spyTool], [updatePlanControlTool]).systemPromptRules);
 
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
-    storage = pgliteStorage();
     core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,
       model: scriptedModel([]),
@@ -212,7 +212,6 @@ describe('fuzzed model streams', () => {
 
   afterAll(async () => {
     await core.shutdown();
-    await storage.close();
   });
 
   it('every stream ends as the oracle says and never runs an incomplete tool call', async () => {

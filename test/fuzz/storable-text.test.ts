@@ -23,9 +23,9 @@ import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { backends } from '../support/databases.js';
+import { backends, useBackend } from '../support/databases.js';
 import { fuzzParameters, fuzzRuns, fuzzTimeout } from '../support/fuzz.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 /** Strings rich in what Postgres refuses: NULs, lone high and low surrogates, split-able pairs. */
 const fragment = fc.oneof(
@@ -88,9 +88,9 @@ describe.each(backends)('any text is storable through every write path ($name)',
   let core: Core;
   let model: ScriptedModel;
 
+  useBackend(backend, (s) => (storage = s));
+  useToolEnv((e) => (env = e));
   beforeAll(async () => {
-    storage = await backend.create();
-    env = await toolEnv();
     model = scriptedModel([]);
     core = await createCore({ plan: true, conversationHistory: true, agents: true,
       storage,

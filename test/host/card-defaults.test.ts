@@ -3,12 +3,12 @@
  * kind, environmentId and grantKey. The attack: a session-wide grant for one host tool must not let
  * another host tool (whose card also left grantKey out) run unasked.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
+import { usePglite } from '../support/databases.js';
 
 const ran: string[] = [];
 const hostTool = (name: string) =>
@@ -25,11 +25,7 @@ const hostTool = (name: string) =>
 
 describe('permission cards of a host-defined authorize', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('get toolName, kind, environmentId and a per-tool grantKey; a grant for one tool never covers another', async () => {
     const h = await harness(

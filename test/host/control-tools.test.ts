@@ -3,21 +3,17 @@
  * tools it turned on, each by its own option. The attack: a model that calls a control tool the
  * host did not turn on (update_plan, spawn_agent) gets it refused as unknown; nothing runs.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { AGENT_TOOL_NAMES } from '../../src/services/agents/control.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
+import { usePglite } from '../support/databases.js';
 
 describe('control tools are opt-in', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   async function toolNames(options: Parameters<typeof createCore>[0] extends infer O ? Partial<O> : never): Promise<string[]> {
     const model = scriptedModel([{ text: 'ok' }]);

@@ -9,13 +9,13 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { toResponse, toSSE } from '../../src/host/http.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SessionHandle } from '../../src/session-handle.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
+import { usePglite } from '../support/databases.js';
 
 interface SseEvent {
   event: string;
@@ -94,11 +94,7 @@ afterEach(async () => {
 
 describe.each<Mode>(['toSSE', 'toResponse'])('a turn over HTTP with %s', (mode) => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('streams every update of the turn in order, ending with turn_finished', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'hi' } }] }, { text: 'Hello over HTTP.', chunk: 4 }]);

@@ -7,21 +7,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { openaiModel } from '../../src/services/model/openai.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
+import { usePglite } from '../support/databases.js';
 
 describe.each(['chat', 'responses'] as const)('outputSchema on the %s wire', (api) => {
   let storage: SqlSessionStorage;
   let server: FakeOpenAIServer;
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
     server = await startFakeOpenAI();
   });
   afterAll(async () => {
     await server.close();
-    await storage.close();
   });
 
   it('sends the JSON schema and returns the typed answer', async () => {

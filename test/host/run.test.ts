@@ -5,15 +5,15 @@
  * keep their codes, usage is on `turn_finished` and summed in the snapshot (across a reload), and
  * `outputSchema` asks the model for JSON, types the answer, and fails the turn with `output_invalid`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { BusyError, InputError } from '../../src/errors.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
+import { usePglite } from '../support/databases.js';
 
 /** The session's private subject: whether anyone still listens (the leak a broken loop must not leave). */
 function observed(session: object): boolean {
@@ -22,11 +22,7 @@ function observed(session: object): boolean {
 
 describe('session.run and session.stream', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('run resolves with outcome, final text and the usage of every model call of the turn', async () => {
     const h = await harness(storage, [
@@ -145,11 +141,7 @@ describe('session.run and session.stream', () => {
 
 describe('structured output (outputSchema)', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   const Verdict = z.object({ verdict: z.enum(['pass', 'fail']), reasons: z.array(z.string()), score: z.number().optional() });
 

@@ -11,10 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
 import { toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 describe('createSession without workingDirectory', () => {
   let storage: SqlSessionStorage;
@@ -22,9 +22,8 @@ describe('createSession without workingDirectory', () => {
   let hostDir: string;
   let env: ToolEnv;
   const cwd = process.cwd();
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
     home = mkdtempSync(join(tmpdir(), 'openwork-home-'));
     hostDir = mkdtempSync(join(tmpdir(), 'openwork-hostdir-'));
     writeFileSync(join(hostDir, 'AGENTS.md'), 'HOST SECRET: the deploy key is HOST-SECRET-7f3a\n');
@@ -32,7 +31,6 @@ describe('createSession without workingDirectory', () => {
   });
   afterAll(async () => {
     process.chdir(cwd);
-    await storage.close();
     rmSync(home, { recursive: true, force: true });
     rmSync(hostDir, { recursive: true, force: true });
     await env.cleanup?.();

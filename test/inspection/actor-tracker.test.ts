@@ -2,12 +2,12 @@
  * `createCore({ plan: true, conversationHistory: true, agents: true, inspect })` reaches every actor of every session, and the actor tracker turns the
  * inspection events into a small, JSON-safe actor tree per session with its transitions.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { createActorTracker, type TrackedActor, type TrackerChange } from '../../src/inspection/actor-tracker.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
+import { usePglite } from '../support/databases.js';
 
 function byActorId(actors: TrackedActor[], actorId: string): TrackedActor[] {
   return actors.filter((a) => a.actorId === actorId);
@@ -15,11 +15,7 @@ function byActorId(actors: TrackedActor[], actorId: string): TrackedActor[] {
 
 describe('inspection of sessions', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('the inspect observer sees @xstate.actor events of the session, turn and tool-call actors, and their effects', async () => {
     const events: InspectionEvent[] = [];

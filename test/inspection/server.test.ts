@@ -8,14 +8,14 @@
  */
 import { request } from 'node:http';
 import { connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createActorTracker } from '../../src/inspection/actor-tracker.js';
 import { startInspectorServer, type InspectorServer } from '../../src/inspection/server.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, type Harness } from '../support/harness.js';
 import { compactingModel } from '../support/summaries.js';
+import { usePglite } from '../support/databases.js';
 
 interface Reply {
   status: number;
@@ -148,11 +148,7 @@ describe('inspector server', () => {
   let server: InspectorServer;
   const tracker = createActorTracker();
 
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   async function start(steps: Parameters<typeof harness>[1]) {
     h = await harness(storage, steps, { inspect: tracker.inspect });

@@ -7,12 +7,12 @@
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { connectStatelyInspector } from '../../src/inspection/stately.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
+import { usePglite } from '../support/databases.js';
 
 const CHILD = fileURLToPath(new URL('../support/stately-child.ts', import.meta.url));
 const INSPECTOR_MAIN = fileURLToPath(new URL('../../inspector/main.ts', import.meta.url));
@@ -109,11 +109,7 @@ function runChild(args: string[]): Promise<{ lines: string[]; code: number | nul
 
 describe('connectStatelyInspector', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('sends the session, turn and tool-call actors to the relay, with ids kept apart per session', async () => {
     const relay = await startRelay();

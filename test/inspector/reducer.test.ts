@@ -3,7 +3,7 @@
  * from the updates of a real turn equals the view built from the snapshot at the same point, and
  * compactions (in a turn or between turns) are kept and logged without touching the turn.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   applySnapshot,
   applyUpdate,
@@ -16,10 +16,10 @@ import {
   type SessionView,
 } from '../../inspector/page/reducer.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 import { compactingModel } from '../support/summaries.js';
+import { usePglite } from '../support/databases.js';
 
 function reduce(envelopes: readonly SessionUpdateEnvelope[], epoch = 'e1'): SessionView {
   let view = createView(envelopes[0]!.sessionId, epoch);
@@ -55,11 +55,7 @@ function envelope(sequence: number, update: SessionUpdateEnvelope['update'], tur
 
 describe('page reducer', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('ignores what it has, applies the next sequence, and reports gaps and other epochs', () => {
     let view = createView('s', 'e1');

@@ -8,7 +8,7 @@
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { InputError } from '../../src/errors.js';
 import { createActorTracker } from '../../src/inspection/actor-tracker.js';
@@ -21,7 +21,7 @@ import { BASH_MAX_COMMAND_BYTES } from '../../src/services/tools/bash.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 let storage: SqlSessionStorage;
 const cores: Core[] = usePglite((s) => {
@@ -29,10 +29,7 @@ const cores: Core[] = usePglite((s) => {
 });
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 async function newCore(steps: Parameters<typeof scriptedModel>[0] = []): Promise<Core> {
   const core = await createCore({ plan: true, conversationHistory: true, agents: true,

@@ -9,22 +9,21 @@ import { createCore, type Core, type CoreOptions } from '../../src/core.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { openaiModel, type OpenAIModelOptions } from '../../src/services/model/openai.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { approvalTool, echoTool } from '../../src/testing/tools.js';
 import { CONTEXT_LENGTH_ERROR, closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 import { loadWireFixtures, rawReply } from '../support/wire-fixtures.js';
 import { UpdateRenderer, type Style } from '../../src/cli/render.js';
+import { usePglite } from '../support/databases.js';
 
 let server: FakeOpenAIServer;
 let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
+usePglite((s) => (storage = s));
 beforeAll(async () => {
   server = await startFakeOpenAI();
-  storage = pgliteStorage();
-  await storage.migrate();
 });
 afterEach(async () => {
   while (cores.length > 0) await cores.pop()!.shutdown();
@@ -33,7 +32,6 @@ afterEach(async () => {
   server.requests.length = 0;
 });
 afterAll(async () => {
-  await storage.close();
   await server.close();
 });
 

@@ -2,7 +2,7 @@
  * The acceptance list of seed 000 §12 (items 1-15), with every gap it names closed, run on PGlite
  * and on a real Postgres server.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
 import { BusyError, CommandError } from '../../src/errors.js';
@@ -12,7 +12,7 @@ import { scriptedModel } from '../../src/services/model/scripted.js';
 import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
-import { backends } from '../support/databases.js';
+import { backends, useBackend } from '../support/databases.js';
 import { faultyStorage } from '../support/faults.js';
 import { harness, updateTypes, type Harness } from '../support/harness.js';
 import { assertAllRequests, assertSequences, assertStoredInvariants } from '../support/invariants.js';
@@ -48,16 +48,9 @@ function hangingTool(started: () => void) {
 describe.each(backends)('session runtime on $name', (backend) => {
   let storage: SqlSessionStorage;
 
-  beforeAll(async () => {
-    storage = await backend.create();
-    await storage.migrate();
-  });
+  useBackend(backend, (s) => (storage = s));
 
-  afterAll(async () => {
-    await storage.close();
-  });
-
-  it('acc 1: no_tool_turn_completes_after_one_model_call', async () => {
+  it('a turn without tool calls completes after one model call [seed 000 acc 1]', async () => {
     const h = await harness(storage, [{ text: 'Hello there.' }]);
     const { turnId, outcome } = await h.run('hi');
     expect(outcome).toEqual({ status: 'completed', finalText: 'Hello there.' });
@@ -80,7 +73,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(h.updates[0]!.sequence).toBe(1);
   });
 
-  it('acc 2: tool_result_is_in_the_next_model_request', async () => {
+  it('a tool result is in the next model request [seed 000 acc 2]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'ping' }, callId: 'c1' }] }, { text: 'pong received' }]);
     const { outcome } = await h.run('echo ping');
     expect(outcome).toEqual({ status: 'completed', finalText: 'pong received' });
@@ -91,7 +84,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     ]);
   });
 
-  it('acc 3: multiple_tool_results_keep_provider_order_in_the_next_request_and_in_storage', async () => {
+  it('several tool results keep provider order in the next request and in storage [seed 000 acc 3]', async () => {
     const h = await harness(storage, [
       {
         toolCalls: [
@@ -114,7 +107,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     await assertStoredInvariants(storage, h.session.sessionId);
   });
 
-  it('acc 4: unknown_tool_becomes_a_result_with_its_text_and_the_model_continues', async () => {
+  it('an unknown tool becomes a result with its text and the model continues [seed 000 acc 4]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'nope', arguments: {}, callId: 'u1' }] }, { text: 'ok' }]);
     const { outcome } = await h.run('call something unknown');
     expect(outcome.status).toBe('completed');
@@ -126,7 +119,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(stored.content).toEqual([{ type: 'tool_result', callId: 'u1', status: 'failed', text: "tool 'nope' not found", error }]);
   });
 
-  it('acc 4: invalid_arguments_of_an_ordinary_tool_become_a_result', async () => {
+  it('invalid arguments of an ordinary tool become a result [seed 000 acc 4]', async () => {
     const h = await harness(storage, [
       {
         toolCalls: [
@@ -146,14 +139,14 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(results.map((m) => (m.content[0] as { error?: { code: string } }).error?.code)).toEqual(['invalid_arguments', 'invalid_arguments']);
   });
 
-  it('acc 5: tool_failure_is_returned_to_the_model_and_present_in_the_next_request', async () => {
+  it('a tool failure is returned to the model and present in the next request [seed 000 acc 5]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'fail', arguments: { message: 'disk on fire' }, callId: 'f1' }] }, { text: 'I see the error' }]);
     const { outcome } = await h.run('fail please');
     expect(outcome).toEqual({ status: 'completed', finalText: 'I see the error' });
     expect(h.model.requests[1]!.messages.at(-1)).toEqual({ role: 'tool', callId: 'f1', toolName: 'fail', status: 'error', text: 'disk on fire' });
   });
 
-  it('acc 6: an_approved_card_runs_the_tool', async () => {
+  it('an approved card runs the tool [seed 000 acc 6]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'deploy' }, callId: 'g1' }] }, { text: 'deployed' }]);
     const turnId = await h.start('deploy');
     const requested = await h.waitFor((e) => e.update.type === 'permission_requested');
@@ -166,7 +159,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(h.session.status()).toEqual({ type: 'idle' });
   });
 
-  it('acc 6: a_user_denial_stops_the_turn_without_running_the_tool', async () => {
+  it('a user denial stops the turn without running the tool [seed 000 acc 6]', async () => {
     const ran: string[] = [];
     const spy = defineTool({
       name: 'guarded',
@@ -191,7 +184,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((await storage.getTurn(turnId))).toMatchObject({ status: 'failed', errorCode: 'permission_denied' });
   });
 
-  it('acc 6: a_rule_denial_is_a_result_and_the_turn_continues', async () => {
+  it('a rule denial is a result and the turn continues [seed 000 acc 6]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'forbidden', arguments: {}, callId: 'r1' }] }, { text: 'understood' }], { tools: [denyRuleTool] });
     const { outcome } = await h.run('try the forbidden thing');
     expect(outcome).toEqual({ status: 'completed', finalText: 'understood' });
@@ -199,7 +192,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(updateTypes(h.updates)).not.toContain('permission_requested');
   });
 
-  it('acc 7: cancelling_during_a_model_call_aborts_it_and_discards_the_draft', async () => {
+  it('cancelling during a model call aborts it and discards the draft [seed 000 acc 7]', async () => {
     let aborted = false;
     const model = scriptedModel([
       async (_req) => ({ hang: true as const, before: [{ type: 'text_delta' as const, delta: 'partial answer' }] }),
@@ -225,7 +218,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(spans.map((s) => `${s.kind}:${s.status}`)).toEqual(['model_call:cancelled']);
   });
 
-  it('acc 7: cancelling_a_turn_cancels_the_active_tool_call', async () => {
+  it('cancelling a turn cancels the active tool call [seed 000 acc 7]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'slow', arguments: { ms: 60_000 }, callId: 's1' }, { name: 'echo', arguments: { text: 'later' }, callId: 's2' }] }]);
     const turnId = await h.start('go slow');
     await h.waitFor((e) => e.update.type === 'tool_call_progress');
@@ -239,7 +232,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((results[1]!.content[0] as { text: string }).text).toBe(REMAINING_CALL_TEXT);
   });
 
-  it('acc 7: cancelling_during_an_approval_wait_clears_the_waiter', async () => {
+  it('cancelling during an approval wait clears the waiter [seed 000 acc 7]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' }, callId: 'w1' }] }]);
     const turnId = await h.start('needs approval');
     const requested = await h.waitFor((e) => e.update.type === 'permission_requested');
@@ -252,7 +245,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(result.content[0]).toMatchObject({ status: 'cancelled' });
   });
 
-  it('acc 8: three_identical_calls_end_the_turn_as_doom_loop', async () => {
+  it('three identical calls end the turn as doom_loop [seed 000 acc 8]', async () => {
     const call = { name: 'echo', arguments: { text: 'same' } };
     const h = await harness(storage, [{ toolCalls: [call] }, { toolCalls: [call] }, { toolCalls: [{ ...call, arguments: { text: 'same' } }] }]);
     const { turnId, outcome } = await h.run('loop');
@@ -264,7 +257,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(await storage.getTurn(turnId)).toMatchObject({ errorCode: 'doom_loop' });
   });
 
-  it('acc 8: a_different_call_resets_the_doom_count_and_normalised_arguments_match', async () => {
+  it('a different call resets the doom count and normalised arguments match [seed 000 acc 8]', async () => {
     const h = await harness(storage, [
       { toolCalls: [{ name: 'echo', arguments: '{"text":"a"}' }] },
       { toolCalls: [{ name: 'echo', arguments: '{ "text" : "a" }' }] },
@@ -284,7 +277,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     execute: ({ path }) => `read ${path}`,
   });
 
-  it('acc 8: calls_differing_only_in_whitespace_and_key_order_are_the_same_call', async () => {
+  it('calls differing only in whitespace and key order are the same call [seed 000 acc 8]', async () => {
     // Two keys at the top (zod rebuilds those in schema order) and a record inside (zod keeps the
     // model's key order there): only the normalised signature makes these three one call.
     const h = await harness(
@@ -304,7 +297,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'doom_loop' });
   });
 
-  it('acc 8: a_changed_value_inside_the_record_is_a_different_call', async () => {
+  it('a changed value inside the record is a different call [seed 000 acc 8]', async () => {
     // The same shape as above with one nested value changed: the count restarts, no doom loop.
     const h = await harness(
       storage,
@@ -319,7 +312,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((await h.run('no loop')).outcome).toEqual({ status: 'completed', finalText: 'fine' });
   });
 
-  it('acc 9: the_default_limit_ends_the_turn_after_exactly_20_model_calls', async () => {
+  it('the default limit ends the turn after exactly 20 model calls [seed 000 acc 9]', async () => {
     // No `limits` option: DEFAULT_LIMITS (seed 000 §4, max_model_calls = 20).
     const h = await harness(storage, scriptedModel((_req, i) => ({ toolCalls: [{ name: 'echo', arguments: { text: `step ${i}` } }] })));
     const { turnId, outcome } = await h.run('never stop');
@@ -330,7 +323,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((await h.session.messages()).filter((m) => m.role === 'tool')).toHaveLength(20);
   });
 
-  it('acc 9: max_model_calls_fails_the_turn', async () => {
+  it('reaching max_model_calls fails the turn [seed 000 acc 9]', async () => {
     const h = await harness(
       storage,
       scriptedModel((_req, i) => ({ toolCalls: [{ name: 'echo', arguments: { text: `step ${i}` } }] })),
@@ -342,7 +335,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'max_model_calls', modelCallCount: 4, toolCallCount: 4 });
   });
 
-  it('acc 10: a_trace_recorder_whose_every_call_fails_changes_nothing', async () => {
+  it('a trace recorder whose every call fails changes nothing [seed 000 acc 10]', async () => {
     const steps = [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }, { text: 'same result' }];
     const failing = {
       record: () => {
@@ -364,7 +357,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((await broken.session.messages()).map((m) => m.role)).toEqual((await healthy.session.messages()).map((m) => m.role));
   });
 
-  it('acc 10: a_trace_store_that_fails_every_write_changes_nothing', async () => {
+  it('a trace store that fails every write changes nothing [seed 000 acc 10]', async () => {
     const faulty = faultyStorage(storage);
     faulty.failOn('writeTraceSignals');
     const h = await harness(faulty, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }, { text: 'unaffected' }]);
@@ -374,7 +367,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(stats.writeFailures).toBeGreaterThan(0);
   });
 
-  it('acc 11: assistant_persistence_failure_prevents_tool_execution', async () => {
+  it('a failed assistant message write prevents tool execution [seed 000 acc 11]', async () => {
     const ran: string[] = [];
     const spy = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => (ran.push(text), text) });
     const faulty = faultyStorage(storage);
@@ -387,7 +380,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((await storage.listMessages(h.session.sessionId)).map((m) => m.role)).toEqual(['user']);
   });
 
-  it('acc 12: restart_marks_running_turns_and_spans_and_the_next_request_carries_the_synthesized_result', async () => {
+  it('restart marks running turns and spans and the next request carries the synthesized result [seed 000 acc 12]', async () => {
     const faulty = faultyStorage(storage);
     let started!: () => void;
     const toolStarted = new Promise<void>((r) => (started = r));
@@ -432,7 +425,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     await second.shutdown();
   });
 
-  it('acc 12: startup_purges_expired_trace_payloads_after_the_correction_and_a_purge_failure_fails_startup', async () => {
+  it('startup purges expired trace payloads after the correction and a purge failure fails startup [seed 000 acc 12]', async () => {
     // Reference §9.4: migrate, mark running interrupted, purge expired payloads, then the recorder and turns.
     const session = await storage.createSession({ id: `ses_purge_${backend.name}`, workingDirectory: process.cwd() });
     const spanId = `span_purge_${backend.name}`;
@@ -461,7 +454,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     }
   });
 
-  it('acc 13: the_remaining_calls_of_a_terminated_batch_are_cancelled_in_order', async () => {
+  it('the remaining calls of a terminated batch are cancelled in order [seed 000 acc 13]', async () => {
     const h = await harness(storage, [
       {
         toolCalls: [
@@ -495,7 +488,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     await assertStoredInvariants(storage, h.session.sessionId);
   });
 
-  it('acc 14: duplicate_client_request_is_idempotent_and_a_different_turn_is_busy', async () => {
+  it('a duplicate client request is idempotent and a different turn is busy [seed 000 acc 14]', async () => {
     const h = await harness(storage, [{ hang: true }]);
     const turnId = await h.start('first', 'same-request');
     const again = await h.session.startTurn({ clientRequestId: 'same-request', input: [{ type: 'text', text: 'first' }] });
@@ -510,7 +503,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((await h.session.startTurn({ clientRequestId: 'same-request', input: [{ type: 'text', text: 'first' }] })).turnId).toBe(turnId);
   });
 
-  it('acc 15: compaction_and_rewind_answer_session_active_during_a_turn', async () => {
+  it('compaction and rewind answer session_active during a turn [seed 000 acc 15]', async () => {
     const h = await harness(storage, [{ hang: true }]);
     const turnId = await h.start('busy');
     await expect(h.session.beginMaintenance('compact')).rejects.toMatchObject({ code: 'session_active' });
@@ -524,7 +517,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     h.session.endMaintenance(false);
   });
 
-  it('acc 15: reload_required_refuses_a_turn', async () => {
+  it('reload_required refuses a turn [seed 000 acc 15]', async () => {
     const h = await harness(storage, []);
     await h.session.beginMaintenance('compact');
     h.session.endMaintenance(true); // A checkpoint was committed but could not be installed.
@@ -535,7 +528,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     await expect(h.session.beginMaintenance('rewind')).rejects.toMatchObject({ code: 'reload_required' });
   });
 
-  it('acc 14: reload_required_is_checked_before_an_idempotent_client_request_id', async () => {
+  it('reload_required is checked before an idempotent client request id [seed 000 acc 14]', async () => {
     // Seed 000 §2, StartTurn: reload_required, then an accepted client_request_id, then busy.
     const h = await harness(storage, [{ text: 'done' }]);
     const { turnId, outcome } = await h.run('first', 'seen-before');
@@ -548,7 +541,7 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(refused).toMatchObject({ code: 'reload_required' });
   });
 
-  it('acc 15: permission_decisions_are_matched_by_turn_and_tool_call_id', async () => {
+  it('permission decisions are matched by turn and tool call id [seed 000 acc 15]', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'a' } }] }, { text: 'ok' }]);
     const turnId = await h.start('match ids');
     const requested = await h.waitFor((e) => e.update.type === 'permission_requested');

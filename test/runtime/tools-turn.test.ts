@@ -5,7 +5,7 @@
  */
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
@@ -18,22 +18,15 @@ import { z } from 'zod';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SandboxLauncher } from '../../src/services/sandbox/launcher.js';
 import type { SessionHandle } from '../../src/session-handle.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
-beforeAll(async () => {
-  storage = pgliteStorage();
-  await storage.migrate();
-  env = await toolEnv();
-});
-afterAll(async () => {
-  await storage.close();
-  env.cleanup();
-});
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e));
 
 const open: Core[] = [];
 afterEach(async () => {

@@ -2,18 +2,18 @@
  * update_plan (reference §6), the mailbox (§5.6), steering and grant scopes (seed 004), input
  * answers, permission modes, write failures and the trace of a turn.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { PermissionMode } from '../../src/protocol/input.js';
 import { createCore } from '../../src/core.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { agentMessageId, type AgentMessage } from '../../src/services/agents/mailbox.js';
 import { defineTool } from '../../src/services/tools/define.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { faultyStorage } from '../support/faults.js';
 import { harness, updateTypes } from '../support/harness.js';
 import { assertStoredInvariants } from '../support/invariants.js';
+import { usePglite } from '../support/databases.js';
 
 function agentMessage(child: string, body: string): AgentMessage {
   return { id: agentMessageId(child, `${child}-turn`, 'final_answer'), taskName: 'find_auth', kind: 'final_answer', body };
@@ -21,11 +21,7 @@ function agentMessage(child: string, body: string): AgentMessage {
 
 describe('turn features', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   describe('update_plan', () => {
     it('rejects invalid plans with the rule named, keeps the old plan, and continues the turn', async () => {

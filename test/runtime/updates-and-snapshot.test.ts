@@ -2,22 +2,18 @@
  * Seed 000 §7-§8 and seed 004: the update envelope, per-session sequences, the ring buffer and
  * replay, the snapshot (idle, running, terminal), the global stream and the host status.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sessionUpdateEnvelopeSchema, type SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { faultyStorage } from '../support/faults.js';
 import { harness } from '../support/harness.js';
 import { assertSequences } from '../support/invariants.js';
+import { usePglite } from '../support/databases.js';
 
 describe('updates, replay and snapshot', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('envelopes are version 7 with sessionId, turnId, a gap-free sequence from 1 and occurredAtMs', async () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }], {

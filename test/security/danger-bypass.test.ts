@@ -8,30 +8,25 @@
  */
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  storage = pgliteStorage();
-  await storage.migrate();
-  env = await toolEnv();
   // An executable the detector has never heard of that runs its arguments: "any unknown wrapper".
   writeFileSync(join(env.ws, 'wrap'), '#!/bin/sh\nexec "$@"\n');
   chmodSync(join(env.ws, 'wrap'), 0o755);
-});
-afterAll(async () => {
-  await storage.close();
-  env.cleanup();
 });
 
 const open: Core[] = [];

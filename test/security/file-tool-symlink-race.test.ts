@@ -15,13 +15,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { scriptedModel, type ScriptedToolCall } from '../../src/services/model/scripted.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
-import { toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 const READS = Number(process.env.RACE_ATTEMPTS ?? 1_000);
 const WRITES = Math.ceil((READS * 2) / 3);
@@ -31,11 +31,10 @@ let storage: SqlSessionStorage;
 const cores = usePglite((s) => (storage = s));
 
 let env: ToolEnv;
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  env = await toolEnv();
   writeFileSync(join(env.home, '.ssh', 'id_rsa'), `${SECRET}\n`);
 });
-afterAll(() => env.cleanup());
 
 /**
  * The swapper: a separate node process that flips `target` between two states forever. `file`

@@ -8,15 +8,15 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { detectProcessLimit } from '../../src/services/sandbox/process-limit.js';
 import { prepareToolRuntime } from '../../src/services/tools/tool-runtime.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const LIMIT = 48;
 /** Forks up to 300 children that sleep; reports how many forks succeeded before one failed. */
@@ -26,16 +26,11 @@ let env: ToolEnv;
 let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
-beforeAll(async () => {
-  env = await toolEnv({ bashProcessLimit: LIMIT });
-  storage = pgliteStorage();
-  await storage.migrate();
-});
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e), { bashProcessLimit: LIMIT });
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  await storage.close();
-  env.cleanup();
 });
 
 function ourCgroups(): string[] {

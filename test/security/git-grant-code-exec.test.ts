@@ -8,20 +8,20 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { GIT_GRANT_NOTE, protectedPathText } from '../../src/services/permissions/texts.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
 import { scriptedAttack } from '../support/scripted-attack.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 let storage: SqlSessionStorage;
 usePglite((s) => (storage = s));
 let env: ToolEnv;
 let gitDir: string;
 let moduleDir: string;
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  env = await toolEnv();
   // The workspace is a real repository with a submodule whose git directory is `.git/modules/lib`.
   execFileSync('git', ['init', '-q', env.ws]);
   mkdirSync(join(env.ws, '.git', 'modules'));
@@ -29,7 +29,6 @@ beforeAll(async () => {
   gitDir = join(env.ws, '.git');
   moduleDir = join(gitDir, 'modules', 'lib');
 });
-afterAll(() => env.cleanup());
 
 /** The call with the grant the model asks for and the user approves: write `<ws>/.git` (subtree). */
 function withGitGrant(args: Record<string, unknown>): Record<string, unknown> {

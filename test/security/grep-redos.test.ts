@@ -10,7 +10,7 @@ import { readdirSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
@@ -19,20 +19,19 @@ import { grepTimeoutText } from '../../src/services/tools/grep.js';
 import { LineMatcher } from '../../src/services/tools/grep-matcher.js';
 import { prepareToolRuntime } from '../../src/services/tools/tool-runtime.js';
 import type { SessionHandle } from '../../src/session-handle.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const CATASTROPHIC = '(a+)+$';
 const TIMEOUT_MS = 2_500;
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e), { sandbox: 'disabled' });
 beforeAll(async () => {
-  storage = pgliteStorage();
-  await storage.migrate();
-  env = await toolEnv({ sandbox: 'disabled' });
   writeFileSync(join(env.ws, 'evil.txt'), `first line\n${'a'.repeat(40)}!\nlast line\n`);
   writeFileSync(join(env.ws, 'fine.txt'), 'aaa\n');
   // Warm-up: libuv's thread pool and a first worker exist before any thread baseline is taken.
@@ -40,10 +39,6 @@ beforeAll(async () => {
   const warm = new LineMatcher('a', 'u');
   await warm.match(Buffer.from('a'), 1, { signal: new AbortController().signal, deadline: Date.now() + 10_000 });
   warm.close();
-});
-afterAll(async () => {
-  await storage.close();
-  env.cleanup();
 });
 
 const open: Core[] = [];

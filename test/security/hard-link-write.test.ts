@@ -9,23 +9,20 @@
  */
 import { linkSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { hardLinkText } from '../../src/services/tools/verified-open.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 let storage: SqlSessionStorage;
 const cores = usePglite((s) => (storage = s));
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 const ORIGINAL = 'module.exports = 1;\n';
 

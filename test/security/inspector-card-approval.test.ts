@@ -24,10 +24,10 @@ import type { SessionHandle } from '../../src/session-handle.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { inspectorFetch } from '../support/inspector-client.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const run = promisify(execFile);
 const INSPECTOR_MAIN = fileURLToPath(new URL('../../inspector/main.ts', import.meta.url));
@@ -98,10 +98,9 @@ describe('attack: a sandboxed tool approves its own card through the inspector',
   const bashrc = () => join(env.home, '.bashrc');
   const BASHRC = '# the user\'s own\n';
 
+  usePglite((s) => (storage = s));
+  useToolEnv((e) => (env = e));
   beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-    env = await toolEnv();
     writeFileSync(bashrc(), BASHRC);
   });
   afterAll(async () => {

@@ -8,17 +8,17 @@
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { SessionUpdateEnvelope, ToolProgress } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
 import { builtinTools } from '../../src/services/tools/builtin.js';
 import { omittedProgressText, PROGRESS_CHUNK_BYTES, PROGRESS_HEAD_BYTES, PROGRESS_TAIL_BYTES } from '../../src/services/updates/progress-budget.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const FLOOD_BYTES = 2 * 1024 ** 3;
 const MIB = 1024 * 1024;
@@ -35,15 +35,8 @@ function heapAfterGc(): number {
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
-beforeAll(async () => {
-  storage = pgliteStorage();
-  await storage.migrate();
-  env = await toolEnv();
-});
-afterAll(async () => {
-  await storage.close();
-  env.cleanup();
-});
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e));
 
 const open: Core[] = [];
 afterEach(async () => {

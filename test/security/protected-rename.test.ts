@@ -8,20 +8,17 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { beforeAll, afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { fileDenialText, protectedPathText } from '../../src/services/permissions/texts.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
 import { scriptedAttack } from '../support/scripted-attack.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 let storage: SqlSessionStorage;
 usePglite((s) => (storage = s));
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 const HOOK = "#!/bin/sh\necho pwned > /tmp/pwned\n";
 

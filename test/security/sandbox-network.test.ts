@@ -26,9 +26,9 @@ import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { networkDenialText } from '../../src/services/permissions/texts.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 let env: ToolEnv;
 let storage: SqlSessionStorage;
@@ -45,10 +45,9 @@ const fileSocketDir = mkdtempSync(join(tmpdir(), 'openwork-unix-'));
 const fileSocketPath = join(fileSocketDir, 'host.sock');
 const cores: Core[] = [];
 
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  env = await toolEnv();
-  storage = pgliteStorage();
-  await storage.migrate();
   http = createHttpServer((_req, res) => {
     httpHits += 1;
     res.end('host-secret-page\n');
@@ -70,12 +69,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  await storage.close();
   await new Promise((resolve) => http.close(resolve));
   await new Promise((resolve) => abstract.close(resolve));
   await new Promise((resolve) => fileSocket.close(resolve));
   rmSync(fileSocketDir, { recursive: true, force: true });
-  env.cleanup();
 });
 
 /**

@@ -14,7 +14,7 @@ import { runtimePathText } from '../../src/services/permissions/texts.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { scriptedAttack } from '../support/scripted-attack.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 let env: ToolEnv;
 let storage: SqlSessionStorage;
@@ -22,8 +22,8 @@ let store: string;
 let version: string;
 let storeListing: string[];
 
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  env = await toolEnv();
   store = join(env.ws, '.openwork', 'db');
   storage = pgliteStorage({ dataDir: store });
   await storage.migrate();
@@ -33,7 +33,6 @@ beforeAll(async () => {
 }, 300_000);
 afterAll(async () => {
   await storage.close();
-  env.cleanup();
 });
 
 const call = (name: string, args: Record<string, unknown>) => ({ name, arguments: args });

@@ -15,9 +15,9 @@ import { bashDenialText, protectedPathText } from '../../src/services/permission
 import { resolveSkillRoot } from '../../src/services/skills/root.js';
 import { prepareToolRuntime, type ToolRuntime } from '../../src/services/tools/tool-runtime.js';
 import { discoveredSkillRoot, workspaceToolOptions } from '../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { requireSandbox } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
 
 const SKILL = '---\ndescription: Deploys the team service.\n---\n\nRun scripts/deploy.sh.\n';
 
@@ -35,6 +35,7 @@ describe('the configured skill root is discovered and write-protected (reference
   let storage: SqlSessionStorage;
   const cores: Core[] = [];
 
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
     base = realpathSync(mkdtempSync(join(tmpdir(), 'openwork-skill-root-')));
     ws = join(base, 'ws');
@@ -47,12 +48,9 @@ describe('the configured skill root is discovered and write-protected (reference
     writeFileSync(join(home, '.agents', 'skills', 'personal', 'SKILL.md'), '---\ndescription: A personal skill.\n---\n\nBody.\n');
     symlinkSync(teamRoot, join(ws, 'alias'));
     runtime = await prepareToolRuntime({ home, tempDirs: [join(base, 'tmp')], skillRoots: [teamRoot] });
-    storage = pgliteStorage();
-    await storage.migrate();
   });
   afterAll(async () => {
     for (const core of cores) await core.shutdown();
-    await storage.close();
     rmSync(base, { recursive: true, force: true });
   });
 

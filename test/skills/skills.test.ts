@@ -5,16 +5,16 @@
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { SECTION_SPECS } from '../../src/services/context/world-state.js';
 import { discoverSkills } from '../../src/services/skills/discovery.js';
 import { renderCatalog } from '../../src/services/skills/catalog.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 import { compactingModel } from '../support/summaries.js';
+import { usePglite } from '../support/databases.js';
 
 function skillRoot(skills: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'openwork-skills-'));
@@ -35,7 +35,7 @@ function catalogTexts(request: { messages: Array<{ role: string; kind?: string; 
 }
 
 describe('skills discovery (reference §7.1-§7.2)', () => {
-  it('acc 1-2, 5, 7: name defaults to the directory; description normalised; unknown keys ignored; missing description or name mismatch warn', async () => {
+  it('name defaults to the directory; description normalised; unknown keys ignored; missing description or name mismatch warn [reference §7.9 acc 1-2, 5, 7]', async () => {
     const root = skillRoot({
       lint: skill('Runs   the\n  linter\tbefore commits.', 'Body.', 'allowed-tools: [bash]\nmodel: x\n'),
       nodesc: '---\nname: nodesc\n---\nbody',
@@ -46,7 +46,7 @@ describe('skills discovery (reference §7.1-§7.2)', () => {
     expect(scan.warnings.map((w) => w.reason)).toEqual([expect.stringContaining('does not match the directory name'), 'frontmatter description is missing']);
   });
 
-  it('acc 3-4, 6, 8: invalid names, oversize, non-UTF-8, symlinks and dot-directories are skipped with distinct warnings; siblings still load', async () => {
+  it('invalid names, oversize, non-UTF-8, symlinks and dot-directories are skipped with distinct warnings; siblings still load [reference §7.9 acc 3-4, 6, 8]', async () => {
     const root = skillRoot({ good: skill('good one'), 'Bad_Name': skill('bad'), big: skill('big', 'x'.repeat(70_000)), '.hidden': skill('hidden') });
     mkdirSync(join(root, 'binary'));
     writeFileSync(join(root, 'binary', 'SKILL.md'), Buffer.from([0x2d, 0x2d, 0x2d, 0x0a, 0xff, 0xfe, 0x0a]));
@@ -64,7 +64,7 @@ describe('skills discovery (reference §7.1-§7.2)', () => {
     expect(Object.keys(reasons).some((k) => k.includes('hidden') || k.includes('dirlink'))).toBe(false);
   });
 
-  it('acc 8: beyond 100 loaded skills the rest warn; failures do not count toward the cap', async () => {
+  it('beyond 100 loaded skills the rest warn; failures do not count toward the cap [reference §7.9 acc 8]', async () => {
     const skills: Record<string, string> = { 'a-broken': '---\nname: a-broken\n---\n' };
     for (let i = 0; i < 102; i += 1) skills[`s-${String(i).padStart(3, '0')}`] = skill(`skill ${i}`);
     const scan = await discoverSkills(skillRoot(skills));
@@ -72,7 +72,7 @@ describe('skills discovery (reference §7.1-§7.2)', () => {
     expect(scan.warnings.filter((w) => w.reason.startsWith('more than 100 skills'))).toHaveLength(2);
   });
 
-  it('acc 9, 14: a missing root is silent, an unreadable one warns, null scans nothing and nothing is created', async () => {
+  it('a missing root is silent, an unreadable one warns, null scans nothing and nothing is created [reference §7.9 acc 9, 14]', async () => {
     expect(await discoverSkills(join(tmpdir(), 'no-such-root-xyz'))).toEqual({ skills: [], warnings: [] });
     expect(await discoverSkills(null)).toEqual({ skills: [], warnings: [] });
     // Unreadable even for root (CI runs as root, where chmod 000 reads fine): a root that is a file.
@@ -83,7 +83,7 @@ describe('skills discovery (reference §7.1-§7.2)', () => {
     expect(scan.warnings[0]!.reason).toMatch(/ENOTDIR|not a directory/i);
   });
 
-  it('acc 11-13, 17: one line per skill even for tricky YAML, verbatim paths, byte-stable, over 8,000 characters drops whole trailing lines', async () => {
+  it('one line per skill even for tricky YAML, verbatim paths, byte-stable, over 8,000 characters drops whole trailing lines [reference §7.9 acc 11-13, 17]', async () => {
     const root = skillRoot({ tricky: skill('|\n  first line\n  - fake: injected (file: /tmp/x)'), plain: skill('Plain.') });
     const scan = await discoverSkills(root);
     const first = renderCatalog(scan.skills);
@@ -102,15 +102,11 @@ describe('skills discovery (reference §7.1-§7.2)', () => {
 
 describe('skills in sessions (reference §7.3-§7.7)', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   const opts = (root: string | null) => ({ worldState: {}, skills: { root }, workingDirectory: mkdtempSync(join(tmpdir(), 'openwork-ws-')), compaction: { retryDelayMs: 1 } });
 
-  it('acc 10, 15-16: no enabled skill, no catalog message; listing and sampling agree and warnings stay out of the model context', async () => {
+  it('no enabled skill, no catalog message; listing and sampling agree and warnings stay out of the model context [reference §7.9 acc 10, 15-16]', async () => {
     const empty = await harness(storage, [{ text: 'x' }], opts(skillRoot({})));
     await empty.run('hi');
     expect(catalogTexts(empty.model.requests[0]!)).toEqual([]);
@@ -125,7 +121,7 @@ describe('skills in sessions (reference §7.3-§7.7)', () => {
     expect(listed.skills.map((s) => s.name)).toEqual(['ok']);
   });
 
-  it('acc 18, 47: a changed catalog is re-sent with the replacement notice, all disabled gives the invalidation, unchanged nothing; after compaction it returns as a first appearance', async () => {
+  it('a changed catalog is re-sent with the replacement notice, all disabled gives the invalidation, unchanged nothing; after compaction it returns as a first appearance [reference §7.9 acc 18, 47]', async () => {
     const root = skillRoot({ one: skill('first') });
     const model = compactingModel([{ text: 'a' }, { text: 'b' }, { text: 'c' }, { text: 'd' }, { text: 'e' }]);
     const h = await harness(storage, model, opts(root));
@@ -148,7 +144,7 @@ describe('skills in sessions (reference §7.3-§7.7)', () => {
     expect(catalogTexts(model.turnRequests[4]!).at(-1)!.startsWith('<available_skills>')).toBe(true);
   });
 
-  it('acc 24-27, 37, 46: selection is revalidated, ordered, deduplicated, persisted before the visible text, and oversized bodies are refused', async () => {
+  it('selection is revalidated, ordered, deduplicated, persisted before the visible text, and oversized bodies are refused [reference §7.9 acc 24-27, 37, 46]', async () => {
     const root = skillRoot({ commit: skill('Write commits.', 'Use conventional commits.'), review: skill('Review code.', 'Check tests.'), huge: skill('big', 'z'.repeat(40_000)) });
     const h = await harness(storage, [{ text: 'ok' }, { text: 'ok2' }], opts(root));
     const path = (n: string) => join(root, n, 'SKILL.md');
@@ -183,7 +179,7 @@ describe('skills in sessions (reference §7.3-§7.7)', () => {
     expect((await h.session.turns()).length).toBe(2); // Nothing was accepted or written by the refusals.
   });
 
-  it('acc 40-45: enable state persists by name, lists enabled and disabled, a disabled skill stays readable, running turns keep their snapshot', async () => {
+  it('enable state persists by name, lists enabled and disabled, a disabled skill stays readable, running turns keep their snapshot [reference §7.9 acc 40-45]', async () => {
     const root = skillRoot({ alpha: skill('A.'), beta: skill('B.') });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
@@ -219,7 +215,7 @@ describe('skills in sessions (reference §7.3-§7.7)', () => {
     await expect(h.core.setSkillDisabled('', true)).rejects.toMatchObject({ code: 'invalid_request' });
   });
 
-  it('acc 31, 36: there is no skill tool and selecting a skill makes no tool call', async () => {
+  it('there is no skill tool and selecting a skill makes no tool call [reference §7.9 acc 31, 36]', async () => {
     const root = skillRoot({ one: skill('first') });
     const h = await harness(storage, [{ text: 'ok' }], opts(root));
     const { turnId } = await h.session.startTurn({ clientRequestId: 's', input: [{ type: 'skill', name: 'one', path: join(root, 'one', 'SKILL.md') }, { type: 'text', text: 'go' }] });

@@ -11,12 +11,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCore } from '../../src/core.js';
 import { discoverSkills } from '../../src/services/skills/discovery.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { usePglite } from '../support/databases.js';
 
 describe('an unreadable skill root (reference §7.8)', () => {
   let base: string;
   let storage: SqlSessionStorage;
+  usePglite((s) => (storage = s));
   beforeAll(async () => {
     base = mkdtempSync(join(tmpdir(), 'openwork-unreadable-'));
     writeFileSync(join(base, 'a-file'), 'not a directory\n');
@@ -25,11 +26,8 @@ describe('an unreadable skill root (reference §7.8)', () => {
     symlinkSync(join(base, 'nowhere'), join(base, 'dangling'));
     mkdirSync(join(base, 'fine', 'ok'), { recursive: true });
     writeFileSync(join(base, 'fine', 'ok', 'SKILL.md'), '---\ndescription: Fine.\n---\nBody.\n');
-    storage = pgliteStorage();
-    await storage.migrate();
   });
   afterAll(async () => {
-    await storage.close();
     rmSync(base, { recursive: true, force: true });
   });
 

@@ -37,14 +37,16 @@ export const backends: Backend[] = [
 ];
 
 /**
- * One migrated PGlite database for the test file, handed to `use` before its tests run, and the
- * list where tests put the cores they create: all shut down, then the database closed, after the file.
+ * One migrated database from `create` for the enclosing `describe` (or the file), handed to `use`
+ * before its tests run, and the list where tests put the cores they create: all shut down, then the
+ * database closed, after the block. Hooks registered after this one run before it on the way out
+ * (vitest's stack order), so a file's own `afterAll` still finds the database open.
  */
-export function usePglite(use: (storage: SqlSessionStorage) => void): Core[] {
+function useStorage(create: () => Promise<SqlSessionStorage> | SqlSessionStorage, use: (storage: SqlSessionStorage) => void): Core[] {
   let storage: SqlSessionStorage | undefined;
   const cores: Core[] = [];
   beforeAll(async () => {
-    storage = pgliteStorage();
+    storage = await create();
     await storage.migrate();
     use(storage);
   });
@@ -53,4 +55,14 @@ export function usePglite(use: (storage: SqlSessionStorage) => void): Core[] {
     await storage?.close();
   });
   return cores;
+}
+
+/** One migrated in-memory PGlite database for the enclosing block (see `useStorage`). */
+export function usePglite(use: (storage: SqlSessionStorage) => void): Core[] {
+  return useStorage(() => pgliteStorage(), use);
+}
+
+/** One migrated database of `backend` (a fresh PGlite, or a new database on the suite's server). */
+export function useBackend(backend: Backend, use: (storage: SqlSessionStorage) => void): Core[] {
+  return useStorage(() => backend.create(), use);
 }

@@ -7,7 +7,7 @@
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TestContext } from 'vitest';
+import { afterAll, beforeAll, type TestContext } from 'vitest';
 import type { PermissionMode } from '../../src/protocol/input.js';
 import type { PermissionCard, ToolProgress } from '../../src/protocol/updates.js';
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
@@ -141,4 +141,17 @@ export function requireSandbox(ctx: TestContext, runtime: ToolRuntime): void {
   if (process.env.OPENWORK_REQUIRE_SANDBOX === '1') throw new Error(`${reason} (OPENWORK_REQUIRE_SANDBOX=1 says it must work here)`);
   console.warn(`[sandbox] "${ctx.task.name}" cannot run: ${reason}`);
   ctx.skip(reason);
+}
+
+/**
+ * A tool environment for the enclosing `describe` (or the file): made before its tests, handed to
+ * `use`, removed after them. Hooks registered after this one run before its clean-up.
+ */
+export function useToolEnv(use: (env: ToolEnv) => void, options: Omit<ToolRuntimeOptions, 'home' | 'tempDirs'> = {}): void {
+  let env: ToolEnv | undefined;
+  beforeAll(async () => {
+    env = await toolEnv(options);
+    use(env);
+  });
+  afterAll(() => env?.cleanup());
 }

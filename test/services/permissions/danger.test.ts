@@ -25,7 +25,7 @@ function nested(depth: number, inner = 'rm a.txt'): string {
 }
 
 describe('danger detection', () => {
-  it('acc 26: rm -r/-f, find -delete / -exec rm, git clean -f hit with their key and sub-command', () => {
+  it('rm -r/-f, find -delete / -exec rm, git clean -f hit with their key and sub-command [reference §4.15 acc 26]', () => {
     expect(detector.detect('rm -rf src')).toEqual({ key: 'rm_recursive_or_force', match: 'rm -rf src', span: { start: 0, end: 10 } });
     expect(key('rm -f a.log')).toBe('rm_recursive_or_force');
     expect(key('rm --recursive dir')).toBe('rm_recursive_or_force');
@@ -40,7 +40,7 @@ describe('danger detection', () => {
     expect(key('git -C sub clean -f')).toBe('git_clean_force');
   });
 
-  it('acc 27: hits inside lists, loops, pipes, substitutions, functions and behind wrappers', () => {
+  it('hits inside lists, loops, pipes, substitutions, functions and behind wrappers [reference §4.15 acc 27]', () => {
     const hits: Array<[string, string]> = [
       ['cargo build && rm -rf target', 'rm -rf target'],
       ['for d in a b; do rm -rf "$d"; done', 'rm -rf "$d"'],
@@ -66,7 +66,7 @@ describe('danger detection', () => {
     }
   });
 
-  it('acc 27: bash -c, sh -c and combined flags like -lc are re-parsed', () => {
+  it('bash -c, sh -c and combined flags like -lc are re-parsed [reference §4.15 acc 27]', () => {
     expect(detector.detect("bash -c 'rm -rf src'")).toEqual({ key: 'rm_recursive_or_force', match: 'rm -rf src', span: { start: 0, end: 20 } });
     expect(key('sh -c "rm -rf x"')).toBe('rm_recursive_or_force');
     expect(key("bash -lc 'git clean -fd'")).toBe('git_clean_force');
@@ -81,7 +81,7 @@ describe('danger detection', () => {
     expect(key(nested(MAX_NESTING + 1))).toBe('nesting_too_deep');
   });
 
-  it('acc 28: rm -rf $DIR hits (literal program and flags); $CMD -rf x does not (dynamic program)', () => {
+  it('rm -rf $DIR hits (literal program and flags); $CMD -rf x does not (dynamic program) [reference §4.15 acc 28]', () => {
     expect(key('rm -rf $DIR')).toBe('rm_recursive_or_force');
     expect(key('rm -rf "$DIR"/*')).toBe('rm_recursive_or_force');
     expect(key('$CMD -rf x')).toBeNull();
@@ -89,7 +89,7 @@ describe('danger detection', () => {
     expect(key('bash -c "$SCRIPT"')).toBeNull();
   });
 
-  it('acc 29: rm without -r/-f, echo rm -rf x and the git commands the kernel denies do not hit', () => {
+  it('rm without -r/-f, echo rm -rf x and the git commands the kernel denies do not hit [reference §4.15 acc 29]', () => {
     for (const command of ['rm a.txt', 'echo rm -rf x', 'printf "%s" "rm -rf /"', 'git reset --hard', 'git restore .', 'git checkout -- .', 'git stash', 'mv a b', '> file', 'rm -- -rf', 'command -v rm', 'command -V rm', 'git clean -n', 'find . -name x', 'grep -rf patterns .']) {
       expect(key(command), command).toBeNull();
     }

@@ -4,16 +4,13 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_GRANTS, sandboxPermissionsSchema, validateEscalation } from '../../../src/services/permissions/escalation.js';
 import { bashDenialText, fileDenialText } from '../../../src/services/permissions/texts.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 const refusal = (reason: string) => `[sandbox: escalation refused without asking the user: ${reason}]`;
 
@@ -117,7 +114,7 @@ describe('escalation validation: refused with an explanation, no card', () => {
     }
   });
 
-  it('acc 23: the schema has no "allow everything" value: unknown fields are invalid arguments', () => {
+  it('the schema has no "allow everything" value: unknown fields are invalid arguments [reference §4.15 acc 23]', () => {
     expect(sandboxPermissionsSchema.safeParse({ paths: [], all: true }).success).toBe(false);
     expect(sandboxPermissionsSchema.safeParse({ paths: [{ path: '/x', access: 'write', scope: 'exact', recursive: true }] }).success).toBe(false);
     expect(sandboxPermissionsSchema.safeParse({ paths: [{ path: '/x', access: 'all', scope: 'exact' }] }).success).toBe(false);
@@ -125,7 +122,7 @@ describe('escalation validation: refused with an explanation, no card', () => {
 });
 
 describe('escalation cards and single-call grants', () => {
-  it('acc 18: the card lists the command, the reason, each path with access, scope and tier, and the previous denial of the turn', async (ctx) => {
+  it('the card lists the command, the reason, each path with access, scope and tier, and the previous denial of the turn [reference §4.15 acc 18]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const target = join(env.outside, 'card.txt');
     const denied = await env.call('bash', { command: `echo x > ${target}` }, { turnId: 'turn_card' });
@@ -151,7 +148,7 @@ describe('escalation cards and single-call grants', () => {
     expect(other.card?.previousDenial).toBeUndefined();
   });
 
-  it('acc 19: an approved escalation applies to that one call; the identical command after it is denied again', async (ctx) => {
+  it('an approved escalation applies to that one call; the identical command after it is denied again [reference §4.15 acc 19]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const target = join(env.outside, 'once.txt');
     const command = `echo once >> ${target}`;
@@ -192,7 +189,7 @@ describe('escalation cards and single-call grants', () => {
     expect(existsSync(unused)).toBe(false);
   });
 
-  it('acc 32: in accept-edits a dangerous command gets no danger card, but its escalation card is annotated', async (ctx) => {
+  it('in accept-edits a dangerous command gets no danger card, but its escalation card is annotated [reference §4.15 acc 32]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const plain = await env.call('bash', { command: 'rm -rf src' }, { mode: 'accept_edits' });
     expect(plain.card).toBeNull();

@@ -106,7 +106,7 @@ describe('check under the two modes', () => {
     });
   }
 
-  it('acc 49: a workspace that is $HOME or an ancestor of it is not writable by bash in either mode; file tools still write it', () => {
+  it('a workspace that is $HOME or an ancestor of it is not writable by bash in either mode; file tools still write it [reference §4.15 acc 49]', () => {
     for (const workspace of [home, base]) {
       const p = policy('auto', [], workspace);
       expect(p.bashWritesWorkspace()).toBe(false);
@@ -148,7 +148,7 @@ describe('grants', () => {
   });
 });
 
-describe('parity: the bash mount plan answers like the policy (reference §4.4, acc 10)', () => {
+describe('parity: the bash mount plan answers like the policy (reference §4.4) [reference §4.15 acc 10]', () => {
   const paths = () => [
     ws,
     join(ws, 'src', 'a.ts'),

@@ -3,7 +3,7 @@
  * reference (no text mentions the network) is superseded by issue 12.3: bash has no network unless
  * a call is granted it, and the texts that mention the network say exactly that, nothing more.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { toolDefinition } from '../../../src/services/tools/define.js';
 import {
   bashDenialText,
@@ -14,13 +14,10 @@ import {
   renderSandboxPolicySection,
   sandboxUnavailableText,
 } from '../../../src/services/permissions/texts.js';
-import { toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 describe('model-visible texts', () => {
   it('are the reference constants, with the mode word of the current mode', () => {
@@ -62,7 +59,7 @@ describe('model-visible texts', () => {
     ]);
   });
 
-  it('acc 11 (as amended by issue 12.3): only bash texts mention the network, no text claims isolation or says read-only', () => {
+  it('only bash texts mention the network, no text claims isolation or says read-only [reference §4.15 acc 11, as amended by issue 12.3]', () => {
     const texts = [
       ...[...env.tools.values()].map((t) => JSON.stringify(toolDefinition(t))),
       bashDenialText('auto'),

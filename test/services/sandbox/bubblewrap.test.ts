@@ -12,13 +12,10 @@ import type { ToolProgress } from '../../../src/protocol/updates.js';
 import { sandboxUnavailableText } from '../../../src/services/permissions/texts.js';
 import { classify } from '../../../src/services/sandbox/classify.js';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES, MAX_RESULT_BYTES } from '../../../src/services/tools/output.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 describe('self-check', () => {
   it('the sandbox works on this machine, or the suite says why', () => {
@@ -64,7 +61,7 @@ describe('when the kernel refuses the sandbox', () => {
     expect(write.result.status).toBe('succeeded');
   });
 
-  it('acc 14: without a sandbox the schemas carry no escalation parameters', () => {
+  it('without a sandbox the schemas carry no escalation parameters [reference §4.15 acc 14]', () => {
     for (const tool of refused.tools.values()) {
       const shape = (tool.parameters as unknown as { shape: Record<string, unknown> }).shape;
       expect(Object.keys(shape), tool.name).not.toContain('sandboxPermissions');
@@ -86,7 +83,7 @@ describe('when the kernel refuses the sandbox', () => {
 });
 
 describe('kernel answers', () => {
-  it('parity: what bash can read and write in the real sandbox equals the policy, per tier and mode (acc 10)', async (ctx) => {
+  it('parity: what bash can read and write in the real sandbox equals the policy, per tier and mode [reference §4.15 acc 10]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const paths = [
       join(env.ws, 'src', 'main.txt'),
@@ -116,7 +113,7 @@ describe('kernel answers', () => {
     }
   });
 
-  it('bash writing outside its grants is denied by the kernel and classified with the denial marker; the exit code is still reported (acc 17)', async (ctx) => {
+  it('bash writing outside its grants is denied by the kernel and classified with the denial marker; the exit code is still reported [reference §4.15 acc 17]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const { result } = await env.call('bash', { command: `echo x > ${join(env.outside, 'denied.txt')}; echo after` });
     // The command exits 0 (its last command succeeded): no inference without a failure.
@@ -144,7 +141,7 @@ describe('kernel answers', () => {
     expect(readFileSync(join(env.ws, 'mode-switch.txt'), 'utf8').trim().split('\n')).toHaveLength(2);
   });
 
-  it('acc 49: with the workspace at $HOME bash cannot write it even in auto; the file tools can', async (ctx) => {
+  it('with the workspace at $HOME bash cannot write it even in auto; the file tools can [reference §4.15 acc 49]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const bash = await env.call('bash', { command: 'echo x > home-note.txt' }, { workingDirectory: env.home });
     expect(bash.result.sandboxDenied).toBe(true);
@@ -152,7 +149,7 @@ describe('kernel answers', () => {
     expect(write.result.status).toBe('succeeded');
   });
 
-  it('the command sees only PATH, HOME, SHELL, LANG, LC_ALL, TMPDIR and GOCACHE (acc 50)', async (ctx) => {
+  it('the command sees only PATH, HOME, SHELL, LANG, LC_ALL, TMPDIR and GOCACHE [reference §4.15 acc 50]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     process.env.OPENWORK_TEST_SECRET = 'leak';
     try {

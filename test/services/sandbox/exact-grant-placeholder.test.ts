@@ -8,28 +8,23 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../../src/core.js';
 import { scriptedModel } from '../../../src/services/model/scripted.js';
 import { workspaceToolOptions } from '../../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
+import { usePglite } from '../../support/databases.js';
 
 let env: ToolEnv;
 let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
-beforeAll(async () => {
-  env = await toolEnv();
-  storage = pgliteStorage();
-  await storage.migrate();
-});
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e));
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  await storage.close();
-  env.cleanup();
 });
 
 /** Runs one approved bash call with an exact write grant on `target`; returns the tool result text. */

@@ -10,7 +10,7 @@
  */
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InputError } from '../../../src/errors.js';
 import type { ToolProgress } from '../../../src/protocol/updates.js';
 import { sandboxUnavailableText } from '../../../src/services/permissions/texts.js';
@@ -18,13 +18,10 @@ import type { LaunchSpec, SandboxLauncher } from '../../../src/services/sandbox/
 import { bashTool } from '../../../src/services/tools/bash.js';
 import { normalizeToolResult, type ToolContext, type ToolResult } from '../../../src/services/tools/define.js';
 import { prepareToolRuntime } from '../../../src/services/tools/tool-runtime.js';
-import { toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv({ bashKillGraceMs: 300 });
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e), { bashKillGraceMs: 300 });
 
 /** A launcher that records what it was asked and hands back `spec` (or throws). */
 function launcher(spec: Partial<LaunchSpec> | (() => never)): SandboxLauncher & { prepared: string[]; cleanedUp: number } {

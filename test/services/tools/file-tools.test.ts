@@ -5,18 +5,15 @@
  */
 import { mkdirSync, readFileSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { changedSinceReadText, readFirstText } from '../../../src/services/tools/observations.js';
 import { boundResultText, MAX_RESULT_BYTES, purgeSpill } from '../../../src/services/tools/output.js';
 import { READ_MAX_LINE_CHARS } from '../../../src/services/tools/read.js';
 import { sha256, type FileChangeArtifact } from '../../../src/services/tools/file-change.js';
-import { toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-});
-afterAll(() => env.cleanup());
+useToolEnv((e) => (env = e));
 
 describe('read', () => {
   it('numbers lines, pages with offset and limit, and says where to continue', async () => {

@@ -5,20 +5,14 @@
  */
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES, boundResultText, MAX_RESULT_BYTES, MAX_SPILL_BYTES, omittedText, OutputCollector, spillCap } from '../../../src/services/tools/output.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
 let capped: ToolEnv;
-beforeAll(async () => {
-  env = await toolEnv();
-  capped = await toolEnv({ maxSpillBytes: 20_000 });
-});
-afterAll(() => {
-  env.cleanup();
-  capped.cleanup();
-});
+useToolEnv((e) => (env = e));
+useToolEnv((e) => (capped = e), { maxSpillBytes: 20_000 });
 
 /** 30 numbered lines of about 1 KiB each, so every part of the output is recognisable. */
 function chunks(): Buffer[] {

@@ -4,18 +4,17 @@
  */
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { bashDenialText, fileDenialText, protectedPathText } from '../../../src/services/permissions/texts.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
+useToolEnv((e) => (env = e));
 beforeAll(async () => {
-  env = await toolEnv();
   symlinkSync(env.outside, join(env.ws, 'out-link'));
   symlinkSync(join(env.home, '.ssh'), join(env.ws, 'ssh-link'));
   mkdirSync(join(env.ws, 'sub', '.GIT', 'HOOKS'), { recursive: true });
 });
-afterAll(() => env.cleanup());
 
 function expectFenceDenial(result: { status: string; text: string; sandboxDenied?: boolean }, access: 'read' | 'write', path: string, mode: 'auto' | 'accept_edits' = 'auto') {
   expect(result).toMatchObject({ status: 'failed', text: fileDenialText(access, path, mode), sandboxDenied: true, error: { code: 'permission_denied' } });
@@ -62,7 +61,7 @@ describe('absolute paths outside the workspace', () => {
     expect(existsSync(target)).toBe(false);
   });
 
-  it('temp directories are writable by both in both modes (acc 5)', async (ctx) => {
+  it('temp directories are writable by both in both modes [reference §4.15 acc 5]', async (ctx) => {
     for (const mode of ['auto', 'accept_edits'] as const) {
       const { result } = await env.call('write', { path: join(env.tmp, `file-${mode}.txt`), content: 'ok' }, { mode });
       expect(result.status).toBe('succeeded');
@@ -132,7 +131,7 @@ describe('.git/hooks in any letter case', () => {
   });
 });
 
-describe('hard-protected writes (acc 9, 39)', () => {
+describe('hard-protected writes [reference §4.15 acc 9, 39]', () => {
   it('~/.openwork, the skill root and hooks: refused without a card with the exact text, even when escalated', async () => {
     const targets = [join(env.home, '.openwork', 'state.json'), join(env.home, '.agents', 'skills', 'demo', 'SKILL.md'), join(env.ws, '.git', 'hooks', 'pre-commit')];
     for (const path of targets) {
@@ -157,7 +156,7 @@ describe('hard-protected writes (acc 9, 39)', () => {
   });
 });
 
-describe('credential directories (acc 7)', () => {
+describe('credential directories [reference §4.15 acc 7]', () => {
   it('read, list and grep refuse credential paths in both modes', async () => {
     for (const mode of ['auto', 'accept_edits'] as const) {
       for (const rel of ['.ssh/id_ed25519', '.netrc', '.config/gh/hosts.yml']) {
@@ -180,7 +179,7 @@ describe('credential directories (acc 7)', () => {
     }
   });
 
-  it('a read grant opens exactly what it names, for that call (acc 21)', async (ctx) => {
+  it('a read grant opens exactly what it names, for that call [reference §4.15 acc 21]', async (ctx) => {
     // The escalation parameters exist only while the sandbox works (reference §4.9).
     requireSandbox(ctx, env.runtime);
     const path = join(env.home, '.ssh', 'id_ed25519');
@@ -205,7 +204,7 @@ describe('credential directories (acc 7)', () => {
   });
 });
 
-describe('sensitive paths (acc 8)', () => {
+describe('sensitive paths [reference §4.15 acc 8]', () => {
   it('.env and .vscode/settings.json: denied with the hint; the escalated retry asks and then writes', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     const path = join(env.ws, '.env');

@@ -6,34 +6,28 @@
  */
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../../src/core.js';
 import type { ModelRequest } from '../../../src/services/model/port.js';
 import { scriptedModel } from '../../../src/services/model/scripted.js';
 import { DENIAL_IS_FINAL_TEXT, DENIAL_IS_POLICY_TEXT } from '../../../src/services/permissions/texts.js';
 import { BUILTIN_TOOL_NAMES } from '../../../src/services/tools/builtin.js';
 import { workspaceToolOptions } from '../../../src/services/tools/workspace.js';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
-import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
+import { usePglite } from '../../support/databases.js';
 
 let available: ToolEnv;
 let disabled: ToolEnv;
 let storage: SqlSessionStorage;
 const cores: Core[] = [];
 
-beforeAll(async () => {
-  available = await toolEnv();
-  disabled = await toolEnv({ sandbox: 'disabled' });
-  storage = pgliteStorage();
-  await storage.migrate();
-});
+usePglite((s) => (storage = s));
+useToolEnv((e) => (available = e));
+useToolEnv((e) => (disabled = e), { sandbox: 'disabled' });
 
 afterAll(async () => {
   for (const core of cores) await core.shutdown();
-  await storage.close();
-  available.cleanup();
-  disabled.cleanup();
 });
 
 /** One turn: the model reads a credential file (a fence denial), then answers. Returns its requests. */

@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, cleanEnv, ensureBuilt, runCli } from '../support/cli-process.js';
-import { createTestDatabase } from '../support/databases.js';
-import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
+import { ROOT, cleanEnv, ensureBuilt, runCli } from '../../support/cli-process.js';
+import { createTestDatabase } from '../../support/databases.js';
+import { startFakeOpenAI, type FakeOpenAIServer } from '../../support/fake-openai-server.js';
 
 const run = promisify(execFile);
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;

@@ -12,12 +12,12 @@
  */
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
-import { createCore } from '../../src/core.js';
-import { scriptedModel } from '../../src/services/model/scripted.js';
-import { defineTool } from '../../src/services/tools/define.js';
-import { postgresStorage } from '../../src/storage/postgres.js';
-import { journalTool } from '../../src/testing/tools.js';
-import { isSummaryRequest, validSummary } from '../support/summaries.js';
+import { createCore } from '../../../src/core.js';
+import { scriptedModel } from '../../../src/services/model/scripted.js';
+import { defineTool } from '../../../src/services/tools/define.js';
+import { postgresStorage } from '../../../src/storage/postgres.js';
+import { journalTool } from '../../../src/testing/tools.js';
+import { isSummaryRequest, validSummary } from '../../support/summaries.js';
 
 /** About 1,500 tokens of conversation above an empty session's request reach the compaction line. */
 const CONTEXT_WINDOW = 3_300;

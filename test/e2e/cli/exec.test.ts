@@ -7,12 +7,12 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, type TestContext } from 'vitest';
-import { prepareToolRuntime, type ToolRuntime } from '../../src/services/tools/tool-runtime.js';
-import { requireSandbox } from '../support/tool-env.js';
-import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
+import { prepareToolRuntime, type ToolRuntime } from '../../../src/services/tools/tool-runtime.js';
+import { requireSandbox } from '../../support/tool-env.js';
+import { startFakeOpenAI, type FakeOpenAIServer } from '../../support/fake-openai-server.js';
 import { spawn } from 'node:child_process';
-import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
-import { createTestDatabase } from '../support/databases.js';
+import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../../support/cli-process.js';
+import { createTestDatabase } from '../../support/databases.js';
 
 let server: FakeOpenAIServer;
 let databaseUrl: string;

@@ -15,11 +15,11 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startInspectorRuntime, type InspectorRuntime } from '../../src/inspector/runtime.js';
-import { EXPLORER_TASK } from '../../src/inspector/scenario.js';
-import type { SessionSnapshot } from '../../src/protocol/snapshot.js';
-import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../support/browser.js';
-import { inspectorFetch } from '../support/inspector-client.js';
+import { startInspectorRuntime, type InspectorRuntime } from '../../../src/inspector/runtime.js';
+import { EXPLORER_TASK } from '../../../src/inspector/scenario.js';
+import type { SessionSnapshot } from '../../../src/protocol/snapshot.js';
+import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../../support/browser.js';
+import { inspectorFetch } from '../../support/inspector-client.js';
 
 // The callbacks given to page.evaluate and waitForFunction run in the page; the project compiles
 // without the DOM library, so these declarations only let them type-check.

@@ -18,12 +18,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startInspectorRuntime, type InspectorRuntime } from '../../src/inspector/runtime.js';
-import type { TurnTrace } from '../../src/inspection/trace.js';
-import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../support/browser.js';
-import { cleanEnv, ensureBuilt, ROOT } from '../support/cli-process.js';
-import { createTestDatabase } from '../support/databases.js';
-import { inspectorFetch } from '../support/inspector-client.js';
+import { startInspectorRuntime, type InspectorRuntime } from '../../../src/inspector/runtime.js';
+import type { TurnTrace } from '../../../src/inspection/trace.js';
+import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../../support/browser.js';
+import { cleanEnv, ensureBuilt, ROOT } from '../../support/cli-process.js';
+import { createTestDatabase } from '../../support/databases.js';
+import { inspectorFetch } from '../../support/inspector-client.js';
 
 // Callbacks given to page.evaluate run in the page; the project compiles without the DOM library.
 declare const document: any;

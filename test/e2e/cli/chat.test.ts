@@ -7,11 +7,11 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, type TestContext } from 'vitest';
-import { closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
+import { closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../../support/fake-openai-server.js';
 import { spawn } from 'node:child_process';
-import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
-import { createTestDatabase } from '../support/databases.js';
-import { sandboxUnavailableText } from '../../src/services/permissions/texts.js';
+import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../../support/cli-process.js';
+import { createTestDatabase } from '../../support/databases.js';
+import { sandboxUnavailableText } from '../../../src/services/permissions/texts.js';
 
 let server: FakeOpenAIServer;
 let dir: string;

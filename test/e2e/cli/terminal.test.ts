@@ -11,10 +11,10 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.js';
-import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../support/cli-process.js';
-import { createTestDatabase } from '../support/databases.js';
-import { validSummary } from '../support/summaries.js';
+import { startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../../support/fake-openai-server.js';
+import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../../support/cli-process.js';
+import { createTestDatabase } from '../../support/databases.js';
+import { validSummary } from '../../support/summaries.js';
 
 let server: FakeOpenAIServer;
 let databaseUrl: string;
