@@ -47,6 +47,7 @@ const ALLOWED_VIOLATIONS: readonly string[] = [
   'machines/tool-call.ts -> services/permissions/texts.ts',
   'machines/tool-call.ts -> services/tools/define.ts',
   'machines/turn.ts -> services/agents/mailbox.ts',
+  'machines/turn.ts -> services/tools/define.ts',
   'machines/types.ts -> services/agents/mailbox.ts',
   'machines/types.ts -> services/model/port.ts',
   'machines/types.ts -> services/tools/define.ts',
