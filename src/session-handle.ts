@@ -4,24 +4,19 @@
  * events, waits for the machine's answer, stamps and buffers the updates the machine sequences, and
  * composes the snapshot from the actors' own snapshots.
  */
-import { Observable, Subject } from 'rxjs';
+import type { Observable, Subject } from 'rxjs';
 import type { ActorRefFrom } from 'xstate';
-import { BusyError, CommandError, InputError, OpenworkError, type CommandErrorCode } from './errors.js';
+import { BusyError, CommandError, InputError, type CommandErrorCode } from './errors.js';
 import type { NewMessage, StoredMessage } from './protocol/content.js';
 import { idProblem } from './protocol/command-input.js';
 import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
-import type { SessionRuntimeSnapshot, SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
+import type { SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
 import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } from './protocol/updates.js';
 import { answersMismatch, userInputAnswersSchema, type UserInputAnswers } from './protocol/user-input.js';
 import type { CommandReply, SessionEvent, sessionMachine } from './machines/session.js';
-import type { TurnContext } from './machines/turn.js';
-import { liveToolCallOf, type ToolCallContext } from './machines/tool-call.js';
-import { directCallStatusOf } from './machines/turn.js';
-import type { LiveToolCall } from './machines/types.js';
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';
-import { UpdateRingBuffer } from './services/updates/ring-buffer.js';
 import { checkpointItems, type ConversationItem } from './services/context/chat-state.js';
 import type { CheckpointRecord, SessionRecord, SessionStorage, TranscriptPage, TurnRecord } from './storage/storage.js';
 import type { Compactor, CompactionResult } from './services/compaction/compaction.js';
@@ -31,6 +26,10 @@ import type { ModelMessage, SystemPart, ToolDefinition } from './services/model/
 import type { RuntimeServices } from './services/runtime.js';
 import type { z } from 'zod';
 import { outputFormatOf, type TurnOutputFormat } from './host/output-schema.js';
+import { outcomeOfRecord, sessionSnapshot, sessionStatus } from './session-handle/snapshot.js';
+import { UpdateStream } from './session-handle/update-stream.js';
+
+export { outcomeOfRecord } from './session-handle/snapshot.js';
 import { runTurn, streamTurn, type RunOptions, type RunResult, type StreamOptions, type TurnInput, type TurnStream } from './host/run.js';
 
 export interface SessionHandleDeps {
@@ -80,11 +79,9 @@ export class SessionHandle {
   readonly sessionId: string;
   /** Every update of this session, in sequence order. Read-only. */
   readonly updates$: Observable<SessionUpdateEnvelope>;
-  private readonly subject = new Subject<SessionUpdateEnvelope>();
-  private readonly buffer = new UpdateRingBuffer(512);
+  private readonly updateStream: UpdateStream;
   private readonly pending = new Map<string, (reply: CommandReply) => void>();
   private readonly turnWaiters = new Map<string, Array<(outcome: TurnOutcome) => void>>();
-  private lastSequence = 0;
   private record: SessionRecord;
   /** Set once another runtime owns this session (issue 15): every command answers `ownership_lost`. */
   private ownershipLost = false;
@@ -92,7 +89,8 @@ export class SessionHandle {
   constructor(private readonly deps: SessionHandleDeps) {
     this.sessionId = deps.record.id;
     this.record = deps.record;
-    this.updates$ = this.subject.asObservable();
+    this.updateStream = new UpdateStream(deps.global);
+    this.updates$ = this.updateStream.updates$;
     deps.actor.on('session.reply', (event) => {
       const resolve = this.pending.get(event.commandId);
       if (resolve) {
@@ -109,11 +107,7 @@ export class SessionHandle {
         occurredAtMs: deps.clock.now(),
         update: event.update,
       };
-      this.lastSequence = event.sequence;
-      this.buffer.push(envelope);
-      // A subscriber that throws never reaches the loop: RxJS reports it asynchronously.
-      this.subject.next(envelope);
-      deps.global.next(envelope);
+      this.updateStream.publish(envelope);
       if (event.update.type === 'turn_finished' && event.turnId !== null) {
         this.outputFormats()?.delete(event.turnId);
         const waiters = this.turnWaiters.get(event.turnId);
@@ -458,66 +452,17 @@ export class SessionHandle {
 
   /** Updates after `afterSequence` from the 512-entry ring buffer; `snapshot_required` when it no longer reaches back. */
   replayUpdates(afterSequence: number): SessionUpdateEnvelope[] {
-    if (!Number.isInteger(afterSequence) || afterSequence < 0) {
-      throw new InputError('invalid_request', 'afterSequence must be a non-negative integer');
-    }
-    const updates = afterSequence > this.lastSequence ? null : this.buffer.after(afterSequence);
-    if (updates === null) {
-      throw new CommandError('snapshot_required', `updates after ${afterSequence} are no longer buffered; read the snapshot`, {
-        details: { lastUpdateSequence: this.lastSequence, oldestBufferedSequence: this.buffer.oldestSequence ?? null },
-      });
-    }
-    return updates;
+    return this.updateStream.replay(afterSequence);
   }
 
   /** The in-memory snapshot (seed 000 §8), composed from the Session and Turn actors' snapshots. */
   snapshot(): SessionSnapshot {
-    const snap = this.deps.actor.getSnapshot();
-    const ctx = snap.context;
-    let runtime: SessionRuntimeSnapshot = { type: 'idle' };
-    const turnRef = snap.children.turn;
-    if (ctx.activeTurn) {
-      const turnSnap = turnRef?.getSnapshot() as { context?: TurnContext; children?: Record<string, { getSnapshot(): unknown } | undefined> } | undefined;
-      const turn = turnSnap?.context;
-      const callSnap = turnSnap?.children?.toolCall?.getSnapshot() as { value: unknown; context: ToolCallContext; status: string } | undefined;
-      runtime = {
-        type: 'running',
-        turnId: ctx.activeTurn.turnId,
-        clientRequestId: ctx.activeTurn.clientRequestId,
-        phase: turn?.phase ?? 'starting',
-        draft: { text: turn?.draft.text ?? '', reasoning: turn?.draft.reasoning ?? '' },
-        toolCalls: liveCalls(turn?.liveToolCalls ?? [], callSnap, turnSnap && turn ? directCallStatusOf({ value: (turnSnap as { value?: unknown }).value, context: turn }) : null),
-        pendingApprovals: turn?.pendingApprovals ?? [],
-        pendingUserInput: turn?.pendingUserInput ?? [],
-        plan: turn?.plan ?? null,
-      };
-    } else if (ctx.lastTerminal) {
-      runtime = { type: 'terminal', ...ctx.lastTerminal };
-    }
-    return {
-      version: SESSION_UPDATE_VERSION,
-      sessionId: this.sessionId,
-      lastUpdateSequence: ctx.sequence,
-      permissionMode: ctx.permissionMode,
-      sandbox: this.deps.sandbox,
-      reloadRequired: ctx.reloadRequired,
-      runtime,
-      rateLimits: ctx.rateLimits,
-      usage: ctx.tokenTotals,
-    };
+    return sessionSnapshot(this.deps.actor, this.sessionId, this.deps.sandbox);
   }
 
   /** The host-facing status (seed 004): idle, active with flags, or system_error. */
   status(): SessionStatus {
-    const snap = this.deps.actor.getSnapshot();
-    if (snap.status !== 'active') return { type: 'not_loaded' };
-    const ctx = snap.context;
-    if (ctx.systemError && !ctx.activeTurn) return { type: 'system_error', message: ctx.systemError };
-    if (!ctx.activeTurn && !snap.matches('maintenance')) return { type: 'idle' };
-    const flags: Array<'waiting_on_approval' | 'waiting_on_user_input'> = [];
-    if (ctx.pendingApproval) flags.push('waiting_on_approval');
-    if (ctx.pendingUserInput) flags.push('waiting_on_user_input');
-    return { type: 'active', activeFlags: flags };
+    return sessionStatus(this.deps.actor);
   }
 
   /** Resolves with the outcome of `turnId` once its `turn_finished` update is out. */
@@ -591,40 +536,7 @@ export class SessionHandle {
   close(): Promise<void> {
     for (const [, resolve] of this.pending) resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
     this.pending.clear();
-    this.subject.complete();
+    this.updateStream.complete();
     return Promise.resolve(this.deps.onClosed());
-  }
-}
-
-/**
- * The Turn's list of the batch's calls, with the running call's status read from its own actor, or
- * from the Turn's state for a call the Turn runs itself.
- */
-function liveCalls(
-  list: LiveToolCall[],
-  call: { value: unknown; context: ToolCallContext; status: string } | undefined,
-  direct: { toolCallId: string; status: LiveToolCall['status'] } | null,
-): LiveToolCall[] {
-  if (direct) return list.map((c) => (c.toolCallId === direct.toolCallId && c.status !== 'finished' ? { ...c, status: direct.status } : c));
-  if (!call) return list;
-  const id = call.context.toolCallId;
-  return list.map((c) => (c.toolCallId === id && c.status !== 'finished' ? { ...c, ...liveToolCallOf(call) } : c));
-}
-
-export function outcomeOfRecord(turn: TurnRecord, finalText = ''): TurnOutcome {
-  switch (turn.status) {
-    case 'completed':
-      return { status: 'completed', finalText };
-    case 'cancelled':
-      return { status: 'cancelled' };
-    case 'failed':
-    case 'interrupted':
-      return { status: 'failed', code: turn.errorCode ?? (turn.status === 'interrupted' ? 'process_restart' : 'unknown'), message: turn.errorMessage ?? '' };
-    case 'running':
-      throw new OpenworkError('actor_stopped', `turn ${turn.id} is still running`);
-    default: {
-      const never: never = turn.status;
-      throw new Error(`unknown turn status ${String(never)}`);
-    }
   }
 }
