@@ -20,16 +20,15 @@ import { estimateTokens } from './services/context/estimate.js';
 import { checkpointItems, type ConversationItem } from './services/context/chat-state.js';
 import type { CheckpointRecord, SessionRecord, SessionStorage, TranscriptPage, TurnRecord } from './storage/storage.js';
 import type { Compactor, CompactionResult } from './services/compaction/compaction.js';
-import { assembleRequest, type ContextBudgetEstimate } from './services/context/assemble.js';
-import { contextLimits } from './services/context/limits.js';
-import type { ModelMessage, SystemPart, ToolDefinition } from './services/model/port.js';
 import type { RuntimeServices } from './services/runtime.js';
 import type { z } from 'zod';
 import { outputFormatOf, type TurnOutputFormat } from './host/output-schema.js';
 import { outcomeOfRecord, sessionSnapshot, sessionStatus } from './session-handle/snapshot.js';
 import { UpdateStream } from './session-handle/update-stream.js';
+import { inspectContext, type ContextInspection } from './session-handle/context-inspection.js';
 
 export { outcomeOfRecord } from './session-handle/snapshot.js';
+export type { ContextInspection } from './session-handle/context-inspection.js';
 import { runTurn, streamTurn, type RunOptions, type RunResult, type StreamOptions, type TurnInput, type TurnStream } from './host/run.js';
 
 export interface SessionHandleDeps {
@@ -57,20 +56,6 @@ export interface SessionHandleDeps {
 
 export interface StartTurnResult {
   turnId: string;
-}
-
-/** What the next model request would hold (reference §2.9); World State is not sampled for it. */
-export interface ContextInspection {
-  system: SystemPart[];
-  conversation: ModelMessage[];
-  /** Per conversation message: the persisted message id, or "synthetic". */
-  provenance: string[];
-  tools: ToolDefinition[];
-  estimate: ContextBudgetEstimate;
-  /** The automatic compaction line, or null when the model's window is unknown. */
-  autoCompactTokenLimit: number | null;
-  /** Estimate plus reserved output as a percentage of the line, rounded. */
-  autoCompactPercent: number | null;
 }
 
 let commandCounter = 0;
@@ -422,27 +407,7 @@ export class SessionHandle {
   /** The projection the next request would use, with its estimate (reference §2.9). */
   inspectContext(): ContextInspection {
     if (this.stopped) throw new CommandError('actor_stopped', 'the session actor has stopped');
-    const session = this.deps.services.session(this.sessionId);
-    const system = this.deps.actor.getSnapshot().context.systemContext;
-    const prepared = assembleRequest({
-      system,
-      conversation: session.chat.view(),
-      tools: session.toolset.definitions,
-      pruneWatermark: session.chat.pruneWatermark,
-      spillDir: this.deps.services.spillDir,
-      ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
-    });
-    const limit = contextLimits(session.model)?.autoCompactTokenLimit ?? null;
-    const total = prepared.estimate.estimatedInputTokens + prepared.estimate.reservedOutputTokens;
-    return {
-      system: prepared.request.system,
-      conversation: prepared.request.messages,
-      provenance: prepared.provenance,
-      tools: prepared.request.tools,
-      estimate: prepared.estimate,
-      autoCompactTokenLimit: limit,
-      autoCompactPercent: limit ? Math.round((100 * total) / limit) : null,
-    };
+    return inspectContext(this.deps.services, this.sessionId, this.deps.actor.getSnapshot().context.systemContext);
   }
 
   /** The turn accepted for `clientRequestId`, if any (seed 000 AcceptedTurn). */
