@@ -17,7 +17,7 @@ import type { CommandReply, SessionEvent, sessionMachine } from './machines/sess
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';
-import { checkpointItems, type ConversationItem } from './services/context/chat-state.js';
+import type { ConversationItem } from './services/context/chat-state.js';
 import type { CheckpointRecord, SessionRecord, SessionStorage, TranscriptPage, TurnRecord } from './storage/storage.js';
 import type { Compactor, CompactionResult } from './services/compaction/compaction.js';
 import type { RuntimeServices } from './services/runtime.js';
@@ -26,6 +26,7 @@ import { outputFormatOf, type TurnOutputFormat } from './host/output-schema.js';
 import { outcomeOfRecord, sessionSnapshot, sessionStatus } from './session-handle/snapshot.js';
 import { UpdateStream } from './session-handle/update-stream.js';
 import { inspectContext, type ContextInspection } from './session-handle/context-inspection.js';
+import { replayConversation } from './session-handle/replay.js';
 
 export { outcomeOfRecord } from './session-handle/snapshot.js';
 export type { ContextInspection } from './session-handle/context-inspection.js';
@@ -378,26 +379,7 @@ export class SessionHandle {
   async replayConversation(
     selector: { latest: true } | { compactionId: string } | { throughMessageSequence: number },
   ): Promise<ConversationItem[]> {
-    if ('latest' in selector) return [...this.deps.services.session(this.sessionId).chat.view()];
-    const checkpoints = await this.deps.storage.listCheckpoints(this.sessionId);
-    const messages = await this.deps.storage.listMessages(this.sessionId);
-    const byId = new Map(messages.map((m) => [m.id, m]));
-    const itemsOf = (cp: CheckpointRecord) => {
-      const replay = cp.lastUserMessageId ? byId.get(cp.lastUserMessageId) : undefined;
-      if (!replay) throw new CommandError('checkpoint_not_found', `checkpoint ${cp.id} has no replay anchor`);
-      return checkpointItems(cp, replay);
-    };
-    if ('compactionId' in selector) {
-      const cp = checkpoints.find((c) => c.id === selector.compactionId);
-      if (!cp) throw new CommandError('checkpoint_not_found', `checkpoint ${selector.compactionId} does not exist in this session`);
-      return itemsOf(cp);
-    }
-    const target = selector.throughMessageSequence;
-    if (!Number.isInteger(target) || target < 0) throw new InputError('invalid_request', 'throughMessageSequence must be a non-negative integer');
-    const base = [...checkpoints].reverse().find((c) => c.replacedThroughMessageSequence <= target);
-    const head = base ? itemsOf(base) : [];
-    const from = base?.replacedThroughMessageSequence ?? 0;
-    return [...head, ...messages.filter((m) => m.sequence > from && m.sequence <= target).map((message) => ({ message }))];
+    return replayConversation(this.deps.storage, this.deps.services, this.sessionId, selector);
   }
 
   checkpoints(): Promise<CheckpointRecord[]> {
