@@ -1,8 +1,9 @@
 /**
  * @module session-handle
  * `SessionHandle`: the host's view of one loaded session. It turns method calls into Session machine
- * events, waits for the machine's answer, stamps and buffers the updates the machine sequences, and
- * composes the snapshot from the actors' own snapshots.
+ * events, waits for the machine's answer, and stamps the updates the machine sequences. Beside it in
+ * `session-handle/`: the update buffer and streams (`update-stream.ts`), the snapshot and status
+ * composed from the actors' own snapshots (`snapshot.ts`), context inspection and conversation replay.
  */
 import type { Observable, Subject } from 'rxjs';
 import type { ActorRefFrom } from 'xstate';
@@ -23,6 +24,7 @@ import type { Compactor, CompactionResult } from './services/compaction/compacti
 import type { RuntimeServices } from './services/runtime.js';
 import type { z } from 'zod';
 import { outputFormatOf, type TurnOutputFormat } from './host/output-schema.js';
+import { runTurn, streamTurn, type RunOptions, type RunResult, type StreamOptions, type TurnInput, type TurnStream } from './host/run.js';
 import { outcomeOfRecord, sessionSnapshot, sessionStatus } from './session-handle/snapshot.js';
 import { UpdateStream } from './session-handle/update-stream.js';
 import { inspectContext, type ContextInspection } from './session-handle/context-inspection.js';
@@ -30,7 +32,6 @@ import { replayConversation } from './session-handle/replay.js';
 
 export { outcomeOfRecord } from './session-handle/snapshot.js';
 export type { ContextInspection } from './session-handle/context-inspection.js';
-import { runTurn, streamTurn, type RunOptions, type RunResult, type StreamOptions, type TurnInput, type TurnStream } from './host/run.js';
 
 export interface SessionHandleDeps {
   record: SessionRecord;
