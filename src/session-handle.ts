@@ -1,37 +1,37 @@
 /**
  * @module session-handle
  * `SessionHandle`: the host's view of one loaded session. It turns method calls into Session machine
- * events, waits for the machine's answer, stamps and buffers the updates the machine sequences, and
- * composes the snapshot from the actors' own snapshots.
+ * events, waits for the machine's answer, and stamps the updates the machine sequences. Beside it in
+ * `session-handle/`: the update buffer and streams (`update-stream.ts`), the snapshot and status
+ * composed from the actors' own snapshots (`snapshot.ts`), context inspection and conversation replay.
  */
-import { Observable, Subject } from 'rxjs';
+import type { Observable, Subject } from 'rxjs';
 import type { ActorRefFrom } from 'xstate';
-import { BusyError, CommandError, InputError, OpenworkError, type CommandErrorCode } from './errors.js';
+import { BusyError, CommandError, InputError, type CommandErrorCode } from './errors.js';
 import type { NewMessage, StoredMessage } from './protocol/content.js';
 import { idProblem } from './protocol/command-input.js';
 import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
-import type { SessionRuntimeSnapshot, SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
+import type { SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
 import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } from './protocol/updates.js';
 import { answersMismatch, userInputAnswersSchema, type UserInputAnswers } from './protocol/user-input.js';
 import type { CommandReply, SessionEvent, sessionMachine } from './machines/session.js';
-import type { TurnContext } from './machines/turn.js';
-import { liveToolCallOf, type ToolCallContext } from './machines/tool-call.js';
-import { directCallStatusOf } from './machines/turn.js';
-import type { LiveToolCall } from './machines/types.js';
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';
-import { UpdateRingBuffer } from './services/updates/ring-buffer.js';
-import { checkpointItems, type ConversationItem } from './services/context/chat-state.js';
+import type { ConversationItem } from './services/context/chat-state.js';
 import type { CheckpointRecord, SessionRecord, SessionStorage, TranscriptPage, TurnRecord } from './storage/storage.js';
 import type { Compactor, CompactionResult } from './services/compaction/compaction.js';
-import { assembleRequest, type ContextBudgetEstimate } from './services/context/assemble.js';
-import { contextLimits } from './services/context/limits.js';
-import type { ModelMessage, SystemPart, ToolDefinition } from './services/model/port.js';
 import type { RuntimeServices } from './services/runtime.js';
 import type { z } from 'zod';
 import { outputFormatOf, type TurnOutputFormat } from './host/output-schema.js';
 import { runTurn, streamTurn, type RunOptions, type RunResult, type StreamOptions, type TurnInput, type TurnStream } from './host/run.js';
+import { outcomeOfRecord, sessionSnapshot, sessionStatus } from './session-handle/snapshot.js';
+import { UpdateStream } from './session-handle/update-stream.js';
+import { inspectContext, type ContextInspection } from './session-handle/context-inspection.js';
+import { replayConversation } from './session-handle/replay.js';
+
+export { outcomeOfRecord } from './session-handle/snapshot.js';
+export type { ContextInspection } from './session-handle/context-inspection.js';
 
 export interface SessionHandleDeps {
   record: SessionRecord;
@@ -60,31 +60,15 @@ export interface StartTurnResult {
   turnId: string;
 }
 
-/** What the next model request would hold (reference §2.9); World State is not sampled for it. */
-export interface ContextInspection {
-  system: SystemPart[];
-  conversation: ModelMessage[];
-  /** Per conversation message: the persisted message id, or "synthetic". */
-  provenance: string[];
-  tools: ToolDefinition[];
-  estimate: ContextBudgetEstimate;
-  /** The automatic compaction line, or null when the model's window is unknown. */
-  autoCompactTokenLimit: number | null;
-  /** Estimate plus reserved output as a percentage of the line, rounded. */
-  autoCompactPercent: number | null;
-}
-
 let commandCounter = 0;
 
 export class SessionHandle {
   readonly sessionId: string;
   /** Every update of this session, in sequence order. Read-only. */
   readonly updates$: Observable<SessionUpdateEnvelope>;
-  private readonly subject = new Subject<SessionUpdateEnvelope>();
-  private readonly buffer = new UpdateRingBuffer(512);
+  private readonly updateStream: UpdateStream;
   private readonly pending = new Map<string, (reply: CommandReply) => void>();
   private readonly turnWaiters = new Map<string, Array<(outcome: TurnOutcome) => void>>();
-  private lastSequence = 0;
   private record: SessionRecord;
   /** Set once another runtime owns this session (issue 15): every command answers `ownership_lost`. */
   private ownershipLost = false;
@@ -92,7 +76,8 @@ export class SessionHandle {
   constructor(private readonly deps: SessionHandleDeps) {
     this.sessionId = deps.record.id;
     this.record = deps.record;
-    this.updates$ = this.subject.asObservable();
+    this.updateStream = new UpdateStream(deps.global);
+    this.updates$ = this.updateStream.updates$;
     deps.actor.on('session.reply', (event) => {
       const resolve = this.pending.get(event.commandId);
       if (resolve) {
@@ -109,11 +94,7 @@ export class SessionHandle {
         occurredAtMs: deps.clock.now(),
         update: event.update,
       };
-      this.lastSequence = event.sequence;
-      this.buffer.push(envelope);
-      // A subscriber that throws never reaches the loop: RxJS reports it asynchronously.
-      this.subject.next(envelope);
-      deps.global.next(envelope);
+      this.updateStream.publish(envelope);
       if (event.update.type === 'turn_finished' && event.turnId !== null) {
         this.outputFormats()?.delete(event.turnId);
         const waiters = this.turnWaiters.get(event.turnId);
@@ -399,26 +380,7 @@ export class SessionHandle {
   async replayConversation(
     selector: { latest: true } | { compactionId: string } | { throughMessageSequence: number },
   ): Promise<ConversationItem[]> {
-    if ('latest' in selector) return [...this.deps.services.session(this.sessionId).chat.view()];
-    const checkpoints = await this.deps.storage.listCheckpoints(this.sessionId);
-    const messages = await this.deps.storage.listMessages(this.sessionId);
-    const byId = new Map(messages.map((m) => [m.id, m]));
-    const itemsOf = (cp: CheckpointRecord) => {
-      const replay = cp.lastUserMessageId ? byId.get(cp.lastUserMessageId) : undefined;
-      if (!replay) throw new CommandError('checkpoint_not_found', `checkpoint ${cp.id} has no replay anchor`);
-      return checkpointItems(cp, replay);
-    };
-    if ('compactionId' in selector) {
-      const cp = checkpoints.find((c) => c.id === selector.compactionId);
-      if (!cp) throw new CommandError('checkpoint_not_found', `checkpoint ${selector.compactionId} does not exist in this session`);
-      return itemsOf(cp);
-    }
-    const target = selector.throughMessageSequence;
-    if (!Number.isInteger(target) || target < 0) throw new InputError('invalid_request', 'throughMessageSequence must be a non-negative integer');
-    const base = [...checkpoints].reverse().find((c) => c.replacedThroughMessageSequence <= target);
-    const head = base ? itemsOf(base) : [];
-    const from = base?.replacedThroughMessageSequence ?? 0;
-    return [...head, ...messages.filter((m) => m.sequence > from && m.sequence <= target).map((message) => ({ message }))];
+    return replayConversation(this.deps.storage, this.deps.services, this.sessionId, selector);
   }
 
   checkpoints(): Promise<CheckpointRecord[]> {
@@ -428,27 +390,7 @@ export class SessionHandle {
   /** The projection the next request would use, with its estimate (reference §2.9). */
   inspectContext(): ContextInspection {
     if (this.stopped) throw new CommandError('actor_stopped', 'the session actor has stopped');
-    const session = this.deps.services.session(this.sessionId);
-    const system = this.deps.actor.getSnapshot().context.systemContext;
-    const prepared = assembleRequest({
-      system,
-      conversation: session.chat.view(),
-      tools: session.toolset.definitions,
-      pruneWatermark: session.chat.pruneWatermark,
-      spillDir: this.deps.services.spillDir,
-      ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
-    });
-    const limit = contextLimits(session.model)?.autoCompactTokenLimit ?? null;
-    const total = prepared.estimate.estimatedInputTokens + prepared.estimate.reservedOutputTokens;
-    return {
-      system: prepared.request.system,
-      conversation: prepared.request.messages,
-      provenance: prepared.provenance,
-      tools: prepared.request.tools,
-      estimate: prepared.estimate,
-      autoCompactTokenLimit: limit,
-      autoCompactPercent: limit ? Math.round((100 * total) / limit) : null,
-    };
+    return inspectContext(this.deps.services, this.sessionId, this.deps.actor.getSnapshot().context.systemContext);
   }
 
   /** The turn accepted for `clientRequestId`, if any (seed 000 AcceptedTurn). */
@@ -458,66 +400,17 @@ export class SessionHandle {
 
   /** Updates after `afterSequence` from the 512-entry ring buffer; `snapshot_required` when it no longer reaches back. */
   replayUpdates(afterSequence: number): SessionUpdateEnvelope[] {
-    if (!Number.isInteger(afterSequence) || afterSequence < 0) {
-      throw new InputError('invalid_request', 'afterSequence must be a non-negative integer');
-    }
-    const updates = afterSequence > this.lastSequence ? null : this.buffer.after(afterSequence);
-    if (updates === null) {
-      throw new CommandError('snapshot_required', `updates after ${afterSequence} are no longer buffered; read the snapshot`, {
-        details: { lastUpdateSequence: this.lastSequence, oldestBufferedSequence: this.buffer.oldestSequence ?? null },
-      });
-    }
-    return updates;
+    return this.updateStream.replay(afterSequence);
   }
 
   /** The in-memory snapshot (seed 000 §8), composed from the Session and Turn actors' snapshots. */
   snapshot(): SessionSnapshot {
-    const snap = this.deps.actor.getSnapshot();
-    const ctx = snap.context;
-    let runtime: SessionRuntimeSnapshot = { type: 'idle' };
-    const turnRef = snap.children.turn;
-    if (ctx.activeTurn) {
-      const turnSnap = turnRef?.getSnapshot() as { context?: TurnContext; children?: Record<string, { getSnapshot(): unknown } | undefined> } | undefined;
-      const turn = turnSnap?.context;
-      const callSnap = turnSnap?.children?.toolCall?.getSnapshot() as { value: unknown; context: ToolCallContext; status: string } | undefined;
-      runtime = {
-        type: 'running',
-        turnId: ctx.activeTurn.turnId,
-        clientRequestId: ctx.activeTurn.clientRequestId,
-        phase: turn?.phase ?? 'starting',
-        draft: { text: turn?.draft.text ?? '', reasoning: turn?.draft.reasoning ?? '' },
-        toolCalls: liveCalls(turn?.liveToolCalls ?? [], callSnap, turnSnap && turn ? directCallStatusOf({ value: (turnSnap as { value?: unknown }).value, context: turn }) : null),
-        pendingApprovals: turn?.pendingApprovals ?? [],
-        pendingUserInput: turn?.pendingUserInput ?? [],
-        plan: turn?.plan ?? null,
-      };
-    } else if (ctx.lastTerminal) {
-      runtime = { type: 'terminal', ...ctx.lastTerminal };
-    }
-    return {
-      version: SESSION_UPDATE_VERSION,
-      sessionId: this.sessionId,
-      lastUpdateSequence: ctx.sequence,
-      permissionMode: ctx.permissionMode,
-      sandbox: this.deps.sandbox,
-      reloadRequired: ctx.reloadRequired,
-      runtime,
-      rateLimits: ctx.rateLimits,
-      usage: ctx.tokenTotals,
-    };
+    return sessionSnapshot(this.deps.actor, this.sessionId, this.deps.sandbox);
   }
 
   /** The host-facing status (seed 004): idle, active with flags, or system_error. */
   status(): SessionStatus {
-    const snap = this.deps.actor.getSnapshot();
-    if (snap.status !== 'active') return { type: 'not_loaded' };
-    const ctx = snap.context;
-    if (ctx.systemError && !ctx.activeTurn) return { type: 'system_error', message: ctx.systemError };
-    if (!ctx.activeTurn && !snap.matches('maintenance')) return { type: 'idle' };
-    const flags: Array<'waiting_on_approval' | 'waiting_on_user_input'> = [];
-    if (ctx.pendingApproval) flags.push('waiting_on_approval');
-    if (ctx.pendingUserInput) flags.push('waiting_on_user_input');
-    return { type: 'active', activeFlags: flags };
+    return sessionStatus(this.deps.actor);
   }
 
   /** Resolves with the outcome of `turnId` once its `turn_finished` update is out. */
@@ -591,40 +484,7 @@ export class SessionHandle {
   close(): Promise<void> {
     for (const [, resolve] of this.pending) resolve({ ok: false, code: 'actor_stopped', message: 'the session actor has stopped' });
     this.pending.clear();
-    this.subject.complete();
+    this.updateStream.complete();
     return Promise.resolve(this.deps.onClosed());
-  }
-}
-
-/**
- * The Turn's list of the batch's calls, with the running call's status read from its own actor, or
- * from the Turn's state for a call the Turn runs itself.
- */
-function liveCalls(
-  list: LiveToolCall[],
-  call: { value: unknown; context: ToolCallContext; status: string } | undefined,
-  direct: { toolCallId: string; status: LiveToolCall['status'] } | null,
-): LiveToolCall[] {
-  if (direct) return list.map((c) => (c.toolCallId === direct.toolCallId && c.status !== 'finished' ? { ...c, status: direct.status } : c));
-  if (!call) return list;
-  const id = call.context.toolCallId;
-  return list.map((c) => (c.toolCallId === id && c.status !== 'finished' ? { ...c, ...liveToolCallOf(call) } : c));
-}
-
-export function outcomeOfRecord(turn: TurnRecord, finalText = ''): TurnOutcome {
-  switch (turn.status) {
-    case 'completed':
-      return { status: 'completed', finalText };
-    case 'cancelled':
-      return { status: 'cancelled' };
-    case 'failed':
-    case 'interrupted':
-      return { status: 'failed', code: turn.errorCode ?? (turn.status === 'interrupted' ? 'process_restart' : 'unknown'), message: turn.errorMessage ?? '' };
-    case 'running':
-      throw new OpenworkError('actor_stopped', `turn ${turn.id} is still running`);
-    default: {
-      const never: never = turn.status;
-      throw new Error(`unknown turn status ${String(never)}`);
-    }
   }
 }

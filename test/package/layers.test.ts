@@ -58,6 +58,8 @@ const ALLOWED_VIOLATIONS: readonly string[] = [
   'protocol/snapshot.ts -> storage/storage.ts',
   // The trace signal types live with the recorder although storage persists them.
   'storage/sql-storage.ts -> services/trace/signals.ts',
+  'storage/sql/rows.ts -> services/trace/signals.ts',
+  'storage/sql/trace-store.ts -> services/trace/signals.ts',
   'storage/storage.ts -> services/trace/signals.ts',
   // A workspace tool reaches up for the core's default working directory.
   'services/tools/workspace.ts -> core.ts',

@@ -1,0 +1,145 @@
+/**
+ * @module storage/sql/context
+ * What every per-concept SQL module of `SqlSessionStorage` shares: the database handle, the write
+ * fences of the cores writing through it (issue 15), error wrapping into `StorageError`, and the
+ * fenced, race-retrying way a fact statement runs.
+ */
+import { CommandError, OpenworkError, StorageError, errorMessage } from '../../errors.js';
+import { fenceSql, ownershipLost, type WriteFence } from '../fence.js';
+import { numOrNull, type NamedStatement, type Row, type SqlDatabase, type SqlExecutor } from '../sql.js';
+import { TURN_OWNERSHIP, TURN_STATUS, type FactStatement } from '../step-sql.js';
+import { lostSequenceRace, sqlStateOf } from './rows.js';
+
+/** How often a fact statement runs again after losing a sequence race (see `step-sql.ts`). */
+const SEQUENCE_RACE_ATTEMPTS = 8;
+
+/**
+ * The shared state of one `SqlSessionStorage`, handed to each per-concept module. The database is
+ * read through `openDb` on every use, so it is opened lazily and reopened after `close`.
+ */
+export class SqlContext {
+  constructor(
+    private readonly openDb: () => SqlDatabase,
+    /** The fences of the cores writing through this storage object (usually one; none without ownership). */
+    readonly fences: ReadonlySet<WriteFence>,
+  ) {}
+
+  /** The database handle, opened on first use. */
+  get db(): SqlDatabase {
+    return this.openDb();
+  }
+
+  /**
+   * The fence parameters of a session-keyed write: [owners, token] of the fence with the newest token
+   * for the session; both null when no fence ever leased it (a core without ownership writes it).
+   */
+  fenceOf(sessionId: string): [string[] | null, number | null] {
+    let best: [string[], number] | null = null;
+    for (const fence of this.fences) {
+      const token = fence.tokenOf(sessionId);
+      if (token !== undefined && (!best || token > best[1])) best = [[fence.ownerId], token];
+    }
+    return best ?? [null, null];
+  }
+
+  /** The owners parameter of a turn-keyed write (the token is the turn's own `lease_token`). */
+  get fenceOwners(): string[] | null {
+    return this.fences.size === 0 ? null : [...this.fences].map((f) => f.ownerId);
+  }
+
+  /** Tells every fence that `sessionId`'s write was refused, and returns the `ownership_lost` error to throw. */
+  refuse(sessionId: string, token: number | null): CommandError {
+    for (const fence of this.fences) fence.refused(sessionId, token);
+    return ownershipLost(sessionId);
+  }
+
+  /**
+   * After a fenced single-statement write changed no row: whether the fence refused it (then
+   * `ownership_lost` is thrown) or the row simply was not in the state the write expects.
+   */
+  async explainTurnMiss(turnId: string): Promise<void> {
+    if (this.fences.size === 0) return;
+    const { rows } = await this.db.query<{ session_id: string; lease_token: unknown; owned: boolean }>(
+      `SELECT t.session_id, t.lease_token, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
+      [turnId, this.fenceOwners],
+    );
+    if (rows[0] && !rows[0].owned) throw this.refuse(rows[0].session_id, numOrNull(rows[0].lease_token));
+  }
+
+  /** Runs `fn`, wrapping any failure that is not already typed into a `StorageError` (with its SQLSTATE). */
+  async run<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      if (error instanceof OpenworkError) throw error;
+      const sqlState = sqlStateOf(error);
+      throw new StorageError(`${what} failed: ${errorMessage(error)}`, { cause: error, ...(sqlState ? { sqlState } : {}) });
+    }
+  }
+
+  /**
+   * Locks the session row: message sequences of a session are allocated only under this lock. The
+   * next free sequence is read by the INSERT itself, a later statement with a fresh snapshot, so a
+   * writer that waited for the lock sees the rows its predecessor committed.
+   */
+  async lockSession(tx: SqlExecutor, sessionId: string): Promise<number | null> {
+    const [owner, token] = this.fenceOf(sessionId);
+    const { rows } = await tx.query<{ id: string; owned: boolean }>(
+      `SELECT id, ${fenceSql({ session: 'id', token: '$3::bigint', owners: '$2' })} AS owned FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
+      [sessionId, owner, token],
+    );
+    if (!rows[0]) throw new StorageError(`session ${sessionId} does not exist`);
+    if (!rows[0].owned) throw this.refuse(sessionId, token);
+    return token;
+  }
+
+  /**
+   * Runs one fact statement (see `step-sql.ts`), again with a fresh snapshot when it lost a
+   * sequence race to a writer it waited for; the statement is atomic, so a failed run wrote nothing.
+   */
+  async retrying(stmt: NamedStatement, params: readonly unknown[]): Promise<Row[]> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return (await this.db.query(stmt, params)).rows;
+      } catch (error) {
+        if (attempt >= SEQUENCE_RACE_ATTEMPTS || !lostSequenceRace(error)) throw error;
+      }
+    }
+  }
+
+  /**
+   * A turn-keyed fact statement: its fenced text, with the owner ids as the last parameter, when a
+   * fence is attached (issue 15), so the lease check rides in the statement's `locked` CTE.
+   */
+  fact(stmt: FactStatement, params: readonly unknown[]): Promise<Row[]> {
+    const owners = this.fenceOwners;
+    return owners === null ? this.retrying(stmt.plain, params) : this.retrying(stmt.fenced, [...params, owners]);
+  }
+
+  /**
+   * Why a turn-keyed fact statement wrote nothing, on this failure path only (one more round trip):
+   * the fence refused it (`ownership_lost`, checked first: a turn a takeover corrected is
+   * `interrupted`, but what its stale owner hears is why), the turn does not exist, or its status.
+   */
+  async turnStatus(turnId: string): Promise<string> {
+    const owners = this.fenceOwners;
+    if (owners === null) {
+      const { rows } = await this.db.query<{ status: string }>(TURN_STATUS, [turnId]);
+      if (!rows[0]) throw new StorageError(`turn ${turnId} does not exist`);
+      return rows[0].status;
+    }
+    const { rows } = await this.db.query<{ session_id: string; status: string; lease_token: unknown; owned: boolean }>(TURN_OWNERSHIP, [turnId, owners]);
+    const row = rows[0];
+    if (!row) throw new StorageError(`turn ${turnId} does not exist`);
+    if (!row.owned) throw this.refuse(row.session_id, numOrNull(row.lease_token));
+    return row.status;
+  }
+
+  /**
+   * A fact statement wrote nothing because its turn was not running: says why, as the old
+   * `lockTurn` did (one more round trip, on this failure path only).
+   */
+  async notRunning(turnId: string): Promise<never> {
+    throw new StorageError(`turn ${turnId} is ${await this.turnStatus(turnId)}, not running`);
+  }
+}

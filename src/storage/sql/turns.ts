@@ -1,0 +1,189 @@
+/**
+ * @module storage/sql/turns
+ * The `turns` rows and the facts a running turn commits: begin (turn row plus its first messages),
+ * model-call starts, assistant messages, tool results, plan updates, finish and interrupt; each a
+ * single fenced statement (`step-sql.ts`) that says why when it wrote nothing.
+ *
+ * Each exported function is the `SessionStorage` method of the same name (its contract is in
+ * `storage.ts`), taking the storage object's `SqlContext` first.
+ */
+import { StorageError } from '../../errors.js';
+import { textOf, type ContentBlock, type NewMessage, type StoredMessage } from '../../protocol/content.js';
+import type { PlanStep } from '../../protocol/plan.js';
+import { fenceSql } from '../fence.js';
+import { num } from '../sql.js';
+import {
+  APPEND_TURN_MESSAGES,
+  BEGIN_TURN,
+  COMMIT_ASSISTANT_MESSAGE,
+  COMMIT_PLAN_UPDATE,
+  COMMIT_TOOL_RESULT,
+  RECORD_MODEL_CALL_START,
+  SESSION_OWNERSHIP,
+  type FactStatement,
+} from '../step-sql.js';
+import type { BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
+import type { SqlContext } from './context.js';
+import { TURN_COLUMNS, messageFromRow, messageParams, messageRecord, turnFromRow } from './rows.js';
+import { getSession } from './sessions.js';
+
+/** One message of a running turn, through one of the single-message fact statements. */
+async function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, message: NewMessage, extra: readonly unknown[] = []): Promise<StoredMessage> {
+  const rows = await ctx.fact(stmt, [turnId, ...messageParams(message), ...extra]);
+  if (!rows[0]) return ctx.notRunning(turnId);
+  return messageFromRow(rows[0]);
+}
+
+export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMessage[]> {
+  return ctx.run('begin turn', async () => {
+    const [owners, token] = ctx.fenceOf(input.sessionId);
+    const params = [
+      input.turnId,
+      input.sessionId,
+      input.clientRequestId,
+      input.modelId,
+      input.resolvedProviderId,
+      input.resolvedModelName,
+      input.appVersion,
+      JSON.stringify(input.messages.map(messageRecord)),
+    ];
+    // Session-keyed: fenced by this core's token for the session, which becomes the turn's own.
+    if (owners === null) {
+      const rows = await ctx.retrying(BEGIN_TURN.plain, params);
+      if (rows.length < input.messages.length || (rows.length === 0 && !(await getSession(ctx, input.sessionId)))) {
+        throw new StorageError(`session ${input.sessionId} does not exist`);
+      }
+      return rows.map(messageFromRow);
+    }
+    const rows = await ctx.retrying(BEGIN_TURN.fenced, [...params, owners, token]);
+    if (rows.length < input.messages.length || rows.length === 0) {
+      const { rows: why } = await ctx.db.query<{ found: boolean; began: boolean; owned: boolean }>(SESSION_OWNERSHIP, [
+        input.sessionId,
+        owners,
+        token,
+        input.turnId,
+      ]);
+      const w = why[0]!;
+      if (!w.found) throw new StorageError(`session ${input.sessionId} does not exist`);
+      if (!w.owned) throw ctx.refuse(input.sessionId, token);
+      if (!w.began || rows.length < input.messages.length) throw new StorageError(`turn ${input.turnId} was not stored`);
+    }
+    return rows.map(messageFromRow);
+  });
+}
+
+export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallIndex: number): Promise<void> {
+  return ctx.run('record model call', async () => {
+    const rows = await ctx.fact(RECORD_MODEL_CALL_START, [turnId, modelCallIndex]);
+    if (num(rows[0]?.counted ?? 0) === 0) {
+      await ctx.turnStatus(turnId);
+      throw new StorageError(`turn ${turnId} is not running`);
+    }
+  });
+}
+
+export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
+  return ctx.run('commit assistant message', () =>
+    commitOne(ctx, turnId, COMMIT_ASSISTANT_MESSAGE, message, [
+      usage.inputTokens,
+      usage.outputTokens,
+      usage.cachedInputTokens,
+      usage.reasoningTokens,
+      toolCallCount,
+    ]),
+  );
+}
+
+export function commitToolResult(ctx: SqlContext, turnId: string, message: NewMessage): Promise<StoredMessage> {
+  return ctx.run('commit tool result', () => commitOne(ctx, turnId, COMMIT_TOOL_RESULT, message));
+}
+
+export function commitPlanUpdate(ctx: SqlContext, 
+  turnId: string,
+  plan: { explanation: string | null; steps: PlanStep[]; updatedAt: string },
+  message: NewMessage,
+): Promise<StoredMessage> {
+  const results = message.content.filter((b) => b.type === 'tool_result');
+  if (results.length !== 1 || message.content.length !== 1) {
+    return Promise.reject(new StorageError('a plan update must carry exactly one tool result block'));
+  }
+  return ctx.run('commit plan update', () =>
+    commitOne(ctx, turnId, COMMIT_PLAN_UPDATE, message, [plan.explanation, JSON.stringify(plan.steps), plan.updatedAt]),
+  );
+}
+
+export function appendTurnMessages(ctx: SqlContext, turnId: string, messages: NewMessage[]): Promise<StoredMessage[]> {
+  if (messages.length === 0) return Promise.resolve([]);
+  return ctx.run('append messages', async () => {
+    const rows = await ctx.fact(APPEND_TURN_MESSAGES, [turnId, JSON.stringify(messages.map(messageRecord))]);
+    // No row: every message was already stored, or the turn is not running; only the second is an error.
+    // The fence refusing it is a third; `turnStatus` tells all three apart.
+    if (rows.length === 0) {
+      const status = await ctx.turnStatus(turnId);
+      if (status !== 'running') throw new StorageError(`turn ${turnId} is ${status}, not running`);
+    }
+    return rows.map(messageFromRow);
+  });
+}
+
+export function finishTurn(ctx: SqlContext, turnId: string, outcome: FinishTurn): Promise<boolean> {
+  return ctx.run('finish turn', async () => {
+    const result = await ctx.db.query(
+      `UPDATE turns t SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
+           plan_unfinished_step_count = $5, updated_at = now()
+         WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$6' })}`,
+      [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, ctx.fenceOwners],
+    );
+    if (result.rowCount === 0) await ctx.explainTurnMiss(turnId);
+    return result.rowCount > 0;
+  });
+}
+
+export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCode: string; errorMessage: string }): Promise<boolean> {
+  return ctx.run('interrupt turn', () =>
+    ctx.db.transaction(async (tx) => {
+      const turns = await tx.query(
+        `UPDATE turns t SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
+             error_message = $3, updated_at = now()
+           WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$4' })}`,
+        [turnId, reason.errorCode, reason.errorMessage, ctx.fenceOwners],
+      );
+      if (turns.rowCount === 0) {
+        await ctx.explainTurnMiss(turnId);
+        return false;
+      }
+      await tx.query(
+        `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
+             error_code = COALESCE(error_code, $2)
+           WHERE turn_id = $1 AND status = 'running'`,
+        [turnId, reason.errorCode],
+      );
+      return true;
+    }),
+  );
+}
+
+export function getTurn(ctx: SqlContext, turnId: string): Promise<TurnRecord | null> {
+  return ctx.run('get turn', async () => {
+    const { rows } = await ctx.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = $1`, [turnId]);
+    return rows[0] ? turnFromRow(rows[0]) : null;
+  });
+}
+
+export function getTurnFinalText(ctx: SqlContext, turnId: string): Promise<string> {
+  return ctx.run('get final text', async () => {
+    const { rows } = await ctx.db.query(
+      `SELECT content FROM messages WHERE turn_id = $1 AND role = 'assistant' ORDER BY sequence DESC LIMIT 1`,
+      [turnId],
+    );
+    const content = rows[0]?.content;
+    return Array.isArray(content) ? textOf(content as ContentBlock[]) : '';
+  });
+}
+
+export function listTurns(ctx: SqlContext, sessionId: string): Promise<TurnRecord[]> {
+  return ctx.run('list turns', async () => {
+    const { rows } = await ctx.db.query(`SELECT ${TURN_COLUMNS} FROM turns WHERE session_id = $1 ORDER BY sequence`, [sessionId]);
+    return rows.map(turnFromRow);
+  });
+}
