@@ -15,9 +15,9 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 import { usePglite } from '../support/databases.js';
 
-/** The session's private subject: whether anyone still listens (the leak a broken loop must not leave). */
+/** The session's private subject (in its update stream): whether anyone still listens (the leak a broken loop must not leave). */
 function observed(session: object): boolean {
-  return (session as unknown as { subject: { observed: boolean } }).subject.observed;
+  return (session as unknown as { updateStream: { subject: { observed: boolean } } }).updateStream.subject.observed;
 }
 
 describe('session.run and session.stream', () => {
