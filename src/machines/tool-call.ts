@@ -109,6 +109,16 @@ function notProvided(name: string): never {
   throw new Error(`tool-call actor "${name}" was not provided`);
 }
 
+/** How a turn ends after a tool finished running: stopped, cancelled (by request or by the tool), or not at all. */
+export function terminalAfterRun(
+  stopRequest: 'cancel' | 'stop' | null | undefined,
+  result: ToolResult,
+): { code: 'actor_stopped' | 'cancelled'; message: string } | null {
+  if (stopRequest === 'stop') return { code: 'actor_stopped', message: 'the session actor stopped while a tool was running' };
+  if (stopRequest === 'cancel' || result.status === 'cancelled') return { code: 'cancelled', message: 'the turn was cancelled' };
+  return null;
+}
+
 export function failed(code: NonNullable<ToolResult['error']>['code'], message: string): ToolResult {
   return { status: 'failed', text: message, error: { code, message, retryable: false } };
 }
@@ -335,12 +345,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
           actions: assign(({ context, event }) => ({
             result: event.result,
             executed: true,
-            terminal:
-              context.stopRequest === 'stop'
-                ? { code: 'actor_stopped' as const, message: 'the session actor stopped while a tool was running' }
-                : context.stopRequest === 'cancel' || event.result.status === 'cancelled'
-                  ? { code: 'cancelled' as const, message: 'the turn was cancelled' }
-                  : null,
+            terminal: terminalAfterRun(context.stopRequest, event.result),
           })),
         },
         // The tool gets its abort and reports how it ended; a process tree must be killed, not orphaned.

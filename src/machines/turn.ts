@@ -19,7 +19,7 @@ import { storableText } from '../protocol/storable-text.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
-import { failed, hasGrant, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
+import { failed, hasGrant, terminalAfterRun, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
 import type { ToolResult } from '../services/tools/define.js';
 import type {
   AuthorizationOutput,
@@ -960,12 +960,7 @@ export const turnMachine = turnSetup.createMachine({
                       ...context.direct!,
                       result: event.result,
                       executed: true,
-                      terminal:
-                        context.stopRequest === 'stop'
-                          ? { code: 'actor_stopped' as const, message: 'the session actor stopped while a tool was running' }
-                          : context.stopRequest === 'cancel' || event.result.status === 'cancelled'
-                            ? { code: 'cancelled' as const, message: 'the turn was cancelled' }
-                            : null,
+                      terminal: terminalAfterRun(context.stopRequest, event.result),
                     },
                   })),
                 },
