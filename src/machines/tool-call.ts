@@ -52,6 +52,8 @@ export interface RecordInput {
   permissionModeOrigin: ToolCallInput['permissionModeOrigin'];
   /** Whether the tool itself ran (the trace records `sandboxMode` only then). */
   executed: boolean;
+  /** The Turn's direct call only: the next model call to reserve with this result (0 or absent: none). */
+  reserveModelCall?: number;
 }
 
 export interface ExecuteInput {

@@ -52,6 +52,14 @@ export interface TurnContext extends TurnInput {
   pendingUserInput: PendingUserInput[];
   modelCallIndex: number;
   submissionCount: number;
+  /**
+   * The logical model call whose counters a fact already wrote (begin turn, the batch's last tool
+   * result), 0 for none: that call writes no counter statement of its own, and the turn's end takes
+   * it back if it is never made. `reserving` is the call a fact in flight asks for; it becomes
+   * `reservedCall` when that fact has committed.
+   */
+  reservedCall: number;
+  reserving: number;
   toolCallCount: number;
   usage: TokenUsage;
   /** The last assembled request's estimate, for a compaction's trace. */
@@ -87,6 +95,8 @@ export interface BeginTurnInput {
   turnId: string;
   clientRequestId: string;
   messages: NewMessage[];
+  /** The first model call is next: its counters ride on the turn's row (`reservedCall`). */
+  reserveModelCall: boolean;
 }
 
 export interface DrainInput {
@@ -112,6 +122,8 @@ export interface CallModelInput {
   compactAtTokens: number;
   /** Whether a request over the line asks for a threshold compaction first (once per logical call). */
   thresholdCompaction: boolean;
+  /** The call's counters were written by the fact before it (`reservedCall`): no statement of its own. */
+  counted: boolean;
 }
 
 /** How a model call fails before the model is asked: `stage` says where, `cause` is the error. */
@@ -170,6 +182,8 @@ export interface FinishInput {
   turnId: string;
   outcome: TurnOutcome;
   planUnfinishedStepCount: number | null;
+  /** A reserved model call the turn never made (0 for none): the end takes its counters back. */
+  unmadeModelCall: number;
 }
 
 /** A failure as the model actor reports it (a `ModelError` or anything thrown). */
@@ -274,6 +288,8 @@ const turnSetup = setup({
         usage: context.usage,
       },
     })),
+    /** The fact that asked for a reservation has committed: the call's counters are written. */
+    reservationCommitted: assign(({ context }) => (context.reserving === 0 ? {} : { reservedCall: context.reserving, reserving: 0 })),
     beginLogicalCall: assign({
       modelCallIndex: ({ context }) => context.modelCallIndex + 1,
       overflowResubmitted: false,
@@ -339,6 +355,8 @@ export const turnMachine = turnSetup.createMachine({
     pendingUserInput: [],
     modelCallIndex: 0,
     submissionCount: 0,
+    reservedCall: 0,
+    reserving: 0,
     toolCallCount: 0,
     usage: ZERO_USAGE,
     estimatedInputTokens: null,
@@ -372,7 +390,7 @@ export const turnMachine = turnSetup.createMachine({
   },
   states: {
     starting: {
-      entry: { type: 'enterPhase', params: 'starting' },
+      entry: [{ type: 'enterPhase', params: 'starting' }, assign({ reserving: ({ context }) => nextModelCall(context) })],
       invoke: {
         id: 'beginTurn',
         src: 'beginTurn',
@@ -381,8 +399,9 @@ export const turnMachine = turnSetup.createMachine({
           turnId: context.turnId,
           clientRequestId: context.clientRequestId,
           messages: context.messages,
+          reserveModelCall: context.reserving === 1,
         }),
-        onDone: 'running_model',
+        onDone: { target: 'running_model', actions: 'reservationCommitted' },
         onError: { target: 'ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
       },
     },
@@ -472,6 +491,7 @@ export const turnMachine = turnSetup.createMachine({
               systemContext: context.systemContext,
               compactAtTokens: context.compactAtTokens,
               thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
+              counted: context.reservedCall === context.modelCallIndex,
             }),
             onDone: [
               { guard: ({ context }) => context.draft.completion !== null, target: 'persisting' },
@@ -548,6 +568,8 @@ export const turnMachine = turnSetup.createMachine({
                     target: 'receiving',
                     actions: assign(({ context, event }) => ({
                       submissionCount: context.submissionCount + 1,
+                      // The reservation (if any) is spent: the call is being made.
+                      reservedCall: 0,
                       draft: emptyDraft(),
                       compactionTrigger: null,
                       estimatedInputTokens: event.estimatedInputTokens,
@@ -970,12 +992,15 @@ export const turnMachine = turnSetup.createMachine({
               },
             },
             recording: {
+              // The batch's last result reserves the next model call when nothing can end the turn first.
+              entry: assign({ reserving: ({ context }) => (context.batchIndex + 1 >= context.batch!.calls.length && context.direct!.terminal === null ? nextModelCall(context) : 0) }),
               invoke: {
                 id: 'record',
                 src: 'recordToolResult',
                 input: ({ context }) => {
                   const d = context.direct!;
                   return {
+                    reserveModelCall: context.reserving,
                     sessionId: context.sessionId,
                     turnId: context.turnId,
                     toolCallId: d.toolCallId,
@@ -995,6 +1020,7 @@ export const turnMachine = turnSetup.createMachine({
                     target: '#tools.cancelling_remaining',
                     actions: [
                       assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
+                      'reservationCommitted',
                       'announceDirectFinished',
                       { type: 'finishDirect', params: true },
                     ],
@@ -1003,6 +1029,7 @@ export const turnMachine = turnSetup.createMachine({
                     target: '#tools.next',
                     actions: [
                       assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
+                      'reservationCommitted',
                       'announceDirectFinished',
                       { type: 'finishDirect', params: true },
                     ],
@@ -1184,6 +1211,7 @@ export const turnMachine = turnSetup.createMachine({
           turnId: context.turnId,
           outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
           planUnfinishedStepCount: context.plan ? context.plan.steps.filter((s) => s.status !== 'completed').length : null,
+          unmadeModelCall: context.reservedCall,
         }),
         onDone: [
           { guard: 'outcomeCompleted', target: 'completed', actions: assign({ endRecorded: ({ event }) => event.output }) },
@@ -1219,6 +1247,16 @@ export const turnMachine = turnSetup.createMachine({
     reloadRequired: context.reloadRequired,
   }),
 });
+
+/**
+ * The logical model call that comes next if nothing ends the turn first (no stop asked, under
+ * `max_model_calls`), or 0: what a fact before it reserves. A cancel, a failure or a compaction that
+ * fails may still end the turn before the call; the end then takes the reservation back.
+ */
+function nextModelCall(context: TurnContext): number {
+  if (context.stopRequest !== null || context.modelCallIndex >= context.limits.maxModelCalls) return 0;
+  return context.modelCallIndex + 1;
+}
 
 /** What validation and authorisation (and a tool-call machine) need to know of the current call. */
 function toolCallInputOf(context: TurnContext): ToolCallInput {

@@ -315,7 +315,7 @@ export function createToolCallActors(services: RuntimeServices) {
           attributes: { ...attributes, resultPersisted },
         }, { toolResult: result.text });
       try {
-        const stored = await services.storage.commitToolResult(input.turnId, message);
+        const stored = await services.storage.commitToolResult(input.turnId, message, input.reserveModelCall);
         services.session(input.sessionId).chat.append([stored]);
       } catch (error) {
         end(false);

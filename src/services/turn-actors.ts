@@ -112,6 +112,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         resolvedModelName: session.model.model,
         appVersion: services.appVersion,
         messages: input.messages,
+        reserveModelCall: input.reserveModelCall,
       });
       entry.begun = true;
       session.chat.append(stored);
@@ -277,7 +278,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             return;
           }
           try {
-            await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
+            // A call the fact before it reserved (the Turn decided a model call was next) has its
+            // counters committed already; a resubmission or an unreserved call writes them here.
+            if (!input.counted) await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
           } catch (error) {
             failSetup('record', error);
             return;
@@ -514,6 +517,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         errorCode: outcome.status === 'failed' ? outcome.code : null,
         errorMessage: outcome.status === 'failed' ? outcome.message : null,
         planUnfinishedStepCount: input.planUnfinishedStepCount,
+        unmadeModelCall: input.unmadeModelCall,
       };
       const entry = unrecorded.get(input.sessionId)?.get(input.turnId);
       let recorded: boolean;

@@ -190,8 +190,8 @@ export class SqlSessionStorage implements SessionStorage {
     return turns.commitAssistantMessage(this.ctx, turnId, message, usage, toolCallCount);
   }
 
-  commitToolResult(turnId: string, message: NewMessage): Promise<StoredMessage> {
-    return turns.commitToolResult(this.ctx, turnId, message);
+  commitToolResult(turnId: string, message: NewMessage, reserveModelCall?: number): Promise<StoredMessage> {
+    return turns.commitToolResult(this.ctx, turnId, message, reserveModelCall);
   }
 
   commitPlanUpdate(

@@ -117,11 +117,28 @@ export const COMMIT_ASSISTANT_MESSAGE = factStatement(
   SELECT * FROM message`,
 );
 
-/** One tool result: one statement. */
+/**
+ * The counters of the next model call ($8, 0 for none) reserved by the fact before it, for the turn
+ * in `locked`: the same two counters `RECORD_MODEL_CALL_START` writes, in the same statement (and so
+ * the same flushed commit) as the fact, so the provider call that follows needs no commit of its
+ * own. `$8 > 0` is a one-time filter: with 0 the UPDATE reads and writes nothing.
+ * (docs/decisions.md, "The durable step's writes".)
+ */
+const RESERVE_MODEL_CALL = `reserved AS (
+    UPDATE turns SET model_call_count = GREATEST(model_call_count, $8::int),
+      model_submission_count = model_submission_count + 1, updated_at = now()
+    WHERE id = $1 AND $8::int > 0 AND EXISTS (SELECT 1 FROM locked)
+  )`;
+
+/**
+ * One tool result: one statement. With $8 > 0 (the Turn knows a model call is next: the last result
+ * of the batch, no stop asked, under the call limit) it reserves model call $8 as well.
+ */
 export const COMMIT_TOOL_RESULT = factStatement(
   'commit_tool_result',
-  '$8',
+  '$9',
   (owners) => `WITH ${lockedTurn(owners)},
+  ${RESERVE_MODEL_CALL},
   ${INSERT_ONE_MESSAGE}
   SELECT * FROM message`,
 );
@@ -171,26 +188,27 @@ export const APPEND_TURN_MESSAGES = factStatement(
 
 /**
  * Start Turn (reference §9.3) in one statement: the session ($2) locked, the turn row at the next
- * turn sequence, its messages ($9, a JSON array) in order, `last_turn_at`. A second running turn
- * hits `uq_turns_one_running_per_session` and nothing is written.
+ * turn sequence, its messages ($8, a JSON array) in order, `last_turn_at`. A second running turn
+ * hits `uq_turns_one_running_per_session` and nothing is written. $9 = 1 reserves the first model
+ * call (its counters are written with the row, as `RESERVE_MODEL_CALL` does for a tool result).
  *
- * Fenced, it is session-keyed: $9 the owner ids, $10 the core's token for the session, checked on
+ * Fenced, it is session-keyed: $10 the owner ids, $11 the core's token for the session, checked on
  * the session's lease in `locked` and written as the turn's `lease_token`, which every later fact
  * of the turn is fenced by.
  */
 export const BEGIN_TURN = factStatement(
   'begin_turn',
-  '$9',
+  '$10',
   (owners) => `WITH locked AS (
     SELECT s.id FROM sessions s
-    WHERE s.id = $2${owners ? ` AND ${fenceSql({ session: 's.id', token: '$10::bigint', owners })}` : ''}
+    WHERE s.id = $2${owners ? ` AND ${fenceSql({ session: 's.id', token: '$11::bigint', owners })}` : ''}
     FOR NO KEY UPDATE
   ),
   turn AS (
     INSERT INTO turns (id, session_id, client_request_id, sequence, model_id, resolved_provider_id,
-      resolved_model_name, app_version, status${owners ? ', lease_token' : ''})
+      resolved_model_name, app_version, status, model_call_count, model_submission_count${owners ? ', lease_token' : ''})
     SELECT $1, locked.id, $3, (SELECT COALESCE(MAX(t.sequence), 0) + 1 FROM turns t WHERE t.session_id = locked.id),
-      $4, $5, $6, $7, 'running'${owners ? ', $10::bigint' : ''}
+      $4, $5, $6, $7, 'running', $9::int, $9::int${owners ? ', $11::bigint' : ''}
     FROM locked
     RETURNING id, session_id
   ),

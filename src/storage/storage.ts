@@ -97,6 +97,12 @@ export interface BeginTurn {
   appVersion: string;
   /** Skill instruction snapshots first, then the user's visible message. */
   messages: NewMessage[];
+  /**
+   * Reserves the turn's first model call in the same statement: `model_call_count` and
+   * `model_submission_count` start at 1, so the call needs no counter commit of its own
+   * (`FinishTurn.unmadeModelCall` takes it back if the call is never made).
+   */
+  reserveModelCall?: boolean;
 }
 
 export interface FinishTurn {
@@ -104,6 +110,13 @@ export interface FinishTurn {
   errorCode?: string | null;
   errorMessage?: string | null;
   planUnfinishedStepCount: number | null;
+  /**
+   * The logical model call a fact reserved (`beginTurn`'s `reserveModelCall`, `commitToolResult`'s
+   * `reserveModelCall`) that the turn ended without making (a cancel, a failure before the call):
+   * the end takes its submission back and lowers `model_call_count` to the call before it, so the
+   * counters say what happened. Null or absent: nothing to take back.
+   */
+  unmadeModelCall?: number | null;
 }
 
 export interface TraceSpanRecord {
@@ -292,8 +305,11 @@ export interface SessionStorage {
   recordModelCallStart(turnId: string, modelCallIndex: number): Promise<void>;
   /** Assistant message + token totals + tool_call_count, in one transaction. */
   commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage>;
-  /** One tool result, in its own transaction. */
-  commitToolResult(turnId: string, message: NewMessage): Promise<StoredMessage>;
+  /**
+   * One tool result, in its own transaction. `reserveModelCall` (a logical call index) also writes
+   * that call's counters as `recordModelCallStart` would, in the same statement.
+   */
+  commitToolResult(turnId: string, message: NewMessage, reserveModelCall?: number): Promise<StoredMessage>;
   /** The plan row and its success tool result, in one transaction (reference §6.6). */
   commitPlanUpdate(
     turnId: string,

@@ -46,6 +46,7 @@ export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMess
       input.resolvedModelName,
       input.appVersion,
       JSON.stringify(input.messages.map(messageRecord)),
+      input.reserveModelCall ? 1 : 0,
     ];
     // Session-keyed: fenced by this core's token for the session, which becomes the turn's own.
     if (owners === null) {
@@ -94,8 +95,8 @@ export function commitAssistantMessage(ctx: SqlContext, turnId: string, message:
   );
 }
 
-export function commitToolResult(ctx: SqlContext, turnId: string, message: NewMessage): Promise<StoredMessage> {
-  return ctx.run('commit tool result', () => commitOne(ctx, turnId, COMMIT_TOOL_RESULT, message));
+export function commitToolResult(ctx: SqlContext, turnId: string, message: NewMessage, reserveModelCall = 0): Promise<StoredMessage> {
+  return ctx.run('commit tool result', () => commitOne(ctx, turnId, COMMIT_TOOL_RESULT, message, [reserveModelCall]));
 }
 
 export function commitPlanUpdate(ctx: SqlContext, 
@@ -128,11 +129,15 @@ export function appendTurnMessages(ctx: SqlContext, turnId: string, messages: Ne
 
 export function finishTurn(ctx: SqlContext, turnId: string, outcome: FinishTurn): Promise<boolean> {
   return ctx.run('finish turn', async () => {
+    // A model call reserved by an earlier fact and never made ($7 > 0) is taken back here, where the
+    // runtime knows how the turn ended (docs/decisions.md, "The durable step's writes").
     const result = await ctx.db.query(
       `UPDATE turns t SET status = $2, ended_at = GREATEST(now(), started_at), error_code = $3, error_message = $4,
-           plan_unfinished_step_count = $5, updated_at = now()
+           plan_unfinished_step_count = $5, updated_at = now(),
+           model_call_count = CASE WHEN $7::int > 0 THEN LEAST(model_call_count, $7::int - 1) ELSE model_call_count END,
+           model_submission_count = model_submission_count - CASE WHEN $7::int > 0 THEN 1 ELSE 0 END
          WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$6' })}`,
-      [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, ctx.fenceOwners],
+      [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, ctx.fenceOwners, outcome.unmadeModelCall ?? 0],
     );
     if (result.rowCount === 0) await ctx.explainTurnMiss(turnId);
     return result.rowCount > 0;

@@ -92,6 +92,16 @@ export const CONFIGS: WorldConfig[] = [
     commands: ['start', 'cancel', 'shutdown'],
     ports: { ...OK_TURN },
   },
+  // Begin turn and a batch's last result reserve the next call's counters; a resubmission after an
+  // overflow writes its own, and that write can fail.
+  {
+    ...base,
+    name: 'unreserved model call',
+    model: ['completed', 'end', 'overflow'],
+    toolKinds: [],
+    commands: ['start'],
+    ports: { ...OK_TURN, recordModelCallStart: ['ok', 'fail'] },
+  },
   {
     ...base,
     name: 'threshold compaction',

@@ -519,14 +519,17 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
     const callRef = sim.snapshot('turn')?.children.callModel;
     if (callRef && !assembled.has(callRef) && requesting(sim.snapshot('turn')!)) {
       // The model actor assembles its request as it starts (no port holds it): it fails, asks for a
-      // threshold compaction, or goes on to write the call's counters (a port, offered as a stimulus).
+      // threshold compaction, or goes on to write the call's counters (a port, offered as a stimulus),
+      // unless the fact before the call reserved them (`counted`): then it goes straight on.
       assembled.add(callRef);
-      const input = turnWaits.callModel as { thresholdCompaction: boolean };
+      const input = turnWaits.callModel as { thresholdCompaction: boolean; counted: boolean };
       if (config.assembleFails) {
         const cause = { code: 'model_protocol_error', message: 'request assembly failed: system context part too large' };
         sim.send('turn', { type: 'xstate.error.actor.callModel', error: { stage: 'assemble', cause, message: cause.message }, actorId: 'callModel' });
       } else if (config.compaction === 'threshold' && input.thresholdCompaction) {
         sim.send('turn', { type: 'model.over_threshold', estimatedInputTokens: 50 });
+      } else if (input.counted) {
+        sim.send('turn', { type: 'model.call_recorded', estimatedInputTokens: 50 });
       }
       continue;
     }
