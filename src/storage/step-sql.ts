@@ -83,7 +83,9 @@ const INSERT_ONE_MESSAGE = `message AS (
 
 /**
  * Before the provider call (reference §9.3): the logical call count (GREATEST) and one more
- * submission, committed and flushed before the call like every fact. (It once skipped its flush
+ * submission, committed and flushed before the call like every fact. Only for a call no fact
+ * reserved (`RESERVE_MODEL_CALL`, `BEGIN_TURN`'s $9): a resubmission, or a call after a result the
+ * tool-call machine recorded. (It once skipped its flush
  * wait, on the grounds that the next fact's flush covers it; but when the database itself crashes
  * between the two and the runtime carries on, the restarted server has the later fact and not the
  * counter: an assistant message with no model call counted. `postgres-outage-soak` found it.)
