@@ -133,9 +133,13 @@ describe.each(backends)('fenced fact statements on $name', (backend) => {
       () => storage.recordModelCallStart(turnId, 2),
       () => storage.commitAssistantMessage(turnId, assistant('c1'), usage, 1),
       () => storage.commitToolResult(turnId, toolResult('c1')),
+      // A result that reserves the next model call: neither the result nor the counters land.
+      () => storage.commitToolResult(turnId, toolResult('c3'), 2),
       () => storage.commitPlanUpdate(turnId, plan, toolResult('c2')),
       () => storage.appendTurnMessages(turnId, [user('late')]),
       () => storage.finishTurn(turnId, { status: 'completed', planUnfinishedStepCount: 0 }),
+      // An end that would take back a reserved call moves no counter either.
+      () => storage.finishTurn(turnId, { status: 'cancelled', planUnfinishedStepCount: null, unmadeModelCall: 1 }),
     ];
     for (const attempt of attempts) {
       await expect(attempt()).rejects.toMatchObject({ code: 'ownership_lost', details: { sessionId } });
