@@ -5,7 +5,7 @@
  * runtime are test/machines/statecharts.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { createActor, fromPromise, sendParent, setup, assign, type AnyEventObject } from 'xstate';
+import { assign, createActor, fromPromise, sendParent, setup, type AnyActorRef, type AnyEventObject } from 'xstate';
 import { sessionMachine, type CommandReply, type SessionInput } from '../../src/machines/session.js';
 import type { TurnOutput } from '../../src/machines/types.js';
 import type { PermissionCard, SessionUpdate } from '../../src/protocol/updates.js';
@@ -36,14 +36,14 @@ const CARD: PermissionCard = {
   summary: 'run ls',
   environmentId: 'env_1',
   grantKey: 'bash:ls',
-  decisions: ['allow', 'allow_for_turn', 'allow_for_session', 'deny'],
+  decisions: ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'],
 };
 
 function message(id: string, text: string): NewMessage {
   return { id, role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
 }
 
-const AGENT_MESSAGE: AgentMessage = { id: 'agent-msg:c:t:completed', taskName: 'explore', kind: 'completed', body: 'done' };
+const AGENT_MESSAGE: AgentMessage = { id: 'agent-msg:c:t:final_answer', taskName: 'explore', kind: 'final_answer', body: 'done' };
 
 function output(overrides: Partial<TurnOutput> = {}): TurnOutput {
   return {
@@ -103,7 +103,7 @@ function startSession(options: { input?: Partial<SessionInput>; turn?: any } = {
   };
   const start = (turnId = 'turn_1', clientRequestId = `req_${turnId}`) =>
     command({ type: 'session.start_turn', turnId, clientRequestId, messages: [message('m1', 'hello')], disabledSkillNames: [] });
-  const turnRef = () => actor.getSnapshot().children.turn!;
+  const turnRef = () => actor.getSnapshot().children.turn as AnyActorRef;
   return { actor, turns, updates, command, start, turnRef, context: () => actor.getSnapshot().context, value: () => actor.getSnapshot().value };
 }
 
@@ -146,12 +146,12 @@ describe('Session machine (stub Turn)', () => {
     const refused = (turnId: string) => ({ ok: false, code: 'turn_not_active', message: `turn ${turnId} is not active` });
     expect(s.command({ type: 'session.cancel_turn', turnId: 't' })).toEqual(refused('t'));
     expect(s.command({ type: 'session.steer_turn', turnId: 't', message: message('m', 'x') })).toEqual(refused('t'));
-    expect(s.command({ type: 'session.resolve_permission', turnId: 't', toolCallId: 'c', decision: 'allow', at: 1 })).toEqual(refused('t'));
+    expect(s.command({ type: 'session.resolve_permission', turnId: 't', toolCallId: 'c', decision: 'allow_once', at: 1 })).toEqual(refused('t'));
     expect(s.command({ type: 'session.answer_user_input', turnId: 't', toolCallId: 'c', answers: {} })).toEqual(refused('t'));
     expect(s.command({ type: 'session.begin_maintenance', kind: 'compact' })).toEqual({ ok: true });
     expect(s.command({ type: 'session.cancel_turn', turnId: 't' })).toEqual(refused('t'));
     expect(s.command({ type: 'session.steer_turn', turnId: 't', message: message('m', 'x') })).toEqual(refused('t'));
-    expect(s.command({ type: 'session.resolve_permission', turnId: 't', toolCallId: 'c', decision: 'allow', at: 1 })).toEqual(refused('t'));
+    expect(s.command({ type: 'session.resolve_permission', turnId: 't', toolCallId: 'c', decision: 'allow_once', at: 1 })).toEqual(refused('t'));
     expect(s.command({ type: 'session.answer_user_input', turnId: 't', toolCallId: 'c', answers: {} })).toEqual(refused('t'));
   });
 
@@ -178,7 +178,7 @@ describe('Session machine (stub Turn)', () => {
     s.turnRef().send({ type: 'stub.publish', update: { type: 'phase_changed', phase: 'running_tools' } });
     s.turnRef().send({ type: 'stub.publish', update: { type: 'permission_requested', toolCallId: 'turn_1.tc1', card: CARD } });
     expect(s.context().pendingApproval).toEqual({ turnId: 'turn_1', toolCallId: 'turn_1.tc1', card: CARD });
-    expect(s.command({ type: 'session.resolve_permission', turnId: 'turn_1', toolCallId: 'turn_1.tc9', decision: 'allow', at: 5 })).toEqual({
+    expect(s.command({ type: 'session.resolve_permission', turnId: 'turn_1', toolCallId: 'turn_1.tc9', decision: 'allow_once', at: 5 })).toEqual({
       ok: false,
       code: 'permission_not_pending',
       message: 'no permission is pending for tool call turn_1.tc9',
@@ -188,7 +188,7 @@ describe('Session machine (stub Turn)', () => {
     // A session-scoped grant is the session's, whichever turn asked.
     expect(s.context().sessionGrants).toEqual({ env_1: ['bash:ls'] });
     expect(s.context().pendingApproval).toBeNull();
-    expect(s.command({ type: 'session.resolve_permission', turnId: 'turn_1', toolCallId: 'turn_1.tc1', decision: 'allow', at: 6 })).toMatchObject({
+    expect(s.command({ type: 'session.resolve_permission', turnId: 'turn_1', toolCallId: 'turn_1.tc1', decision: 'allow_once', at: 6 })).toMatchObject({
       ok: false,
       code: 'permission_not_pending',
     });
@@ -206,7 +206,7 @@ describe('Session machine (stub Turn)', () => {
     s.turnRef().send({ type: 'stub.send', event: { type: 'turn.grant', scope: 'session', environmentId: 'env_1', grantKey: 'k_session' } });
     s.turnRef().send({ type: 'stub.send', event: { type: 'turn.grant', scope: 'session', environmentId: 'env_1', grantKey: 'k_session' } });
     s.turnRef().send({ type: 'stub.publish', update: { type: 'permission_requested', toolCallId: 'turn_1.tc2', card: CARD } });
-    s.command({ type: 'session.resolve_permission', turnId: 'turn_1', toolCallId: 'turn_1.tc2', decision: 'allow', at: 1 });
+    s.command({ type: 'session.resolve_permission', turnId: 'turn_1', toolCallId: 'turn_1.tc2', decision: 'allow_once', at: 1 });
     expect(s.context().sessionGrants).toEqual({ env_1: ['k_session'] });
     // The next turn starts with the session's grants.
     s.turnRef().send({ type: 'stub.finish', output: output() });
@@ -220,8 +220,8 @@ describe('Session machine (stub Turn)', () => {
     const request = { questions: [{ id: 'q1', header: 'H', question: 'which?', options: [] }] };
     s.turnRef().send({ type: 'stub.publish', update: { type: 'user_input_requested', toolCallId: 'turn_1.tc1', request } as never });
     expect(s.context().pendingUserInput).toEqual({ turnId: 'turn_1', toolCallId: 'turn_1.tc1', request });
-    expect(s.command({ type: 'session.answer_user_input', turnId: 'turn_1', toolCallId: 'turn_1.tc1', answers: { q1: { answers: ['a'] } } })).toEqual({ ok: true });
-    expect(s.turns[0]!.events).toEqual([{ type: 'turn.answer', toolCallId: 'turn_1.tc1', answers: { q1: { answers: ['a'] } } }]);
+    expect(s.command({ type: 'session.answer_user_input', turnId: 'turn_1', toolCallId: 'turn_1.tc1', answers: { q1: 'a' } })).toEqual({ ok: true });
+    expect(s.turns[0]!.events).toEqual([{ type: 'turn.answer', toolCallId: 'turn_1.tc1', answers: { q1: 'a' } }]);
     expect(s.command({ type: 'session.answer_user_input', turnId: 'turn_1', toolCallId: 'turn_1.tc1', answers: {} })).toEqual({
       ok: false,
       code: 'user_input_not_pending',

@@ -18,7 +18,7 @@ const CARD: PermissionCard = {
   summary: 'run ls',
   environmentId: 'env_1',
   grantKey: 'bash:ls',
-  decisions: ['allow', 'allow_for_turn', 'allow_for_session', 'deny'],
+  decisions: ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'],
 };
 
 const DOOM = { signature: 'sig', count: 1 };
@@ -108,7 +108,7 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
     a.child().send({ type: 'toolcall.decide', decision: 'allow_for_session', at: 1 });
     expect(a.sent('parent', 'toolcall.grant')).toEqual([{ type: 'toolcall.grant', scope: 'session', environmentId: 'env_1', grantKey: 'bash:ls' }]);
     const b = run(input('bash', cardStart()));
-    b.child().send({ type: 'toolcall.decide', decision: 'allow', at: 1 });
+    b.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
     expect(b.sent('parent', 'toolcall.grant')).toEqual([]);
   });
 
@@ -132,14 +132,14 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
 
   it('a cancel while the tool runs reaches the tool, and the turn ends cancelled whatever the tool answered; a stop ends it actor_stopped', async () => {
     const c = run(input('bash', cardStart()));
-    c.child().send({ type: 'toolcall.decide', decision: 'allow', at: 1 });
+    c.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
     c.child().send({ type: 'toolcall.cancel' });
     expect(c.execute.received).toEqual([{ type: 'toolcall.cancel' }]);
     c.execute.send({ type: 'tool.finished', result: OK });
     await flush();
     expect(c.out()).toMatchObject({ result: OK, terminal: { code: 'cancelled', message: 'the turn was cancelled' }, recorded: true });
     const s = run(input('bash', cardStart()));
-    s.child().send({ type: 'toolcall.decide', decision: 'allow', at: 1 });
+    s.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
     s.child().send({ type: 'toolcall.stop' });
     expect(s.execute.received).toEqual([{ type: 'toolcall.cancel' }]);
     s.execute.send({ type: 'tool.finished', result: { status: 'cancelled', text: 'killed' } });
@@ -150,14 +150,14 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
   it('a tool that throws is recorded as failed execution_failed; a tool that reports cancelled ends the turn cancelled', async () => {
     const t = run(input('bash', cardStart()));
     t.execute.state.fail = new Error('spawn failed');
-    t.child().send({ type: 'toolcall.decide', decision: 'allow', at: 1 });
+    t.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
     await flush();
     expect(t.out()).toMatchObject({
       result: { status: 'failed', text: 'spawn failed', error: { code: 'execution_failed', message: 'spawn failed', retryable: false } },
       terminal: null,
     });
     const c = run(input('bash', cardStart()));
-    c.child().send({ type: 'toolcall.decide', decision: 'allow', at: 1 });
+    c.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
     c.execute.send({ type: 'tool.finished', result: { status: 'cancelled', text: 'interrupted' } });
     await flush();
     expect(c.out()).toMatchObject({ terminal: { code: 'cancelled' } });
@@ -207,7 +207,7 @@ describe('tool-call machine (stub actors): control tools', () => {
     const r = run(input('request_user_input', controlStart(REQUEST)));
     expect(r.state()).toEqual({ control: 'user_input' });
     expect(r.sent('parent', 'toolcall.user_input_requested')).toEqual([{ type: 'toolcall.user_input_requested', toolCallId: 'turn_1.tc1', request: REQUEST }]);
-    const answers = { colour: { answers: ['blue'] } };
+    const answers = { colour: 'blue' };
     r.child().send({ type: 'toolcall.answer', answers });
     await flush();
     expect(r.sent('parent', 'toolcall.user_input_resolved')).toEqual([
