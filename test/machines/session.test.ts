@@ -5,13 +5,13 @@
  * runtime are test/machines/statecharts.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { assign, createActor, fromPromise, sendParent, setup, type AnyActorRef, type AnyEventObject } from 'xstate';
+import { createActor, fromPromise, type AnyActorRef, type AnyEventObject } from 'xstate';
 import { sessionMachine, type CommandReply, type SessionInput } from '../../src/machines/session.js';
 import type { TurnOutput } from '../../src/machines/types.js';
-import type { PermissionCard, SessionUpdate } from '../../src/protocol/updates.js';
+import type { SessionUpdate } from '../../src/protocol/updates.js';
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { AgentMessage } from '../../src/services/agents/mailbox.js';
-import { flush } from '../support/machine-stubs.js';
+import { CARD, flush, stubChild } from '../support/machine-stubs.js';
 
 const ZERO = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
 
@@ -30,14 +30,6 @@ const INPUT: SessionInput = {
   reloadRequired: false,
 };
 
-const CARD: PermissionCard = {
-  toolName: 'bash',
-  kind: 'approval',
-  summary: 'run ls',
-  environmentId: 'env_1',
-  grantKey: 'bash:ls',
-  decisions: ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'],
-};
 
 function message(id: string, text: string): NewMessage {
   return { id, role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
@@ -59,35 +51,9 @@ function output(overrides: Partial<TurnOutput> = {}): TurnOutput {
   };
 }
 
-/**
- * A Turn that records what the Session sends it and does what the test tells it: publish an update
- * (`stub.publish`), send any event up (`stub.send`), or end with an output (`stub.finish`).
- */
-function stubTurn(inbox: Array<{ input: unknown; events: AnyEventObject[] }>) {
-  return setup({}).createMachine({
-    context: ({ input }) => {
-      inbox.push({ input, events: [] });
-      return { output: null as TurnOutput | null };
-    },
-    initial: 'running',
-    states: {
-      running: {
-        on: {
-          'stub.publish': { actions: sendParent(({ event }) => ({ type: 'session.publish', update: event.update })) },
-          'stub.send': { actions: sendParent(({ event }) => event.event) },
-          'stub.finish': { target: 'done', actions: assign({ output: ({ event }) => event.output }) },
-          '*': { actions: ({ event }) => void inbox.at(-1)!.events.push(event) },
-        },
-      },
-      done: { type: 'final' },
-    },
-    output: ({ context }) => context.output!,
-  });
-}
-
 function startSession(options: { input?: Partial<SessionInput>; turn?: any } = {}) {
   const turns: Array<{ input: any; events: AnyEventObject[] }> = [];
-  const logic = sessionMachine.provide({ actors: { turn: options.turn ?? stubTurn(turns) } });
+  const logic = sessionMachine.provide({ actors: { turn: options.turn ?? stubChild<TurnOutput>(turns) } });
   const actor = createActor(logic, { input: { ...INPUT, ...options.input } });
   const replies = new Map<string, CommandReply>();
   const updates: Array<{ sequence: number; turnId: string | null; update: SessionUpdate }> = [];

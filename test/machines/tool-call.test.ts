@@ -7,19 +7,10 @@
 import { describe, expect, it } from 'vitest';
 import { toolCallMachine, USER_DENIED_TEXT, CANCELLED_BEFORE_RUN_TEXT, UNANSWERED_TEXT, ACTOR_STOPPED_TEXT } from '../../src/machines/tool-call.js';
 import type { ToolCallInput, ToolCallOutput } from '../../src/machines/types.js';
-import type { PermissionCard } from '../../src/protocol/updates.js';
 import { answersResultText } from '../../src/protocol/user-input.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
-import { deferred, flush, rejecting, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
+import { CARD, deferred, flush, rejecting, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
 
-const CARD: PermissionCard = {
-  toolName: 'bash',
-  kind: 'approval',
-  summary: 'run ls',
-  environmentId: 'env_1',
-  grantKey: 'bash:ls',
-  decisions: ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'],
-};
 
 const DOOM = { signature: 'sig', count: 1 };
 

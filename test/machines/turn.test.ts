@@ -10,23 +10,14 @@
  */
 import { Observable } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { assign, fromEventObservable, sendParent, setup, type AnyEventObject } from 'xstate';
+import { fromEventObservable, type AnyEventObject } from 'xstate';
 import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
 import type { AuthorizationOutput, ToolCallOutput, TurnEvent, TurnInput, TurnOutput, ValidatedCall } from '../../src/machines/types.js';
-import type { PermissionCard } from '../../src/protocol/updates.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
-import { deferred, flush, rejecting, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
+import { CARD, deferred, flush, rejecting, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
 
 const USAGE = { inputTokens: 3, outputTokens: 2, cachedInputTokens: 0, reasoningTokens: 0 };
-const CARD: PermissionCard = {
-  toolName: 'bash',
-  kind: 'approval',
-  summary: 'run ls',
-  environmentId: 'env_1',
-  grantKey: 'bash:ls',
-  decisions: ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'],
-};
 const OK: ToolResult = { status: 'succeeded', text: 'done' };
 
 function turnInput(overrides: Partial<TurnInput> = {}): TurnInput {
@@ -92,28 +83,6 @@ function scriptedCallModel(steps: ModelStep[]) {
   return Object.assign(logic, { inputs });
 }
 
-/** A tool-call machine stand-in: it sends the Turn what the test tells it and ends with an output. */
-function stubToolCall(log: Array<{ input: any; events: AnyEventObject[] }>) {
-  return setup({}).createMachine({
-    context: ({ input }) => {
-      log.push({ input, events: [] });
-      return { output: null as ToolCallOutput | null };
-    },
-    initial: 'running',
-    states: {
-      running: {
-        on: {
-          'stub.send': { actions: sendParent(({ event }) => event.event) },
-          'stub.finish': { target: 'done', actions: assign({ output: ({ event }) => event.output }) },
-          '*': { actions: ({ event }) => void log.at(-1)!.events.push(event) },
-        },
-      },
-      done: { type: 'final' },
-    },
-    output: ({ context }) => context.output!,
-  });
-}
-
 function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
   const toolCallLog: Array<{ input: any; events: AnyEventObject[] }> = [];
   const stubs = {
@@ -130,7 +99,7 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
     authorizeToolCall: stubPromise<AuthorizationOutput>({ kind: 'execute' }),
     executeTool: stubExecute(),
     recordToolResult: stubPromise((i: { result: ToolResult }) => i.result),
-    toolCall: stubToolCall(toolCallLog),
+    toolCall: stubChild<ToolCallOutput>(toolCallLog),
     recordCancelledCalls: stubPromise(undefined),
     finishTurn: stubPromise(true),
     ...overrides,

@@ -4,7 +4,8 @@
  * or emit when the test says, and runs under parents that only record what it sends them. No
  * storage, model or tool runs: these tests check the charts' decisions alone, in milliseconds.
  */
-import { assign, createActor, fromCallback, fromPromise, setup, type AnyActorLogic, type AnyActorRef, type AnyEventObject } from 'xstate';
+import { assign, createActor, fromCallback, fromPromise, sendParent, setup, type AnyActorLogic, type AnyActorRef, type AnyEventObject } from 'xstate';
+import type { PermissionCard } from '../../src/protocol/updates.js';
 
 /** A promise the test settles by hand, for an actor that should stay busy until told. */
 export interface Deferred<T> {
@@ -133,4 +134,42 @@ export function underParents(logic: AnyActorLogic, input: unknown): Running {
     sent: (to, type) => received.filter((r) => r.to === to && r.event.type === type).map((r) => r.event),
     stop: () => actor.stop(),
   };
+}
+
+/** The card the machine tests ask for: one bash command, every decision offered. */
+export const CARD: PermissionCard = {
+  toolName: 'bash',
+  kind: 'approval',
+  summary: 'run ls',
+  environmentId: 'env_1',
+  grantKey: 'bash:ls',
+  decisions: ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'],
+};
+
+/**
+ * A child machine that stands in for the Session's Turn or the Turn's tool-call machine: `log` gets
+ * one entry per invocation (its input and every event its parent sent it), and the test drives it:
+ * `stub.send` sends any event up, `stub.publish` sends an update to be published (`session.publish`),
+ * `stub.finish` ends it with an output.
+ */
+export function stubChild<Output>(log: Array<{ input: any; events: AnyEventObject[] }>) {
+  return setup({}).createMachine({
+    context: ({ input }) => {
+      log.push({ input, events: [] });
+      return { output: null as Output | null };
+    },
+    initial: 'running',
+    states: {
+      running: {
+        on: {
+          'stub.publish': { actions: sendParent(({ event }) => ({ type: 'session.publish', update: event.update })) },
+          'stub.send': { actions: sendParent(({ event }) => event.event) },
+          'stub.finish': { target: 'done', actions: assign({ output: ({ event }) => event.output }) },
+          '*': { actions: ({ event }) => void log.at(-1)!.events.push(event) },
+        },
+      },
+      done: { type: 'final' },
+    },
+    output: ({ context }) => context.output!,
+  });
 }
