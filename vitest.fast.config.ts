@@ -1,35 +1,52 @@
 /**
- * `npm run test:fast`, the edit loop: the whole suite except the files that spend most of its time
- * in child processes, real browsers, kill-and-restart loops and package builds. `npm test` (what
- * `.ci/run` runs) still runs everything; what is left out here is listed in README.md, "Tests".
+ * `npm run test:fast`, the edit loop (issue 19 point 7: under a minute on 2 cores): the unit layer
+ * (the three machines with stub actors, protocol, services, context, inspection) and the integration
+ * files that cover the most behaviour per second on a real PGlite store and the real runtime. It is
+ * a list of what is IN, so a new file is in `npm test` (which `.ci/run` runs: everything) and joins
+ * the loop only when it is named here. What is left out, and why, is README.md "Tests".
  */
-import { defineConfig, mergeConfig } from 'vitest/config';
+import { defineConfig } from 'vitest/config';
 import base from './vitest.config.js';
 
-/** Left out of the edit loop, each with why: together they are most of the suite's time. */
-export const SLOW_FILES = [
-  // CLI child processes, the crash-restart loop and the browser suite.
-  'test/e2e/**',
-  // The Postgres outage soak stops and restarts a server many times.
-  'test/faults/postgres-outage-soak.test.ts',
-  // Build the package, install it into a host project and type-check it there.
-  'test/package/consumer-types.test.ts',
-  'test/package/examples.test.ts',
-  'test/package/exports.test.ts',
-  // Every generated path of the composed charts (about a minute); run it when a chart changes.
-  'test/machines/statecharts.test.ts',
-  // The sandbox attack that races thousands of link swaps against the file tools.
-  'test/security/file-tool-symlink-race.test.ts',
-  // Child processes: real MCP servers, and the Stately relay's child runtime.
-  'test/services/mcp/mcp-tools.test.ts',
-  'test/inspection/stately.test.ts',
+/** The edit loop: each entry with what it covers. */
+export const FAST_FILES = [
+  // The charts' decisions, each machine alone with stub actors (milliseconds, no storage or model).
+  'test/machines/session.test.ts',
+  'test/machines/turn.test.ts',
+  'test/machines/tool-call.test.ts',
+  // Pure modules: protocol schemas, request assembly, ids, budgets, the inspector's reducer and charts.
+  'test/protocol/**/*.test.ts',
+  'test/context/assemble.test.ts',
+  'test/services/ids.test.ts',
+  'test/services/progress-budget.test.ts',
+  'test/services/ring-buffer.test.ts',
+  'test/services/trace/recorder.test.ts',
+  'test/inspection/charts.test.ts',
+  'test/inspection/safe-json.test.ts',
+  'test/inspector/reducer.test.ts',
+  'test/cli/options.test.ts',
+  'test/package/layers.test.ts',
+  'test/docs/**/*.test.ts',
+  // Services on their real parts: the permission policy, the tools and their outputs, the model
+  // adapters against the fake OpenAI server, the MCP names.
+  'test/services/permissions/**/*.test.ts',
+  'test/services/tools/{bash-outcomes,file-tools,output,security,tool-runtime,tool-source,tool-texts-by-mode}.test.ts',
+  'test/services/model/{openai,openai-rate-limits,wire-replay}.test.ts',
+  'test/services/mcp/names-results.test.ts',
+  'test/services/sandbox/seatbelt.test.ts',
+  // The runtime end to end on PGlite: a call the Turn runs itself, commands and their typed
+  // refusals, the model port's boundary, the control tools, cards, the working directory, the
+  // prepared statements, a protection attack, and restart reconciliation.
+  'test/runtime/direct-tool-call.test.ts',
+  'test/runtime/command-input.test.ts',
+  'test/runtime/model-port-boundary.test.ts',
+  'test/host/control-tools.test.ts',
+  'test/host/card-defaults.test.ts',
+  'test/host/working-directory.test.ts',
+  'test/storage/pglite-prepared.test.ts',
+  'test/security/hard-link-write.test.ts',
+  'test/agents/reconciliation.test.ts',
 ];
 
-export default mergeConfig(
-  base,
-  defineConfig({
-    test: {
-      exclude: ['**/node_modules/**', ...SLOW_FILES],
-    },
-  }),
-);
+// Not mergeConfig: it would append this list to the base's `test/**` instead of replacing it.
+export default defineConfig({ ...base, test: { ...base.test, include: FAST_FILES, isolate: false } });

@@ -22,7 +22,9 @@ import { createCore, defineTool, postgresStorage } from '../src/index.js';
 // @ts-expect-error plain ESM helper of the peers benchmark
 import { postgresCpuMs, startDurablePostgres } from './peers/postgres.mjs';
 // @ts-expect-error plain ESM helper of the peers benchmark
-import { decide, FINAL_TEXT, instantTool, USER_TEXT, K } from './peers/scenario.mjs';
+import { USER_TEXT, K } from './peers/scenario.mjs';
+// @ts-expect-error plain ESM helper of the peers benchmark
+import { fakeModelPort, instantToolOf, NO_TRACE } from './peers/openwork-setup.mjs';
 
 const TURNS = Number(process.env.STEP_TURNS ?? 20);
 const counts = new Map<string, number>();
@@ -68,43 +70,14 @@ const probe = new pg.Client({ connectionString: url });
 await probe.connect();
 await probe.query('CREATE EXTENSION pg_stat_statements');
 
-let calls = 0;
-const model = {
-  id: 'fake/zero',
-  providerId: 'fake',
-  model: 'zero',
-  contextWindow: 200_000,
-  maxOutputTokens: 8_000,
-  async *stream(request: { messages: Array<{ role: string }> }) {
-    let results = 0;
-    for (const m of request.messages) if (m.role === 'tool') results += 1;
-    const next = decide(results);
-    const usage = { inputTokens: 100, outputTokens: 10, cachedInputTokens: 0, reasoningTokens: 0 };
-    if (next === null) {
-      yield { type: 'text_delta', delta: FINAL_TEXT };
-      yield { type: 'completed', usage, finishReason: 'stop' };
-      return;
-    }
-    calls += 1;
-    yield { type: 'tool_call', callId: `call_${calls}`, name: 'instant', arguments: JSON.stringify({ i: next }) };
-    yield { type: 'completed', usage, finishReason: 'tool_use' };
-  },
-};
-const instant = defineTool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: ({ i }) => instantTool(i) });
-const noTrace = {
-  record() {},
-  async flush() {
-    return { flushed: true, droppedSignals: 0, writeFailures: 0, written: 0, queued: 0 };
-  },
-  stats: () => ({ droppedSignals: 0, writeFailures: 0, written: 0, queued: 0 }),
-  async close() {},
-};
+const model = fakeModelPort();
+const instant = instantToolOf(defineTool, z);
 const core = await createCore({
   storage: postgresStorage({ connectionString: url, max: 10 }),
   model: model as never,
   tools: [instant],
   worldState: false,
-  ...(process.env.STEP_TRACE === '0' ? { trace: noTrace } : {}),
+  ...(process.env.STEP_TRACE === '0' ? { trace: NO_TRACE } : {}),
 });
 const turn = async () => {
   const session = await core.createSession({ workingDirectory: process.cwd() });

@@ -7,30 +7,14 @@ import { randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import { z } from '../../node_modules/zod/index.js';
-import { decide, FINAL_TEXT, instantTool, USER_TEXT, K } from './scenario.mjs';
+import { USER_TEXT, K } from './scenario.mjs';
+import { fakeModelPort, instantToolOf } from './openwork-setup.mjs';
 
 const dist = resolve(process.argv[2] ?? new URL('../../dist', import.meta.url).pathname);
 const { createCore, defineTool, pgliteStorage } = await import(pathToFileURL(`${dist}/index.js`).href);
 
-const instant = defineTool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: ({ i }) => instantTool(i) });
-let calls = 0;
-const model = {
-  id: 'fake/zero', providerId: 'fake', model: 'zero', contextWindow: 200_000, maxOutputTokens: 8_000,
-  async *stream(request) {
-    let results = 0;
-    for (const m of request.messages) if (m.role === 'tool') results += 1;
-    const next = decide(results);
-    const usage = { inputTokens: 100, outputTokens: 10, cachedInputTokens: 0, reasoningTokens: 0 };
-    if (next === null) {
-      yield { type: 'text_delta', delta: FINAL_TEXT };
-      yield { type: 'completed', usage, finishReason: 'stop' };
-      return;
-    }
-    calls += 1;
-    yield { type: 'tool_call', callId: `call_${calls}`, name: 'instant', arguments: JSON.stringify({ i: next }) };
-    yield { type: 'completed', usage, finishReason: 'tool_use' };
-  },
-};
+const instant = instantToolOf(defineTool, z);
+const model = fakeModelPort();
 
 let counting = false;
 const events = new Map();

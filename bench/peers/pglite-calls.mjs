@@ -12,7 +12,8 @@ import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { z } from '../../node_modules/zod/index.js';
 import { PGlite } from '../../node_modules/@electric-sql/pglite/dist/index.js';
-import { decide, FINAL_TEXT, instantTool, USER_TEXT, K } from './scenario.mjs';
+import { USER_TEXT, K } from './scenario.mjs';
+import { fakeModelPort, instantToolOf } from './openwork-setup.mjs';
 
 const dist = resolve(process.argv[2] ?? new URL('../../dist', import.meta.url).pathname);
 const { createCore, defineTool, pgliteStorage } = await import(pathToFileURL(`${dist}/index.js`).href);
@@ -63,25 +64,8 @@ PGlite.prototype.execProtocolStream = function (message, options) {
   return stream.call(this, message, options);
 };
 
-const instant = defineTool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: ({ i }) => instantTool(i) });
-let toolCalls = 0;
-const model = {
-  id: 'fake/zero', providerId: 'fake', model: 'zero', contextWindow: 200_000, maxOutputTokens: 8_000,
-  async *stream(request) {
-    let results = 0;
-    for (const m of request.messages) if (m.role === 'tool') results += 1;
-    const next = decide(results);
-    const usage = { inputTokens: 100, outputTokens: 10, cachedInputTokens: 0, reasoningTokens: 0 };
-    if (next === null) {
-      yield { type: 'text_delta', delta: FINAL_TEXT };
-      yield { type: 'completed', usage, finishReason: 'stop' };
-      return;
-    }
-    toolCalls += 1;
-    yield { type: 'tool_call', callId: `call_${toolCalls}`, name: 'instant', arguments: JSON.stringify({ i: next }) };
-    yield { type: 'completed', usage, finishReason: 'tool_use' };
-  },
-};
+const instant = instantToolOf(defineTool, z);
+const model = fakeModelPort();
 
 // PGLITE_SETTINGS='name=value,...': extra Postgres settings to try (e.g. plan_cache_mode).
 const postgresSettings = Object.fromEntries((process.env.PGLITE_SETTINGS ?? '').split(',').filter(Boolean).map((kv) => kv.split('=')));

@@ -9,15 +9,14 @@
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createCore, type Core } from '../../src/core.js';
+import type { Core } from '../../src/core.js';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
-import { builtinTools } from '../../src/services/tools/builtin.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
+import { builtinToolsCore } from '../support/scripted-attack.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
@@ -60,15 +59,7 @@ describe('issue 12.10: danger detection bypasses', () => {
       writeFileSync(join(env.ws, victim, 'nested', 'file.txt'), 'keep me\n');
     }
     const model = scriptedModel([...BYPASSES.map(({ command }) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] })), { text: 'done' }]);
-    const core = await createCore({ plan: true, conversationHistory: true, agents: true,
-      storage,
-      model,
-      toolResultSpillRoot: env.runtime.spillRoot,
-      tools: builtinTools(env.runtime),
-      authorizer: permissionPolicy(env.runtime),
-      sandbox: env.runtime.sandbox,
-      closeStorageOnShutdown: false,
-    });
+    const core = await builtinToolsCore(env, storage, model);
     open.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
     const cards: PermissionCard[] = [];
@@ -99,15 +90,7 @@ describe('issue 12.10: danger detection bypasses', () => {
     requireSandbox(ctx, env.runtime);
     mkdirSync(join(env.ws, 'v-denied'), { recursive: true });
     const model = scriptedModel([{ toolCalls: [{ name: 'bash', arguments: { command: 'rm -rf v-denied\n)' } }] }]);
-    const core = await createCore({ plan: true, conversationHistory: true, agents: true,
-      storage,
-      model,
-      toolResultSpillRoot: env.runtime.spillRoot,
-      tools: builtinTools(env.runtime),
-      authorizer: permissionPolicy(env.runtime),
-      sandbox: env.runtime.sandbox,
-      closeStorageOnShutdown: false,
-    });
+    const core = await builtinToolsCore(env, storage, model);
     open.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
     session.updates$.subscribe((u) => {

@@ -9,16 +9,15 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCore, type Core } from '../../src/core.js';
+import type { Core } from '../../src/core.js';
 import type { SessionUpdateEnvelope, ToolProgress } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
-import { builtinTools } from '../../src/services/tools/builtin.js';
 import { omittedProgressText, PROGRESS_CHUNK_BYTES, PROGRESS_HEAD_BYTES, PROGRESS_TAIL_BYTES } from '../../src/services/updates/progress-budget.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
+import { builtinToolsCore } from '../support/scripted-attack.js';
 
 const FLOOD_BYTES = 2 * 1024 ** 3;
 const MIB = 1024 * 1024;
@@ -52,15 +51,7 @@ describe('issue 12.9: an output flood', () => {
       { toolCalls: [{ name: 'bash', arguments: { command: `yes | head -c ${FLOOD_BYTES / 32} > "$TMPDIR/flood" && for i in $(seq 32); do cat "$TMPDIR/flood"; done; echo the-end`, timeoutMs: 120_000 } }] },
       { text: 'done' },
     ]);
-    const core = await createCore({ plan: true, conversationHistory: true, agents: true,
-      storage,
-      model,
-      toolResultSpillRoot: env.runtime.spillRoot,
-      tools: builtinTools(env.runtime),
-      authorizer: permissionPolicy(env.runtime),
-      sandbox: env.runtime.sandbox,
-      closeStorageOnShutdown: false,
-    });
+    const core = await builtinToolsCore(env, storage, model);
     open.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
     const progress: ToolProgress[] = [];

@@ -4,10 +4,13 @@
  * the hostile calls, and a host that answers every card with the given decision. It returns what
  * the model was told and which cards the user saw.
  */
-import { createCore } from '../../src/core.js';
+import { createCore, type Core, type CoreOptions } from '../../src/core.js';
 import type { PermissionMode } from '../../src/protocol/input.js';
 import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
 import { scriptedModel, type ScriptedToolCall } from '../../src/services/model/scripted.js';
+import { builtinTools } from '../../src/services/tools/builtin.js';
+import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
+import type { ModelPort } from '../../src/services/model/port.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import { assertAllRequests } from './invariants.js';
@@ -50,4 +53,25 @@ export async function scriptedAttack(env: ToolEnv, storage: SessionStorage, call
   } finally {
     await core.shutdown();
   }
+}
+
+/**
+ * A core with the built-in tools wired by hand, for an attack that drives its own session (watches
+ * its progress or its cards as they come): the tools, the permission policy, the sandbox and the
+ * spill root of `env`, agent tools on, the storage left open. `extra` adds or overrides options.
+ */
+export function builtinToolsCore(env: ToolEnv, storage: SessionStorage, model: ModelPort, extra: Partial<CoreOptions> = {}): Promise<Core> {
+  return createCore({
+    plan: true,
+    conversationHistory: true,
+    agents: true,
+    storage,
+    model,
+    toolResultSpillRoot: env.runtime.spillRoot,
+    tools: builtinTools(env.runtime),
+    authorizer: permissionPolicy(env.runtime),
+    sandbox: env.runtime.sandbox,
+    closeStorageOnShutdown: false,
+    ...extra,
+  });
 }

@@ -10,53 +10,24 @@ import { randomUUID } from 'node:crypto';
 import { z } from '../../../node_modules/zod/index.js';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { decide, FINAL_TEXT, instantTool, USER_TEXT } from '../scenario.mjs';
+import { USER_TEXT } from '../scenario.mjs';
+import { fakeModelPort, instantToolOf, NO_TRACE } from '../openwork-setup.mjs';
 
 /** The build under test: the root's `dist/`, or another build (`BENCH_PEERS_BASE_DIST`) for a before/after in one run. */
 const load = (dist) => import(dist ? pathToFileURL(resolve(dist, 'index.js')).href : '../../../dist/index.js');
 
-let calls = 0;
-/** The fake model as a ModelPort: no latency, no recording, O(request) only to count tool results. */
-const model = {
-  id: 'fake/zero',
-  providerId: 'fake',
-  model: 'zero',
-  contextWindow: 200_000,
-  maxOutputTokens: 8_000,
-  async *stream(request) {
-    let results = 0;
-    for (const m of request.messages) if (m.role === 'tool') results += 1;
-    const next = decide(results);
-    const usage = { inputTokens: 100, outputTokens: 10, cachedInputTokens: 0, reasoningTokens: 0 };
-    if (next === null) {
-      yield { type: 'text_delta', delta: FINAL_TEXT };
-      yield { type: 'completed', usage, finishReason: 'stop' };
-      return;
-    }
-    calls += 1;
-    yield { type: 'tool_call', callId: `call_${calls}`, name: 'instant', arguments: JSON.stringify({ i: next }) };
-    yield { type: 'completed', usage, finishReason: 'tool_use' };
-  },
-};
+const model = fakeModelPort();
 
-const noTrace = {
-  record() {},
-  async flush() {
-    return { flushed: true, droppedSignals: 0, writeFailures: 0, written: 0, queued: 0 };
-  },
-  stats: () => ({ droppedSignals: 0, writeFailures: 0, written: 0, queued: 0 }),
-  async close() {},
-};
 
 export function setupOpenwork(storageKind, { trace = true, dist } = {}) {
   return async ({ url, dir }) => {
     const { createCore, defineTool, pgliteStorage, postgresStorage } = await load(dist);
-    const instant = defineTool({ name: 'instant', description: 'Returns at once.', parameters: z.object({ i: z.number() }), execute: ({ i }) => instantTool(i) });
+    const instant = instantToolOf(defineTool, z);
     const storage =
       storageKind === 'postgres'
         ? postgresStorage({ connectionString: url, max: 10 })
         : pgliteStorage(storageKind === 'pglite-file' ? { dataDir: `${dir}/pgdata` } : {});
-    const core = await createCore({ storage, model, tools: [instant], worldState: false, ...(trace ? {} : { trace: noTrace }) });
+    const core = await createCore({ storage, model, tools: [instant], worldState: false, ...(trace ? {} : { trace: NO_TRACE }) });
     return {
       async turn() {
         const session = await core.createSession({ workingDirectory: dir });

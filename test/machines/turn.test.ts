@@ -1,0 +1,467 @@
+/**
+ * The Turn machine alone, its effects stubs (issue 19 point 7): the model call's events, the calls
+ * it runs itself (validate, authorize, execute, record), the call it hands to a tool-call machine (a
+ * stub here), compaction, steering, cancel and stop, and every storage failure's outcome. It runs
+ * under recording parents, as under its Session. No storage, model or tool runs; the composed
+ * machines on the real runtime are test/machines/statecharts.test.ts.
+ *
+ * The actor ids are main's as of issue 19 (`sampleWorldState`, `validateToolCall`, ...): a chart
+ * change that renames or folds one adjusts `actors()` below and the inputs the tests read.
+ */
+import { Observable } from 'rxjs';
+import { describe, expect, it } from 'vitest';
+import { fromEventObservable, type AnyEventObject } from 'xstate';
+import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
+import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
+import type { AuthorizationOutput, ToolCallOutput, TurnEvent, TurnInput, TurnOutput, ValidatedCall } from '../../src/machines/types.js';
+import type { ToolResult } from '../../src/services/tools/define.js';
+import { CARD, deferred, flush, rejecting, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
+
+const USAGE = { inputTokens: 3, outputTokens: 2, cachedInputTokens: 0, reasoningTokens: 0 };
+const OK: ToolResult = { status: 'succeeded', text: 'done' };
+
+function turnInput(overrides: Partial<TurnInput> = {}): TurnInput {
+  return {
+    sessionId: 'ses_1',
+    turnId: 'turn_1',
+    clientRequestId: 'req_1',
+    messages: [{ id: 'm1', role: 'user', kind: 'normal', content: [{ type: 'text', text: 'hi' }] }],
+    systemContext: [],
+    limits: { maxModelCalls: 5, doomLoopThreshold: 3 },
+    permissionMode: 'auto',
+    permissionModeOrigin: 'session_default',
+    nonInteractive: false,
+    sessionGrants: {},
+    tokenBaseline: USAGE,
+    mailbox: [],
+    pendingInput: [],
+    compactAtTokens: 0,
+    compactionEnabled: true,
+    disabledSkillNames: [],
+    ...overrides,
+  };
+}
+
+/** The events of one model call that answers `text`. */
+const answer = (text: string): TurnEvent[] => [
+  { type: 'model.call_recorded', estimatedInputTokens: 10 },
+  { type: 'model.text_delta', delta: text },
+  { type: 'model.completed', usage: USAGE },
+];
+/** The events of one model call that asks for tools. */
+const toolCalls = (...names: string[]): TurnEvent[] => [
+  { type: 'model.call_recorded', estimatedInputTokens: 10 },
+  ...names.map((name, i) => ({ type: 'model.tool_call' as const, callId: `call_${i + 1}`, name, arguments: '{}' })),
+  { type: 'model.completed', usage: USAGE },
+];
+
+type ModelStep = TurnEvent[] | { events: TurnEvent[]; error: unknown } | 'hang';
+
+/**
+ * The model call as a stub: each invocation plays the next step's events to the Turn and completes
+ * (or fails with the step's error; `hang` is recorded, streams a little and never ends).
+ */
+function scriptedCallModel(steps: ModelStep[]) {
+  const inputs: unknown[] = [];
+  const logic = fromEventObservable<TurnEvent, any>(({ input }) => {
+    inputs.push(input);
+    const step = steps.shift();
+    return new Observable<TurnEvent>((subscriber) => {
+      if (step === undefined) return subscriber.error(new Error('the test scripted no more model calls'));
+      if (step === 'hang') {
+        // The call was recorded and the model is answering: the stream stays open until stopped.
+        subscriber.next({ type: 'model.call_recorded', estimatedInputTokens: 1 });
+        subscriber.next({ type: 'model.text_delta', delta: 'partial' });
+        return;
+      }
+      const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
+      for (const event of events) subscriber.next(event);
+      if (error !== undefined) subscriber.error(error);
+      else subscriber.complete();
+    });
+  });
+  return Object.assign(logic, { inputs });
+}
+
+function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
+  const toolCallLog: Array<{ input: any; events: AnyEventObject[] }> = [];
+  const stubs = {
+    beginTurn: stubPromise(undefined),
+    drainInbox: stubPromise((i: { mailbox: Array<{ id: string }>; pendingInput: Array<{ id: string }> }) => ({
+      mailboxIds: i.mailbox.map((m) => m.id),
+      inputIds: i.pendingInput.map((m) => m.id),
+    })),
+    callModel: scriptedCallModel(model),
+    persistAssistantMessage: stubPromise({ messageId: 'msg_a' }),
+    compactConversation: stubPromise({ summarized: true, checkpointId: 'cp_1', conversationTokensBefore: 900, conversationTokensAfter: 100 }),
+    sampleWorldState: stubPromise(undefined),
+    validateToolCall: stubPromise<ValidatedCall>({ kind: 'registered', args: {}, doom: { signature: 's', count: 1 } }),
+    authorizeToolCall: stubPromise<AuthorizationOutput>({ kind: 'execute' }),
+    executeTool: stubExecute(),
+    recordToolResult: stubPromise((i: { result: ToolResult }) => i.result),
+    toolCall: stubChild<ToolCallOutput>(toolCallLog),
+    recordCancelledCalls: stubPromise(undefined),
+    finishTurn: stubPromise(true),
+    ...overrides,
+  };
+  return { stubs, toolCallLog };
+}
+
+function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; actors?: Record<string, unknown> } = {}) {
+  const { stubs, toolCallLog } = actors(model, options.actors);
+  const running = underParents(turnMachine.provide({ actors: stubs as never }), turnInput(options.input));
+  const published = () => running.sent('parent', 'session.publish').map((e) => e.update);
+  return {
+    ...running,
+    stubs: stubs as typeof stubs & Record<string, any>,
+    toolCallLog,
+    published,
+    phases: () => published().filter((u) => u.type === 'phase_changed').map((u) => u.phase),
+    out: () => running.output() as TurnOutput,
+    state: () => running.child().getSnapshot().value,
+    context: () => running.child().getSnapshot().context,
+  };
+}
+
+describe('Turn machine (stub actors): the model call', () => {
+  it('a final answer: begins, samples, streams, persists and ends completed with the usage, publishing the phases and the text', async () => {
+    const t = runTurn([answer('hello')]);
+    await flush();
+    expect(t.out()).toEqual({
+      turnId: 'turn_1',
+      outcome: { status: 'completed', finalText: 'hello' },
+      plan: null,
+      usage: USAGE,
+      mailbox: [],
+      pendingInput: [],
+      endRecorded: true,
+      reloadRequired: false,
+    });
+    expect(t.published()).toEqual([
+      { type: 'phase_changed', phase: 'starting' },
+      { type: 'phase_changed', phase: 'running_model' },
+      { type: 'text_delta', delta: 'hello' },
+      { type: 'draft_cleared', reason: 'committed' },
+      { type: 'phase_changed', phase: 'completed' },
+      { type: 'turn_finished', outcome: { status: 'completed', finalText: 'hello' }, usage: USAGE },
+    ]);
+    expect(t.stubs.beginTurn.inputs).toEqual([{ sessionId: 'ses_1', turnId: 'turn_1', clientRequestId: 'req_1', messages: turnInput().messages }]);
+    expect(t.stubs.sampleWorldState.inputs[0]).toMatchObject({ modelCallIndex: 1, samplingSequence: 1, permissionMode: 'auto' });
+    expect(t.stubs.callModel.inputs[0]).toMatchObject({ modelCallIndex: 1, spanId: 'turn_1.model1', thresholdCompaction: true });
+    expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ spanId: 'turn_1.model1', draft: { text: 'hello', textBlocks: [{ type: 'text', text: 'hello' }] } });
+    expect(t.stubs.finishTurn.inputs).toEqual([
+      { sessionId: 'ses_1', turnId: 'turn_1', outcome: { status: 'completed', finalText: 'hello' }, planUnfinishedStepCount: null },
+    ]);
+  });
+
+  it('a second output message opens a text block of its own, shown after a paragraph break; rate limits go up to the session', async () => {
+    const t = runTurn([
+      [
+        { type: 'model.call_recorded', estimatedInputTokens: 1 },
+        { type: 'model.text_delta', delta: 'one', phase: 'commentary' },
+        { type: 'model.text_delta', delta: 'two', newBlock: true },
+        { type: 'model.rate_limits', snapshot: { limitId: null } },
+        { type: 'model.completed', usage: USAGE },
+      ],
+    ]);
+    await flush();
+    expect(t.stubs.persistAssistantMessage.inputs[0].draft.textBlocks).toEqual([
+      { type: 'text', text: 'one', phase: 'commentary' },
+      { type: 'text', text: 'two' },
+    ]);
+    expect(t.published().filter((u) => u.type === 'text_delta')).toEqual([
+      { type: 'text_delta', delta: 'one' },
+      { type: 'text_delta', delta: '\n\ntwo' },
+    ]);
+    expect(t.sent('parent', 'turn.rate_limits')).toEqual([{ type: 'turn.rate_limits', snapshot: { limitId: null } }]);
+  });
+
+  it('model failures: a stream without completion is model_protocol_error, a provider error model_error, an unassembled request its own code, an unrecorded call persistence_error', async () => {
+    const cases: Array<[ModelStep, object]> = [
+      [[{ type: 'model.call_recorded', estimatedInputTokens: 1 }, { type: 'model.text_delta', delta: 'x' }], { code: 'model_protocol_error', message: 'the model stream ended without a completed response' }],
+      [{ events: [{ type: 'model.call_recorded', estimatedInputTokens: 1 }], error: { code: 'rate_limited', message: '429' } }, { code: 'model_error', message: '429' }],
+      [{ events: [], error: { stage: 'assemble', message: 'x', cause: { code: 'project_instruction_error', message: 'AGENTS.md unreadable' } } }, { code: 'project_instruction_error', message: 'AGENTS.md unreadable' }],
+      [{ events: [], error: { stage: 'assemble', message: 'x', cause: new Error('odd') } }, { code: 'model_protocol_error', message: 'odd' }],
+      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'ownership_lost', message: 'taken' } } }, { code: 'ownership_lost', message: 'taken' }],
+      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'storage_unavailable', message: 'down' } } }, { code: 'persistence_error', message: 'down' }],
+    ];
+    for (const [step, failure] of cases) {
+      const t = runTurn([step]);
+      await flush();
+      expect(t.out().outcome).toEqual({ status: 'failed', ...failure });
+    }
+    // A discarded draft is announced as such.
+    const t = runTurn([cases[0]![0]]);
+    await flush();
+    expect(t.published()).toContainEqual({ type: 'draft_cleared', reason: 'discarded' });
+  });
+
+  it('storage failures at the turn\'s edges: begin (chat_state_error, else persistence_error), persist, and an unrecorded end keeps the outcome; ownership_lost at the end fails the turn', async () => {
+    const begin = runTurn([], { actors: { beginTurn: rejecting({ code: 'chat_state_error', message: 'two running turns' }) } });
+    await flush();
+    expect(begin.out().outcome).toEqual({ status: 'failed', code: 'chat_state_error', message: 'two running turns' });
+    const beginOther = runTurn([], { actors: { beginTurn: rejecting({ code: 'storage_unavailable', message: 'down' }) } });
+    await flush();
+    expect(beginOther.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'down' });
+    const persist = runTurn([answer('x')], { actors: { persistAssistantMessage: rejecting({ code: 'storage_unavailable', message: 'disk' }) } });
+    await flush();
+    expect(persist.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'disk' });
+    const unrecorded = runTurn([answer('x')], { actors: { finishTurn: stubPromise(false) } });
+    await flush();
+    expect(unrecorded.out()).toMatchObject({ outcome: { status: 'completed' }, endRecorded: false });
+    const endFails = runTurn([answer('x')], { actors: { finishTurn: rejecting({ code: 'storage_unavailable', message: 'down' }) } });
+    await flush();
+    expect(endFails.out()).toMatchObject({ outcome: { status: 'completed' }, endRecorded: false });
+    const lost = runTurn([answer('x')], { actors: { finishTurn: rejecting({ code: 'ownership_lost', message: 'taken over' }) } });
+    await flush();
+    expect(lost.out().outcome).toEqual({ status: 'failed', code: 'ownership_lost', message: 'taken over' });
+  });
+
+  it('a World State the turn cannot sample fails it with the sampler\'s code; structured output that does not fit fails it output_invalid', async () => {
+    const sample = runTurn([], { actors: { sampleWorldState: rejecting({ code: 'skill_catalog_task_error', message: 'skills' }) } });
+    await flush();
+    expect(sample.out().outcome).toEqual({ status: 'failed', code: 'skill_catalog_task_error', message: 'skills' });
+    const invalid = runTurn([answer('{}')], { actors: { persistAssistantMessage: stubPromise({ messageId: 'm', outputProblem: 'missing field a' }) } });
+    await flush();
+    expect(invalid.out()).toMatchObject({ outcome: { status: 'failed', code: 'output_invalid', message: 'missing field a' }, usage: USAGE });
+  });
+
+  it('stops at max_model_calls before a call over the limit', async () => {
+    const t = runTurn([toolCalls('echo'), toolCalls('echo')], { input: { limits: { maxModelCalls: 2, doomLoopThreshold: 3 } } });
+    t.stubs.executeTool.state.fail = null;
+    await flush();
+    // Each call's tool runs until the test ends it.
+    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    expect(t.out().outcome).toEqual({ status: 'failed', code: 'max_model_calls', message: 'the turn reached max_model_calls (2)' });
+    expect(t.stubs.callModel.inputs).toHaveLength(2);
+  });
+});
+
+describe('Turn machine (stub actors): compaction and steering', () => {
+  it('an over-threshold request compacts first (once per logical call) and samples again; the compaction is published', async () => {
+    const t = runTurn([[{ type: 'model.over_threshold', estimatedInputTokens: 900 }], answer('after')], { input: { compactAtTokens: 500 } });
+    await flush();
+    expect(t.stubs.compactConversation.inputs[0]).toMatchObject({ trigger: 'threshold', estimatedInputTokens: 900, triggerModelSpanId: null, modelCallIndex: 1 });
+    expect(t.stubs.sampleWorldState.inputs.map((i: any) => i.samplingSequence)).toEqual([1, 2]);
+    expect(t.stubs.callModel.inputs.map((i: any) => i.thresholdCompaction)).toEqual([true, false]);
+    expect(t.published()).toContainEqual({ type: 'conversation_compacted', compactionId: 'cp_1', kind: 'threshold', conversationTokensBefore: 900, conversationTokensAfter: 100 });
+    expect(t.phases()).toEqual(['starting', 'running_model', 'compacting', 'running_model', 'completed']);
+    expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'after' });
+  });
+
+  it('a context overflow compacts and resubmits once; a second overflow, or one with compaction off, fails the turn model_error', async () => {
+    const overflow = { events: [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }], error: { code: 'context_overflow', message: 'too long' } };
+    const once = runTurn([overflow, answer('ok')]);
+    await flush();
+    expect(once.stubs.compactConversation.inputs[0]).toMatchObject({ trigger: 'overflow', triggerModelSpanId: 'turn_1.model1' });
+    expect(once.out().outcome).toEqual({ status: 'completed', finalText: 'ok' });
+    const twice = runTurn([overflow, overflow], { actors: { compactConversation: stubPromise({ summarized: false, checkpointId: null, conversationTokensBefore: 1, conversationTokensAfter: 1 }) } });
+    await flush();
+    expect(twice.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'too long' });
+    expect(twice.published().filter((u) => u.type === 'conversation_compacted')).toEqual([]);
+    const off = runTurn([overflow], { input: { compactionEnabled: false } });
+    await flush();
+    expect(off.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'too long' });
+  });
+
+  it('a failed compaction fails the turn compaction_error, and one that committed but could not install asks for a reload', async () => {
+    const t = runTurn([[{ type: 'model.over_threshold', estimatedInputTokens: 900 }]], {
+      actors: { compactConversation: rejecting({ code: 'reload_required', message: 'installed nothing' }) },
+    });
+    await flush();
+    expect(t.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'installed nothing' }, reloadRequired: true });
+  });
+
+  it('steering input and agent mail are drained before the next model call; a final answer with input waiting takes one more round', async () => {
+    const steer = { id: 'm2', role: 'user' as const, kind: 'normal' as const, content: [{ type: 'text' as const, text: 'also this' }] };
+    const gate = deferred<{ messageId: string }>();
+    const t = runTurn([answer('first'), answer('second')], {
+      input: { mailbox: [{ id: 'agent-msg:a', taskName: 't', kind: 'final_answer', body: 'b' }] },
+      actors: { persistAssistantMessage: stubPromise(() => (t.stubs.persistAssistantMessage.inputs.length === 1 ? gate.promise : { messageId: 'm' })) },
+    });
+    await flush();
+    expect(t.stubs.drainInbox.inputs[0]).toMatchObject({ mailbox: [{ id: 'agent-msg:a' }], pendingInput: [] });
+    t.child().send({ type: 'turn.steer', message: steer });
+    gate.resolve({ messageId: 'm1' });
+    await flush();
+    expect(t.stubs.drainInbox.inputs[1]).toMatchObject({ mailbox: [], pendingInput: [steer] });
+    expect(t.out()).toMatchObject({ outcome: { status: 'completed', finalText: 'second' }, usage: { inputTokens: 6, outputTokens: 4 }, pendingInput: [] });
+  });
+});
+
+describe('Turn machine (stub actors): calls it runs itself', () => {
+  it('validates, authorizes, runs and records a call, publishing its start and end, then asks the model again', async () => {
+    const t = runTurn([toolCalls('echo'), answer('done')]);
+    await flush();
+    expect(t.state()).toEqual({ tools: { run: 'executing' } });
+    expect(t.stubs.validateToolCall.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', call: { callId: 'call_1', name: 'echo' }, parentSpanId: 'turn_1.model1', doomLoopThreshold: 3 });
+    t.stubs.executeTool.send({ type: 'tool.progress', progress: { kind: 'stdout', chunk: 'x' } });
+    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', result: OK, executed: true, resolvedName: 'echo', approval: { decision: 'none', source: 'sandbox' } });
+    const tool = t.published().filter((u) => u.type.startsWith('tool_call'));
+    expect(tool).toEqual([
+      { type: 'tool_call_started', toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'echo', arguments: '{}', status: 'validating' },
+      { type: 'tool_call_progress', toolCallId: 'turn_1.tc1', progress: { kind: 'stdout', chunk: 'x' } },
+      { type: 'tool_call_finished', toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'echo', status: 'succeeded', text: 'done' },
+    ]);
+    expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'done' });
+    expect(t.context().doom).toEqual({ signature: 's', count: 1 });
+  });
+
+  it('an invalid call is recorded without authorisation; a rule deny and a missing sandbox are recorded as denied without running', async () => {
+    const invalid: ToolResult = { status: 'failed', text: 'bad args', error: { code: 'invalid_arguments', message: 'bad args', retryable: false } };
+    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { validateToolCall: stubPromise({ kind: 'invalid', result: invalid, doom: { signature: null, count: 0 }, resolvedName: null }) } });
+    await flush();
+    expect(v.stubs.authorizeToolCall.inputs).toEqual([]);
+    expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: invalid, resolvedName: null, executed: false });
+    for (const [source, code] of [['builtin', 'permission_denied'], ['sandbox_unavailable', 'sandbox_unavailable']] as const) {
+      const d = runTurn([toolCalls('bash'), answer('ok')], { actors: { authorizeToolCall: stubPromise({ kind: 'deny', text: 'no', source }) } });
+      await flush();
+      expect(d.stubs.executeTool.inputs).toEqual([]);
+      expect(d.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'denied', text: 'no', error: { code } }, approval: { source } });
+      expect(d.out().outcome.status).toBe('completed');
+    }
+  });
+
+  it('a card already granted for the turn or the session runs at once; non-interactive, a card is refused', async () => {
+    for (const grants of [{ sessionGrants: { env_1: ['bash:ls'] } }]) {
+      const g = runTurn([toolCalls('bash'), answer('ok')], { input: grants, actors: { authorizeToolCall: stubPromise({ kind: 'card', card: CARD, at: 1 }) } });
+      await flush();
+      expect(g.stubs.executeTool.inputs[0]).toMatchObject({ approval: { decision: 'grant', source: 'user', card: CARD } });
+      expect(g.toolCallLog).toEqual([]);
+    }
+    const n = runTurn([toolCalls('bash'), answer('ok')], { input: { nonInteractive: true }, actors: { authorizeToolCall: stubPromise({ kind: 'card', card: CARD, at: 1 }) } });
+    await flush();
+    expect(n.stubs.executeTool.inputs).toEqual([]);
+    expect(n.stubs.recordToolResult.inputs[0]).toMatchObject({
+      result: { status: 'denied', text: NON_INTERACTIVE_REFUSAL_TEXT, error: { code: 'permission_denied' } },
+      approval: { source: 'non_interactive', card: CARD },
+    });
+  });
+
+  it('a doom loop records the call and ends the turn doom_loop, recording the rest of the batch as not run', async () => {
+    const doom: ToolResult = { status: 'failed', text: 'same call three times', error: { code: 'doom_loop', message: 'same', retryable: false } } as never;
+    const t = runTurn([toolCalls('echo', 'echo')], { actors: { validateToolCall: stubPromise({ kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } }) } });
+    await flush();
+    expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
+    expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc2', call: { callId: 'call_2' } }], parentSpanId: 'turn_1.model1' });
+    expect(t.published()).toContainEqual(
+      expect.objectContaining({ type: 'tool_call_finished', toolCallId: 'turn_1.tc2', status: 'cancelled', text: REMAINING_CALL_TEXT }),
+    );
+  });
+
+  it('a cancel while the call is validated or authorised records it cancelled before it ran; while it runs, the tool is told and the turn ends cancelled', async () => {
+    const gate = deferred<AuthorizationOutput>();
+    const a = runTurn([toolCalls('bash')], { actors: { authorizeToolCall: stubPromise(() => gate.promise) } });
+    await flush();
+    a.child().send({ type: 'turn.cancel' });
+    await flush();
+    expect(a.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
+    expect(a.out().outcome).toEqual({ status: 'cancelled' });
+    // A cancel while it is validated: it is not authorised at all.
+    const validating = deferred<ValidatedCall>();
+    const v = runTurn([toolCalls('bash')], { actors: { validateToolCall: stubPromise(() => validating.promise) } });
+    await flush();
+    v.child().send({ type: 'turn.cancel' });
+    validating.resolve({ kind: 'registered', args: {}, doom: { signature: null, count: 0 } });
+    await flush();
+    expect(v.stubs.authorizeToolCall.inputs).toEqual([]);
+    expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
+    expect(v.out().outcome).toEqual({ status: 'cancelled' });
+    const r = runTurn([toolCalls('bash', 'echo')]);
+    await flush();
+    r.child().send({ type: 'turn.cancel' });
+    expect(r.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
+    r.stubs.executeTool.send({ type: 'tool.finished', result: { status: 'cancelled', text: 'killed' } });
+    await flush();
+    expect(r.out().outcome).toEqual({ status: 'cancelled' });
+    expect(r.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
+  });
+
+  it('a result that cannot be recorded ends the turn with the write\'s code, and validation or authorisation that throws is a failed result', async () => {
+    const lost = runTurn([toolCalls('echo')], { actors: { recordToolResult: rejecting({ code: 'ownership_lost', message: 'taken' }) } });
+    await flush();
+    lost.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    expect(lost.out().outcome).toEqual({ status: 'failed', code: 'ownership_lost', message: 'taken' });
+    const broken = runTurn([toolCalls('echo'), answer('ok')], { actors: { validateToolCall: rejecting(new Error('zod blew up')) } });
+    await flush();
+    expect(broken.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'failed', text: 'tool call validation failed: zod blew up' } });
+  });
+
+  it('a cancel while the model streams stops it at once: the draft is discarded and the turn ends cancelled; a stop ends it actor_stopped', async () => {
+    const c = runTurn(['hang']);
+    await flush();
+    c.child().send({ type: 'turn.cancel' });
+    await flush();
+    expect(c.out().outcome).toEqual({ status: 'cancelled' });
+    expect(c.published()).toContainEqual({ type: 'draft_cleared', reason: 'discarded' });
+    expect(c.stubs.persistAssistantMessage.inputs).toEqual([]);
+    const s = runTurn(['hang']);
+    await flush();
+    s.child().send({ type: 'turn.stop' });
+    await flush();
+    expect(s.out().outcome).toEqual({ status: 'failed', code: 'actor_stopped', message: 'the session actor stopped during the turn' });
+  });
+});
+
+describe('Turn machine (stub actors): a call that waits (the tool-call machine is a stub)', () => {
+  it('a card to ask spawns the tool-call machine with what was decided; the Turn shows the card, relays the decision and keeps the grants', async () => {
+    const t = runTurn([toolCalls('bash'), answer('ok')], { actors: { authorizeToolCall: stubPromise({ kind: 'card', card: CARD, at: 7 }) } });
+    await flush();
+    expect(t.toolCallLog[0]!.input).toMatchObject({ toolCallId: 'turn_1.tc1', start: { kind: 'card', card: CARD, at: 7, args: {}, doom: { signature: 's', count: 1 } } });
+    const call = () => t.child().getSnapshot().children.toolCall!;
+    call().send({ type: 'stub.send', event: { type: 'toolcall.permission_requested', toolCallId: 'turn_1.tc1', card: CARD } });
+    expect(t.state()).toEqual({ tools: { call: 'waiting_permission' } });
+    expect(t.published()).toContainEqual({ type: 'permission_requested', toolCallId: 'turn_1.tc1', card: CARD });
+    t.child().send({ type: 'turn.decide', toolCallId: 'turn_1.tc1', decision: 'allow_for_turn', at: 9 });
+    expect(t.toolCallLog[0]!.events).toEqual([{ type: 'toolcall.decide', decision: 'allow_for_turn', at: 9 }]);
+    call().send({ type: 'stub.send', event: { type: 'toolcall.grant', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' } });
+    call().send({ type: 'stub.send', event: { type: 'toolcall.grant', scope: 'session', environmentId: 'env_2', grantKey: 'k' } });
+    call().send({ type: 'stub.send', event: { type: 'toolcall.permission_resolved', toolCallId: 'turn_1.tc1', decision: 'allow_for_turn' } });
+    expect(t.context()).toMatchObject({ turnGrants: { env_1: ['bash:ls'] }, sessionGrants: { env_2: ['k'] }, pendingApprovals: [] });
+    expect(t.sent('parent', 'turn.grant')).toEqual([
+      { type: 'turn.grant', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' },
+      { type: 'turn.grant', scope: 'session', environmentId: 'env_2', grantKey: 'k' },
+    ]);
+    const output: ToolCallOutput = { waitTimedOut: null, toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'bash', result: OK, recorded: true, terminal: null, doom: { signature: 's', count: 1 }, plan: null };
+    call().send({ type: 'stub.finish', output });
+    await flush();
+    expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'ok' });
+    expect(t.phases()).toEqual(['starting', 'running_model', 'running_tools', 'waiting_permission', 'running_tools', 'running_model', 'completed']);
+  });
+
+  it('a cancel or stop reaches the waiting call; its terminal ends the turn', async () => {
+    for (const [event, relayed] of [['turn.cancel', 'toolcall.cancel'], ['turn.stop', 'toolcall.stop']] as const) {
+      const t = runTurn([toolCalls('request_user_input')], { actors: { validateToolCall: stubPromise({ kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } }) } });
+      await flush();
+      expect(t.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } });
+      t.child().send({ type: event });
+      expect(t.toolCallLog[0]!.events).toEqual([{ type: relayed }]);
+      const code = event === 'turn.cancel' ? 'cancelled' : 'actor_stopped';
+      t.child().getSnapshot().children.toolCall!.send({
+        type: 'stub.finish',
+        output: { waitTimedOut: null, toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'request_user_input', result: OK, recorded: true, terminal: { code, message: 'm' }, doom: { signature: null, count: 0 }, plan: null },
+      });
+      await flush();
+      expect(t.out().outcome).toEqual(code === 'cancelled' ? { status: 'cancelled' } : { status: 'failed', code: 'actor_stopped', message: 'm' });
+    }
+  });
+
+  it('consecutive wait_agent timeouts reaching the doom-loop threshold end the turn doom_loop', async () => {
+    const control = stubPromise({ kind: 'control', args: {}, doom: { signature: null, count: 0 } });
+    const t = runTurn([toolCalls('wait_agent'), toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 2 } }, actors: { validateToolCall: control } });
+    const timedOut = (n: number): ToolCallOutput => ({ waitTimedOut: true, toolCallId: `turn_1.tc${n}`, providerCallId: 'call_1', toolName: 'wait_agent', result: { status: 'succeeded', text: 'timed out' }, recorded: true, terminal: null, doom: { signature: null, count: 0 }, plan: null });
+    await flush();
+    t.child().getSnapshot().children.toolCall!.send({ type: 'stub.finish', output: timedOut(1) });
+    await flush();
+    expect(t.context().waitTimeouts).toBe(1);
+    t.child().getSnapshot().children.toolCall!.send({ type: 'stub.finish', output: timedOut(2) });
+    await flush();
+    expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: "doom loop detected for tool 'wait_agent'" });
+  });
+});

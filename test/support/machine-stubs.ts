@@ -1,0 +1,175 @@
+/**
+ * Stub actors and recording parents for the machine unit tests (test/machines/session, turn and
+ * tool-call): a machine under test gets its effects from `provide()` as stubs that resolve, reject
+ * or emit when the test says, and runs under parents that only record what it sends them. No
+ * storage, model or tool runs: these tests check the charts' decisions alone, in milliseconds.
+ */
+import { assign, createActor, fromCallback, fromPromise, sendParent, setup, type AnyActorLogic, type AnyActorRef, type AnyEventObject } from 'xstate';
+import type { PermissionCard } from '../../src/protocol/updates.js';
+
+/** A promise the test settles by hand, for an actor that should stay busy until told. */
+export interface Deferred<T> {
+  promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+export function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/**
+ * A promise actor that records each input it was invoked with and answers from `answer` (a value,
+ * or a function of the input that may throw or return a promise): the stub of one storage or model
+ * effect.
+ */
+export function stubPromise<T, I = any>(answer: T | ((input: I) => T | Promise<T>)) {
+  const inputs: I[] = [];
+  const logic = fromPromise<T, I>(async ({ input }) => {
+    inputs.push(input);
+    return typeof answer === 'function' ? await (answer as (input: I) => T | Promise<T>)(input) : answer;
+  });
+  return Object.assign(logic, { inputs });
+}
+
+/** A promise actor that fails with `error` (an object with a `code`, as the storage errors are). */
+export function rejecting(error: unknown) {
+  return stubPromise<never>(() => {
+    throw error;
+  });
+}
+
+/**
+ * A stub of the callback actor that runs a tool (`executeTool`): it records its inputs and every
+ * event its machine sends it (`toolcall.cancel`), and the test reports progress and the result
+ * through `send`, as the real actor does with `sendBack`. `fail` makes the next start throw.
+ */
+export function stubExecute() {
+  const inputs: unknown[] = [];
+  const received: AnyEventObject[] = [];
+  let sendBack: ((event: AnyEventObject) => void) | null = null;
+  const state = { fail: null as Error | null };
+  const logic = fromCallback<AnyEventObject, any>(({ input, sendBack: back, receive }) => {
+    inputs.push(input);
+    if (state.fail) throw state.fail;
+    sendBack = back as (event: AnyEventObject) => void;
+    receive((event) => void received.push(event));
+  });
+  return Object.assign(logic, {
+    inputs,
+    received,
+    state,
+    /** Sends `event` from the running tool to its machine (`tool.progress`, `tool.finished`). */
+    send(event: AnyEventObject) {
+      if (!sendBack) throw new Error('the execute stub is not running');
+      sendBack(event);
+    },
+  });
+}
+
+/** Lets every settled stub's continuation and the actors' mailboxes run. */
+export async function flush(rounds = 5): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+/** What a machine running under `underParents` sent up, with whom it reached. */
+export interface Received {
+  to: 'parent' | 'grandparent';
+  event: AnyEventObject;
+}
+
+export interface Running {
+  /** Every event the machine sent to its parent or grandparent, in order (xstate's own events left out). */
+  received: Received[];
+  /** The machine under test (its snapshot, and where to `send` events). */
+  child(): AnyActorRef;
+  /** The machine's output once it reached a final state, else undefined. */
+  output(): unknown;
+  /** The events of type `type` that reached `to`. */
+  sent(to: Received['to'], type: string): AnyEventObject[];
+  stop(): void;
+}
+
+/**
+ * Runs `logic` (with `input`) two parents deep, as the runtime does: the tool-call machine sends
+ * to its Turn (`sendParent`) and to its Session (the Turn's parent); the Turn sends to its Session.
+ * Both parents only record; the child's output is kept when it finishes.
+ */
+export function underParents(logic: AnyActorLogic, input: unknown): Running {
+  const received: Received[] = [];
+  let output: unknown;
+  const record = (to: Received['to']) => ({ event }: { event: AnyEventObject }) => {
+    if (!event.type.startsWith('xstate.')) received.push({ to, event });
+  };
+  const parent = setup({ actors: { child: logic } }).createMachine({
+    invoke: {
+      id: 'child',
+      src: 'child',
+      input: () => input,
+      onDone: { actions: ({ event }) => void (output = event.output) },
+      onError: { actions: ({ event }) => void (output = { error: event.error }) },
+    },
+    on: { '*': { actions: record('parent') } },
+  });
+  const grandparent = setup({ actors: { parent } }).createMachine({
+    context: {},
+    invoke: { id: 'parent', src: 'parent' },
+    on: { '*': { actions: [record('grandparent'), assign({})] } },
+  });
+  const actor = createActor(grandparent);
+  actor.start();
+  // Kept from the start: a child that reached its final state is no longer among its parent's children.
+  const parentRef = actor.getSnapshot().children.parent as AnyActorRef;
+  const childRef = parentRef.getSnapshot().children.child as AnyActorRef;
+  return {
+    received,
+    child: () => childRef,
+    output: () => output,
+    sent: (to, type) => received.filter((r) => r.to === to && r.event.type === type).map((r) => r.event),
+    stop: () => actor.stop(),
+  };
+}
+
+/** The card the machine tests ask for: one bash command, every decision offered. */
+export const CARD: PermissionCard = {
+  toolName: 'bash',
+  kind: 'approval',
+  summary: 'run ls',
+  environmentId: 'env_1',
+  grantKey: 'bash:ls',
+  decisions: ['allow_once', 'allow_for_turn', 'allow_for_session', 'deny'],
+};
+
+/**
+ * A child machine that stands in for the Session's Turn or the Turn's tool-call machine: `log` gets
+ * one entry per invocation (its input and every event its parent sent it), and the test drives it:
+ * `stub.send` sends any event up, `stub.publish` sends an update to be published (`session.publish`),
+ * `stub.finish` ends it with an output.
+ */
+export function stubChild<Output>(log: Array<{ input: any; events: AnyEventObject[] }>) {
+  return setup({}).createMachine({
+    context: ({ input }) => {
+      log.push({ input, events: [] });
+      return { output: null as Output | null };
+    },
+    initial: 'running',
+    states: {
+      running: {
+        on: {
+          'stub.publish': { actions: sendParent(({ event }) => ({ type: 'session.publish', update: event.update })) },
+          'stub.send': { actions: sendParent(({ event }) => event.event) },
+          'stub.finish': { target: 'done', actions: assign({ output: ({ event }) => event.output }) },
+          '*': { actions: ({ event }) => void log.at(-1)!.events.push(event) },
+        },
+      },
+      done: { type: 'final' },
+    },
+    output: ({ context }) => context.output!,
+  });
+}
