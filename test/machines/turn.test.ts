@@ -145,7 +145,7 @@ describe('Turn machine (stub actors): the model call', () => {
       { type: 'phase_changed', phase: 'completed' },
       { type: 'turn_finished', outcome: { status: 'completed', finalText: 'hello' }, usage: USAGE },
     ]);
-    expect(t.stubs.beginTurn.inputs).toEqual([{ sessionId: 'ses_1', turnId: 'turn_1', clientRequestId: 'req_1', messages: turnInput().messages }]);
+    expect(t.stubs.beginTurn.inputs).toEqual([{ sessionId: 'ses_1', turnId: 'turn_1', clientRequestId: 'req_1', messages: turnInput().messages, reserveModelCall: true }]);
     expect(t.stubs.sampleWorldState.inputs[0]).toMatchObject({ modelCallIndex: 1, samplingSequence: 1, permissionMode: 'auto' });
     expect(t.stubs.callModel.inputs[0]).toMatchObject({ modelCallIndex: 1, spanId: 'turn_1.model1', thresholdCompaction: true });
     expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ spanId: 'turn_1.model1', draft: { text: 'hello', textBlocks: [{ type: 'text', text: 'hello' }] } });
