@@ -118,7 +118,11 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
     };
     (io.signals ?? process).on('SIGINT', earlyInterrupt);
     lines.rl.on('SIGINT', earlyInterrupt);
-    firstLine = terminal ? lines.ask('> ', exitSignal.signal) : lines.next(exitSignal.signal);
+    firstLine = (terminal ? lines.ask('> ', exitSignal.signal) : lines.next(exitSignal.signal)).then((line) => {
+      // Ctrl-D at this prompt ends its line at once (see the loop below), before the header comes.
+      if (line === null && terminal) io.output.write('\n');
+      return line;
+    });
   }
 
   const started = await opening;
@@ -456,7 +460,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
       if (next === null) {
         // Ctrl-D at the prompt: readline leaves the cursor after "> ", so the shell's prompt would
         // follow on the same line.
-        if (terminal) io.output.write('\n');
+        if (terminal && !pending) io.output.write('\n');
         break;
       }
       if (next.trim() === '') continue;
