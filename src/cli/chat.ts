@@ -20,7 +20,7 @@ import { lastExchanges, shorten } from './last-exchanges.js';
 import { LineInput } from './line-input.js';
 import type { ChatOptions } from './options.js';
 import { UpdateRenderer, pickAnswer, questionLines, styleFor } from './render.js';
-import { openCliRuntime, rememberSessionSettings } from './runtime.js';
+import type { CliRuntime, Opened } from './runtime.js';
 import { parseSlash, slashHelpLines } from './slash-commands.js';
 import { Spinner } from './spinner.js';
 import { storageLabel } from './storage.js';
@@ -62,17 +62,79 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   const columns = (io.output as { columns?: number }).columns;
   const rows = (io.output as { rows?: number }).rows;
   let renderer: UpdateRenderer | null = null;
+  const terminal = (io.input as { isTTY?: boolean }).isTTY === true;
+  const readyLine = terminal ? 'Ctrl-C cancels the running turn; Ctrl-C again (or Ctrl-D) exits.' : 'reading prompts from stdin; SIGINT cancels the running turn, a second one exits.';
 
+  let activeTurn: string | null = null;
+  let cancelling = false;
+  let exitCode: number = EXIT.ok;
+  let resolveExit!: () => void;
+  const exitSignal = new AbortController();
+  const exitRequested = new Promise<'exit'>((resolve) => {
+    resolveExit = () => {
+      exitSignal.abort();
+      resolve('exit');
+    };
+  });
+  let exiting = false;
+
+  // The runtime's modules (XState, the OpenAI client, the tools) load here, not with the CLI, so
+  // that the prompt can be shown before them (see promptFirst below).
+  const runtime = import('./runtime.js');
   // A retry is known only to the model port: its stream events tell the spinner how long the wait is.
-  const started = await openCliRuntime(
-    options,
-    true,
-    (event) => {
-      if (event.type === 'retry') renderer?.wait(`retry in {retry}s (attempt ${event.attempt}): ${event.reason.slice(0, 60)}`, { retryInMs: event.delayMs ?? 0 });
-    },
-    early,
+  const opening: Promise<Opened<CliRuntime>> = runtime.then((m) =>
+    m.openCliRuntime(
+      options,
+      true,
+      (event) => {
+        if (event.type === 'retry') renderer?.wait(`retry in {retry}s (attempt ${event.attempt}): ${event.reason.slice(0, 60)}`, { retryInMs: event.delayMs ?? 0 });
+      },
+      early,
+    ),
   );
-  if (!started.ok) return fail(started.line);
+
+  /**
+   * Prompt first (issue 14.4): a new session on a store that main began to open, and whose
+   * directory lock is already held (a second process was told `store_locked` instead), gets its
+   * prompt at once; the store, the runtime and the session finish opening meanwhile, and the
+   * first line typed waits for them (it is kept, as every typed-ahead line is, by LineInput). A
+   * failure to open is still reported, in place of the session header, and ends the chat (exit 2)
+   * before anything typed is sent. Continuing a session (`--session`) shows its last exchanges and
+   * runs on its stored model, and a prompt given as an argument has nothing to wait for: both open
+   * first, as before.
+   */
+  const promptFirst = early !== undefined && !('error' in early) && !options.sessionId && !options.prompt;
+  let lines: LineInput | null = null;
+  let firstLine: Promise<string | null | undefined> | null = null;
+  let earlyInterrupt: (() => void) | null = null;
+  if (promptFirst) {
+    lines = new LineInput(io.input, io.output, terminal);
+    io.output.write(`${style.bold(`openwork chat · opening ${storageLabel(options)} for a new session`)}\n${style.dim(readyLine)}\n`);
+    // Ctrl-C while the store opens leaves the chat, as it does at the prompt.
+    earlyInterrupt = () => {
+      exiting = true;
+      exitCode = EXIT.interrupted;
+      resolveExit();
+    };
+    (io.signals ?? process).on('SIGINT', earlyInterrupt);
+    lines.rl.on('SIGINT', earlyInterrupt);
+    firstLine = (terminal ? lines.ask('> ', exitSignal.signal) : lines.next(exitSignal.signal)).then((line) => {
+      // Ctrl-D at this prompt ends its line at once (see the loop below), before the header comes.
+      if (line === null && terminal) io.output.write('\n');
+      return line;
+    });
+  }
+
+  const started = await opening;
+  const { rememberSessionSettings } = await runtime;
+  if (earlyInterrupt) {
+    (io.signals ?? process).off('SIGINT', earlyInterrupt);
+    lines!.rl.off('SIGINT', earlyInterrupt);
+  }
+  if (!started.ok) {
+    lines?.close();
+    return fail(started.line);
+  }
   const { core, model } = started.value;
 
   let session: SessionHandle;
@@ -90,12 +152,13 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
     await rememberSessionSettings(core.storage, session.sessionId, started.value.options);
   } catch (error) {
     await core.shutdown().catch(() => undefined);
+    lines?.close();
     const code = isOpenworkError(error) ? error.code : undefined;
     return fail(code === 'session_not_found' ? `no session ${options.sessionId} in ${storageLabel(options)} (see \`openwork sessions\`)` : errorMessage(error));
   }
 
-  const terminal = (io.input as { isTTY?: boolean }).isTTY === true;
-  const lines = new LineInput(io.input, io.output, terminal);
+  lines ??= new LineInput(io.input, io.output, terminal);
+  const input = lines;
   // The Markdown renderer is loaded after the first prompt is shown (markdown-render.ts says why);
   // a turn waits for it before it starts, so every answer is rendered by it.
   let renderMarkdown: ((markdown: string) => string) | undefined;
@@ -117,7 +180,9 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   const print = (text: string) => {
     renderer!.breakLine();
     spinner.clear();
-    io.output.write(`${text}\n`);
+    // The header of a prompt-first chat arrives while the prompt waits: it goes above the prompt.
+    if (firstLine) input.printAbovePrompt(`${text}\n`);
+    else io.output.write(`${text}\n`);
   };
 
   print(style.bold(`openwork chat · session ${session.sessionId}`));
@@ -125,7 +190,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   // Reference §4.6: where the sandbox is unavailable the UI says so, with the reason, for as long as it lasts.
   const sandbox = session.snapshot().sandbox;
   print(sandbox.available ? style.dim(`sandbox: ${sandbox.kind}, bash runs inside it`) : style.yellow(`sandbox unavailable, bash disabled: ${sandbox.detail ?? 'no reason given'}`));
-  print(style.dim(terminal ? 'Ctrl-C cancels the running turn; Ctrl-C again (or Ctrl-D) exits.' : 'reading prompts from stdin; SIGINT cancels the running turn, a second one exits.'));
+  if (!promptFirst) print(style.dim(readyLine));
   if (options.sessionId) {
     // Where the conversation stands, before the user types the next prompt.
     const exchanges = lastExchanges(await session.messages().catch(() => []), SHOWN_EXCHANGES);
@@ -135,19 +200,6 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
       for (const line of shorten(exchange.answer ?? '(no answer)', 6, 160)) print(`  ${line}`);
     }
   }
-
-  let activeTurn: string | null = null;
-  let cancelling = false;
-  let exitCode: number = EXIT.ok;
-  let resolveExit!: () => void;
-  const exitSignal = new AbortController();
-  const exitRequested = new Promise<'exit'>((resolve) => {
-    resolveExit = () => {
-      exitSignal.abort();
-      resolve('exit');
-    };
-  });
-  let exiting = false;
 
   const onInterrupt = () => {
     if (activeTurn !== null && !cancelling) {
@@ -164,7 +216,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   };
   const signals = io.signals ?? process;
   signals.on('SIGINT', onInterrupt);
-  lines.rl.on('SIGINT', onInterrupt);
+  input.rl.on('SIGINT', onInterrupt);
 
   const approvals: SessionUpdateEnvelope[] = [];
   let wakeApproval: (() => void) | null = null;
@@ -186,7 +238,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
       let answer: string | undefined;
       while (answer === undefined) {
         spinner.stop();
-        const typed = await lines.ask(style.bold('  answer> '), turnOver);
+        const typed = await input.ask(style.bold('  answer> '), turnOver);
         if (typed === undefined) return;
         if (typed === null) {
           print(style.dim('  (input ended: cancelling the turn)'));
@@ -233,7 +285,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
       const { card, toolCallId } = envelope.update;
       // While the question is on screen, the prompt is the indicator: a frame would overwrite the typing.
       spinner.stop();
-      const decision: PermissionDecision | undefined = await askCard(card, lines, print, style, turnOver.signal);
+      const decision: PermissionDecision | undefined = await askCard(card, input, print, style, turnOver.signal);
       if (decision === undefined) continue;
       try {
         await session.resolvePermission(turnId, toolCallId, decision);
@@ -400,12 +452,15 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
       going = await handle(options.prompt);
     }
     while (going && !exiting) {
-      const next = terminal ? await lines.ask('> ', exitSignal.signal) : await lines.next(exitSignal.signal);
+      // The line typed at the prompt shown before the store was ready comes first.
+      const pending = firstLine;
+      firstLine = null;
+      const next = pending ? await pending : terminal ? await input.ask('> ', exitSignal.signal) : await input.next(exitSignal.signal);
       if (next === undefined) break;
       if (next === null) {
         // Ctrl-D at the prompt: readline leaves the cursor after "> ", so the shell's prompt would
         // follow on the same line.
-        if (terminal) io.output.write('\n');
+        if (terminal && !pending) io.output.write('\n');
         break;
       }
       if (next.trim() === '') continue;
@@ -415,7 +470,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   } finally {
     signals.off('SIGINT', onInterrupt);
     subscription.unsubscribe();
-    lines.close();
+    input.close();
     renderer.breakLine();
     spinner.stop();
     // A hung provider must not keep the process: the session store is closed or abandoned after 5 s.

@@ -17,6 +17,9 @@ export async function openStoreEarly(options: StorageOptions): Promise<EarlyStor
   try {
     const { openStorage } = await import('./storage.js');
     const storage = openStorage(options);
+    // Opening the database takes the directory's lock now (a second process gets store_locked
+    // here), so that chat shows its prompt before the store is ready only to the lock's holder.
+    void storage.db;
     const migrated = storage.migrate();
     // Heard by openCliCore; until then a failure must not count as an unhandled rejection.
     migrated.catch(() => undefined);

@@ -3,7 +3,7 @@
  * Lines from stdin, handed out one at a time to whoever asks next (the prompt loop or a permission
  * question), so that typed-ahead lines are never lost and a pipe works like a terminal.
  */
-import { createInterface, type Interface } from 'node:readline';
+import { clearLine, createInterface, cursorTo, type Interface } from 'node:readline';
 
 export class LineInput {
   private readonly lines: string[] = [];
@@ -11,7 +11,11 @@ export class LineInput {
   private ended = false;
   readonly rl: Interface;
 
-  constructor(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, terminal: boolean) {
+  constructor(
+    input: NodeJS.ReadableStream,
+    private readonly output: NodeJS.WritableStream,
+    private readonly terminal: boolean,
+  ) {
     this.rl = createInterface({ input, output, terminal });
     this.rl.on('line', (line) => {
       const waiter = this.waiters.shift();
@@ -53,6 +57,21 @@ export class LineInput {
     this.rl.setPrompt(prompt);
     if (this.lines.length === 0 && !this.ended) this.rl.prompt();
     return this.next(signal);
+  }
+
+  /**
+   * Writes whole lines. While a prompt waits on a terminal, they go above it, and the prompt is
+   * drawn again with what was typed so far (the chat's header arriving while the store opens).
+   */
+  printAbovePrompt(text: string): void {
+    if (!this.terminal || this.waiters.length === 0) {
+      this.output.write(text);
+      return;
+    }
+    clearLine(this.output, 0);
+    cursorTo(this.output, 0);
+    this.output.write(text);
+    this.rl.prompt(true);
   }
 
   close(): void {

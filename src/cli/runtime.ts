@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { createCore, type Core } from '../core.js';
 import { errorMessage, isOpenworkError } from '../errors.js';
 import { loadMcpConfigFile, type McpServers } from '../services/mcp/config.js';
-import { mcpToolsFromConfig, type McpServerSet } from '../services/mcp/from-config.js';
+import type { McpServerSet } from '../services/mcp/from-config.js';
 import type { ModelStreamEvent } from '../services/model/port.js';
 import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
 import type { SessionStorage } from '../storage/storage.js';
@@ -159,10 +159,13 @@ export async function openCliRuntime(
       early ? early.migrated : storage.migrate(),
       // Kept as soon as they run, so that a failing store still stops them below.
       mcpServers
-        ? mcpToolsFromConfig(mcpServers).then(
-            (set) => (mcp = set),
-            (error: unknown) => Promise.reject(new McpStartError(error)),
-          )
+        ? // The MCP SDK (and the JSON-schema validator it brings) loads only when a server is configured.
+          import('../services/mcp/from-config.js')
+            .then(({ mcpToolsFromConfig }) => mcpToolsFromConfig(mcpServers))
+            .then(
+              (set) => (mcp = set),
+              (error: unknown) => Promise.reject(new McpStartError(error)),
+            )
         : null,
     ]);
     if (options.sessionId) {

@@ -10,7 +10,7 @@
  * an unprivileged uid without losing its own files' ownership), so root without a usable pids
  * cgroup has no process limit, and the sandbox status says so.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -152,18 +152,65 @@ function sweepStale(root: string): void {
  */
 export function detectProcessLimit(max: number): ProcessLimit {
   const root = pidsCgroupRoot();
-  let cgroupProblem = 'no pids cgroup is mounted for this process';
-  if (root) {
+  if (!root) return decideProcessLimit(max, null, null);
+  let trial: CgroupTrial;
+  try {
     sweepStale(root);
-    try {
-      const dir = createChild(root, max);
-      const joined = spawnSync('/bin/sh', ['-c', 'echo $$ > "$0"', join(dir, 'cgroup.procs')], { stdio: 'ignore', timeout: 5_000 });
-      removeCgroup(dir);
-      if (joined.status === 0) return { kind: 'cgroup', max, root };
-      cgroupProblem = `a process cannot join a child of the pids cgroup ${root}`;
-    } catch (error) {
-      cgroupProblem = `the pids cgroup ${root} is not writable (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
-    }
+    const dir = createChild(root, max);
+    const joined = spawnSync('/bin/sh', joinShellArgs(dir), { stdio: 'ignore', timeout: 5_000 }).status === 0;
+    removeCgroup(dir);
+    trial = { joined };
+  } catch (error) {
+    trial = { error };
+  }
+  return decideProcessLimit(max, root, trial);
+}
+
+/**
+ * The same answer as `detectProcessLimit`, but the throw-away shell runs without blocking the
+ * event loop: the sandbox self-check runs while the CLI's store opens (issue 14.4), and a
+ * synchronous spawn would stall that store's start for as long as the shell takes.
+ */
+export async function detectProcessLimitAsync(max: number): Promise<ProcessLimit> {
+  const root = pidsCgroupRoot();
+  if (!root) return decideProcessLimit(max, null, null);
+  let dir: string;
+  try {
+    sweepStale(root);
+    dir = createChild(root, max);
+  } catch (error) {
+    return decideProcessLimit(max, root, { error });
+  }
+  const joined = await new Promise<boolean>((resolve) => {
+    const child = spawn('/bin/sh', joinShellArgs(dir), { stdio: 'ignore', timeout: 5_000 });
+    child.on('error', () => resolve(false));
+    child.on('exit', (code) => resolve(code === 0));
+  });
+  try {
+    removeCgroup(dir);
+  } catch (error) {
+    return decideProcessLimit(max, root, { error });
+  }
+  return decideProcessLimit(max, root, { joined });
+}
+
+/** Whether a throw-away shell could join a child cgroup, or why the child could not be made. */
+type CgroupTrial = { joined: boolean } | { error: unknown };
+
+/** The throw-away shell's arguments: it writes its own pid into the cgroup's `cgroup.procs`. */
+function joinShellArgs(dir: string): string[] {
+  return ['-c', 'echo $$ > "$0"', join(dir, 'cgroup.procs')];
+}
+
+/** The limit, from the pids cgroup root (null: none mounted) and the trial of a child in it. */
+function decideProcessLimit(max: number, root: string | null, trial: CgroupTrial | null): ProcessLimit {
+  let cgroupProblem = 'no pids cgroup is mounted for this process';
+  if (root && trial) {
+    if ('joined' in trial && trial.joined) return { kind: 'cgroup', max, root };
+    cgroupProblem =
+      'error' in trial
+        ? `the pids cgroup ${root} is not writable (${(trial.error as NodeJS.ErrnoException).code ?? (trial.error as Error).message})`
+        : `a process cannot join a child of the pids cgroup ${root}`;
   }
   if (process.getuid?.() !== 0) return { kind: 'rlimit', max };
   return { kind: 'none', max, reason: `${cgroupProblem}, and root is exempt from RLIMIT_NPROC` };

@@ -5,7 +5,7 @@
  * proves the sandbox works; anything else makes it unavailable, with the reason. The answer is
  * cached for the life of the process.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -17,7 +17,7 @@ import { bubblewrapLauncher } from './bubblewrap.js';
 import { classify } from './classify.js';
 import type { SandboxLauncher } from './launcher.js';
 import { runProcess } from './process.js';
-import { DEFAULT_BASH_PROCESS_LIMIT, describeProcessLimit, detectProcessLimit } from './process-limit.js';
+import { DEFAULT_BASH_PROCESS_LIMIT, describeProcessLimit, detectProcessLimitAsync } from './process-limit.js';
 import { SANDBOX_EXEC, seatbeltLauncher } from './seatbelt.js';
 
 export interface SelfCheckOptions {
@@ -72,7 +72,7 @@ async function runSelfCheck(options: SelfCheckOptions): Promise<SelfCheckResult>
     case 'linux': {
       const bwrap = options.bwrapPath ?? findOnPath('bwrap');
       if (!bwrap) return unavailable('bubblewrap', 'bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap)');
-      const processLimit = detectProcessLimit(options.processLimit ?? DEFAULT_BASH_PROCESS_LIMIT);
+      const processLimit = await detectProcessLimitAsync(options.processLimit ?? DEFAULT_BASH_PROCESS_LIMIT);
       return probe(bubblewrapLauncher({ bwrapPath: bwrap, stateDir: options.stateDir, processLimit }), bwrap, `; ${describeProcessLimit(processLimit)}`);
     }
     case 'darwin': {
@@ -88,12 +88,11 @@ async function runSelfCheck(options: SelfCheckOptions): Promise<SelfCheckResult>
   }
 }
 
-function versionOf(file: string): string {
-  try {
-    return execFileSync(file, ['--version'], { encoding: 'utf8', timeout: 5_000, stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return file;
-  }
+/** The launcher's `--version` line (or its path). Asynchronous: the CLI opens its store meanwhile. */
+function versionOf(file: string): Promise<string> {
+  return new Promise((resolve) => {
+    execFile(file, ['--version'], { encoding: 'utf8', timeout: 5_000 }, (error, stdout) => resolve(error ? file : stdout.trim()));
+  });
 }
 
 /**
@@ -148,7 +147,7 @@ async function probe(launcher: SandboxLauncher, file: string, note = ''): Promis
     if (!denied) return unavailable(kind, `self-check failed: the denied write did not fail with a kernel denial (output: ${output.trim().slice(0, 200)})`);
     if (allowed?.trim() !== 'allowed') return unavailable(kind, 'self-check failed: a write the policy allows did not happen');
     if (output.includes('secret')) return unavailable(kind, 'self-check failed: a credential file was readable inside the sandbox');
-    return { status: { available: true, kind, detail: `${versionOf(file)}: self-check passed (a denied write failed with a kernel denial)${note}` }, launcher };
+    return { status: { available: true, kind, detail: `${await versionOf(file)}: self-check passed (a denied write failed with a kernel denial)${note}` }, launcher };
   } finally {
     rmSync(base, { recursive: true, force: true });
   }

@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { ROOT, cleanEnv, ensureBuilt, runCli, type CliRun } from '../../support/cli-process.js';
 import { createTestDatabase } from '../../support/databases.js';
 import { sandboxUnavailableText } from '../../../src/services/permissions/texts.js';
+import { pgliteStorage } from '../../../src/storage/pglite.js';
 
 let server: FakeOpenAIServer;
 let dir: string;
@@ -459,6 +460,42 @@ describe('openwork chat', { timeout: 120_000 }, () => {
     expect(server.requests).toHaveLength(0);
     first.child.stdin.end();
     expect(await first.exit).toBe(0);
+  });
+
+  it('prompt first (issue 14.4): a new session\'s prompt comes before its store is ready, and a line typed at once is its first turn', async () => {
+    const cwd = await workspace();
+    server.script({ text: 'Answered after the store opened.' });
+    const run = chat(cwd, '--pglite');
+    await run.waitFor(/reading prompts from stdin/);
+    // Typed the moment the prompt shows, while the store is still opening.
+    run.type('typed before the store was ready');
+    await run.waitFor(/Answered after the store opened\./);
+    run.child.stdin.end();
+    expect(await run.exit).toBe(0);
+    expect(run.stderr).toBe('');
+    const out = run.stdout;
+    expect(out.indexOf('reading prompts from stdin')).toBeLessThan(out.indexOf('openwork chat · session ses_'));
+    // Nothing typed was lost, and it went out once the session existed.
+    expect(server.requests).toHaveLength(1);
+    expect(userTexts(server.requests[0]!)).toEqual(['typed before the store was ready']);
+    expect(out.indexOf('openwork chat · session ses_')).toBeLessThan(out.indexOf('> typed before the store was ready'));
+  });
+
+  it('prompt first: a store that fails to open after the prompt was shown is reported instead of the session, and nothing typed is sent', async () => {
+    const cwd = await workspace();
+    // A store whose first migration was changed after it was applied: migrate refuses it
+    // (migration_error), which the chat can only learn once PGlite has started.
+    const storage = pgliteStorage({ dataDir: join(cwd, '.openwork', 'db') });
+    await storage.migrate();
+    await storage.db.query("UPDATE openwork_migrations SET checksum = 'tampered' WHERE id = (SELECT min(id) FROM openwork_migrations)");
+    await storage.close();
+    const run = chat(cwd, '--pglite');
+    await run.waitFor(/reading prompts from stdin/);
+    run.type('this must not reach the model');
+    expect(await run.exit).toBe(2);
+    expect(run.stderr).toMatch(/^openwork: cannot open the session store \(pglite \.openwork\/db\): migration \S+ was changed after it was applied\n$/);
+    expect(run.stdout).not.toContain('openwork chat · session');
+    expect(server.requests).toHaveLength(0);
   });
 
   it('--session with an unknown id is one line', async () => {
