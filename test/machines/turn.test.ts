@@ -150,7 +150,7 @@ describe('Turn machine (stub actors): the model call', () => {
     expect(t.stubs.callModel.inputs[0]).toMatchObject({ modelCallIndex: 1, spanId: 'turn_1.model1', thresholdCompaction: true });
     expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ spanId: 'turn_1.model1', draft: { text: 'hello', textBlocks: [{ type: 'text', text: 'hello' }] } });
     expect(t.stubs.finishTurn.inputs).toEqual([
-      { sessionId: 'ses_1', turnId: 'turn_1', outcome: { status: 'completed', finalText: 'hello' }, planUnfinishedStepCount: null },
+      { sessionId: 'ses_1', turnId: 'turn_1', outcome: { status: 'completed', finalText: 'hello' }, planUnfinishedStepCount: null, unmadeModelCall: 0 },
     ]);
   });
 
