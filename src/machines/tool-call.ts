@@ -14,7 +14,7 @@ import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { PermissionCard, SessionUpdate } from '../protocol/updates.js';
 import { answersResultText, type UserInputRequest } from '../protocol/user-input.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../services/permissions/texts.js';
-import type { ToolResult } from '../services/tools/define.js';
+import type { ToolResult } from '../protocol/tool-result.js';
 import type {
   ApprovalRecord,
   LiveToolCall,

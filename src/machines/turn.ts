@@ -20,7 +20,7 @@ import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { failed, hasGrant, terminalAfterRun, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
-import type { ToolResult } from '../services/tools/define.js';
+import type { ToolResult } from '../protocol/tool-result.js';
 import type {
   AuthorizationOutput,
   DirectCall,

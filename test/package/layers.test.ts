@@ -45,12 +45,9 @@ const ALLOWED_VIOLATIONS: readonly string[] = [
   'machines/session.ts -> services/agents/mailbox.ts',
   'machines/session.ts -> services/model/port.ts',
   'machines/tool-call.ts -> services/permissions/texts.ts',
-  'machines/tool-call.ts -> services/tools/define.ts',
   'machines/turn.ts -> services/agents/mailbox.ts',
-  'machines/turn.ts -> services/tools/define.ts',
   'machines/types.ts -> services/agents/mailbox.ts',
   'machines/types.ts -> services/model/port.ts',
-  'machines/types.ts -> services/tools/define.ts',
   // The machines name the storage port's row and outcome types, which belong in protocol/.
   'machines/session.ts -> storage/storage.ts',
   'machines/turn.ts -> storage/storage.ts',

@@ -4,8 +4,9 @@
  * `execute` function. The JSON Schema the model sees is derived from the zod schema.
  */
 import { z } from 'zod';
-import type { ContentBlock, ToolError, ToolResultStatus } from '../../protocol/content.js';
+import type { ContentBlock } from '../../protocol/content.js';
 import type { PermissionMode } from '../../protocol/input.js';
+import type { ToolResult } from '../../protocol/tool-result.js';
 import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
 import type { ToolDefinition } from '../model/port.js';
 
@@ -24,13 +25,7 @@ export interface ToolContext {
   approval: { decision: 'none' | 'allow_once' | 'allow_for_turn' | 'allow_for_session' | 'grant'; card?: PermissionCard };
 }
 
-export interface ToolResult {
-  status: ToolResultStatus;
-  text: string;
-  error?: ToolError;
-  artifacts?: Array<Record<string, unknown>>;
-  sandboxDenied?: boolean;
-}
+export type { ToolResult };
 
 export type ToolExecuteResult = string | ToolResult;
 
