@@ -14,7 +14,7 @@ import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { PermissionCard, SessionUpdate } from '../protocol/updates.js';
 import { answersResultText, type UserInputRequest } from '../protocol/user-input.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../services/permissions/texts.js';
-import type { ToolResult } from '../protocol/tool-result.js';
+import { cancelledResult, deniedResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import type {
   ApprovalRecord,
   LiveToolCall,
@@ -119,10 +119,6 @@ export function terminalAfterRun(
   return null;
 }
 
-export function failed(code: NonNullable<ToolResult['error']>['code'], message: string): ToolResult {
-  return { status: 'failed', text: message, error: { code, message, retryable: false } };
-}
-
 /** The Session actor of a tool call: its Turn's parent. */
 function sessionOf(self: AnyActorRef): AnyActorRef {
   // Always set: a tool call runs only under a Turn, and a Turn only under a Session.
@@ -156,12 +152,12 @@ export function stopBeforeRun(stop: boolean): { stopRequest: 'cancel' | 'stop'; 
   return stop
     ? {
         stopRequest: 'stop',
-        result: { status: 'outcome_unknown', text: ACTOR_STOPPED_TEXT, error: { code: 'outcome_unknown', message: ACTOR_STOPPED_TEXT, retryable: false } },
+        result: outcomeUnknownResult(ACTOR_STOPPED_TEXT),
         terminal: { code: 'actor_stopped', message: 'the session actor stopped' },
       }
     : {
         stopRequest: 'cancel',
-        result: { status: 'cancelled', text: CANCELLED_BEFORE_RUN_TEXT, error: { code: 'cancelled', message: CANCELLED_BEFORE_RUN_TEXT, retryable: false } },
+        result: cancelledResult(CANCELLED_BEFORE_RUN_TEXT),
         terminal: { code: 'cancelled', message: 'the turn was cancelled' },
       };
 }
@@ -274,7 +270,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
             target: 'recording',
             actions: [
               assign(({ event, context }) => ({
-                result: { status: 'denied' as const, text: USER_DENIED_TEXT, error: { code: 'permission_denied' as const, message: USER_DENIED_TEXT, retryable: false } },
+                result: deniedResult(USER_DENIED_TEXT),
                 terminal: { code: 'permission_denied' as const, message: 'the user denied a tool call' },
                 approval: { ...context.approval, decision: 'deny' as const, source: 'user', decidedAt: event.at },
               })),
@@ -297,7 +293,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
           actions: [
             assign(({ context }) => ({
               stopRequest: 'cancel' as const,
-              result: { status: 'cancelled' as const, text: CANCELLED_BEFORE_RUN_TEXT, error: { code: 'cancelled' as const, message: CANCELLED_BEFORE_RUN_TEXT, retryable: false } },
+              result: cancelledResult(CANCELLED_BEFORE_RUN_TEXT),
               terminal: { code: 'cancelled' as const, message: 'the turn was cancelled' },
               approval: { ...context.approval, decision: 'none' as const, source: 'user' },
             })),
@@ -309,7 +305,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
           actions: [
             assign(() => ({
               stopRequest: 'stop' as const,
-              result: { status: 'outcome_unknown' as const, text: ACTOR_STOPPED_TEXT, error: { code: 'outcome_unknown' as const, message: ACTOR_STOPPED_TEXT, retryable: false } },
+              result: outcomeUnknownResult(ACTOR_STOPPED_TEXT),
               terminal: { code: 'actor_stopped' as const, message: 'the session actor stopped while a permission was pending' },
             })),
             sendParent(({ context }) => ({ type: 'toolcall.permission_resolved', toolCallId: context.toolCallId, decision: 'actor_stopped' })),
@@ -333,7 +329,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
         }),
         onError: {
           target: 'recording',
-          actions: assign({ result: ({ event }) => failed('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
+          actions: assign({ result: ({ event }) => failedResult('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
         },
       },
       on: {
@@ -379,7 +375,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
               target: '#toolCall.recording',
               actions: [
                 assign(({ context, event }) => ({
-                  result: { status: 'succeeded' as const, text: answersResultText(context.args as UserInputRequest, event.answers) },
+                  result: succeededResult(answersResultText(context.args as UserInputRequest, event.answers)),
                 })),
                 sendParent(({ context, event }) => ({
                   type: 'toolcall.user_input_resolved' as const,
@@ -394,7 +390,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
               actions: [
                 assign(() => ({
                   stopRequest: 'cancel' as const,
-                  result: { status: 'cancelled' as const, text: UNANSWERED_TEXT, error: { code: 'cancelled' as const, message: UNANSWERED_TEXT, retryable: false } },
+                  result: cancelledResult(UNANSWERED_TEXT),
                   terminal: { code: 'cancelled' as const, message: 'the turn was cancelled' },
                 })),
                 sendParent(({ context }) => ({ type: 'toolcall.user_input_resolved' as const, toolCallId: context.toolCallId, outcome: 'cancelled' as const })),
@@ -436,7 +432,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
             onError: {
               target: '#toolCall.done',
               actions: assign(({ event }) => ({
-                result: failed('execution_failed', 'the plan could not be saved'),
+                result: failedResult('execution_failed', 'the plan could not be saved'),
                 terminal: { code: storageTerminalCode(event.error), message: String((event.error as Error)?.message ?? event.error) },
               })),
             },
@@ -464,7 +460,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
             },
             onError: {
               target: '#toolCall.recording',
-              actions: assign({ result: ({ event }) => failed('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
+              actions: assign({ result: ({ event }) => failedResult('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
             },
           },
           on: {
@@ -524,7 +520,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
     toolCallId: context.toolCallId,
     providerCallId: context.call.callId,
     toolName: context.call.name,
-    result: context.result ?? failed('execution_failed', 'the tool call ended without a result'),
+    result: context.result ?? failedResult('execution_failed', 'the tool call ended without a result'),
     recorded: context.recorded,
     terminal: context.terminal,
     doom: context.doom,

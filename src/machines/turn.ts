@@ -19,8 +19,8 @@ import { storableText } from '../protocol/storable-text.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
-import { failed, hasGrant, terminalAfterRun, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
-import type { ToolResult } from '../protocol/tool-result.js';
+import { hasGrant, terminalAfterRun, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
+import { deniedResult, failedResult, type ToolResult } from '../protocol/tool-result.js';
 import type {
   AuthorizationOutput,
   DirectCall,
@@ -295,7 +295,7 @@ const turnSetup = setup({
         toolCallId: d.toolCallId,
         providerCallId: d.call.callId,
         toolName: d.call.name,
-        result: d.result ?? failed('execution_failed', 'the tool call ended without a result'),
+        result: d.result ?? failedResult('execution_failed', 'the tool call ended without a result'),
         recorded,
         terminal: d.terminal,
         doom: d.doom,
@@ -848,7 +848,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
-                    direct: { ...context.direct!, result: failed('execution_failed', `tool call validation failed: ${errorText(event.error)}`) },
+                    direct: { ...context.direct!, result: failedResult('execution_failed', `tool call validation failed: ${errorText(event.error)}`) },
                   })),
                 },
               },
@@ -875,7 +875,7 @@ export const turnMachine = turnSetup.createMachine({
                       return {
                         direct: {
                           ...d,
-                          result: { status: 'denied' as const, text: out.text, error: { code, message: out.text, retryable: false } },
+                          result: deniedResult(out.text, code),
                           approval: { ...d.approval, source: out.source },
                         },
                       };
@@ -899,11 +899,7 @@ export const turnMachine = turnSetup.createMachine({
                       return {
                         direct: {
                           ...d,
-                          result: {
-                            status: 'denied' as const,
-                            text: NON_INTERACTIVE_REFUSAL_TEXT,
-                            error: { code: 'permission_denied' as const, message: NON_INTERACTIVE_REFUSAL_TEXT, retryable: false },
-                          },
+                          result: deniedResult(NON_INTERACTIVE_REFUSAL_TEXT),
                           approval: { ...d.approval, source: 'non_interactive', card: out.card },
                         },
                       };
@@ -922,7 +918,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
-                    direct: { ...context.direct!, result: failed('execution_failed', `authorization failed: ${errorText(event.error)}`) },
+                    direct: { ...context.direct!, result: failedResult('execution_failed', `authorization failed: ${errorText(event.error)}`) },
                   })),
                 },
               },
@@ -946,7 +942,7 @@ export const turnMachine = turnSetup.createMachine({
                 },
                 onError: {
                   target: 'recording',
-                  actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failed('execution_failed', errorText(event.error)) } })),
+                  actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
                 },
               },
               on: {

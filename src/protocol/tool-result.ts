@@ -4,7 +4,7 @@
  * error code the host and the trace see, and the facts (artifacts, a sandbox denial) neither model
  * nor wire needs. It sits below the machines and the services, which both build results.
  */
-import type { ToolError, ToolResultStatus } from './content.js';
+import type { ToolError, ToolErrorCode, ToolResultStatus } from './content.js';
 
 export interface ToolResult {
   status: ToolResultStatus;
@@ -12,4 +12,68 @@ export interface ToolResult {
   error?: ToolError;
   artifacts?: Array<Record<string, unknown>>;
   sandboxDenied?: boolean;
+}
+
+/**
+ * What a result may carry besides its text: the error's own message when it differs from the text
+ * (a command's output with a one-line reason), whether a retry may help, and the facts only the
+ * host and the trace read.
+ */
+export interface ResultOptions {
+  message?: string;
+  retryable?: boolean;
+  artifacts?: Array<Record<string, unknown>>;
+  sandboxDenied?: boolean;
+}
+
+/** The result of one status other than `succeeded`: the text, its error, then the facts. */
+function withError(status: Exclude<ToolResultStatus, 'succeeded'>, code: ToolErrorCode, text: string, options: ResultOptions): ToolResult {
+  return {
+    status,
+    text,
+    error: { code, message: options.message ?? text, retryable: options.retryable ?? false },
+    ...(options.artifacts ? { artifacts: options.artifacts } : {}),
+    ...(options.sandboxDenied !== undefined ? { sandboxDenied: options.sandboxDenied } : {}),
+  };
+}
+
+/**
+ * The tool ran and answered; the model reads `text`.
+ *
+ * @example
+ * succeededResult('Plan updated');
+ */
+export function succeededResult(text: string, options: Pick<ResultOptions, 'artifacts' | 'sandboxDenied'> = {}): ToolResult {
+  return {
+    status: 'succeeded',
+    text,
+    ...(options.artifacts ? { artifacts: options.artifacts } : {}),
+    ...(options.sandboxDenied !== undefined ? { sandboxDenied: options.sandboxDenied } : {}),
+  };
+}
+
+/**
+ * The call did not do what it was asked: bad input, an unknown tool, a tool that reported a
+ * failure or timed out. Not retryable unless said so.
+ *
+ * @example
+ * failedResult('tool_not_found', toolNotFoundText('nope'));
+ */
+export function failedResult(code: ToolErrorCode, text: string, options: ResultOptions = {}): ToolResult {
+  return withError('failed', code, text, options);
+}
+
+/** The call was refused and did not run: by the user, by a rule, or because bash has no sandbox. */
+export function deniedResult(text: string, code: 'permission_denied' | 'sandbox_unavailable' = 'permission_denied'): ToolResult {
+  return withError('denied', code, text, {});
+}
+
+/** The call was cancelled: before it ran, while it waited for the user, or by its own abort. */
+export function cancelledResult(text: string, options: Pick<ResultOptions, 'message'> = {}): ToolResult {
+  return withError('cancelled', 'cancelled', text, options);
+}
+
+/** The call may or may not have had its effect: the runtime stopped, or the tool never confirmed its end. */
+export function outcomeUnknownResult(text: string, options: Pick<ResultOptions, 'message'> = {}): ToolResult {
+  return withError('outcome_unknown', 'outcome_unknown', text, options);
 }

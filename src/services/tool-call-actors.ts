@@ -16,7 +16,8 @@ import { canonicalJson } from '../storage/sql-storage.js';
 import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
-import { completeCard, normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
+import { completeCard, normalizeToolResult, toolResultContent } from './tools/define.js';
+import { cancelledResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
@@ -32,8 +33,7 @@ export function doomLoopText(name: string): string {
 }
 
 function invalid(message: string): ToolResult {
-  const text = `invalid tool input: ${message}`;
-  return { status: 'failed', text, error: { code: 'invalid_arguments', message: text, retryable: false } };
+  return failedResult('invalid_arguments', `invalid tool input: ${message}`);
 }
 
 function zodText(error: ZodError): string {
@@ -92,13 +92,7 @@ export function createToolCallActors(services: RuntimeServices) {
       const session = services.session(input.sessionId);
       const resolved = session.toolset.resolve(call.name);
       if (!resolved) {
-        const text = toolNotFoundText(call.name);
-        return {
-          kind: 'invalid',
-          result: { status: 'failed', text, error: { code: 'tool_not_found', message: text, retryable: false } },
-          doom: input.doom,
-          resolvedName: null,
-        };
+        return { kind: 'invalid', result: failedResult('tool_not_found', toolNotFoundText(call.name)), doom: input.doom, resolvedName: null };
       }
       if (resolved.kind === 'registered') {
         const parsed = resolved.tool.parameters.safeParse(args);
@@ -116,8 +110,7 @@ export function createToolCallActors(services: RuntimeServices) {
       const count = input.doom.signature === signature ? input.doom.count + 1 : 1;
       const doom = { signature, count };
       if (count >= input.doomLoopThreshold) {
-        const text = doomLoopText(call.name);
-        return { kind: 'doom_loop', result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } }, doom };
+        return { kind: 'doom_loop', result: failedResult('execution_failed', doomLoopText(call.name)), doom };
       }
       return resolved.kind === 'control' ? { kind: 'control', args, doom } : { kind: 'registered', args, doom };
     }),
@@ -163,12 +156,11 @@ export function createToolCallActors(services: RuntimeServices) {
         if (event.type !== 'toolcall.cancel' || controller.signal.aborted) return;
         controller.abort(new Error('the turn was cancelled'));
         graceTimer = setTimeout(() => {
-          const text = 'the tool did not confirm that it stopped after cancellation; its outcome is unknown';
-          finish({ status: 'outcome_unknown', text, error: { code: 'outcome_unknown', message: text, retryable: false } });
+          finish(outcomeUnknownResult('the tool did not confirm that it stopped after cancellation; its outcome is unknown'));
         }, services.toolCancelGraceMs);
       });
       if (resolved?.kind !== 'registered') {
-        queueMicrotask(() => finish({ status: 'failed', text: toolNotFoundText(input.toolName), error: { code: 'tool_not_found', message: toolNotFoundText(input.toolName), retryable: false } }));
+        queueMicrotask(() => finish(failedResult('tool_not_found', toolNotFoundText(input.toolName))));
         return () => controller.abort();
       }
       // The fallback cut (reference §11.2): no result text reaches the model past 32,000 bytes.
@@ -211,12 +203,10 @@ export function createToolCallActors(services: RuntimeServices) {
           (error: unknown) => {
             progress.finish();
             if (controller.signal.aborted) {
-              const text = `tool call cancelled after ${services.clock.now() - started} ms`;
-              finish({ status: 'cancelled', text, error: { code: 'cancelled', message: text, retryable: false } });
+              finish(cancelledResult(`tool call cancelled after ${services.clock.now() - started} ms`));
               return;
             }
-            const text = errorMessage(error);
-            finish({ status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } });
+            finish(failedResult('execution_failed', errorMessage(error)));
           },
         );
       return () => {
@@ -229,9 +219,9 @@ export function createToolCallActors(services: RuntimeServices) {
       // Parsed arguments may hold a NUL that the JSON text escaped (`\u0000`); the plan row is jsonb.
       const checked = storableValue(validatePlanArgs(input.args));
       if (!checked.ok) {
-        return { ok: false, result: { status: 'failed', text: checked.message, error: { code: 'invalid_arguments', message: checked.message, retryable: false } } };
+        return { ok: false, result: failedResult('invalid_arguments', checked.message) };
       }
-      const result: ToolResult = { status: 'succeeded', text: PLAN_UPDATED_TEXT };
+      const result = succeededResult(PLAN_UPDATED_TEXT);
       const attributes = { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', sessionMode: input.permissionMode, sessionModeOrigin: input.permissionModeOrigin };
       const updatedAt = new Date(services.clock.now()).toISOString();
       const message: NewMessage = {
@@ -266,8 +256,7 @@ export function createToolCallActors(services: RuntimeServices) {
     runAgentTool: fromPromise<AgentToolOutput, AgentToolInput>(async ({ input, signal }) => {
       const control = services.agentControl(input.sessionId);
       if (!control) {
-        const text = `tool '${input.toolName}' not found`;
-        return { result: { status: 'failed', text, error: { code: 'tool_not_found', message: text, retryable: false } } };
+        return { result: failedResult('tool_not_found', toolNotFoundText(input.toolName)) };
       }
       return control.execute(input.toolName as AgentToolName, input.args, {
         sessionId: input.sessionId,

@@ -31,6 +31,7 @@ import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
 import { toolSpan } from './tool-call-actors.js';
 import { toolResultContent } from './tools/define.js';
+import { cancelledResult } from '../protocol/tool-result.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
 import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
@@ -482,7 +483,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         const startedAt = isoNow(services);
         const span = toolSpan({ sessionId: input.sessionId, turnId: input.turnId, toolCallId, providerCallId: call.callId, toolName: call.name, parentSpanId: input.parentSpanId, startedAt });
         services.spans.start(span);
-        const result = { status: 'cancelled' as const, text: REMAINING_CALL_TEXT, error: { code: 'cancelled' as const, message: REMAINING_CALL_TEXT, retryable: false } };
+        const result = cancelledResult(REMAINING_CALL_TEXT);
         const message: NewMessage = {
           id: services.ids.next('msg'),
           role: 'tool',

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { ContentBlock } from '../../protocol/content.js';
 import type { PermissionMode } from '../../protocol/input.js';
-import type { ToolResult } from '../../protocol/tool-result.js';
+import { succeededResult, type ToolResult } from '../../protocol/tool-result.js';
 import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
 import type { ToolDefinition } from '../model/port.js';
 
@@ -111,7 +111,7 @@ export function toolDefinition(tool: Pick<AnyTool, 'name' | 'description' | 'par
 }
 
 export function normalizeToolResult(result: ToolExecuteResult): ToolResult {
-  return typeof result === 'string' ? { status: 'succeeded', text: result } : result;
+  return typeof result === 'string' ? succeededResult(result) : result;
 }
 
 /** The single content block of a tool message. */
