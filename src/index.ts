@@ -64,7 +64,7 @@ export {
   sandboxUnavailableText,
   renderSandboxPolicySection,
   NON_INTERACTIVE_REFUSAL_TEXT,
-} from './services/permissions/texts.js';
+} from './protocol/model-texts.js';
 export { INTERRUPTED_RESULT_TEXT } from './services/context/assemble.js';
 export { REMAINING_CALL_TEXT } from './machines/turn.js';
 

@@ -13,7 +13,7 @@ import type { PermissionDecision } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { PermissionCard, SessionUpdate } from '../protocol/updates.js';
 import { answersResultText, type UserInputRequest } from '../protocol/user-input.js';
-import { NON_INTERACTIVE_REFUSAL_TEXT } from '../services/permissions/texts.js';
+import { NON_INTERACTIVE_REFUSAL_TEXT } from '../protocol/model-texts.js';
 import { cancelledResult, deniedResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import type {
   ApprovalRecord,

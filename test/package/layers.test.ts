@@ -44,7 +44,6 @@ const ALLOWED_VIOLATIONS: readonly string[] = [
   // The machines borrow the actors' types and a few constants from the services they invoke.
   'machines/session.ts -> services/agents/mailbox.ts',
   'machines/session.ts -> services/model/port.ts',
-  'machines/tool-call.ts -> services/permissions/texts.ts',
   'machines/turn.ts -> services/agents/mailbox.ts',
   'machines/types.ts -> services/agents/mailbox.ts',
   'machines/types.ts -> services/model/port.ts',

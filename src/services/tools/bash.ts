@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
 import { bashEscalationParameters } from '../permissions/escalation.js';
-import { bashDenialText, DENIAL_IS_POLICY_TEXT, networkDenialText, sandboxUnavailableText } from '../permissions/texts.js';
+import { bashDenialText, DENIAL_IS_POLICY_TEXT, networkDenialText, sandboxUnavailableText } from '../../protocol/model-texts.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { classify, networkFailureLine } from '../sandbox/classify.js';
 import { runProcess } from '../sandbox/process.js';

@@ -9,7 +9,7 @@
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool, type ToolResult } from './define.js';
 import { LineMatcher } from './grep-matcher.js';
 import { boundResultText, spillPath } from './output.js';

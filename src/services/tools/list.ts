@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool } from './define.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, type SandboxedTool } from './sandboxed.js';

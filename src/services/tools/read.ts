@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool } from './define.js';
 import { sha256 } from './file-change.js';
 import { FOOTER_RESERVE_BYTES, MAX_RESULT_BYTES } from './output.js';

@@ -7,7 +7,7 @@
 import type { AnyTool, ToolContext, ToolResult } from './define.js';
 import type { Access, Actor, PathGrant, SandboxPolicy } from '../permissions/policy.js';
 import { PathResolutionError, resolveToolPath } from '../permissions/paths.js';
-import { fileDenialText, protectedPathText, runtimePathText } from '../permissions/texts.js';
+import { fileDenialText, protectedPathText, runtimePathText } from '../../protocol/model-texts.js';
 import { deniedResult, failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
