@@ -13,7 +13,15 @@ import type { PermissionDecision } from '../protocol/input.js';
 import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { PermissionCard, SessionUpdate } from '../protocol/updates.js';
 import { answersResultText, type UserInputRequest } from '../protocol/user-input.js';
-import { NON_INTERACTIVE_REFUSAL_TEXT } from '../protocol/model-texts.js';
+import {
+  ACTOR_STOPPED_TEXT,
+  CANCELLED_BEFORE_RUN_TEXT,
+  NO_RESULT_TEXT,
+  NON_INTERACTIVE_REFUSAL_TEXT,
+  PLAN_NOT_SAVED_TEXT,
+  UNANSWERED_TEXT,
+  USER_DENIED_TEXT,
+} from '../protocol/model-texts.js';
 import { cancelledResult, deniedResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import type {
   ApprovalRecord,
@@ -25,17 +33,13 @@ import type {
   ToolCallTerminal,
 } from './types.js';
 
-export const USER_DENIED_TEXT = 'The user denied this tool call.';
-export const UNANSWERED_TEXT = 'the turn was cancelled before the user answered';
-export const CANCELLED_BEFORE_RUN_TEXT = 'tool call was cancelled before it ran';
 /** A refused write of a session another runtime owns now ends the turn `ownership_lost` (issue 15); any other, `persistence_error`. */
 export function storageTerminalCode(error: unknown): 'ownership_lost' | 'persistence_error' {
   return (error as { code?: string } | null)?.code === 'ownership_lost' ? 'ownership_lost' : 'persistence_error';
 }
 
-export const ACTOR_STOPPED_TEXT = 'the runtime stopped while this tool call was pending; its outcome is unknown';
-/** Reference §4.13: the refusal a sub-agent gets instead of a card (the text lives with the other policy texts). */
-export { NON_INTERACTIVE_REFUSAL_TEXT };
+/** The texts this machine writes as results live with every other text the model sees. */
+export { ACTOR_STOPPED_TEXT, CANCELLED_BEFORE_RUN_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, UNANSWERED_TEXT, USER_DENIED_TEXT };
 
 export interface RecordInput {
   sessionId: string;
@@ -432,7 +436,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
             onError: {
               target: '#toolCall.done',
               actions: assign(({ event }) => ({
-                result: failedResult('execution_failed', 'the plan could not be saved'),
+                result: failedResult('execution_failed', PLAN_NOT_SAVED_TEXT),
                 terminal: { code: storageTerminalCode(event.error), message: String((event.error as Error)?.message ?? event.error) },
               })),
             },
@@ -520,7 +524,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
     toolCallId: context.toolCallId,
     providerCallId: context.call.callId,
     toolName: context.call.name,
-    result: context.result ?? failedResult('execution_failed', 'the tool call ended without a result'),
+    result: context.result ?? failedResult('execution_failed', NO_RESULT_TEXT),
     recorded: context.recorded,
     terminal: context.terminal,
     doom: context.doom,

@@ -19,7 +19,8 @@ import { storableText } from '../protocol/storable-text.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
-import { hasGrant, terminalAfterRun, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
+import { authorizationFailedText, doomLoopText, NO_RESULT_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../protocol/model-texts.js';
+import { hasGrant, terminalAfterRun, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
 import { deniedResult, failedResult, type ToolResult } from '../protocol/tool-result.js';
 import type {
   AuthorizationOutput,
@@ -40,7 +41,7 @@ import type {
   ValidatedCall,
 } from './types.js';
 
-export const REMAINING_CALL_TEXT = 'tool was not executed because the turn already terminated';
+export { REMAINING_CALL_TEXT };
 
 const ZERO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
 
@@ -295,7 +296,7 @@ const turnSetup = setup({
         toolCallId: d.toolCallId,
         providerCallId: d.call.callId,
         toolName: d.call.name,
-        result: d.result ?? failedResult('execution_failed', 'the tool call ended without a result'),
+        result: d.result ?? failedResult('execution_failed', NO_RESULT_TEXT),
         recorded,
         terminal: d.terminal,
         doom: d.doom,
@@ -848,7 +849,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
-                    direct: { ...context.direct!, result: failedResult('execution_failed', `tool call validation failed: ${errorText(event.error)}`) },
+                    direct: { ...context.direct!, result: failedResult('execution_failed', validationFailedText(errorText(event.error))) },
                   })),
                 },
               },
@@ -918,7 +919,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
-                    direct: { ...context.direct!, result: failedResult('execution_failed', `authorization failed: ${errorText(event.error)}`) },
+                    direct: { ...context.direct!, result: failedResult('execution_failed', authorizationFailedText(errorText(event.error))) },
                   })),
                 },
               },
@@ -1271,7 +1272,7 @@ function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal:
   };
   if (output.plan) patch.plan = output.plan;
   if (terminal && !output.terminal) {
-    patch.outcome = failedOutcome('doom_loop', `doom loop detected for tool '${output.toolName}'`);
+    patch.outcome = failedOutcome('doom_loop', doomLoopText(output.toolName));
     return patch;
   }
   if (terminal && output.terminal) {

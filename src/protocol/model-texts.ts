@@ -125,3 +125,69 @@ export function renderSandboxPolicySection(input: SandboxPolicySectionInput): st
     : 'write / edit: may write the workspace and the temp directories; protected, sensitive and credential paths and paths outside the workspace cannot be written in this session.';
   return ['<sandbox_policy>', `mode: ${modeLabel(input.mode)}`, `workspace: ${input.workspace}`, files, bash, '</sandbox_policy>'].join('\n');
 }
+
+/*
+ * The results the runtime writes itself for a call it refused, stopped or could not run (seed 000
+ * §5, §10). The model reads them as the call's answer, so each says what happened and nothing
+ * the model could take for the tool's own output.
+ */
+
+/** The user answered a permission card with "deny". */
+export const USER_DENIED_TEXT = 'The user denied this tool call.';
+
+/** A request_user_input question the turn's cancel left unanswered. */
+export const UNANSWERED_TEXT = 'the turn was cancelled before the user answered';
+
+/** A call cancelled while it was validated, authorised or waiting for its card. */
+export const CANCELLED_BEFORE_RUN_TEXT = 'tool call was cancelled before it ran';
+
+/** A call pending when the runtime stopped: it may or may not have had its effect. */
+export const ACTOR_STOPPED_TEXT = 'the runtime stopped while this tool call was pending; its outcome is unknown';
+
+/** A call of the same batch after the one that ended the turn. */
+export const REMAINING_CALL_TEXT = 'tool was not executed because the turn already terminated';
+
+/** The constant text of a synthesized result (seed 000 §10); identical bytes every time. */
+export const INTERRUPTED_RESULT_TEXT = 'Tool result unavailable: the previous turn ended before a durable result was recorded.';
+
+/** A tool that did not confirm its stop within the cancel grace. */
+export const UNCONFIRMED_STOP_TEXT = 'the tool did not confirm that it stopped after cancellation; its outcome is unknown';
+
+/** update_plan's answer once the plan is stored. */
+export const PLAN_UPDATED_TEXT = 'Plan updated';
+
+/** A plan whose commit the database refused. */
+export const PLAN_NOT_SAVED_TEXT = 'the plan could not be saved';
+
+/** A tool-call machine that ended without deciding a result (never expected; the result says so). */
+export const NO_RESULT_TEXT = 'the tool call ended without a result';
+
+/** A call of a tool the session does not have. */
+export function toolNotFoundText(name: string): string {
+  return `tool '${name}' not found`;
+}
+
+/** The same call repeated until the doom-loop threshold (seed 000 §4). */
+export function doomLoopText(name: string): string {
+  return `doom loop detected for tool '${name}'`;
+}
+
+/** Arguments that are not JSON or do not fit the tool's schema; `problem` says where. */
+export function invalidInputText(problem: string): string {
+  return `invalid tool input: ${problem}`;
+}
+
+/** A tool that threw after its abort: the cancel ended it. */
+export function cancelledAfterText(ms: number): string {
+  return `tool call cancelled after ${ms} ms`;
+}
+
+/** The validation actor itself failed (not the arguments). */
+export function validationFailedText(reason: string): string {
+  return `tool call validation failed: ${reason}`;
+}
+
+/** The authorisation actor itself failed (not a refusal). */
+export function authorizationFailedText(reason: string): string {
+  return `authorization failed: ${reason}`;
+}

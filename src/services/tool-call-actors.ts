@@ -13,7 +13,8 @@ import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, Pl
 import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
 import { canonicalJson } from '../storage/sql-storage.js';
-import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
+import { validatePlanArgs } from './plan/update-plan.js';
+import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText, UNCONFIRMED_STOP_TEXT } from '../protocol/model-texts.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
 import { completeCard, normalizeToolResult, toolResultContent } from './tools/define.js';
@@ -24,16 +25,8 @@ import type { SpanContent, SpanData } from './trace/signals.js';
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
 
-export function toolNotFoundText(name: string): string {
-  return `tool '${name}' not found`;
-}
-
-export function doomLoopText(name: string): string {
-  return `doom loop detected for tool '${name}'`;
-}
-
 function invalid(message: string): ToolResult {
-  return failedResult('invalid_arguments', `invalid tool input: ${message}`);
+  return failedResult('invalid_arguments', invalidInputText(message));
 }
 
 function zodText(error: ZodError): string {
@@ -156,7 +149,7 @@ export function createToolCallActors(services: RuntimeServices) {
         if (event.type !== 'toolcall.cancel' || controller.signal.aborted) return;
         controller.abort(new Error('the turn was cancelled'));
         graceTimer = setTimeout(() => {
-          finish(outcomeUnknownResult('the tool did not confirm that it stopped after cancellation; its outcome is unknown'));
+          finish(outcomeUnknownResult(UNCONFIRMED_STOP_TEXT));
         }, services.toolCancelGraceMs);
       });
       if (resolved?.kind !== 'registered') {
@@ -203,7 +196,7 @@ export function createToolCallActors(services: RuntimeServices) {
           (error: unknown) => {
             progress.finish();
             if (controller.signal.aborted) {
-              finish(cancelledResult(`tool call cancelled after ${services.clock.now() - started} ms`));
+              finish(cancelledResult(cancelledAfterText(services.clock.now() - started)));
               return;
             }
             finish(failedResult('execution_failed', errorMessage(error)));

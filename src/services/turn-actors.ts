@@ -21,7 +21,7 @@ import type {
   FinishInput,
   PersistAssistantInput,
 } from '../machines/turn.js';
-import { REMAINING_CALL_TEXT } from '../machines/turn.js';
+import { REMAINING_CALL_TEXT } from '../protocol/model-texts.js';
 import type { TurnEvent } from '../machines/types.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';

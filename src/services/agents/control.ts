@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { errorMessage, isOpenworkError } from '../../errors.js';
 import type { ControlToolSpec } from '../tools/registry.js';
 import { failedResult, succeededResult, type ToolResult } from '../../protocol/tool-result.js';
+import { invalidInputText } from '../../protocol/model-texts.js';
 import type { MailboxSignal } from './signal.js';
 
 export const MAX_ACTIVE_SUB_AGENT_TURNS = 3;
@@ -115,7 +116,7 @@ export interface AgentToolOutcome {
 }
 
 function failure(code: AgentErrorCode | 'invalid_arguments', messageText: string): AgentToolOutcome {
-  const text = code === 'invalid_arguments' ? `invalid tool input: ${messageText}` : `${code}: ${messageText}`;
+  const text = code === 'invalid_arguments' ? invalidInputText(messageText) : `${code}: ${messageText}`;
   return { result: failedResult(code === 'invalid_arguments' ? 'invalid_arguments' : 'execution_failed', text) };
 }
 

@@ -7,7 +7,7 @@
 import type { AnyTool, ToolContext, ToolResult } from './define.js';
 import type { Access, Actor, PathGrant, SandboxPolicy } from '../permissions/policy.js';
 import { PathResolutionError, resolveToolPath } from '../permissions/paths.js';
-import { fileDenialText, protectedPathText, runtimePathText } from '../../protocol/model-texts.js';
+import { fileDenialText, invalidInputText, protectedPathText, runtimePathText } from '../../protocol/model-texts.js';
 import { deniedResult, failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
@@ -27,7 +27,7 @@ export function isSandboxedTool(tool: AnyTool): tool is SandboxedTool {
 
 
 export function invalidArguments(message: string): ToolResult {
-  return failedResult('invalid_arguments', `invalid tool input: ${message}`);
+  return failedResult('invalid_arguments', invalidInputText(message));
 }
 
 /** The grants an approved escalation card carries for this one call (none otherwise). */
