@@ -4,7 +4,7 @@
  * error code the host and the trace see, and the facts (artifacts, a sandbox denial) neither model
  * nor wire needs. It sits below the machines and the services, which both build results.
  */
-import type { ToolError, ToolErrorCode, ToolResultStatus } from './content.js';
+import type { ContentBlock, ToolError, ToolErrorCode, ToolResultStatus } from './content.js';
 
 export interface ToolResult {
   status: ToolResultStatus;
@@ -76,4 +76,19 @@ export function cancelledResult(text: string, options: Pick<ResultOptions, 'mess
 /** The call may or may not have had its effect: the runtime stopped, or the tool never confirmed its end. */
 export function outcomeUnknownResult(text: string, options: Pick<ResultOptions, 'message'> = {}): ToolResult {
   return withError('outcome_unknown', 'outcome_unknown', text, options);
+}
+
+/** The single content block of a tool message. */
+export function toolResultContent(callId: string, result: ToolResult): ContentBlock[] {
+  return [
+    {
+      type: 'tool_result',
+      callId,
+      status: result.status,
+      text: result.text,
+      ...(result.error ? { error: result.error } : {}),
+      ...(result.artifacts ? { artifacts: result.artifacts } : {}),
+      ...(result.sandboxDenied !== undefined ? { sandboxDenied: result.sandboxDenied } : {}),
+    },
+  ];
 }

@@ -30,8 +30,7 @@ import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessa
 import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
 import { toolSpan } from './tool-call-actors.js';
-import { toolResultContent } from './tools/define.js';
-import { cancelledResult } from '../protocol/tool-result.js';
+import { cancelledResult, toolResultContent } from '../protocol/tool-result.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
 import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';

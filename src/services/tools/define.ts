@@ -4,7 +4,6 @@
  * `execute` function. The JSON Schema the model sees is derived from the zod schema.
  */
 import { z } from 'zod';
-import type { ContentBlock } from '../../protocol/content.js';
 import type { PermissionMode } from '../../protocol/input.js';
 import { succeededResult, type ToolResult } from '../../protocol/tool-result.js';
 import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
@@ -112,19 +111,4 @@ export function toolDefinition(tool: Pick<AnyTool, 'name' | 'description' | 'par
 
 export function normalizeToolResult(result: ToolExecuteResult): ToolResult {
   return typeof result === 'string' ? succeededResult(result) : result;
-}
-
-/** The single content block of a tool message. */
-export function toolResultContent(callId: string, result: ToolResult): ContentBlock[] {
-  return [
-    {
-      type: 'tool_result',
-      callId,
-      status: result.status,
-      text: result.text,
-      ...(result.error ? { error: result.error } : {}),
-      ...(result.artifacts ? { artifacts: result.artifacts } : {}),
-      ...(result.sandboxDenied !== undefined ? { sandboxDenied: result.sandboxDenied } : {}),
-    },
-  ];
 }
