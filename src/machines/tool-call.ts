@@ -22,7 +22,7 @@ import {
   UNANSWERED_TEXT,
   USER_DENIED_TEXT,
 } from '../protocol/model-texts.js';
-import { cancelledResult, deniedResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
+import { cancelledResult, deniedResult, failedResult, outcomeUnknownResult, succeededResult, toolCallFinishedUpdate, type ToolResult } from '../protocol/tool-result.js';
 import type {
   ApprovalRecord,
   LiveToolCall,
@@ -67,6 +67,50 @@ export interface ExecuteInput {
   args: unknown;
   permissionMode: ToolCallInput['permissionMode'];
   approval: ApprovalRecord;
+}
+
+/**
+ * What a call's execute and record steps read. The tool-call machine keeps it in its context and
+ * the Turn in `direct` for a call it runs itself; both build the steps' inputs with the two
+ * functions below, so the two paths cannot drift apart.
+ */
+export type CallFacts = Pick<ToolCallInput, 'sessionId' | 'turnId' | 'toolCallId' | 'call' | 'permissionMode' | 'permissionModeOrigin'> & {
+  args: unknown;
+  approval: ApprovalRecord;
+  result: ToolResult | null;
+  resolvedName: string | null;
+  executed: boolean;
+};
+
+/** The `executeTool` input of a call. */
+export function executeInputOf(c: CallFacts): ExecuteInput {
+  return {
+    sessionId: c.sessionId,
+    turnId: c.turnId,
+    toolCallId: c.toolCallId,
+    providerCallId: c.call.callId,
+    toolName: c.call.name,
+    args: c.args,
+    permissionMode: c.permissionMode,
+    approval: c.approval,
+  };
+}
+
+/** The `recordToolResult` input of a call whose result is decided. */
+export function recordInputOf(c: CallFacts): RecordInput {
+  return {
+    sessionId: c.sessionId,
+    turnId: c.turnId,
+    toolCallId: c.toolCallId,
+    providerCallId: c.call.callId,
+    toolName: c.call.name,
+    result: c.result!,
+    approval: c.approval,
+    resolvedName: c.resolvedName,
+    permissionMode: c.permissionMode,
+    permissionModeOrigin: c.permissionModeOrigin,
+    executed: c.executed,
+  };
 }
 
 export interface PlanCommitInput {
@@ -219,15 +263,7 @@ const toolCallSetup = setup({
       }
       enqueue.sendTo(sessionOf(self), {
         type: 'session.publish',
-        update: {
-          type: 'tool_call_finished',
-          toolCallId: context.toolCallId,
-          providerCallId: context.call.callId,
-          toolName: context.call.name,
-          status: result.status,
-          text: result.text,
-          ...(result.error ? { error: result.error } : {}),
-        },
+        update: toolCallFinishedUpdate({ toolCallId: context.toolCallId, providerCallId: context.call.callId, toolName: context.call.name }, result),
       });
     }),
   },
@@ -321,16 +357,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
       invoke: {
         id: 'execute',
         src: 'executeTool',
-        input: ({ context }) => ({
-          sessionId: context.sessionId,
-          turnId: context.turnId,
-          toolCallId: context.toolCallId,
-          providerCallId: context.call.callId,
-          toolName: context.call.name,
-          args: context.args,
-          permissionMode: context.permissionMode,
-          approval: context.approval,
-        }),
+        input: ({ context }) => executeInputOf(context),
         onError: {
           target: 'recording',
           actions: assign({ result: ({ event }) => failedResult('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
@@ -485,19 +512,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
       invoke: {
         id: 'record',
         src: 'recordToolResult',
-        input: ({ context }) => ({
-          sessionId: context.sessionId,
-          turnId: context.turnId,
-          toolCallId: context.toolCallId,
-          providerCallId: context.call.callId,
-          toolName: context.call.name,
-          result: context.result!,
-          approval: context.approval,
-          resolvedName: context.resolvedName,
-          permissionMode: context.permissionMode,
-          permissionModeOrigin: context.permissionModeOrigin,
-          executed: context.executed,
-        }),
+        input: ({ context }) => recordInputOf(context),
         onDone: { target: 'done', actions: assign({ recorded: true, result: ({ event }) => event.output }) },
         onError: {
           target: 'done',

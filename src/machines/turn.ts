@@ -20,8 +20,8 @@ import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { authorizationFailedText, doomLoopText, NO_RESULT_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../protocol/model-texts.js';
-import { hasGrant, terminalAfterRun, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
-import { deniedResult, failedResult, type ToolResult } from '../protocol/tool-result.js';
+import { executeInputOf, hasGrant, recordInputOf, terminalAfterRun, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
+import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate, type ToolResult } from '../protocol/tool-result.js';
 import type {
   AuthorizationOutput,
   DirectCall,
@@ -307,18 +307,9 @@ const turnSetup = setup({
     /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
     announceDirectFinished: sendParent(({ context }) => {
       const d = context.direct!;
-      const result = d.result!;
       return {
         type: 'session.publish' as const,
-        update: {
-          type: 'tool_call_finished' as const,
-          toolCallId: d.toolCallId,
-          providerCallId: d.call.callId,
-          toolName: d.call.name,
-          status: result.status,
-          text: result.text,
-          ...(result.error ? { error: result.error } : {}),
-        },
+        update: toolCallFinishedUpdate({ toolCallId: d.toolCallId, providerCallId: d.call.callId, toolName: d.call.name }, d.result!),
       };
     }),
     discardDraft: enqueueActions(({ context, enqueue }) => {
@@ -928,19 +919,7 @@ export const turnMachine = turnSetup.createMachine({
               invoke: {
                 id: 'execute',
                 src: 'executeTool',
-                input: ({ context }) => {
-                  const d = context.direct!;
-                  return {
-                    sessionId: context.sessionId,
-                    turnId: context.turnId,
-                    toolCallId: d.toolCallId,
-                    providerCallId: d.call.callId,
-                    toolName: d.call.name,
-                    args: d.args,
-                    permissionMode: d.permissionMode,
-                    approval: d.approval,
-                  };
-                },
+                input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }),
                 onError: {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
@@ -970,22 +949,7 @@ export const turnMachine = turnSetup.createMachine({
               invoke: {
                 id: 'record',
                 src: 'recordToolResult',
-                input: ({ context }) => {
-                  const d = context.direct!;
-                  return {
-                    sessionId: context.sessionId,
-                    turnId: context.turnId,
-                    toolCallId: d.toolCallId,
-                    providerCallId: d.call.callId,
-                    toolName: d.call.name,
-                    result: d.result!,
-                    approval: d.approval,
-                    resolvedName: d.resolvedName,
-                    permissionMode: d.permissionMode,
-                    permissionModeOrigin: d.permissionModeOrigin,
-                    executed: d.executed,
-                  };
-                },
+                input: ({ context }) => recordInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }),
                 onDone: [
                   {
                     guard: 'directTerminal',
@@ -1143,15 +1107,10 @@ export const turnMachine = turnSetup.createMachine({
                     if (i < context.batchIndex) continue;
                     enqueue.sendParent({
                       type: 'session.publish',
-                      update: {
-                        type: 'tool_call_finished',
-                        toolCallId: context.batch!.toolCallIds[i]!,
-                        providerCallId: call.callId,
-                        toolName: call.name,
-                        status: 'cancelled',
-                        text: REMAINING_CALL_TEXT,
-                        error: { code: 'cancelled', message: REMAINING_CALL_TEXT, retryable: false },
-                      },
+                      update: toolCallFinishedUpdate(
+                        { toolCallId: context.batch!.toolCallIds[i]!, providerCallId: call.callId, toolName: call.name },
+                        cancelledResult(REMAINING_CALL_TEXT),
+                      ),
                     });
                   }
                 }),

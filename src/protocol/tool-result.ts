@@ -5,6 +5,7 @@
  * nor wire needs. It sits below the machines and the services, which both build results.
  */
 import type { ContentBlock, ToolError, ToolErrorCode, ToolResultStatus } from './content.js';
+import type { SessionUpdate } from './updates.js';
 
 export interface ToolResult {
   status: ToolResultStatus;
@@ -91,4 +92,27 @@ export function toolResultContent(callId: string, result: ToolResult): ContentBl
       ...(result.sandboxDenied !== undefined ? { sandboxDenied: result.sandboxDenied } : {}),
     },
   ];
+}
+
+/** Which call a result answers, as `tool_call_finished` names it. */
+export interface ToolCallIds {
+  toolCallId: string;
+  providerCallId: string;
+  toolName: string;
+}
+
+/**
+ * The `tool_call_finished` update of a result that is stored (reference §6.4): the same status,
+ * text and error the model reads, never the facts only the trace keeps.
+ */
+export function toolCallFinishedUpdate(ids: ToolCallIds, result: ToolResult): Extract<SessionUpdate, { type: 'tool_call_finished' }> {
+  return {
+    type: 'tool_call_finished',
+    toolCallId: ids.toolCallId,
+    providerCallId: ids.providerCallId,
+    toolName: ids.toolName,
+    status: result.status,
+    text: result.text,
+    ...(result.error ? { error: result.error } : {}),
+  };
 }

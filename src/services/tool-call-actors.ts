@@ -6,7 +6,6 @@
 import { fromCallback, fromPromise } from 'xstate';
 import type { ZodError } from 'zod';
 import { errorMessage } from '../errors.js';
-import type { NewMessage } from '../protocol/content.js';
 import { storableValue } from '../protocol/storable-text.js';
 import type { PermissionCard } from '../protocol/updates.js';
 import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call.js';
@@ -18,7 +17,8 @@ import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, 
 import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
 import { completeCard, normalizeToolResult } from './tools/define.js';
-import { cancelledResult, failedResult, outcomeUnknownResult, succeededResult, toolResultContent, type ToolResult } from '../protocol/tool-result.js';
+import { commitToolResult, toolResultMessage } from './tools/result.js';
+import { cancelledResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
@@ -217,14 +217,7 @@ export function createToolCallActors(services: RuntimeServices) {
       const result = succeededResult(PLAN_UPDATED_TEXT);
       const attributes = { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', sessionMode: input.permissionMode, sessionModeOrigin: input.permissionModeOrigin };
       const updatedAt = new Date(services.clock.now()).toISOString();
-      const message: NewMessage = {
-        id: services.ids.next('msg'),
-        role: 'tool',
-        kind: 'normal',
-        content: toolResultContent(input.providerCallId, result),
-        providerCallId: input.providerCallId,
-        toolName: 'update_plan',
-      };
+      const message = toolResultMessage(services.ids.next('msg'), input.providerCallId, 'update_plan', result);
       try {
         const stored = await services.storage.commitPlanUpdate(input.turnId, { explanation: checked.explanation, steps: checked.steps, updatedAt }, message);
         services.session(input.sessionId).chat.append([stored]);
@@ -260,17 +253,9 @@ export function createToolCallActors(services: RuntimeServices) {
     }),
 
     recordToolResult: fromPromise<ToolResult, RecordInput>(async ({ input }) => {
-      // Issue 13.2: whatever the tool produced (a NUL from `printf '\0'`, a lone surrogate from a
-      // host tool) is stored with U+FFFD in its place, and that stored text is what the update says.
+      // Issue 13.2: whatever the tool produced is stored with U+FFFD in place of what cannot be, and
+      // that stored text is what the span and the update say (commitToolResult does the same).
       const result = storableValue(input.result);
-      const message: NewMessage = {
-        id: services.ids.next('msg'),
-        role: 'tool',
-        kind: 'normal',
-        content: toolResultContent(input.providerCallId, result),
-        providerCallId: input.providerCallId,
-        toolName: input.toolName,
-      };
       const approval = input.approval;
       const attributes: Record<string, unknown> = {
         permissionDecision:
@@ -297,8 +282,7 @@ export function createToolCallActors(services: RuntimeServices) {
           attributes: { ...attributes, resultPersisted },
         }, { toolResult: result.text });
       try {
-        const stored = await services.storage.commitToolResult(input.turnId, message);
-        services.session(input.sessionId).chat.append([stored]);
+        await commitToolResult(services, input);
       } catch (error) {
         end(false);
         throw error;
