@@ -70,7 +70,7 @@ export { REMAINING_CALL_TEXT } from './machines/turn.js';
 
 export { sessionMachine } from './machines/session.js';
 export { turnMachine } from './machines/turn.js';
-export { toolCallMachine } from './machines/tool-call.js';
+export { toolCallMachine } from './machines/tool-call/machine.js';
 
 export type { UserInput, PermissionDecision, PermissionMode, PermissionModeOrigin, StartTurnParams } from './protocol/input.js';
 export type { UserInputRequest, UserInputQuestion, UserInputAnswers, PendingUserInput } from './protocol/user-input.js';
