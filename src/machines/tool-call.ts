@@ -4,3 +4,4 @@
  * machine lives in `machines/tool-call/` (machine, ports, outcomes).
  */
 export * from './tool-call/machine.js';
+export * from './tool-call/ports.js';

@@ -20,7 +20,8 @@ import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { authorizationFailedText, doomLoopText, NO_RESULT_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../protocol/model-texts.js';
-import { executeInputOf, hasGrant, recordInputOf, terminalAfterRun, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call/machine.js';
+import { hasGrant, terminalAfterRun, stopBeforeRun, storageTerminalCode, toolCallMachine } from './tool-call/machine.js';
+import { executeInputOf, recordInputOf, type ExecuteInput, type RecordInput } from './tool-call/ports.js';
 import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate, type ToolResult } from '../protocol/tool-result.js';
 import type {
   AuthorizationOutput,

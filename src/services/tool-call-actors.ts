@@ -8,7 +8,7 @@ import type { ZodError } from 'zod';
 import { errorMessage } from '../errors.js';
 import { storableValue } from '../protocol/storable-text.js';
 import type { PermissionCard } from '../protocol/updates.js';
-import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/machine.js';
+import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/ports.js';
 import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
 import { canonicalJson } from '../storage/sql-storage.js';

@@ -32,6 +32,16 @@ import type {
   ToolCallOutput,
   ToolCallTerminal,
 } from '../types.js';
+import {
+  executeInputOf,
+  recordInputOf,
+  type AgentToolInput,
+  type AgentToolOutput,
+  type ExecuteInput,
+  type PlanCommitInput,
+  type PlanCommitOutput,
+  type RecordInput,
+} from './ports.js';
 
 /** A refused write of a session another runtime owns now ends the turn `ownership_lost` (issue 15); any other, `persistence_error`. */
 export function storageTerminalCode(error: unknown): 'ownership_lost' | 'persistence_error' {
@@ -40,104 +50,6 @@ export function storageTerminalCode(error: unknown): 'ownership_lost' | 'persist
 
 /** The texts this machine writes as results live with every other text the model sees. */
 export { ACTOR_STOPPED_TEXT, CANCELLED_BEFORE_RUN_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, UNANSWERED_TEXT, USER_DENIED_TEXT };
-
-export interface RecordInput {
-  sessionId: string;
-  turnId: string;
-  toolCallId: string;
-  providerCallId: string;
-  toolName: string;
-  result: ToolResult;
-  approval: ApprovalRecord;
-  resolvedName: string | null;
-  /** The mode the call ran (or would have run) under, for the trace's `sessionMode` / `sandboxMode`. */
-  permissionMode: ToolCallInput['permissionMode'];
-  /** Where that mode came from, for the trace's `sessionModeOrigin`. */
-  permissionModeOrigin: ToolCallInput['permissionModeOrigin'];
-  /** Whether the tool itself ran (the trace records `sandboxMode` only then). */
-  executed: boolean;
-}
-
-export interface ExecuteInput {
-  sessionId: string;
-  turnId: string;
-  toolCallId: string;
-  providerCallId: string;
-  toolName: string;
-  args: unknown;
-  permissionMode: ToolCallInput['permissionMode'];
-  approval: ApprovalRecord;
-}
-
-/**
- * What a call's execute and record steps read. The tool-call machine keeps it in its context and
- * the Turn in `direct` for a call it runs itself; both build the steps' inputs with the two
- * functions below, so the two paths cannot drift apart.
- */
-export type CallFacts = Pick<ToolCallInput, 'sessionId' | 'turnId' | 'toolCallId' | 'call' | 'permissionMode' | 'permissionModeOrigin'> & {
-  args: unknown;
-  approval: ApprovalRecord;
-  result: ToolResult | null;
-  resolvedName: string | null;
-  executed: boolean;
-};
-
-/** The `executeTool` input of a call. */
-export function executeInputOf(c: CallFacts): ExecuteInput {
-  return {
-    sessionId: c.sessionId,
-    turnId: c.turnId,
-    toolCallId: c.toolCallId,
-    providerCallId: c.call.callId,
-    toolName: c.call.name,
-    args: c.args,
-    permissionMode: c.permissionMode,
-    approval: c.approval,
-  };
-}
-
-/** The `recordToolResult` input of a call whose result is decided. */
-export function recordInputOf(c: CallFacts): RecordInput {
-  return {
-    sessionId: c.sessionId,
-    turnId: c.turnId,
-    toolCallId: c.toolCallId,
-    providerCallId: c.call.callId,
-    toolName: c.call.name,
-    result: c.result!,
-    approval: c.approval,
-    resolvedName: c.resolvedName,
-    permissionMode: c.permissionMode,
-    permissionModeOrigin: c.permissionModeOrigin,
-    executed: c.executed,
-  };
-}
-
-export interface PlanCommitInput {
-  sessionId: string;
-  turnId: string;
-  toolCallId: string;
-  providerCallId: string;
-  args: unknown;
-  /** The session's mode and its origin at call time, for the trace (a control tool has no `sandboxMode`). */
-  permissionMode: ToolCallInput['permissionMode'];
-  permissionModeOrigin: ToolCallInput['permissionModeOrigin'];
-}
-
-export type PlanCommitOutput = { ok: true; result: ToolResult; plan: TurnPlanSnapshot } | { ok: false; result: ToolResult };
-
-export interface AgentToolInput {
-  sessionId: string;
-  turnId: string;
-  toolCallId: string;
-  toolName: string;
-  args: unknown;
-}
-
-export interface AgentToolOutput {
-  result: ToolResult;
-  waitTimedOut?: boolean;
-}
 
 export interface ToolCallContext extends ToolCallInput {
   args: unknown;
