@@ -5,3 +5,4 @@
  */
 export * from './tool-call/machine.js';
 export * from './tool-call/ports.js';
+export * from './tool-call/outcomes.js';

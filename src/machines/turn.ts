@@ -20,7 +20,8 @@ import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
 import { authorizationFailedText, doomLoopText, NO_RESULT_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../protocol/model-texts.js';
-import { hasGrant, terminalAfterRun, stopBeforeRun, storageTerminalCode, toolCallMachine } from './tool-call/machine.js';
+import { hasGrant, toolCallMachine } from './tool-call/machine.js';
+import { recordFailureTerminal, stopBeforeRun, terminalAfterRun } from './tool-call/outcomes.js';
 import { executeInputOf, recordInputOf, type ExecuteInput, type RecordInput } from './tool-call/ports.js';
 import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate, type ToolResult } from '../protocol/tool-result.js';
 import type {
@@ -973,11 +974,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: '#tools.cancelling_remaining',
                   actions: [
-                    assign(({ context, event }) => {
-                      const error = event.error as { code?: string; message?: string };
-                      const code = error?.code === 'chat_state_error' ? ('chat_state_error' as const) : storageTerminalCode(error);
-                      return { direct: { ...context.direct!, terminal: { code, message: String(error?.message ?? event.error) } } };
-                    }),
+                    assign(({ context, event }) => ({ direct: { ...context.direct!, terminal: recordFailureTerminal(event.error) } })),
                     { type: 'finishDirect', params: false },
                   ],
                 },

@@ -42,11 +42,8 @@ import {
   type PlanCommitOutput,
   type RecordInput,
 } from './ports.js';
+import { actorFailureResult, failureText, recordFailureTerminal, stopBeforeRun, storageTerminalCode, terminalAfterRun } from './outcomes.js';
 
-/** A refused write of a session another runtime owns now ends the turn `ownership_lost` (issue 15); any other, `persistence_error`. */
-export function storageTerminalCode(error: unknown): 'ownership_lost' | 'persistence_error' {
-  return (error as { code?: string } | null)?.code === 'ownership_lost' ? 'ownership_lost' : 'persistence_error';
-}
 
 /** The texts this machine writes as results live with every other text the model sees. */
 export { ACTOR_STOPPED_TEXT, CANCELLED_BEFORE_RUN_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, UNANSWERED_TEXT, USER_DENIED_TEXT };
@@ -67,16 +64,6 @@ export interface ToolCallContext extends ToolCallInput {
 
 function notProvided(name: string): never {
   throw new Error(`tool-call actor "${name}" was not provided`);
-}
-
-/** How a turn ends after a tool finished running: stopped, cancelled (by request or by the tool), or not at all. */
-export function terminalAfterRun(
-  stopRequest: 'cancel' | 'stop' | null | undefined,
-  result: ToolResult,
-): { code: 'actor_stopped' | 'cancelled'; message: string } | null {
-  if (stopRequest === 'stop') return { code: 'actor_stopped', message: 'the session actor stopped while a tool was running' };
-  if (stopRequest === 'cancel' || result.status === 'cancelled') return { code: 'cancelled', message: 'the turn was cancelled' };
-  return null;
 }
 
 /** The Session actor of a tool call: its Turn's parent. */
@@ -107,21 +94,6 @@ export function hasGrant(grants: Grants, card: PermissionCard): boolean {
   return grants[card.environmentId]?.includes(card.grantKey) ?? false;
 }
 
-/** The result and terminal of a call stopped before its tool ran: a cancel, or the actor stopping. */
-export function stopBeforeRun(stop: boolean): { stopRequest: 'cancel' | 'stop'; result: ToolResult; terminal: ToolCallTerminal } {
-  return stop
-    ? {
-        stopRequest: 'stop',
-        result: outcomeUnknownResult(ACTOR_STOPPED_TEXT),
-        terminal: { code: 'actor_stopped', message: 'the session actor stopped' },
-      }
-    : {
-        stopRequest: 'cancel',
-        result: cancelledResult(CANCELLED_BEFORE_RUN_TEXT),
-        terminal: { code: 'cancelled', message: 'the turn was cancelled' },
-      };
-}
-
 const toolCallSetup = setup({
   types: {
     context: {} as ToolCallContext,
@@ -141,10 +113,10 @@ const toolCallSetup = setup({
   },
   actions: {
     recordStopBeforeRun: assign(({ context, event }) => stopBeforeRun(event.type === 'toolcall.stop' || context.stopRequest === 'stop')),
-    announceResolved: sendParent(({ context, event }) => ({
+    announceResolved: sendParent(({ context }, decision: PermissionDecision) => ({
       type: 'toolcall.permission_resolved' as const,
       toolCallId: context.toolCallId,
-      decision: (event as Extract<ToolCallEvent, { type: 'toolcall.decide' }>).decision as PermissionDecision,
+      decision,
     })),
     abortExecution: sendTo('execute', { type: 'toolcall.cancel' }),
     /**
@@ -226,7 +198,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
                 terminal: { code: 'permission_denied' as const, message: 'the user denied a tool call' },
                 approval: { ...context.approval, decision: 'deny' as const, source: 'user', decidedAt: event.at },
               })),
-              'announceResolved',
+              { type: 'announceResolved', params: ({ event }) => event.decision },
             ],
           },
           {
@@ -236,7 +208,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
                 approval: { ...context.approval, decision: event.decision, source: 'user', decidedAt: event.at },
               })),
               'announceGrant',
-              'announceResolved',
+              { type: 'announceResolved', params: ({ event }) => event.decision },
             ],
           },
         ],
@@ -272,7 +244,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
         input: ({ context }) => executeInputOf(context),
         onError: {
           target: 'recording',
-          actions: assign({ result: ({ event }) => failedResult('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
+          actions: assign({ result: ({ event }) => actorFailureResult(event.error) }),
         },
       },
       on: {
@@ -365,10 +337,8 @@ export const toolCallMachine = toolCallSetup.createMachine({
               {
                 guard: { type: 'planCommitted', params: ({ event }) => event.output },
                 target: '#toolCall.done',
-                actions: assign(({ event }) => {
-                  const out = event.output as Extract<PlanCommitOutput, { ok: true }>;
-                  return { result: out.result, plan: out.plan, recorded: true };
-                }),
+                // The guard above took this branch only for a committed plan; the check narrows the type.
+                actions: assign(({ event }) => (event.output.ok ? { result: event.output.result, plan: event.output.plan, recorded: true } : {})),
               },
               { target: '#toolCall.recording', actions: assign({ result: ({ event }) => event.output.result }) },
             ],
@@ -376,7 +346,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
               target: '#toolCall.done',
               actions: assign(({ event }) => ({
                 result: failedResult('execution_failed', PLAN_NOT_SAVED_TEXT),
-                terminal: { code: storageTerminalCode(event.error), message: String((event.error as Error)?.message ?? event.error) },
+                terminal: { code: storageTerminalCode(event.error), message: failureText(event.error) },
               })),
             },
           },
@@ -403,7 +373,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
             },
             onError: {
               target: '#toolCall.recording',
-              actions: assign({ result: ({ event }) => failedResult('execution_failed', String((event.error as Error)?.message ?? event.error)) }),
+              actions: assign({ result: ({ event }) => actorFailureResult(event.error) }),
             },
           },
           on: {
@@ -428,16 +398,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
         onDone: { target: 'done', actions: assign({ recorded: true, result: ({ event }) => event.output }) },
         onError: {
           target: 'done',
-          actions: assign(({ event }) => {
-            const error = event.error as { code?: string; message?: string };
-            return {
-              recorded: false,
-              terminal: {
-                code: error?.code === 'chat_state_error' ? ('chat_state_error' as const) : storageTerminalCode(error),
-                message: String(error?.message ?? event.error),
-              },
-            };
-          }),
+          actions: assign(({ event }) => ({ recorded: false, terminal: recordFailureTerminal(event.error) })),
         },
       },
     },
