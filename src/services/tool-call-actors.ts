@@ -11,7 +11,7 @@ import type { PermissionCard } from '../protocol/updates.js';
 import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/ports.js';
 import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
-import { canonicalJson } from '../storage/sql-storage.js';
+import { countCall, isDoomLoop } from '../machines/tool-call/doom-loop.js';
 import { validatePlanArgs } from './plan/update-plan.js';
 import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText, UNCONFIRMED_STOP_TEXT } from '../protocol/model-texts.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
@@ -99,10 +99,8 @@ export function createToolCallActors(services: RuntimeServices) {
       // wait_agent is outside identical-call counting; its timeouts have their own streak (reference §5.5).
       if (call.name === 'wait_agent') return { kind: 'control', args, doom: input.doom };
       // Doom loop (seed 000 §4): the same name with the same normalised arguments, consecutively.
-      const signature = `${call.name}\u0000${canonicalJson(args)}`;
-      const count = input.doom.signature === signature ? input.doom.count + 1 : 1;
-      const doom = { signature, count };
-      if (count >= input.doomLoopThreshold) {
+      const doom = countCall(input.doom, call.name, args);
+      if (isDoomLoop(doom, input.doomLoopThreshold)) {
         return { kind: 'doom_loop', result: failedResult('execution_failed', doomLoopText(call.name)), doom };
       }
       return resolved.kind === 'control' ? { kind: 'control', args, doom } : { kind: 'registered', args, doom };
