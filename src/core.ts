@@ -12,7 +12,7 @@ import { EXPLORER_SYSTEM_PROMPT, EXPLORER_TOOL_NAMES } from './services/agents/e
 import { MailboxSignal } from './services/agents/signal.js';
 import { InputError } from './errors.js';
 import { sessionMachine } from './machines/session.js';
-import { toolCallMachine } from './machines/tool-call.js';
+import { toolCallMachine } from './machines/tool-call/machine.js';
 import { turnMachine } from './machines/turn.js';
 import type { TurnLimits } from './machines/types.js';
 import { requireId } from './protocol/command-input.js';

@@ -64,13 +64,13 @@ export {
   sandboxUnavailableText,
   renderSandboxPolicySection,
   NON_INTERACTIVE_REFUSAL_TEXT,
-} from './services/permissions/texts.js';
+} from './protocol/model-texts.js';
 export { INTERRUPTED_RESULT_TEXT } from './services/context/assemble.js';
 export { REMAINING_CALL_TEXT } from './machines/turn.js';
 
 export { sessionMachine } from './machines/session.js';
 export { turnMachine } from './machines/turn.js';
-export { toolCallMachine } from './machines/tool-call.js';
+export { toolCallMachine } from './machines/tool-call/machine.js';
 
 export type { UserInput, PermissionDecision, PermissionMode, PermissionModeOrigin, StartTurnParams } from './protocol/input.js';
 export type { UserInputRequest, UserInputQuestion, UserInputAnswers, PendingUserInput } from './protocol/user-input.js';

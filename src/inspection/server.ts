@@ -28,7 +28,7 @@ import { z } from 'zod';
 import type { Core } from '../core.js';
 import { InspectionError } from '../errors.js';
 import { sessionMachine } from '../machines/session.js';
-import { toolCallMachine } from '../machines/tool-call.js';
+import { toolCallMachine } from '../machines/tool-call/machine.js';
 import { turnMachine } from '../machines/turn.js';
 import { permissionDecisionSchema } from '../protocol/input.js';
 import { userInputAnswersSchema } from '../protocol/user-input.js';

@@ -19,8 +19,11 @@ import { storableText } from '../protocol/storable-text.js';
 import type { Phase, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import { addUsage, type TokenUsage } from '../storage/storage.js';
-import { failed, hasGrant, terminalAfterRun, NON_INTERACTIVE_REFUSAL_TEXT, stopBeforeRun, storageTerminalCode, toolCallMachine, type ExecuteInput, type RecordInput } from './tool-call.js';
-import type { ToolResult } from '../services/tools/define.js';
+import { authorizationFailedText, doomLoopText, NO_RESULT_TEXT, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../protocol/model-texts.js';
+import { hasGrant, toolCallMachine } from './tool-call/machine.js';
+import { recordFailureTerminal, stopBeforeRun, terminalAfterRun } from './tool-call/outcomes.js';
+import { executeInputOf, recordInputOf, type ExecuteInput, type RecordInput } from './tool-call/ports.js';
+import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate, type ToolResult } from '../protocol/tool-result.js';
 import type {
   AuthorizationOutput,
   DirectCall,
@@ -40,7 +43,7 @@ import type {
   ValidatedCall,
 } from './types.js';
 
-export const REMAINING_CALL_TEXT = 'tool was not executed because the turn already terminated';
+export { REMAINING_CALL_TEXT };
 
 const ZERO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
 
@@ -311,7 +314,7 @@ const turnSetup = setup({
         toolCallId: d.toolCallId,
         providerCallId: d.call.callId,
         toolName: d.call.name,
-        result: d.result ?? failed('execution_failed', 'the tool call ended without a result'),
+        result: d.result ?? failedResult('execution_failed', NO_RESULT_TEXT),
         recorded,
         terminal: d.terminal,
         doom: d.doom,
@@ -322,18 +325,9 @@ const turnSetup = setup({
     /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
     announceDirectFinished: sendParent(({ context }) => {
       const d = context.direct!;
-      const result = d.result!;
       return {
         type: 'session.publish' as const,
-        update: {
-          type: 'tool_call_finished' as const,
-          toolCallId: d.toolCallId,
-          providerCallId: d.call.callId,
-          toolName: d.call.name,
-          status: result.status,
-          text: result.text,
-          ...(result.error ? { error: result.error } : {}),
-        },
+        update: toolCallFinishedUpdate({ toolCallId: d.toolCallId, providerCallId: d.call.callId, toolName: d.call.name }, d.result!),
       };
     }),
     discardDraft: enqueueActions(({ context, enqueue }) => {
@@ -870,7 +864,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
-                    direct: { ...context.direct!, result: failed('execution_failed', `tool call validation failed: ${errorText(event.error)}`) },
+                    direct: { ...context.direct!, result: failedResult('execution_failed', validationFailedText(errorText(event.error))) },
                   })),
                 },
               },
@@ -897,7 +891,7 @@ export const turnMachine = turnSetup.createMachine({
                       return {
                         direct: {
                           ...d,
-                          result: { status: 'denied' as const, text: out.text, error: { code, message: out.text, retryable: false } },
+                          result: deniedResult(out.text, code),
                           approval: { ...d.approval, source: out.source },
                         },
                       };
@@ -921,11 +915,7 @@ export const turnMachine = turnSetup.createMachine({
                       return {
                         direct: {
                           ...d,
-                          result: {
-                            status: 'denied' as const,
-                            text: NON_INTERACTIVE_REFUSAL_TEXT,
-                            error: { code: 'permission_denied' as const, message: NON_INTERACTIVE_REFUSAL_TEXT, retryable: false },
-                          },
+                          result: deniedResult(NON_INTERACTIVE_REFUSAL_TEXT),
                           approval: { ...d.approval, source: 'non_interactive', card: out.card },
                         },
                       };
@@ -944,7 +934,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
-                    direct: { ...context.direct!, result: failed('execution_failed', `authorization failed: ${errorText(event.error)}`) },
+                    direct: { ...context.direct!, result: failedResult('execution_failed', authorizationFailedText(errorText(event.error))) },
                   })),
                 },
               },
@@ -953,22 +943,10 @@ export const turnMachine = turnSetup.createMachine({
               invoke: {
                 id: 'execute',
                 src: 'executeTool',
-                input: ({ context }) => {
-                  const d = context.direct!;
-                  return {
-                    sessionId: context.sessionId,
-                    turnId: context.turnId,
-                    toolCallId: d.toolCallId,
-                    providerCallId: d.call.callId,
-                    toolName: d.call.name,
-                    args: d.args,
-                    permissionMode: d.permissionMode,
-                    approval: d.approval,
-                  };
-                },
+                input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }),
                 onError: {
                   target: 'recording',
-                  actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failed('execution_failed', errorText(event.error)) } })),
+                  actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
                 },
               },
               on: {
@@ -997,23 +975,7 @@ export const turnMachine = turnSetup.createMachine({
               invoke: {
                 id: 'record',
                 src: 'recordToolResult',
-                input: ({ context }) => {
-                  const d = context.direct!;
-                  return {
-                    reserveModelCall: context.reserving,
-                    sessionId: context.sessionId,
-                    turnId: context.turnId,
-                    toolCallId: d.toolCallId,
-                    providerCallId: d.call.callId,
-                    toolName: d.call.name,
-                    result: d.result!,
-                    approval: d.approval,
-                    resolvedName: d.resolvedName,
-                    permissionMode: d.permissionMode,
-                    permissionModeOrigin: d.permissionModeOrigin,
-                    executed: d.executed,
-                  };
-                },
+                input: ({ context }) => ({ ...recordInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }), reserveModelCall: context.reserving }),
                 onDone: [
                   {
                     guard: 'directTerminal',
@@ -1038,11 +1000,7 @@ export const turnMachine = turnSetup.createMachine({
                 onError: {
                   target: '#tools.cancelling_remaining',
                   actions: [
-                    assign(({ context, event }) => {
-                      const error = event.error as { code?: string; message?: string };
-                      const code = error?.code === 'chat_state_error' ? ('chat_state_error' as const) : storageTerminalCode(error);
-                      return { direct: { ...context.direct!, terminal: { code, message: String(error?.message ?? event.error) } } };
-                    }),
+                    assign(({ context, event }) => ({ direct: { ...context.direct!, terminal: recordFailureTerminal(event.error) } })),
                     { type: 'finishDirect', params: false },
                   ],
                 },
@@ -1173,15 +1131,10 @@ export const turnMachine = turnSetup.createMachine({
                     if (i < context.batchIndex) continue;
                     enqueue.sendParent({
                       type: 'session.publish',
-                      update: {
-                        type: 'tool_call_finished',
-                        toolCallId: context.batch!.toolCallIds[i]!,
-                        providerCallId: call.callId,
-                        toolName: call.name,
-                        status: 'cancelled',
-                        text: REMAINING_CALL_TEXT,
-                        error: { code: 'cancelled', message: REMAINING_CALL_TEXT, retryable: false },
-                      },
+                      update: toolCallFinishedUpdate(
+                        { toolCallId: context.batch!.toolCallIds[i]!, providerCallId: call.callId, toolName: call.name },
+                        cancelledResult(REMAINING_CALL_TEXT),
+                      ),
                     });
                   }
                 }),
@@ -1313,7 +1266,7 @@ function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal:
   };
   if (output.plan) patch.plan = output.plan;
   if (terminal && !output.terminal) {
-    patch.outcome = failedOutcome('doom_loop', `doom loop detected for tool '${output.toolName}'`);
+    patch.outcome = failedOutcome('doom_loop', doomLoopText(output.toolName));
     return patch;
   }
   if (terminal && output.terminal) {

@@ -12,7 +12,7 @@ import type { PendingUserInput, UserInputAnswers, UserInputRequest } from '../pr
 import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
 import type { AgentMessage } from '../services/agents/mailbox.js';
 import type { SystemPart } from '../services/model/port.js';
-import type { ToolResult } from '../services/tools/define.js';
+import type { ToolResult } from '../protocol/tool-result.js';
 import type { TokenUsage } from '../storage/storage.js';
 
 export type Grants = Record<string, string[]>;

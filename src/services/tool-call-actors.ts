@@ -6,34 +6,27 @@
 import { fromCallback, fromPromise } from 'xstate';
 import type { ZodError } from 'zod';
 import { errorMessage } from '../errors.js';
-import type { NewMessage } from '../protocol/content.js';
 import { storableValue } from '../protocol/storable-text.js';
 import type { PermissionCard } from '../protocol/updates.js';
-import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call.js';
+import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/ports.js';
 import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
-import { canonicalJson } from '../storage/sql-storage.js';
-import { PLAN_UPDATED_TEXT, validatePlanArgs } from './plan/update-plan.js';
+import { countCall, isDoomLoop } from '../machines/tool-call/doom-loop.js';
+import { validatePlanArgs } from './plan/update-plan.js';
+import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText, UNCONFIRMED_STOP_TEXT } from '../protocol/model-texts.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
-import { completeCard, normalizeToolResult, toolResultContent, type ToolResult } from './tools/define.js';
+import { completeCard, normalizeToolResult } from './tools/define.js';
+import { commitToolResult, toolResultMessage } from './tools/result.js';
+import { cancelledResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
 
-export function toolNotFoundText(name: string): string {
-  return `tool '${name}' not found`;
-}
-
-export function doomLoopText(name: string): string {
-  return `doom loop detected for tool '${name}'`;
-}
-
 function invalid(message: string): ToolResult {
-  const text = `invalid tool input: ${message}`;
-  return { status: 'failed', text, error: { code: 'invalid_arguments', message: text, retryable: false } };
+  return failedResult('invalid_arguments', invalidInputText(message));
 }
 
 function zodText(error: ZodError): string {
@@ -92,13 +85,7 @@ export function createToolCallActors(services: RuntimeServices) {
       const session = services.session(input.sessionId);
       const resolved = session.toolset.resolve(call.name);
       if (!resolved) {
-        const text = toolNotFoundText(call.name);
-        return {
-          kind: 'invalid',
-          result: { status: 'failed', text, error: { code: 'tool_not_found', message: text, retryable: false } },
-          doom: input.doom,
-          resolvedName: null,
-        };
+        return { kind: 'invalid', result: failedResult('tool_not_found', toolNotFoundText(call.name)), doom: input.doom, resolvedName: null };
       }
       if (resolved.kind === 'registered') {
         const parsed = resolved.tool.parameters.safeParse(args);
@@ -112,12 +99,9 @@ export function createToolCallActors(services: RuntimeServices) {
       // wait_agent is outside identical-call counting; its timeouts have their own streak (reference §5.5).
       if (call.name === 'wait_agent') return { kind: 'control', args, doom: input.doom };
       // Doom loop (seed 000 §4): the same name with the same normalised arguments, consecutively.
-      const signature = `${call.name}\u0000${canonicalJson(args)}`;
-      const count = input.doom.signature === signature ? input.doom.count + 1 : 1;
-      const doom = { signature, count };
-      if (count >= input.doomLoopThreshold) {
-        const text = doomLoopText(call.name);
-        return { kind: 'doom_loop', result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } }, doom };
+      const doom = countCall(input.doom, call.name, args);
+      if (isDoomLoop(doom, input.doomLoopThreshold)) {
+        return { kind: 'doom_loop', result: failedResult('execution_failed', doomLoopText(call.name)), doom };
       }
       return resolved.kind === 'control' ? { kind: 'control', args, doom } : { kind: 'registered', args, doom };
     }),
@@ -163,12 +147,11 @@ export function createToolCallActors(services: RuntimeServices) {
         if (event.type !== 'toolcall.cancel' || controller.signal.aborted) return;
         controller.abort(new Error('the turn was cancelled'));
         graceTimer = setTimeout(() => {
-          const text = 'the tool did not confirm that it stopped after cancellation; its outcome is unknown';
-          finish({ status: 'outcome_unknown', text, error: { code: 'outcome_unknown', message: text, retryable: false } });
+          finish(outcomeUnknownResult(UNCONFIRMED_STOP_TEXT));
         }, services.toolCancelGraceMs);
       });
       if (resolved?.kind !== 'registered') {
-        queueMicrotask(() => finish({ status: 'failed', text: toolNotFoundText(input.toolName), error: { code: 'tool_not_found', message: toolNotFoundText(input.toolName), retryable: false } }));
+        queueMicrotask(() => finish(failedResult('tool_not_found', toolNotFoundText(input.toolName))));
         return () => controller.abort();
       }
       // The fallback cut (reference §11.2): no result text reaches the model past 32,000 bytes.
@@ -211,12 +194,10 @@ export function createToolCallActors(services: RuntimeServices) {
           (error: unknown) => {
             progress.finish();
             if (controller.signal.aborted) {
-              const text = `tool call cancelled after ${services.clock.now() - started} ms`;
-              finish({ status: 'cancelled', text, error: { code: 'cancelled', message: text, retryable: false } });
+              finish(cancelledResult(cancelledAfterText(services.clock.now() - started)));
               return;
             }
-            const text = errorMessage(error);
-            finish({ status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } });
+            finish(failedResult('execution_failed', errorMessage(error)));
           },
         );
       return () => {
@@ -229,19 +210,12 @@ export function createToolCallActors(services: RuntimeServices) {
       // Parsed arguments may hold a NUL that the JSON text escaped (`\u0000`); the plan row is jsonb.
       const checked = storableValue(validatePlanArgs(input.args));
       if (!checked.ok) {
-        return { ok: false, result: { status: 'failed', text: checked.message, error: { code: 'invalid_arguments', message: checked.message, retryable: false } } };
+        return { ok: false, result: failedResult('invalid_arguments', checked.message) };
       }
-      const result: ToolResult = { status: 'succeeded', text: PLAN_UPDATED_TEXT };
+      const result = succeededResult(PLAN_UPDATED_TEXT);
       const attributes = { permissionDecision: 'allow', permissionDecisionSource: 'control_tool', sessionMode: input.permissionMode, sessionModeOrigin: input.permissionModeOrigin };
       const updatedAt = new Date(services.clock.now()).toISOString();
-      const message: NewMessage = {
-        id: services.ids.next('msg'),
-        role: 'tool',
-        kind: 'normal',
-        content: toolResultContent(input.providerCallId, result),
-        providerCallId: input.providerCallId,
-        toolName: 'update_plan',
-      };
+      const message = toolResultMessage(services.ids.next('msg'), input.providerCallId, 'update_plan', result);
       try {
         const stored = await services.storage.commitPlanUpdate(input.turnId, { explanation: checked.explanation, steps: checked.steps, updatedAt }, message);
         services.session(input.sessionId).chat.append([stored]);
@@ -266,8 +240,7 @@ export function createToolCallActors(services: RuntimeServices) {
     runAgentTool: fromPromise<AgentToolOutput, AgentToolInput>(async ({ input, signal }) => {
       const control = services.agentControl(input.sessionId);
       if (!control) {
-        const text = `tool '${input.toolName}' not found`;
-        return { result: { status: 'failed', text, error: { code: 'tool_not_found', message: text, retryable: false } } };
+        return { result: failedResult('tool_not_found', toolNotFoundText(input.toolName)) };
       }
       return control.execute(input.toolName as AgentToolName, input.args, {
         sessionId: input.sessionId,
@@ -278,17 +251,9 @@ export function createToolCallActors(services: RuntimeServices) {
     }),
 
     recordToolResult: fromPromise<ToolResult, RecordInput>(async ({ input }) => {
-      // Issue 13.2: whatever the tool produced (a NUL from `printf '\0'`, a lone surrogate from a
-      // host tool) is stored with U+FFFD in its place, and that stored text is what the update says.
+      // Issue 13.2: whatever the tool produced is stored with U+FFFD in place of what cannot be, and
+      // that stored text is what the span and the update say (commitToolResult does the same).
       const result = storableValue(input.result);
-      const message: NewMessage = {
-        id: services.ids.next('msg'),
-        role: 'tool',
-        kind: 'normal',
-        content: toolResultContent(input.providerCallId, result),
-        providerCallId: input.providerCallId,
-        toolName: input.toolName,
-      };
       const approval = input.approval;
       const attributes: Record<string, unknown> = {
         permissionDecision:
@@ -315,8 +280,7 @@ export function createToolCallActors(services: RuntimeServices) {
           attributes: { ...attributes, resultPersisted },
         }, { toolResult: result.text });
       try {
-        const stored = await services.storage.commitToolResult(input.turnId, message, input.reserveModelCall);
-        services.session(input.sessionId).chat.append([stored]);
+        await commitToolResult(services, input);
       } catch (error) {
         end(false);
         throw error;

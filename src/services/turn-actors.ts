@@ -21,7 +21,7 @@ import type {
   FinishInput,
   PersistAssistantInput,
 } from '../machines/turn.js';
-import { REMAINING_CALL_TEXT } from '../machines/turn.js';
+import { REMAINING_CALL_TEXT } from '../protocol/model-texts.js';
 import type { TurnEvent } from '../machines/types.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
@@ -30,7 +30,8 @@ import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessa
 import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
 import { toolSpan } from './tool-call-actors.js';
-import { toolResultContent } from './tools/define.js';
+import { cancelledResult } from '../protocol/tool-result.js';
+import { commitToolResult } from './tools/result.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
 import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
@@ -480,24 +481,13 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     }),
 
     recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async ({ input }) => {
-      const session = services.session(input.sessionId);
       for (const { toolCallId, call } of input.calls) {
         const startedAt = isoNow(services);
         const span = toolSpan({ sessionId: input.sessionId, turnId: input.turnId, toolCallId, providerCallId: call.callId, toolName: call.name, parentSpanId: input.parentSpanId, startedAt });
         services.spans.start(span);
-        const result = { status: 'cancelled' as const, text: REMAINING_CALL_TEXT, error: { code: 'cancelled' as const, message: REMAINING_CALL_TEXT, retryable: false } };
-        const message: NewMessage = {
-          id: services.ids.next('msg'),
-          role: 'tool',
-          kind: 'normal',
-          content: toolResultContent(call.callId, result),
-          providerCallId: call.callId,
-          toolName: call.name,
-        };
         let persisted = false;
         try {
-          const stored = await services.storage.commitToolResult(input.turnId, message);
-          session.chat.append([stored]);
+          await commitToolResult(services, { sessionId: input.sessionId, turnId: input.turnId, providerCallId: call.callId, toolName: call.name, result: cancelledResult(REMAINING_CALL_TEXT) });
           persisted = true;
         } finally {
           services.spans.end(span.id, {

@@ -44,13 +44,9 @@ const ALLOWED_VIOLATIONS: readonly string[] = [
   // The machines borrow the actors' types and a few constants from the services they invoke.
   'machines/session.ts -> services/agents/mailbox.ts',
   'machines/session.ts -> services/model/port.ts',
-  'machines/tool-call.ts -> services/permissions/texts.ts',
-  'machines/tool-call.ts -> services/tools/define.ts',
   'machines/turn.ts -> services/agents/mailbox.ts',
-  'machines/turn.ts -> services/tools/define.ts',
   'machines/types.ts -> services/agents/mailbox.ts',
   'machines/types.ts -> services/model/port.ts',
-  'machines/types.ts -> services/tools/define.ts',
   // The machines name the storage port's row and outcome types, which belong in protocol/.
   'machines/session.ts -> storage/storage.ts',
   'machines/turn.ts -> storage/storage.ts',

@@ -8,7 +8,8 @@
 import { z } from 'zod';
 import { errorMessage, isOpenworkError } from '../../errors.js';
 import type { ControlToolSpec } from '../tools/registry.js';
-import type { ToolResult } from '../tools/define.js';
+import { failedResult, succeededResult, type ToolResult } from '../../protocol/tool-result.js';
+import { invalidInputText } from '../../protocol/model-texts.js';
 import type { MailboxSignal } from './signal.js';
 
 export const MAX_ACTIVE_SUB_AGENT_TURNS = 3;
@@ -115,8 +116,8 @@ export interface AgentToolOutcome {
 }
 
 function failure(code: AgentErrorCode | 'invalid_arguments', messageText: string): AgentToolOutcome {
-  const text = code === 'invalid_arguments' ? `invalid tool input: ${messageText}` : `${code}: ${messageText}`;
-  return { result: { status: 'failed', text, error: { code: code === 'invalid_arguments' ? 'invalid_arguments' : 'execution_failed', message: text, retryable: false } } };
+  const text = code === 'invalid_arguments' ? invalidInputText(messageText) : `${code}: ${messageText}`;
+  return { result: failedResult(code === 'invalid_arguments' ? 'invalid_arguments' : 'execution_failed', text) };
 }
 
 const HOST_GONE = 'the runtime that owns the sub-agents has shut down';
@@ -128,7 +129,7 @@ function hostFailure(code: AgentErrorCode, error: unknown): AgentToolOutcome {
 }
 
 function ok(text: string): AgentToolOutcome {
-  return { result: { status: 'succeeded', text } };
+  return { result: succeededResult(text) };
 }
 
 export class AgentControl {
@@ -259,7 +260,7 @@ export class AgentControl {
       case 'wait_agent': {
         const { timeout_ms } = parsed.data as z.infer<(typeof schemas)['wait_agent']>;
         const delivered = await this.mailbox.wait(ctx.sessionId, timeout_ms ?? WAIT_DEFAULT_MS, ctx.signal);
-        return { result: { status: 'succeeded', text: JSON.stringify({ delivered, timed_out: !delivered }) }, waitTimedOut: !delivered };
+        return { result: succeededResult(JSON.stringify({ delivered, timed_out: !delivered })), waitTimedOut: !delivered };
       }
       default: {
         const never: never = tool;

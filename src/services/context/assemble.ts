@@ -10,9 +10,10 @@ import type { ModelMessage, ModelRequest, SystemPart, ToolDefinition } from '../
 import type { ConversationItem } from './chat-state.js';
 import { cachedJsonBytes, estimateArrayTokens, estimateTokens, jsonBytes } from './estimate.js';
 import { isPrunable, prunedText, spillPath } from './prune.js';
+import { INTERRUPTED_RESULT_TEXT } from '../../protocol/model-texts.js';
 
-/** The constant text of a synthesized result (seed 000 §10); identical bytes every time. */
-export const INTERRUPTED_RESULT_TEXT = 'Tool result unavailable: the previous turn ended before a durable result was recorded.';
+/** The constant text of a synthesized result (seed 000 §10) lives with every other text the model sees. */
+export { INTERRUPTED_RESULT_TEXT };
 
 export const SYSTEM_CONTEXT_KEY = 'core/agent-system';
 export const SYSTEM_PART_MAX_TOKENS = 10_000;

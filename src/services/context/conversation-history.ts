@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { isOpenworkError } from '../../errors.js';
 import type { SessionStorage } from '../../storage/storage.js';
 import { defineTool } from '../tools/define.js';
+import { failedResult } from '../../protocol/tool-result.js';
 
 export const CONVERSATION_HISTORY_DESCRIPTION = [
   'Read an exact, paginated slice of the raw messages covered by a compaction checkpoint of this conversation.',
@@ -37,7 +38,7 @@ export function conversationHistoryTool(storage: Pick<SessionStorage, 'readTrans
         });
       } catch (error) {
         if (isOpenworkError(error) && (error.code === 'checkpoint_not_found' || error.code === 'invalid_request')) {
-          return { status: 'failed', text: error.message, error: { code: 'invalid_arguments', message: error.message, retryable: false } };
+          return failedResult('invalid_arguments', error.message);
         }
         throw error;
       }

@@ -6,7 +6,7 @@
  * `isError: true` as a failed result with the code `mcp_tool_error`.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { ToolResult } from '../tools/define.js';
+import { failedResult, succeededResult, type ToolResult } from '../../protocol/tool-result.js';
 
 /** The parts of `CallToolResult` we read; the SDK has already checked the shape. */
 export interface McpCallResult {
@@ -91,7 +91,7 @@ export function mcpToolResult(result: McpCallResult): ToolResult {
   const text = parts.length > 0 ? parts.join('\n') : '(the tool returned no content)';
   const extra = artifacts.length > 0 ? { artifacts } : {};
   if (result.isError === true) {
-    return { status: 'failed', text, error: { code: 'mcp_tool_error', message: text, retryable: false }, ...extra };
+    return failedResult('mcp_tool_error', text, extra);
   }
-  return { status: 'succeeded', text, ...extra };
+  return succeededResult(text, extra);
 }

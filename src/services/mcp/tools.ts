@@ -14,6 +14,7 @@ import { errorMessage, InputError, McpServerError } from '../../errors.js';
 import type { ToolErrorCode } from '../../protocol/content.js';
 import type { PermissionCard } from '../../protocol/updates.js';
 import type { Authorization, AnyTool, ToolContext, ToolResult } from '../tools/define.js';
+import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolSource } from '../tools/source.js';
 import { mcpServerConfigSchema, type McpServerConfig, type McpTrust } from './config.js';
 import { McpConnection, sessionExpired } from './connection.js';
@@ -46,7 +47,7 @@ type Annotations = NonNullable<McpToolDefinition['annotations']>;
 const argumentsSchema = z.record(z.string(), z.unknown());
 
 function failed(code: ToolErrorCode, text: string): ToolResult {
-  return { status: 'failed', text, error: { code, message: text, retryable: code !== 'mcp_tool_error' && code !== 'mcp_protocol_error' } };
+  return failedResult(code, text, { retryable: code !== 'mcp_tool_error' && code !== 'mcp_protocol_error' });
 }
 
 function hints(annotations: Annotations): string {
@@ -177,7 +178,7 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
         return failed('mcp_server_exited', `the MCP server "${name}" went away during the call${tail}; ${again}`);
       }
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
-        return { status: 'failed', text: `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms; the call was cancelled`, error: { code: 'timeout', message: `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms; the call was cancelled`, retryable: true } };
+        return failedResult('timeout', `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms; the call was cancelled`, { retryable: true });
       }
       if (error instanceof McpError) {
         return failed('mcp_protocol_error', `the MCP server "${name}" refused the call of "${tool.name}": ${error.message}`);

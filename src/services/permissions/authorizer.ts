@@ -23,7 +23,7 @@ import { deletesFiles, type DangerHit } from './danger.js';
 import { hasEscalation, validateEscalation } from './escalation.js';
 import { PathResolutionError, resolveToolPath } from './paths.js';
 import type { PathGrant, SandboxPolicy } from './policy.js';
-import { GIT_GRANT_NOTE, protectedPathText, runtimePathText, sandboxUnavailableText } from './texts.js';
+import { GIT_GRANT_NOTE, protectedPathText, runtimePathText, sandboxUnavailableText } from '../../protocol/model-texts.js';
 
 /** The policy's own cards name every field; only hosts' cards lean on the defaults. */
 type Card = Omit<PermissionCard, 'decisions'>;

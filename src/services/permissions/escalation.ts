@@ -11,7 +11,7 @@ import { isAbsolute, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { expandHome, canonicalize, isAncestorOrSelf } from './paths.js';
 import type { Actor, PathGrant, SandboxPolicy } from './policy.js';
-import { modeLabel } from './texts.js';
+import { modeLabel } from '../../protocol/model-texts.js';
 
 /** At most this many paths per request (`MAX_GRANTS`). */
 export const MAX_GRANTS = 16;

@@ -54,7 +54,7 @@ export const updatePlanControlTool: ControlToolSpec = {
   promptRules: UPDATE_PLAN_PROMPT_RULES,
 };
 
-export const PLAN_UPDATED_TEXT = 'Plan updated';
+export { PLAN_UPDATED_TEXT } from '../../protocol/model-texts.js';
 
 export type PlanValidation =
   | { ok: true; explanation: string | null; steps: PlanStep[] }

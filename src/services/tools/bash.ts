@@ -11,13 +11,14 @@ import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
 import { bashEscalationParameters } from '../permissions/escalation.js';
-import { bashDenialText, DENIAL_IS_POLICY_TEXT, networkDenialText, sandboxUnavailableText } from '../permissions/texts.js';
+import { bashDenialText, DENIAL_IS_POLICY_TEXT, networkDenialText, sandboxUnavailableText } from '../../protocol/model-texts.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { classify, networkFailureLine } from '../sandbox/classify.js';
 import { runProcess } from '../sandbox/process.js';
 import { defineTool, type ToolContext, type ToolResult } from './define.js';
 import { OutputCollector, spillPath } from './output.js';
-import { approvedNetwork, callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
+import { approvedNetwork, callPolicy, type SandboxedTool } from './sandboxed.js';
+import { cancelledResult, deniedResult, failedResult, outcomeUnknownResult, succeededResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
 export const BASH_DEFAULT_TIMEOUT_MS = 30_000;
@@ -92,7 +93,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
       const launcher = runtime.launcher;
       if (!launcher) {
         const text = sandboxUnavailableText(runtime.sandbox.detail ?? 'no sandbox');
-        return { status: 'denied', text, error: { code: 'sandbox_unavailable', message: text, retryable: false } };
+        return deniedResult(text, 'sandbox_unavailable');
       }
       const timeoutMs = Math.min(BASH_MAX_TIMEOUT_MS, Math.max(1, requested ?? BASH_DEFAULT_TIMEOUT_MS));
       const policy = callPolicy(runtime, ctx);
@@ -148,15 +149,15 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           return failedResult('execution_failed', `${spec.file} could not be started: ${outcome.message}`);
         case 'unconfirmed': {
           const text = withStatus(output, `[${outcome.message}; outcome unknown; duration ${outcome.durationMs} ms]`);
-          return { status: 'outcome_unknown', text, error: { code: 'outcome_unknown', message: outcome.message, retryable: false } };
+          return outcomeUnknownResult(text, { message: outcome.message });
         }
         case 'timeout': {
           const text = withStatus(output, `[timed out after ${timeoutMs} ms; duration ${outcome.durationMs} ms]`);
-          return { status: 'failed', text, error: { code: 'timeout', message: `the command timed out after ${timeoutMs} ms`, retryable: false } };
+          return failedResult('timeout', text, { message: `the command timed out after ${timeoutMs} ms` });
         }
         case 'cancelled': {
           const text = withStatus(output, `[cancelled; duration ${outcome.durationMs} ms]`);
-          return { status: 'cancelled', text, error: { code: 'cancelled', message: 'the command was cancelled', retryable: false } };
+          return cancelledResult(text, { message: 'the command was cancelled' });
         }
         case 'exited': {
           const verdict = classify({
@@ -170,21 +171,21 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           });
           if (verdict.kind === 'unavailable') {
             const text = sandboxUnavailableText(verdict.reason);
-            return { status: 'failed', text, error: { code: 'sandbox_unavailable', message: text, retryable: false } };
+            return failedResult('sandbox_unavailable', text);
           }
           const exit = outcome.exitCode ?? 128;
           const status = outcome.signal && outcome.exitCode === null ? `[killed by ${outcome.signal}; duration ${outcome.durationMs} ms]` : `[exit ${exit}; duration ${outcome.durationMs} ms]`;
           if (verdict.kind === 'denied') {
             runtime.denials.record(ctx.sessionId, ctx.turnId, verdict.line);
-            return { status: 'succeeded', text: `${withStatus(output, status)}\n${bashDenialText(policy.mode)}`, sandboxDenied: true };
+            return succeededResult(`${withStatus(output, status)}\n${bashDenialText(policy.mode)}`, { sandboxDenied: true });
           }
           // Without the network grant a failed lookup or route is the sandbox's doing: say so, once.
           const networkLine = network || outcome.exitCode === 0 ? null : networkFailureLine(output);
           if (networkLine !== null) {
             runtime.denials.record(ctx.sessionId, ctx.turnId, networkLine);
-            return { status: 'succeeded', text: `${withStatus(output, status)}\n${networkDenialText()}`, sandboxDenied: true };
+            return succeededResult(`${withStatus(output, status)}\n${networkDenialText()}`, { sandboxDenied: true });
           }
-          return { status: 'succeeded', text: withStatus(output, status), sandboxDenied: false };
+          return succeededResult(withStatus(output, status), { sandboxDenied: false });
         }
         default: {
           const never: never = outcome;

@@ -4,8 +4,8 @@
  * `execute` function. The JSON Schema the model sees is derived from the zod schema.
  */
 import { z } from 'zod';
-import type { ContentBlock, ToolError, ToolResultStatus } from '../../protocol/content.js';
 import type { PermissionMode } from '../../protocol/input.js';
+import { succeededResult, type ToolResult } from '../../protocol/tool-result.js';
 import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
 import type { ToolDefinition } from '../model/port.js';
 
@@ -24,13 +24,7 @@ export interface ToolContext {
   approval: { decision: 'none' | 'allow_once' | 'allow_for_turn' | 'allow_for_session' | 'grant'; card?: PermissionCard };
 }
 
-export interface ToolResult {
-  status: ToolResultStatus;
-  text: string;
-  error?: ToolError;
-  artifacts?: Array<Record<string, unknown>>;
-  sandboxDenied?: boolean;
-}
+export type { ToolResult };
 
 export type ToolExecuteResult = string | ToolResult;
 
@@ -116,20 +110,5 @@ export function toolDefinition(tool: Pick<AnyTool, 'name' | 'description' | 'par
 }
 
 export function normalizeToolResult(result: ToolExecuteResult): ToolResult {
-  return typeof result === 'string' ? { status: 'succeeded', text: result } : result;
-}
-
-/** The single content block of a tool message. */
-export function toolResultContent(callId: string, result: ToolResult): ContentBlock[] {
-  return [
-    {
-      type: 'tool_result',
-      callId,
-      status: result.status,
-      text: result.text,
-      ...(result.error ? { error: result.error } : {}),
-      ...(result.artifacts ? { artifacts: result.artifacts } : {}),
-      ...(result.sandboxDenied !== undefined ? { sandboxDenied: result.sandboxDenied } : {}),
-    },
-  ];
+  return typeof result === 'string' ? succeededResult(result) : result;
 }

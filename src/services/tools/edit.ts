@@ -5,11 +5,12 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool, type ToolContext, type ToolResult } from './define.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES, type WriteTarget } from './file-write.js';
-import { callPolicy, failedResult, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
+import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
+import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
 const baseParameters = {

@@ -7,9 +7,9 @@
  */
 import type { FileHandle } from 'node:fs/promises';
 import type { SandboxPolicy } from '../permissions/policy.js';
-import type { ToolContext, ToolResult } from './define.js';
+import type { ToolContext } from './define.js';
+import { failedResult, succeededResult, type ToolResult } from '../../protocol/tool-result.js';
 import { fileChangeArtifact, sha256 } from './file-change.js';
-import { failedResult } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { createVerified, openForWrite, writeAll } from './verified-open.js';
 
@@ -79,5 +79,5 @@ export async function commitWrite(
   }
   runtime.observations.record(ctx.sessionId, path, sha256(after));
   const artifact = fileChangeArtifact({ changeId: ctx.toolCallId, path, before: target.content, after });
-  return { status: 'succeeded', text: summary(artifact), artifacts: [artifact] };
+  return succeededResult(summary(artifact), { artifacts: [artifact] });
 }

@@ -9,11 +9,12 @@
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool, type ToolResult } from './define.js';
 import { LineMatcher } from './grep-matcher.js';
 import { boundResultText, spillPath } from './output.js';
-import { callPolicy, failedResult, invalidArguments, type SandboxedTool } from './sandboxed.js';
+import { callPolicy, invalidArguments, type SandboxedTool } from './sandboxed.js';
+import { failedResult } from '../../protocol/tool-result.js';
 import { displayPath, searchRoot, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { openForRead } from './verified-open.js';
@@ -156,7 +157,7 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
       if (stuckIn !== null) {
         const message = grepTimeoutText(timeoutMs, stuckIn, out.length > 0);
         const text = boundResultText(`${out.length > 0 ? `${out.join('\n')}\n` : ''}${message}`, spillTo, runtime.spill);
-        return { status: 'failed', text, error: { code: 'timeout', message, retryable: false } } satisfies ToolResult;
+        return failedResult('timeout', text, { message });
       }
       const text = out.length === 0 ? `No matches for ${JSON.stringify(pattern)} in ${displayPath(policy, root.path)}.${notes}` : `${out.join('\n')}${notes}`;
       return boundResultText(text, spillTo, runtime.spill);

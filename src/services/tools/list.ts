@@ -5,10 +5,11 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool } from './define.js';
 import { boundResultText, spillPath } from './output.js';
-import { callPolicy, failedResult, type SandboxedTool } from './sandboxed.js';
+import { callPolicy, type SandboxedTool } from './sandboxed.js';
+import { failedResult } from '../../protocol/tool-result.js';
 import { displayPath, searchRoot, SEARCH_TIMEOUT_MS, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { walk, type WalkState } from './walk.js';

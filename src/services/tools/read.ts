@@ -6,11 +6,12 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool } from './define.js';
 import { sha256 } from './file-change.js';
 import { FOOTER_RESERVE_BYTES, MAX_RESULT_BYTES } from './output.js';
-import { callPolicy, failedResult, fence, resolvePath, type SandboxedTool } from './sandboxed.js';
+import { callPolicy, fence, resolvePath, type SandboxedTool } from './sandboxed.js';
+import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { openForRead } from './verified-open.js';
 

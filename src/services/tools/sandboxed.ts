@@ -7,7 +7,8 @@
 import type { AnyTool, ToolContext, ToolResult } from './define.js';
 import type { Access, Actor, PathGrant, SandboxPolicy } from '../permissions/policy.js';
 import { PathResolutionError, resolveToolPath } from '../permissions/paths.js';
-import { fileDenialText, protectedPathText, runtimePathText } from '../permissions/texts.js';
+import { fileDenialText, invalidInputText, protectedPathText, runtimePathText } from '../../protocol/model-texts.js';
+import { deniedResult, failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
 export interface SandboxedAccess {
@@ -24,12 +25,9 @@ export function isSandboxedTool(tool: AnyTool): tool is SandboxedTool {
   return typeof (tool as Partial<SandboxedTool>).sandboxed === 'object' && (tool as Partial<SandboxedTool>).sandboxed !== null;
 }
 
-export function failedResult(code: NonNullable<ToolResult['error']>['code'], message: string): ToolResult {
-  return { status: 'failed', text: message, error: { code, message, retryable: false } };
-}
 
 export function invalidArguments(message: string): ToolResult {
-  return failedResult('invalid_arguments', `invalid tool input: ${message}`);
+  return failedResult('invalid_arguments', invalidInputText(message));
 }
 
 /** The grants an approved escalation card carries for this one call (none otherwise). */
@@ -70,9 +68,9 @@ export function fence(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPol
   if (reason === null) return null;
   if (reason === 'hard_protected' || reason === 'runtime_private') {
     const text = reason === 'hard_protected' ? protectedPathText(path) : runtimePathText(path);
-    return { status: 'denied', text, error: { code: 'permission_denied', message: text, retryable: false } };
+    return deniedResult(text);
   }
   const text = fileDenialText(access, path, policy.mode, runtime.launcher !== null);
   runtime.denials.record(ctx.sessionId, ctx.turnId, text.split('\n')[0]!);
-  return { status: 'failed', text, error: { code: 'permission_denied', message: text, retryable: false }, sandboxDenied: true };
+  return failedResult('permission_denied', text, { sandboxDenied: true });
 }

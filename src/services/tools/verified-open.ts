@@ -25,7 +25,8 @@ import { mkdir, open, readlink, stat, unlink, type FileHandle } from 'node:fs/pr
 import { basename, dirname, join } from 'node:path';
 import type { Access, SandboxPolicy } from '../permissions/policy.js';
 import type { ToolContext, ToolResult } from './define.js';
-import { failedResult, fence } from './sandboxed.js';
+import { fence } from './sandboxed.js';
+import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
 const { O_RDONLY, O_RDWR, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY, O_NONBLOCK } = constants;
@@ -48,8 +49,7 @@ export const hardLinkText = (path: string, links: number) =>
 
 /** A refusal the model sees for a file with more than one hard link (issue 12, point 7). */
 function hardLinkRefusal(path: string, links: number): ToolResult {
-  const text = hardLinkText(path, links);
-  return { status: 'failed', text, error: { code: 'permission_denied', message: text, retryable: false } };
+  return failedResult('permission_denied', hardLinkText(path, links));
 }
 
 function errnoOf(error: unknown): string | undefined {

@@ -6,7 +6,7 @@
  */
 import type { CoreOptions } from '../../core.js';
 import { permissionPolicy } from '../permissions/authorizer.js';
-import { renderSandboxPolicySection } from '../permissions/texts.js';
+import { renderSandboxPolicySection } from '../../protocol/model-texts.js';
 import { builtinTools, type BuiltinToolName } from './builtin.js';
 import type { AnyTool } from './define.js';
 import type { ToolRuntime } from './tool-runtime.js';

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../permissions/texts.js';
+import { denialRuleText } from '../../protocol/model-texts.js';
 import { defineTool } from './define.js';
 import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
 import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';

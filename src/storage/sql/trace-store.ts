@@ -5,6 +5,7 @@
  * the hashes this process already wrote, the retention purge, and reading spans and payloads back.
  */
 import { createHash } from 'node:crypto';
+import { canonicalJson } from '../../protocol/canonical-json.js';
 import type { SpanData, SpanPayload, TraceSignal } from '../../services/trace/signals.js';
 import { numOrNull, type SqlExecutor } from '../sql.js';
 import { UPSERT_SPANS_END, UPSERT_SPANS_START, WRITE_TRACE_BATCH } from '../step-sql.js';
@@ -12,15 +13,8 @@ import type { TracePurgeReport, TraceSpanPayloadRecord, TraceSpanRecord, TraceWr
 import type { SqlContext } from './context.js';
 import { spanFromRow, spanRow } from './rows.js';
 
-/** JSON with object keys sorted, so that equal content hashes equally (reference §11.1). */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => {
-    if (v && typeof v === 'object' && !Array.isArray(v)) {
-      return Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    }
-    return v;
-  });
-}
+/** JSON with object keys sorted (reference §11.1); it lives in protocol/, below the machines that compare by it too. */
+export { canonicalJson };
 
 /** The trace half of one `SqlSessionStorage`; its payload caches live as long as the storage object. */
 export class SqlTraceStore {
