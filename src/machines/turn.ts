@@ -2,7 +2,7 @@
  * @module machines/turn
  * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
  *
- *   starting → running_model ⇄ compacting
+ *   starting → running_model (checking → draining → streaming (sampling → requesting → receiving) → persisting) ⇄ compacting
  *              running_model → tools.run (validating → authorizing → executing → recording) → running_model
  *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
  *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input
@@ -107,6 +107,10 @@ export interface CallModelInput {
   modelCallIndex: number;
   /** The span of this submission, if it is made (`<turn>.model<n>`). */
   spanId: string;
+  /** World State sampling number within the logical call (reference §2.3). */
+  samplingSequence: number;
+  permissionMode: TurnInput['permissionMode'];
+  disabledSkillNames: string[];
   systemContext: TurnInput['systemContext'];
   /** The automatic compaction line (0 = never). */
   compactAtTokens: number;
@@ -116,7 +120,7 @@ export interface CallModelInput {
 
 /** How a model call fails before the model is asked: `stage` says where, `cause` is the error. */
 export interface ModelCallSetupFailure {
-  stage: 'assemble' | 'record';
+  stage: 'sample' | 'assemble' | 'record';
   cause: unknown;
   message: string;
 }
@@ -149,15 +153,6 @@ export interface CompactOutput {
   conversationTokensAfter: number;
 }
 
-export interface SampleInput {
-  sessionId: string;
-  turnId: string;
-  modelCallIndex: number;
-  samplingSequence: number;
-  permissionMode: TurnInput['permissionMode'];
-  disabledSkillNames: string[];
-}
-
 export interface CancelledCallsInput {
   sessionId: string;
   turnId: string;
@@ -177,8 +172,8 @@ interface ModelFailure {
   code?: string;
   message?: string;
   semanticOutput?: boolean;
-  /** Set when the call failed before the model was asked: its request or its counters. */
-  stage?: 'assemble' | 'record';
+  /** Set when the call failed before the model was asked: its World State, request or counters. */
+  stage?: 'sample' | 'assemble' | 'record';
   cause?: unknown;
 }
 
@@ -229,7 +224,6 @@ const turnSetup = setup({
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
     persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
-    sampleWorldState: fromPromise<void, SampleInput>(async () => notProvided('sampleWorldState')),
     validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async () => notProvided('validateToolCall')),
     authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async () => notProvided('authorizeToolCall')),
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
@@ -402,7 +396,7 @@ export const turnMachine = turnSetup.createMachine({
             },
             {
               guard: ({ context }) => context.mailbox.length === 0 && context.pendingInput.length === 0,
-              target: 'sampling',
+              target: 'streaming',
               actions: 'beginLogicalCall',
             },
             { target: 'draining', actions: 'beginLogicalCall' },
@@ -421,7 +415,7 @@ export const turnMachine = turnSetup.createMachine({
             onDone: [
               { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
               {
-                target: 'sampling',
+                target: 'streaming',
                 actions: assign(({ context, event }) => ({
                   mailbox: context.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
                   pendingInput: context.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
@@ -431,36 +425,12 @@ export const turnMachine = turnSetup.createMachine({
             onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
           },
         },
-        sampling: {
-          invoke: {
-            id: 'sampleWorldState',
-            src: 'sampleWorldState',
-            input: ({ context }) => ({
-              sessionId: context.sessionId,
-              turnId: context.turnId,
-              modelCallIndex: context.modelCallIndex,
-              samplingSequence: context.samplingSequence,
-              permissionMode: context.permissionMode,
-              disabledSkillNames: context.disabledSkillNames,
-            }),
-            onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'streaming' }],
-            onError: {
-              target: '#turn.ending',
-              actions: assign({
-                outcome: ({ event }) => {
-                  const code = (event.error as { code?: string })?.code;
-                  const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error'];
-                  return code && known.includes(code) ? failedOutcome(code, errorText(event.error)) : storageFailure(event.error);
-                },
-              }),
-            },
-          },
-        },
         streaming: {
-          // One actor per model call: it assembles the request from the session's conversation
-          // (nothing of it enters this context), asks for a threshold compaction or records the call's
-          // counters, and then streams. `requesting` shows the first two, `receiving` the stream.
-          initial: 'requesting',
+          // One actor per model call: it samples World State, assembles the request from the session's
+          // conversation (nothing of it enters this context), asks for a threshold compaction or
+          // records the call's counters, and then streams. `sampling` shows the first, `requesting`
+          // the next two, `receiving` the stream.
+          initial: 'sampling',
           invoke: {
             id: 'callModel',
             src: 'callModel',
@@ -469,6 +439,9 @@ export const turnMachine = turnSetup.createMachine({
               turnId: context.turnId,
               modelCallIndex: context.modelCallIndex,
               spanId: `${context.turnId}.model${context.submissionCount + 1}`,
+              samplingSequence: context.samplingSequence,
+              permissionMode: context.permissionMode,
+              disabledSkillNames: context.disabledSkillNames,
               systemContext: context.systemContext,
               compactAtTokens: context.compactAtTokens,
               thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
@@ -484,6 +457,19 @@ export const turnMachine = turnSetup.createMachine({
               },
             ],
             onError: [
+              {
+                // World State could not be sampled (reference §2.3): nothing was asked.
+                guard: ({ event }) => (event.error as ModelFailure)?.stage === 'sample',
+                target: '#turn.ending',
+                actions: assign({
+                  outcome: ({ event }) => {
+                    const cause = (event.error as ModelFailure).cause;
+                    const code = (cause as { code?: string } | null)?.code;
+                    const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error'];
+                    return code && known.includes(code) ? failedOutcome(code, errorText(cause)) : storageFailure(cause);
+                  },
+                }),
+              },
               {
                 // The request could not be assembled (reference §2.7): nothing was recorded or sent.
                 guard: ({ event }) => (event.error as ModelFailure)?.stage === 'assemble',
@@ -532,6 +518,13 @@ export const turnMachine = turnSetup.createMachine({
             ],
           },
           states: {
+            sampling: {
+              // A cancel waits for the sampling in flight (the root handler notes it); the call stops
+              // here, before its counters are written.
+              on: {
+                'model.sampled': [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'requesting' }],
+              },
+            },
             requesting: {
               // A cancel waits for the counters' write in flight (the root handler notes it).
               on: {
@@ -716,7 +709,7 @@ export const turnMachine = turnSetup.createMachine({
           triggerModelSpanId: context.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.submissionCount}` : null,
         }),
         onDone: {
-          target: 'running_model.sampling',
+          target: 'running_model.streaming',
           actions: [
             enqueueActions(({ event, context, enqueue }) => {
               if (!event.output.checkpointId) return;

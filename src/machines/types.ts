@@ -182,6 +182,8 @@ export type TurnEvent =
   /** `newBlock`: the provider began another output message; `phase`: that message's label. */
   | { type: 'model.text_delta'; delta: string; newBlock?: boolean; phase?: string }
   | { type: 'model.reasoning_delta'; delta: string }
+  /** World State is sampled (and any change stored) for this model call; the request comes next. */
+  | { type: 'model.sampled' }
   /** The assembled request reached the compaction line: compact before the call (nothing was recorded). */
   | { type: 'model.over_threshold'; estimatedInputTokens: number }
   /** The call's counters are committed; the request goes to the model now. */

@@ -39,7 +39,7 @@ describe('inspection of sessions', () => {
     ]);
     // Every invoked effect is an actor of the same system too.
     expect(new Set(created.filter((c) => c.machine === null).map((c) => c.id))).toEqual(
-      new Set(['beginTurn', 'sampleWorldState', 'callModel', 'persistAssistantMessage', 'validate', 'authorize', 'execute', 'record', 'commitPlan', 'finishTurn']),
+      new Set(['beginTurn', 'callModel', 'persistAssistantMessage', 'validate', 'authorize', 'execute', 'record', 'commitPlan', 'finishTurn']),
     );
     // The echo's actors are the Turn's; the tool-call machine runs only the plan's commit.
     // (The plan update is validated by the Turn too: two `validate`s, one of each other.)
@@ -91,11 +91,12 @@ describe('inspection of sessions', () => {
       .transitions(h.session.sessionId)
       .filter((t) => t.actorId === 'turn')
       .map((t) => [t.from, t.to, t.event]);
-    // The model actor assembles its request and writes the call's counters in `requesting`.
+    // The model actor samples World State in `sampling`, then assembles its request and writes the
+    // call's counters in `requesting`.
     expect(turnMoves.slice(0, 4)).toEqual([
       [null, 'starting', 'xstate.init'],
-      ['starting', { running_model: 'sampling' }, 'xstate.done.actor.beginTurn'],
-      [{ running_model: 'sampling' }, { running_model: { streaming: 'requesting' } }, 'xstate.done.actor.sampleWorldState'],
+      ['starting', { running_model: { streaming: 'sampling' } }, 'xstate.done.actor.beginTurn'],
+      [{ running_model: { streaming: 'sampling' } }, { running_model: { streaming: 'requesting' } }, 'model.sampled'],
       [{ running_model: { streaming: 'requesting' } }, { running_model: { streaming: 'receiving' } }, 'model.call_recorded'],
     ]);
     expect(turnMoves).toContainEqual([{ running_model: 'persisting' }, { tools: { run: 'validating' } }, 'xstate.done.actor.persistAssistantMessage']);

@@ -54,7 +54,7 @@ describe('machineChart', () => {
     expect(checking.map((e) => [e.kind, e.guard, e.target])).toEqual([
       ['always', 'stopRequested', 'turn.ending'],
       ['always', 'maxModelCallsReached', 'turn.ending'],
-      ['always', 'inline', 'turn.running_model.sampling'],
+      ['always', 'inline', 'turn.running_model.streaming'],
       ['always', null, 'turn.running_model.draining'],
     ]);
     const next = chart.edges.filter((e) => e.source === 'turn.tools.next').map((e) => [e.guard, e.target]);

@@ -392,6 +392,11 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
 
   for (const id of turnWaits) {
     if (id === 'toolCall') continue;
+    if (id === 'callModel' && sampling(turn!)) {
+      // The model actor samples World State first (when it is on: off, settle() lets it pass).
+      if (config.worldState) offer('sampleWorldState');
+      continue;
+    }
     if (id === 'callModel' && requesting(turn!)) {
       // The model actor assembled its request and now writes the call's counters (a storage port).
       offer('recordModelCallStart');
@@ -416,7 +421,6 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
       ev('overflow');
       continue;
     }
-    if (id === 'sampleWorldState' && !config.worldState) continue;
     if (id in DEFAULT_PORTS) offer(id as PortActor);
   }
   for (const id of toolWaits) {
@@ -511,9 +515,9 @@ function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfi
 function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
   for (let guard = 0; guard < 100; guard += 1) {
     const turnWaits = sim.invoked('turn');
-    if ('sampleWorldState' in turnWaits && !config.worldState) {
-      // Sampling is off: the actor returns at once.
-      sim.send('turn', { type: 'xstate.done.actor.sampleWorldState', output: undefined, actorId: 'sampleWorldState' });
+    if ('callModel' in turnWaits && !config.worldState && sampling(sim.snapshot('turn')!)) {
+      // Sampling is off: the model actor goes on to its request at once.
+      sim.send('turn', { type: 'model.sampled' });
       continue;
     }
     const callRef = sim.snapshot('turn')?.children.callModel;
@@ -729,6 +733,11 @@ function endManual(sim: SimSystem, env: Env, outcome: string): SimReply {
 /** Model actors whose start (the request's assembly) the simulation has played already. */
 const assembled = new WeakSet<object>();
 
+/** The Turn waits for its model actor to sample World State. */
+function sampling(turn: { value: unknown }): boolean {
+  return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'sampling' } });
+}
+
 /** The Turn waits for its model actor to assemble the request and write the call's counters. */
 function requesting(turn: { value: unknown }): boolean {
   return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'requesting' } });
@@ -748,9 +757,12 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
         : { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'record', cause: storageError(actor), message: 'injected failure' }, actorId: 'callModel' } };
     case 'drainInbox':
       return outcome === 'ok' ? done({ mailboxIds: input.mailbox.map((m: { id: string }) => m.id), inputIds: input.pendingInput.map((m: { id: string }) => m.id) }) : fail();
-    case 'sampleWorldState':
-      if (outcome === 'ok') return done(undefined);
-      return outcome === 'catalog_error' ? fail({ code: 'skill_catalog_task_error', message: 'cannot build the skill catalog' }) : fail();
+    case 'sampleWorldState': {
+      // The model actor samples World State itself: its end is an event, its failure the actor's error.
+      if (outcome === 'ok') return { target, event: { type: 'model.sampled' } };
+      const cause = outcome === 'catalog_error' ? { code: 'skill_catalog_task_error', message: 'cannot build the skill catalog' } : storageError(actor);
+      return { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'sample', cause, message: cause.message }, actorId: 'callModel' } };
+    }
     case 'persistAssistantMessage':
       return outcome === 'ok' ? done({ messageId: 'msg_assistant' }) : fail();
     case 'compactConversation':
