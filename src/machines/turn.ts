@@ -3,7 +3,7 @@
  * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
  *
  *   starting → running_model (checking → draining → streaming (sampling → requesting → receiving) → persisting) ⇄ compacting
- *              running_model → tools.run (validating → authorizing → executing → recording) → running_model
+ *              running_model → tools.run (validating → authorizing: one check actor; executing → recording) → running_model
  *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
  *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input
  *   → ending → completed | failed | cancelled
@@ -23,6 +23,7 @@ import { failed, hasGrant, terminalAfterRun, NON_INTERACTIVE_REFUSAL_TEXT, stopB
 import type { ToolResult } from '../services/tools/define.js';
 import type {
   AuthorizationOutput,
+  CheckToolCallEvent,
   DirectCall,
   DoomState,
   Grants,
@@ -224,8 +225,7 @@ const turnSetup = setup({
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
     persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
-    validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async () => notProvided('validateToolCall')),
-    authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async () => notProvided('authorizeToolCall')),
+    checkToolCall: fromCallback<CheckToolCallEvent, ToolCallInput>(() => notProvided('checkToolCall')),
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
     recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
     toolCall: toolCallMachine,
@@ -775,6 +775,9 @@ export const turnMachine = turnSetup.createMachine({
         run: {
           initial: 'validating',
           entry: { type: 'enterPhase', params: 'running_tools' },
+          // One actor validates the call and, when the chart says so, authorises it; `validating`
+          // and `authorizing` show which it is doing (issue 14 point 3: one actor fewer a call).
+          invoke: { id: 'check', src: 'checkToolCall', input: ({ context }) => toolCallInputOf(context) },
           states: {
             validating: {
               entry: {
@@ -788,11 +791,8 @@ export const turnMachine = turnSetup.createMachine({
                   status: 'validating',
                 }),
               },
-              invoke: {
-                id: 'validate',
-                src: 'validateToolCall',
-                input: ({ context }) => toolCallInputOf(context),
-                onDone: [
+              on: {
+                'tool.validated': [
                   {
                     guard: { type: 'isInvalid', params: ({ event }) => event.output },
                     target: 'recording',
@@ -838,7 +838,7 @@ export const turnMachine = turnSetup.createMachine({
                     }),
                   },
                 ],
-                onError: {
+                'tool.check_failed': {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
                     direct: { ...context.direct!, result: failed('execution_failed', `tool call validation failed: ${errorText(event.error)}`) },
@@ -847,15 +847,11 @@ export const turnMachine = turnSetup.createMachine({
               },
             },
             authorizing: {
+              entry: sendTo('check', ({ context }) => ({ type: 'tool.authorize' as const, args: context.direct!.args })),
               on: {
                 'turn.cancel': { target: 'recording', actions: 'directStopBeforeRun' },
                 'turn.stop': { target: 'recording', actions: 'directStopBeforeRun' },
-              },
-              invoke: {
-                id: 'authorize',
-                src: 'authorizeToolCall',
-                input: ({ context }) => ({ ...toolCallInputOf(context), args: context.direct!.args }),
-                onDone: [
+                'tool.authorized': [
                   { guard: { type: 'isExecute', params: ({ event }) => event.output }, target: 'executing' },
                   {
                     guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
@@ -912,7 +908,7 @@ export const turnMachine = turnSetup.createMachine({
                     }),
                   },
                 ],
-                onError: {
+                'tool.check_failed': {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
                     direct: { ...context.direct!, result: failed('execution_failed', `authorization failed: ${errorText(event.error)}`) },
