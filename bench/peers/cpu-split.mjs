@@ -6,7 +6,12 @@
  *
  * `node bench/peers/cpu-split.mjs [dist-dir]` after `npm run build`; BENCH_PEERS_TURNS (30) serial
  * turns after BENCH_PEERS_WARMUP (5). Node names none of its threads, so "other threads" is one line.
+ * BENCH_ALLOC_PROF=<file>: also samples every allocation of the measured turns (V8's sampling heap
+ * profiler, collected objects included), writes the profile there and prints the bytes allocated
+ * per step by the top functions (self) and by file (self).
  */
+import { Session } from 'node:inspector/promises';
+import { writeFileSync } from 'node:fs';
 import { readdirSync, readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -46,6 +51,13 @@ const system = await setupOpenwork('postgres', { dist })({ url: server.url('spli
 try {
   for (let i = 0; i < WARMUP; i += 1) await system.turn();
   await system.drain();
+  const allocFile = process.env.BENCH_ALLOC_PROF;
+  const inspector = allocFile ? new Session() : null;
+  if (inspector) {
+    inspector.connect();
+    await inspector.post('HeapProfiler.enable');
+    await inspector.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  }
   const t0 = threadTimes();
   const r0 = process.resourceUsage();
   const c0 = process.cpuUsage();
@@ -55,6 +67,36 @@ try {
   const r1 = process.resourceUsage();
   const t1 = threadTimes();
   const steps = TURNS * K;
+  if (inspector) {
+    const { profile } = await inspector.post('HeapProfiler.stopSampling');
+    writeFileSync(allocFile, JSON.stringify(profile));
+    inspector.disconnect();
+    const byFunction = new Map();
+    const byFile = new Map();
+    let total = 0;
+    /** A native frame (Object.assign, new Set, ...) is charged to the nearest JavaScript caller. */
+    const where = (frame) => {
+      const { functionName, url, lineNumber } = frame;
+      const file = url.includes('/node_modules/') ? url.replace(/^.*\/node_modules\//, 'node_modules/') : url.replace(/^.*\/(dist|bench)\//, '$1/');
+      return { fn: `${functionName || '(anonymous)'} ${file}:${lineNumber + 1}`, group: file.startsWith('node_modules/') ? file.split('/').slice(0, 2).join('/') : file };
+    };
+    const walk = (node, caller) => {
+      const self = node.selfSize;
+      total += self;
+      const own = node.callFrame.url === '' ? caller : where(node.callFrame);
+      const at = own ?? { fn: node.callFrame.functionName || '(root)', group: '(native)' };
+      byFunction.set(at.fn, (byFunction.get(at.fn) ?? 0) + self);
+      byFile.set(at.group, (byFile.get(at.group) ?? 0) + self);
+      for (const child of node.children) walk(child, own);
+    };
+    walk(profile.head, null);
+    const kb = (b) => (b / steps / 1024).toFixed(1);
+    console.log(`allocated ${kb(total)} kB per step (sampled)`);
+    console.log('top functions (self, natives charged to their caller; kB per step):');
+    for (const [fn, b] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${kb(b).padStart(6)}  ${fn}`);
+    console.log('by file or package (self, kB per step):');
+    for (const [f, b] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, 20)) console.log(`  ${kb(b).padStart(6)}  ${f}`);
+  }
   const per = (ms) => (ms / steps).toFixed(3);
   const main = String(process.pid);
   let mainUser = 0;

@@ -282,8 +282,10 @@ const turnSetup = setup({
       return { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } };
     }),
     /** The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output would set them. */
-    finishDirect: assign(({ context }, recorded: boolean) => {
-      const d = context.direct!;
+    /** `stored`: the result as recorded (what the stored message says), when it was recorded. */
+    finishDirect: assign(({ context }, params: { recorded: boolean; stored?: ToolResult }) => {
+      const { recorded } = params;
+      const d = params.stored ? { ...context.direct!, result: params.stored } : context.direct!;
       const output: ToolCallOutput = {
         waitTimedOut: null,
         toolCallId: d.toolCallId,
@@ -298,9 +300,8 @@ const turnSetup = setup({
       return { ...applyToolOutput(context, output, d.terminal !== null), direct: null };
     }),
     /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
-    announceDirectFinished: sendParent(({ context }) => {
+    announceDirectFinished: sendParent(({ context }, result: ToolResult) => {
       const d = context.direct!;
-      const result = d.result!;
       return {
         type: 'session.publish' as const,
         update: {
@@ -983,17 +984,15 @@ export const turnMachine = turnSetup.createMachine({
                     guard: 'directTerminal',
                     target: '#tools.cancelling_remaining',
                     actions: [
-                      assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
-                      'announceDirectFinished',
-                      { type: 'finishDirect', params: true },
+                      { type: 'announceDirectFinished', params: ({ event }) => event.output },
+                      { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
                     ],
                   },
                   {
                     target: '#tools.next',
                     actions: [
-                      assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
-                      'announceDirectFinished',
-                      { type: 'finishDirect', params: true },
+                      { type: 'announceDirectFinished', params: ({ event }) => event.output },
+                      { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
                     ],
                   },
                 ],
@@ -1005,7 +1004,7 @@ export const turnMachine = turnSetup.createMachine({
                       const code = error?.code === 'chat_state_error' ? ('chat_state_error' as const) : storageTerminalCode(error);
                       return { direct: { ...context.direct!, terminal: { code, message: String(error?.message ?? event.error) } } };
                     }),
-                    { type: 'finishDirect', params: false },
+                    { type: 'finishDirect', params: { recorded: false } },
                   ],
                 },
               },
