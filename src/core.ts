@@ -183,15 +183,14 @@ export async function createCore(options: CoreOptions): Promise<Core> {
 
   // The Turn validates, authorises, runs and records a call that needs nobody with these same
   // actors; the tool-call machine gets the ones of a call that waits (issue 14 point 3).
-  const { validateToolCall, authorizeToolCall, ...waitingCallActors } = createToolCallActors(services);
+  const { checkToolCall, ...waitingCallActors } = createToolCallActors(services);
   const toolCallLogic = toolCallMachine.provide({ actors: waitingCallActors });
   const { beforeInstall, ...compactionOptions } = options.compaction || {};
   const compactor = new Compactor(services, { ...DEFAULT_COMPACTION_OPTIONS, ...compactionOptions }, beforeInstall ? { beforeInstall } : {});
   const turnLogic = turnMachine.provide({
     actors: {
       ...createTurnActors(services, compactor),
-      validateToolCall,
-      authorizeToolCall,
+      checkToolCall,
       executeTool: waitingCallActors.executeTool,
       recordToolResult: waitingCallActors.recordToolResult,
       toolCall: toolCallLogic,

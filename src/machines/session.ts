@@ -112,6 +112,19 @@ function addGrant(grants: Grants, environmentId: string, grantKey: string): Gran
   return existing.includes(grantKey) ? grants : { ...grants, [environmentId]: [...existing, grantKey] };
 }
 
+/** What an update of the active turn changes in the session: the card or question it waits on. */
+function pendingOf(context: SessionContext, update: SessionUpdate): Partial<SessionContext> | undefined {
+  if (update.type === 'permission_requested') {
+    return { pendingApproval: { turnId: context.activeTurn!.turnId, toolCallId: update.toolCallId, card: update.card } };
+  }
+  if (update.type === 'permission_resolved' && context.pendingApproval?.toolCallId === update.toolCallId) return { pendingApproval: null };
+  if (update.type === 'user_input_requested') {
+    return { pendingUserInput: { turnId: context.activeTurn!.turnId, toolCallId: update.toolCallId, request: update.request } };
+  }
+  if (update.type === 'user_input_resolved' && context.pendingUserInput?.toolCallId === update.toolCallId) return { pendingUserInput: null };
+  return undefined;
+}
+
 const sessionSetup = setup({
   types: {
     context: {} as SessionContext,
@@ -142,9 +155,10 @@ const sessionSetup = setup({
   },
   actions: {
     /** The only place where sequence numbers are assigned (seed 000 §7). */
-    publish: enqueueActions(({ context, enqueue }, params: { turnId: string | null; update: SessionUpdate }) => {
+    publish: enqueueActions(({ context, enqueue }, params: { turnId: string | null; update: SessionUpdate; patch?: Partial<SessionContext> }) => {
       const sequence = context.sequence + 1;
-      enqueue.assign({ sequence });
+      // One context copy per update: what the update changes in the session goes with its sequence.
+      enqueue.assign(params.patch ? { ...params.patch, sequence } : { sequence });
       enqueue.emit({ type: 'session.update', sequence, turnId: params.turnId, update: params.update });
     }),
     replyDuplicate: enqueueActions(({ context, event, enqueue }) => {
@@ -461,25 +475,10 @@ export const sessionMachine = sessionSetup.createMachine({
           actions: [assign({ shuttingDown: true, pendingApproval: null, pendingUserInput: null }), sendTo('turn', { type: 'turn.stop' }), 'replyOk'],
         },
         'session.publish': {
-          actions: [
-            assign(({ context, event }) => {
-              const update = event.update;
-              if (update.type === 'permission_requested') {
-                return { pendingApproval: { turnId: context.activeTurn!.turnId, toolCallId: update.toolCallId, card: update.card } };
-              }
-              if (update.type === 'permission_resolved' && context.pendingApproval?.toolCallId === update.toolCallId) {
-                return { pendingApproval: null };
-              }
-              if (update.type === 'user_input_requested') {
-                return { pendingUserInput: { turnId: context.activeTurn!.turnId, toolCallId: update.toolCallId, request: update.request } };
-              }
-              if (update.type === 'user_input_resolved' && context.pendingUserInput?.toolCallId === update.toolCallId) {
-                return { pendingUserInput: null };
-              }
-              return {};
-            }),
-            { type: 'publish', params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, update: event.update }) },
-          ],
+          actions: {
+            type: 'publish',
+            params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, update: event.update, patch: pendingOf(context, event.update) }),
+          },
         },
         'turn.rate_limits': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },
         'turn.grant': {

@@ -2,8 +2,8 @@
  * @module machines/turn
  * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
  *
- *   starting → running_model ⇄ compacting
- *              running_model → tools.run (validating → authorizing → executing → recording) → running_model
+ *   starting → running_model (checking → draining → streaming (sampling → requesting → receiving) → persisting) ⇄ compacting
+ *              running_model → tools.run (validating → authorizing: one check actor; executing → recording) → running_model
  *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
  *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input
  *   → ending → completed | failed | cancelled
@@ -26,6 +26,7 @@ import { executeInputOf, recordInputOf, type ExecuteInput, type RecordInput } fr
 import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate, type ToolResult } from '../protocol/tool-result.js';
 import type {
   AuthorizationOutput,
+  CheckToolCallEvent,
   DirectCall,
   DoomState,
   Grants,
@@ -120,6 +121,10 @@ export interface CallModelInput {
   modelCallIndex: number;
   /** The span of this submission, if it is made (`<turn>.model<n>`). */
   spanId: string;
+  /** World State sampling number within the logical call (reference §2.3). */
+  samplingSequence: number;
+  permissionMode: TurnInput['permissionMode'];
+  disabledSkillNames: string[];
   systemContext: TurnInput['systemContext'];
   /** The automatic compaction line (0 = never). */
   compactAtTokens: number;
@@ -131,7 +136,7 @@ export interface CallModelInput {
 
 /** How a model call fails before the model is asked: `stage` says where, `cause` is the error. */
 export interface ModelCallSetupFailure {
-  stage: 'assemble' | 'record';
+  stage: 'sample' | 'assemble' | 'record';
   cause: unknown;
   message: string;
 }
@@ -164,15 +169,6 @@ export interface CompactOutput {
   conversationTokensAfter: number;
 }
 
-export interface SampleInput {
-  sessionId: string;
-  turnId: string;
-  modelCallIndex: number;
-  samplingSequence: number;
-  permissionMode: TurnInput['permissionMode'];
-  disabledSkillNames: string[];
-}
-
 export interface CancelledCallsInput {
   sessionId: string;
   turnId: string;
@@ -194,8 +190,8 @@ interface ModelFailure {
   code?: string;
   message?: string;
   semanticOutput?: boolean;
-  /** Set when the call failed before the model was asked: its request or its counters. */
-  stage?: 'assemble' | 'record';
+  /** Set when the call failed before the model was asked: its World State, request or counters. */
+  stage?: 'sample' | 'assemble' | 'record';
   cause?: unknown;
 }
 
@@ -246,9 +242,7 @@ const turnSetup = setup({
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
     persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
-    sampleWorldState: fromPromise<void, SampleInput>(async () => notProvided('sampleWorldState')),
-    validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async () => notProvided('validateToolCall')),
-    authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async () => notProvided('authorizeToolCall')),
+    checkToolCall: fromCallback<CheckToolCallEvent, ToolCallInput>(() => notProvided('checkToolCall')),
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
     recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
     toolCall: toolCallMachine,
@@ -307,8 +301,10 @@ const turnSetup = setup({
       return { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } };
     }),
     /** The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output would set them. */
-    finishDirect: assign(({ context }, recorded: boolean) => {
-      const d = context.direct!;
+    /** `stored`: the result as recorded (what the stored message says), when it was recorded. */
+    finishDirect: assign(({ context }, params: { recorded: boolean; stored?: ToolResult }) => {
+      const { recorded } = params;
+      const d = params.stored ? { ...context.direct!, result: params.stored } : context.direct!;
       const output: ToolCallOutput = {
         waitTimedOut: null,
         toolCallId: d.toolCallId,
@@ -323,11 +319,11 @@ const turnSetup = setup({
       return { ...applyToolOutput(context, output, d.terminal !== null), direct: null };
     }),
     /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
-    announceDirectFinished: sendParent(({ context }) => {
+    announceDirectFinished: sendParent(({ context }, result: ToolResult) => {
       const d = context.direct!;
       return {
         type: 'session.publish' as const,
-        update: toolCallFinishedUpdate({ toolCallId: d.toolCallId, providerCallId: d.call.callId, toolName: d.call.name }, d.result!),
+        update: toolCallFinishedUpdate({ toolCallId: d.toolCallId, providerCallId: d.call.callId, toolName: d.call.name }, result),
       };
     }),
     discardDraft: enqueueActions(({ context, enqueue }) => {
@@ -415,7 +411,7 @@ export const turnMachine = turnSetup.createMachine({
             },
             {
               guard: ({ context }) => context.mailbox.length === 0 && context.pendingInput.length === 0,
-              target: 'sampling',
+              target: 'streaming',
               actions: 'beginLogicalCall',
             },
             { target: 'draining', actions: 'beginLogicalCall' },
@@ -434,7 +430,7 @@ export const turnMachine = turnSetup.createMachine({
             onDone: [
               { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
               {
-                target: 'sampling',
+                target: 'streaming',
                 actions: assign(({ context, event }) => ({
                   mailbox: context.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
                   pendingInput: context.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
@@ -444,36 +440,12 @@ export const turnMachine = turnSetup.createMachine({
             onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
           },
         },
-        sampling: {
-          invoke: {
-            id: 'sampleWorldState',
-            src: 'sampleWorldState',
-            input: ({ context }) => ({
-              sessionId: context.sessionId,
-              turnId: context.turnId,
-              modelCallIndex: context.modelCallIndex,
-              samplingSequence: context.samplingSequence,
-              permissionMode: context.permissionMode,
-              disabledSkillNames: context.disabledSkillNames,
-            }),
-            onDone: [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'streaming' }],
-            onError: {
-              target: '#turn.ending',
-              actions: assign({
-                outcome: ({ event }) => {
-                  const code = (event.error as { code?: string })?.code;
-                  const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error'];
-                  return code && known.includes(code) ? failedOutcome(code, errorText(event.error)) : storageFailure(event.error);
-                },
-              }),
-            },
-          },
-        },
         streaming: {
-          // One actor per model call: it assembles the request from the session's conversation
-          // (nothing of it enters this context), asks for a threshold compaction or records the call's
-          // counters, and then streams. `requesting` shows the first two, `receiving` the stream.
-          initial: 'requesting',
+          // One actor per model call: it samples World State, assembles the request from the session's
+          // conversation (nothing of it enters this context), asks for a threshold compaction or
+          // records the call's counters, and then streams. `sampling` shows the first, `requesting`
+          // the next two, `receiving` the stream.
+          initial: 'sampling',
           invoke: {
             id: 'callModel',
             src: 'callModel',
@@ -482,6 +454,9 @@ export const turnMachine = turnSetup.createMachine({
               turnId: context.turnId,
               modelCallIndex: context.modelCallIndex,
               spanId: `${context.turnId}.model${context.submissionCount + 1}`,
+              samplingSequence: context.samplingSequence,
+              permissionMode: context.permissionMode,
+              disabledSkillNames: context.disabledSkillNames,
               systemContext: context.systemContext,
               compactAtTokens: context.compactAtTokens,
               thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
@@ -498,6 +473,19 @@ export const turnMachine = turnSetup.createMachine({
               },
             ],
             onError: [
+              {
+                // World State could not be sampled (reference §2.3): nothing was asked.
+                guard: ({ event }) => (event.error as ModelFailure)?.stage === 'sample',
+                target: '#turn.ending',
+                actions: assign({
+                  outcome: ({ event }) => {
+                    const cause = (event.error as ModelFailure).cause;
+                    const code = (cause as { code?: string } | null)?.code;
+                    const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error'];
+                    return code && known.includes(code) ? failedOutcome(code, errorText(cause)) : storageFailure(cause);
+                  },
+                }),
+              },
               {
                 // The request could not be assembled (reference §2.7): nothing was recorded or sent.
                 guard: ({ event }) => (event.error as ModelFailure)?.stage === 'assemble',
@@ -546,6 +534,13 @@ export const turnMachine = turnSetup.createMachine({
             ],
           },
           states: {
+            sampling: {
+              // A cancel waits for the sampling in flight (the root handler notes it); the call stops
+              // here, before its counters are written.
+              on: {
+                'model.sampled': [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'requesting' }],
+              },
+            },
             requesting: {
               // A cancel waits for the counters' write in flight (the root handler notes it).
               on: {
@@ -732,7 +727,7 @@ export const turnMachine = turnSetup.createMachine({
           triggerModelSpanId: context.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.submissionCount}` : null,
         }),
         onDone: {
-          target: 'running_model.sampling',
+          target: 'running_model.streaming',
           actions: [
             enqueueActions(({ event, context, enqueue }) => {
               if (!event.output.checkpointId) return;
@@ -798,6 +793,9 @@ export const turnMachine = turnSetup.createMachine({
         run: {
           initial: 'validating',
           entry: { type: 'enterPhase', params: 'running_tools' },
+          // One actor validates the call and, when the chart says so, authorises it; `validating`
+          // and `authorizing` show which it is doing (issue 14 point 3: one actor fewer a call).
+          invoke: { id: 'check', src: 'checkToolCall', input: ({ context }) => toolCallInputOf(context) },
           states: {
             validating: {
               entry: {
@@ -811,11 +809,8 @@ export const turnMachine = turnSetup.createMachine({
                   status: 'validating',
                 }),
               },
-              invoke: {
-                id: 'validate',
-                src: 'validateToolCall',
-                input: ({ context }) => toolCallInputOf(context),
-                onDone: [
+              on: {
+                'tool.validated': [
                   {
                     guard: { type: 'isInvalid', params: ({ event }) => event.output },
                     target: 'recording',
@@ -861,7 +856,7 @@ export const turnMachine = turnSetup.createMachine({
                     }),
                   },
                 ],
-                onError: {
+                'tool.check_failed': {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
                     direct: { ...context.direct!, result: failedResult('execution_failed', validationFailedText(errorText(event.error))) },
@@ -870,15 +865,11 @@ export const turnMachine = turnSetup.createMachine({
               },
             },
             authorizing: {
+              entry: sendTo('check', ({ context }) => ({ type: 'tool.authorize' as const, args: context.direct!.args })),
               on: {
                 'turn.cancel': { target: 'recording', actions: 'directStopBeforeRun' },
                 'turn.stop': { target: 'recording', actions: 'directStopBeforeRun' },
-              },
-              invoke: {
-                id: 'authorize',
-                src: 'authorizeToolCall',
-                input: ({ context }) => ({ ...toolCallInputOf(context), args: context.direct!.args }),
-                onDone: [
+                'tool.authorized': [
                   { guard: { type: 'isExecute', params: ({ event }) => event.output }, target: 'executing' },
                   {
                     guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
@@ -931,7 +922,7 @@ export const turnMachine = turnSetup.createMachine({
                     }),
                   },
                 ],
-                onError: {
+                'tool.check_failed': {
                   target: 'recording',
                   actions: assign(({ context, event }) => ({
                     direct: { ...context.direct!, result: failedResult('execution_failed', authorizationFailedText(errorText(event.error))) },
@@ -981,19 +972,17 @@ export const turnMachine = turnSetup.createMachine({
                     guard: 'directTerminal',
                     target: '#tools.cancelling_remaining',
                     actions: [
-                      assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
                       'reservationCommitted',
-                      'announceDirectFinished',
-                      { type: 'finishDirect', params: true },
+                      { type: 'announceDirectFinished', params: ({ event }) => event.output },
+                      { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
                     ],
                   },
                   {
                     target: '#tools.next',
                     actions: [
-                      assign(({ context, event }) => ({ direct: { ...context.direct!, result: event.output } })),
                       'reservationCommitted',
-                      'announceDirectFinished',
-                      { type: 'finishDirect', params: true },
+                      { type: 'announceDirectFinished', params: ({ event }) => event.output },
+                      { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
                     ],
                   },
                 ],
@@ -1001,7 +990,7 @@ export const turnMachine = turnSetup.createMachine({
                   target: '#tools.cancelling_remaining',
                   actions: [
                     assign(({ context, event }) => ({ direct: { ...context.direct!, terminal: recordFailureTerminal(event.error) } })),
-                    { type: 'finishDirect', params: false },
+                    { type: 'finishDirect', params: { recorded: false } },
                   ],
                 },
               },

@@ -182,6 +182,8 @@ export type TurnEvent =
   /** `newBlock`: the provider began another output message; `phase`: that message's label. */
   | { type: 'model.text_delta'; delta: string; newBlock?: boolean; phase?: string }
   | { type: 'model.reasoning_delta'; delta: string }
+  /** World State is sampled (and any change stored) for this model call; the request comes next. */
+  | { type: 'model.sampled' }
   /** The assembled request reached the compaction line: compact before the call (nothing was recorded). */
   | { type: 'model.over_threshold'; estimatedInputTokens: number }
   /** The call's counters are committed; the request goes to the model now. */
@@ -196,9 +198,16 @@ export type TurnEvent =
   | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
   | { type: 'toolcall.user_input_resolved'; toolCallId: string; outcome: 'answered' | 'cancelled'; answers?: UserInputAnswers }
   | { type: 'toolcall.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  /** From the `check` actor of a call the Turn runs itself: validation's and authorisation's outcomes. */
+  | { type: 'tool.validated'; output: ValidatedCall }
+  | { type: 'tool.authorized'; output: AuthorizationOutput }
+  | { type: 'tool.check_failed'; error: unknown }
   /** From the `execute` actor of a call the Turn runs itself (`tools.run.executing`). */
   | { type: 'tool.progress'; progress: ToolProgress }
   | { type: 'tool.finished'; result: ToolResult };
+
+/** What the Turn sends its `check` actor on entering `authorizing`: authorise these parsed arguments. */
+export type CheckToolCallEvent = { type: 'tool.authorize'; args: unknown };
 
 export type ToolCallEvent =
   | { type: 'toolcall.decide'; decision: PermissionDecision; at: number }

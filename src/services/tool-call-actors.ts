@@ -10,7 +10,7 @@ import { storableValue } from '../protocol/storable-text.js';
 import type { PermissionCard } from '../protocol/updates.js';
 import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/ports.js';
 import type { AgentToolName } from './agents/control.js';
-import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
+import type { AuthorizationOutput, CheckToolCallEvent, ToolCallEvent, ToolCallInput, TurnEvent, ValidatedCall } from '../machines/types.js';
 import { countCall, isDoomLoop } from '../machines/tool-call/doom-loop.js';
 import { validatePlanArgs } from './plan/update-plan.js';
 import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText, UNCONFIRMED_STOP_TEXT } from '../protocol/model-texts.js';
@@ -62,73 +62,106 @@ function spanStatus(result: ToolResult): SpanData['status'] {
 export function createToolCallActors(services: RuntimeServices) {
   /** The tool span is started by validation and ended where the result is stored (or refused). */
   const endToolSpan = (toolCallId: string, patch: Partial<SpanData>, content?: SpanContent) => services.spans.end(toolSpanId(toolCallId), patch, undefined, content);
+  /** Validation of a call (seed 000 §5): the tool span starts, then JSON, name, schema, doom loop. */
+  const validate = (input: ToolCallInput): ValidatedCall => {
+    const { call } = input;
+    const span = toolSpan({
+      sessionId: input.sessionId,
+      turnId: input.turnId,
+      toolCallId: input.toolCallId,
+      providerCallId: call.callId,
+      toolName: call.name,
+      parentSpanId: input.parentSpanId,
+      startedAt: new Date(services.clock.now()).toISOString(),
+    });
+    services.spans.start(span, undefined, { toolArguments: call.arguments });
+
+    let args: unknown;
+    try {
+      args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+    } catch (error) {
+      return { kind: 'invalid', result: invalid(errorMessage(error)), doom: input.doom, resolvedName: null };
+    }
+    const session = services.session(input.sessionId);
+    const resolved = session.toolset.resolve(call.name);
+    if (!resolved) {
+      return { kind: 'invalid', result: failedResult('tool_not_found', toolNotFoundText(call.name)), doom: input.doom, resolvedName: null };
+    }
+    if (resolved.kind === 'registered') {
+      const parsed = resolved.tool.parameters.safeParse(args);
+      if (!parsed.success) return { kind: 'invalid', result: invalid(zodText(parsed.error)), doom: input.doom, resolvedName: call.name };
+      args = parsed.data;
+    } else if (resolved.name === 'request_user_input') {
+      const checked = validateUserInputArgs(args);
+      if (!checked.ok) return { kind: 'invalid', result: invalid(checked.message), doom: input.doom, resolvedName: call.name };
+      args = checked.request;
+    }
+    // wait_agent is outside identical-call counting; its timeouts have their own streak (reference §5.5).
+    if (call.name === 'wait_agent') return { kind: 'control', args, doom: input.doom };
+    // Doom loop (seed 000 §4): the same name with the same normalised arguments, consecutively.
+    const doom = countCall(input.doom, call.name, args);
+    if (isDoomLoop(doom, input.doomLoopThreshold)) {
+      return { kind: 'doom_loop', result: failedResult('execution_failed', doomLoopText(call.name)), doom };
+    }
+    return resolved.kind === 'control' ? { kind: 'control', args, doom } : { kind: 'registered', args, doom };
+  };
+
+  /** Authorisation of a validated registered call (permissions.md §1): execute, a rule's denial, or a card. */
+  const authorize = async (input: ToolCallInput & { args: unknown }): Promise<AuthorizationOutput> => {
+    const session = services.session(input.sessionId);
+    const resolved = session.toolset.resolve(input.call.name);
+    if (resolved?.kind !== 'registered') return { kind: 'execute' };
+    const decision = await session.authorizer.authorize(resolved.tool, input.args, {
+      sessionId: input.sessionId,
+      turnId: input.turnId,
+      workingDirectory: session.workingDirectory,
+      permissionMode: input.permissionMode,
+      nonInteractive: input.nonInteractive,
+    });
+    switch (decision.kind) {
+      case 'execute':
+        return { kind: 'execute' };
+      case 'deny':
+        return { kind: 'deny', text: decision.text, source: decision.source };
+      case 'card':
+        return { kind: 'card', card: completeCard(decision.card, resolved.tool.name, session.workingDirectory, DEFAULT_CARD_DECISIONS), at: services.clock.now() };
+      default: {
+        const never: never = decision;
+        throw new Error(`unknown authorization ${JSON.stringify(never)}`);
+      }
+    }
+  };
+
   return {
-    validateToolCall: fromPromise<ValidatedCall, ToolCallInput>(async ({ input }) => {
-      const { call } = input;
-      const span = toolSpan({
-        sessionId: input.sessionId,
-        turnId: input.turnId,
-        toolCallId: input.toolCallId,
-        providerCallId: call.callId,
-        toolName: call.name,
-        parentSpanId: input.parentSpanId,
-        startedAt: new Date(services.clock.now()).toISOString(),
+    /**
+     * Validation and authorisation of a call the Turn runs itself, as one actor over `tools.run`
+     * (issue 14 point 3): it validates at once and reports `tool.validated`; it authorises only when
+     * the chart, having entered `authorizing`, sends `tool.authorize` with the parsed arguments, and
+     * reports `tool.authorized`. A failure of either is `tool.check_failed`. The chart decides every
+     * branch; the actor only saves the second actor and its start and done events.
+     */
+    checkToolCall: fromCallback<CheckToolCallEvent, ToolCallInput>(({ input, sendBack, receive }) => {
+      let stopped = false;
+      const report = (event: TurnEvent) => {
+        if (!stopped) sendBack(event);
+      };
+      receive((event) => {
+        authorize({ ...input, args: event.args }).then(
+          (output) => report({ type: 'tool.authorized', output }),
+          (error: unknown) => report({ type: 'tool.check_failed', error }),
+        );
       });
-      services.spans.start(span, undefined, { toolArguments: call.arguments });
-
-      let args: unknown;
-      try {
-        args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
-      } catch (error) {
-        return { kind: 'invalid', result: invalid(errorMessage(error)), doom: input.doom, resolvedName: null };
-      }
-      const session = services.session(input.sessionId);
-      const resolved = session.toolset.resolve(call.name);
-      if (!resolved) {
-        return { kind: 'invalid', result: failedResult('tool_not_found', toolNotFoundText(call.name)), doom: input.doom, resolvedName: null };
-      }
-      if (resolved.kind === 'registered') {
-        const parsed = resolved.tool.parameters.safeParse(args);
-        if (!parsed.success) return { kind: 'invalid', result: invalid(zodText(parsed.error)), doom: input.doom, resolvedName: call.name };
-        args = parsed.data;
-      } else if (resolved.name === 'request_user_input') {
-        const checked = validateUserInputArgs(args);
-        if (!checked.ok) return { kind: 'invalid', result: invalid(checked.message), doom: input.doom, resolvedName: call.name };
-        args = checked.request;
-      }
-      // wait_agent is outside identical-call counting; its timeouts have their own streak (reference §5.5).
-      if (call.name === 'wait_agent') return { kind: 'control', args, doom: input.doom };
-      // Doom loop (seed 000 §4): the same name with the same normalised arguments, consecutively.
-      const doom = countCall(input.doom, call.name, args);
-      if (isDoomLoop(doom, input.doomLoopThreshold)) {
-        return { kind: 'doom_loop', result: failedResult('execution_failed', doomLoopText(call.name)), doom };
-      }
-      return resolved.kind === 'control' ? { kind: 'control', args, doom } : { kind: 'registered', args, doom };
-    }),
-
-    authorizeToolCall: fromPromise<AuthorizationOutput, ToolCallInput & { args: unknown }>(async ({ input }) => {
-      const session = services.session(input.sessionId);
-      const resolved = session.toolset.resolve(input.call.name);
-      if (resolved?.kind !== 'registered') return { kind: 'execute' };
-      const decision = await session.authorizer.authorize(resolved.tool, input.args, {
-        sessionId: input.sessionId,
-        turnId: input.turnId,
-        workingDirectory: session.workingDirectory,
-        permissionMode: input.permissionMode,
-        nonInteractive: input.nonInteractive,
-      });
-      switch (decision.kind) {
-        case 'execute':
-          return { kind: 'execute' };
-        case 'deny':
-          return { kind: 'deny', text: decision.text, source: decision.source };
-        case 'card':
-          return { kind: 'card', card: completeCard(decision.card, resolved.tool.name, session.workingDirectory, DEFAULT_CARD_DECISIONS), at: services.clock.now() };
-        default: {
-          const never: never = decision;
-          throw new Error(`unknown authorization ${JSON.stringify(never)}`);
-        }
-      }
+      // Not inside the step that starts this actor: a command sent as the Turn enters `validating`
+      // (a cancel) is handled before the validation's outcome, as with an invoked promise.
+      Promise.resolve()
+        .then(() => validate(input))
+        .then(
+          (output) => report({ type: 'tool.validated', output }),
+          (error: unknown) => report({ type: 'tool.check_failed', error }),
+        );
+      return () => {
+        stopped = true;
+      };
     }),
 
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(({ input, sendBack, receive }) => {

@@ -15,7 +15,6 @@ import type {
   CancelledCallsInput,
   CompactInput,
   CompactOutput,
-  SampleInput,
   DrainInput,
   DrainOutput,
   FinishInput,
@@ -96,6 +95,30 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
   const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown, content?: SpanContent) =>
     // A call that ends without a stored response keeps what it produced in the `response` slot.
     services.spans.end(spanId, patch, response !== undefined ? [{ slot: 'response' as const, body: response }] : undefined, content);
+
+  /**
+   * World State before a model call (reference §2.3): capture → render/diff → persist each change →
+   * append → advance the baseline. Run by the model-call actor first, so that a model call is one
+   * actor; nothing is done when the session samples no World State.
+   */
+  const sampleWorldState = async (input: CallModelInput) => {
+    const session = services.session(input.sessionId);
+    const world = session.worldState;
+    if (!world) return;
+    const capture = await captureWorldState({
+      workingDirectory: session.workingDirectory,
+      permissionMode: input.permissionMode,
+      sandbox: session.sandbox,
+      ...(world.skillsCatalog ? { skillsCatalog: () => world.skillsCatalog!(input.disabledSkillNames) } : {}),
+      ...(world.renderSandboxPolicy ? { renderSandboxPolicy: world.renderSandboxPolicy } : {}),
+    });
+    const changes = diffWorldState(capture, world.baseline, retainedSections(session.chat.view()));
+    if (changes.length === 0) return;
+    const messages = changes.map((c) => worldStateNewMessage(input.turnId, input.modelCallIndex, input.samplingSequence, c));
+    const stored = await services.storage.appendTurnMessages(input.turnId, messages);
+    session.chat.append(stored);
+    for (const change of changes) world.baseline.set(change.section, change.body);
+  };
 
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
@@ -241,7 +264,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         };
 
         /** A failure before the model is asked: the turn ends without a model span (`stage` says where). */
-        const failSetup = (stage: 'assemble' | 'record', error: unknown) => {
+        const failSetup = (stage: 'sample' | 'assemble' | 'record', error: unknown) => {
           if (finished) return;
           finished = true;
           subscriber.error({ stage, cause: error, message: errorMessage(error) });
@@ -252,6 +275,18 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           // `requesting` (a cancel) is handled before anything this actor reports.
           await Promise.resolve();
           if (finished) return;
+          // World State first; its stored changes are part of the conversation the request is
+          // assembled from. Sampling is not aborted: a write it started finishes (the Turn waits).
+          try {
+            await sampleWorldState(input);
+          } catch (error) {
+            failSetup('sample', error);
+            return;
+          }
+          if (finished) return;
+          subscriber.next({ type: 'model.sampled' });
+          // A stop noted while World State was sampled ends the call here (the Turn leaves).
+          if (finished || controller.signal.aborted) return;
           // The request is assembled here, from the session's conversation as committed so far, and
           // handed straight to the port: it never enters machine context.
           let prepared: PreparedModelCall;
@@ -434,26 +469,6 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       const format = draft.toolCalls.length === 0 ? services.session(input.sessionId).outputFormats?.get(input.turnId) : undefined;
       const problem = format ? outputProblem(format, draft.text) : null;
       return problem ? { messageId: message.id, outputProblem: problem } : { messageId: message.id };
-    }),
-
-    sampleWorldState: fromPromise<void, SampleInput>(async ({ input }) => {
-      const session = services.session(input.sessionId);
-      const world = session.worldState;
-      if (!world) return;
-      // capture → render/diff → persist each → append → advance the baseline (reference §2.3).
-      const capture = await captureWorldState({
-        workingDirectory: session.workingDirectory,
-        permissionMode: input.permissionMode,
-        sandbox: session.sandbox,
-        ...(world.skillsCatalog ? { skillsCatalog: () => world.skillsCatalog!(input.disabledSkillNames) } : {}),
-        ...(world.renderSandboxPolicy ? { renderSandboxPolicy: world.renderSandboxPolicy } : {}),
-      });
-      const changes = diffWorldState(capture, world.baseline, retainedSections(session.chat.view()));
-      if (changes.length === 0) return;
-      const messages = changes.map((c) => worldStateNewMessage(input.turnId, input.modelCallIndex, input.samplingSequence, c));
-      const stored = await services.storage.appendTurnMessages(input.turnId, messages);
-      session.chat.append(stored);
-      for (const change of changes) world.baseline.set(change.section, change.body);
     }),
 
     compactConversation: fromPromise<CompactOutput, CompactInput>(async ({ input, signal }) => {

@@ -39,12 +39,12 @@ describe('inspection of sessions', () => {
     ]);
     // Every invoked effect is an actor of the same system too.
     expect(new Set(created.filter((c) => c.machine === null).map((c) => c.id))).toEqual(
-      new Set(['beginTurn', 'sampleWorldState', 'callModel', 'persistAssistantMessage', 'validate', 'authorize', 'execute', 'record', 'commitPlan', 'finishTurn']),
+      new Set(['beginTurn', 'callModel', 'persistAssistantMessage', 'check', 'execute', 'record', 'commitPlan', 'finishTurn']),
     );
     // The echo's actors are the Turn's; the tool-call machine runs only the plan's commit.
-    // (The plan update is validated by the Turn too: two `validate`s, one of each other.)
-    expect(created.filter((c) => ['validate', 'authorize', 'execute', 'record'].includes(c.id)).map((c) => `${c.id}<${c.parent}`).sort()).toEqual(
-      ['authorize<turn', 'execute<turn', 'record<turn', 'validate<turn', 'validate<turn'],
+    // (The plan update is validated by the Turn too: two `check`s, one of each other.)
+    expect(created.filter((c) => ['check', 'execute', 'record'].includes(c.id)).map((c) => `${c.id}<${c.parent}`).sort()).toEqual(
+      ['check<turn', 'check<turn', 'execute<turn', 'record<turn'],
     );
     expect(created.find((c) => c.id === 'commitPlan')!.parent).toBe('toolCall');
     const snapshots = events.filter((e) => e.type === '@xstate.snapshot').map((e) => (e.actorRef as AnyActorRef).id);
@@ -91,15 +91,16 @@ describe('inspection of sessions', () => {
       .transitions(h.session.sessionId)
       .filter((t) => t.actorId === 'turn')
       .map((t) => [t.from, t.to, t.event]);
-    // The model actor assembles its request and writes the call's counters in `requesting`.
+    // The model actor samples World State in `sampling`, then assembles its request and writes the
+    // call's counters in `requesting`.
     expect(turnMoves.slice(0, 4)).toEqual([
       [null, 'starting', 'xstate.init'],
-      ['starting', { running_model: 'sampling' }, 'xstate.done.actor.beginTurn'],
-      [{ running_model: 'sampling' }, { running_model: { streaming: 'requesting' } }, 'xstate.done.actor.sampleWorldState'],
+      ['starting', { running_model: { streaming: 'sampling' } }, 'xstate.done.actor.beginTurn'],
+      [{ running_model: { streaming: 'sampling' } }, { running_model: { streaming: 'requesting' } }, 'model.sampled'],
       [{ running_model: { streaming: 'requesting' } }, { running_model: { streaming: 'receiving' } }, 'model.call_recorded'],
     ]);
     expect(turnMoves).toContainEqual([{ running_model: 'persisting' }, { tools: { run: 'validating' } }, 'xstate.done.actor.persistAssistantMessage']);
-    expect(turnMoves).toContainEqual([{ tools: { run: 'authorizing' } }, { tools: { run: 'executing' } }, 'xstate.done.actor.authorize']);
+    expect(turnMoves).toContainEqual([{ tools: { run: 'authorizing' } }, { tools: { run: 'executing' } }, 'tool.authorized']);
     expect(turnMoves).toContainEqual([{ tools: { run: 'executing' } }, { tools: { run: 'recording' } }, 'tool.finished']);
     expect(turnMoves.at(-1)).toEqual(['ending', 'completed', 'xstate.done.actor.finishTurn']);
     // The phase field follows the chart, and every change was published in order.

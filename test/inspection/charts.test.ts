@@ -54,7 +54,7 @@ describe('machineChart', () => {
     expect(checking.map((e) => [e.kind, e.guard, e.target])).toEqual([
       ['always', 'stopRequested', 'turn.ending'],
       ['always', 'maxModelCallsReached', 'turn.ending'],
-      ['always', 'inline', 'turn.running_model.sampling'],
+      ['always', 'inline', 'turn.running_model.streaming'],
       ['always', null, 'turn.running_model.draining'],
     ]);
     const next = chart.edges.filter((e) => e.source === 'turn.tools.next').map((e) => [e.guard, e.target]);
@@ -64,17 +64,19 @@ describe('machineChart', () => {
       [null, 'turn.tools.run'],
     ]);
     // A call runs as the Turn's own actors; only a card to ask or a control tool spawns the tool-call machine.
+    // One `check` actor over the whole run validates and, when the chart sends `tool.authorize`, authorises.
+    expect(nodes.get('tools.run')!.invoke).toEqual([{ id: 'check', src: 'checkToolCall' }]);
     expect(['validating', 'authorizing', 'executing', 'recording'].map((s) => nodes.get(`tools.run.${s}`)!.invoke)).toEqual([
-      [{ id: 'validate', src: 'validateToolCall' }],
-      [{ id: 'authorize', src: 'authorizeToolCall' }],
+      [],
+      [],
       [{ id: 'execute', src: 'executeTool' }],
       [{ id: 'record', src: 'recordToolResult' }],
     ]);
     expect(nodes.get('tools.call')!.invoke).toEqual([{ id: 'toolCall', src: 'toolCall' }]);
     const toMachine = chart.edges.filter((e) => e.target === 'turn.tools.call' && e.source.startsWith('turn.tools.run')).map((e) => [e.source, e.event, e.guard]);
     expect(toMachine).toEqual([
-      ['turn.tools.run.validating', 'xstate.done.actor.validate', 'isControl'],
-      ['turn.tools.run.authorizing', 'xstate.done.actor.authorize', null],
+      ['turn.tools.run.validating', 'tool.validated', 'isControl'],
+      ['turn.tools.run.authorizing', 'tool.authorized', null],
     ]);
     const streaming = chart.edges.filter((e) => e.source === 'turn.running_model.streaming');
     expect(streaming).toContainEqual(

@@ -45,7 +45,8 @@ describe('a tool call run by the Turn itself', () => {
     const turn = log.named('machine turn').at(-1)!.ref;
     expect(turn.getSnapshot().value).toEqual({ tools: { run: 'executing' } });
     expect(h.session.snapshot().runtime).toMatchObject({ type: 'running', phase: 'running_tools', toolCalls: [{ providerCallId: 's', toolName: 'slow', status: 'executing' }] });
-    for (const id of ['validate', 'authorize', 'execute']) expect(log.named(id).map((a) => a.ref._parent)).toEqual([turn]);
+    // One actor validates and authorises the call, another runs it: both the Turn's.
+    for (const id of ['check', 'execute']) expect(log.named(id).map((a) => a.ref._parent)).toEqual([turn]);
 
     await h.session.cancelTurn(turnId);
     expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'cancelled' });
@@ -107,8 +108,7 @@ describe('a tool call run by the Turn itself', () => {
     expect(machines).toHaveLength(1);
     expect(machines[0]!.ref.getSnapshot().value).toBe('waiting_permission');
     // The machine did not validate or authorise again: the Turn did, once per call.
-    expect(log.named('validate')).toHaveLength(2);
-    expect(log.named('authorize')).toHaveLength(2);
+    expect(log.named('check')).toHaveLength(2);
     expect(h.session.snapshot().runtime).toMatchObject({ phase: 'waiting_permission', toolCalls: [{ providerCallId: 'g', status: 'waiting_permission' }] });
 
     await h.session.resolvePermission(turnId, (asked.update as { toolCallId: string }).toolCallId, 'allow_once');

@@ -129,7 +129,7 @@ export const CONFIGS: WorldConfig[] = [
   { ...base, name: 'assembly failure', assembleFails: true },
   { ...base, name: 'explorer session', nonInteractive: true, toolKinds: ['ok_a', 'spawn'], limits: { maxModelCalls: 3, doomLoopThreshold: 3 }, ports: { ...OK_TURN, authorize: ['card'] } },
   { ...base, name: 'model call limit', limits: { maxModelCalls: 1, doomLoopThreshold: 3 } },
-  { ...base, name: 'cancel while sampling', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: 'sampling' }), cmd: 'cancel' } },
+  { ...base, name: 'cancel while sampling', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'sampling' } }), cmd: 'cancel' } },
   { ...base, name: 'cancel while requesting', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'cancel' } },
   // Over the compaction line, the model actor asks for compaction at once: a cancel noted on entry wins.
   {

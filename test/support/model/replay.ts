@@ -225,7 +225,7 @@ async function perform(world: World, state: ReplayState, stimulus: Stimulus): Pr
           // A failed write needs a write: a changed catalog always makes one.
           if (stimulus.outcome === 'fail') world.catalogVersion += 1;
           gate.answer(`<available_skills>\ncatalog version ${world.catalogVersion}\n</available_skills>`);
-          const sampling = () => Boolean(world.actors().turn?.children.sampleWorldState);
+          const sampling = () => JSON.stringify(world.actors().turn?.value) === JSON.stringify({ running_model: { streaming: 'sampling' } });
           await world.until(() => !sampling() || world.has('storage', 'appendTurnMessages'), 'the World State write or the end of sampling');
           if (stimulus.outcome === 'fail') passStorage(world, 'appendTurnMessages', 'fail');
           else if (world.has('storage', 'appendTurnMessages')) passStorage(world, 'appendTurnMessages', 'ok');

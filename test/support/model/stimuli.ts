@@ -392,6 +392,16 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
 
   for (const id of turnWaits) {
     if (id === 'toolCall') continue;
+    if (id === 'check') {
+      // The check actor validates on its own (settle()); its authorisation is the authorizer's port.
+      if (runState(turn!) === 'authorizing') offer('authorize');
+      continue;
+    }
+    if (id === 'callModel' && sampling(turn!)) {
+      // The model actor samples World State first (when it is on: off, settle() lets it pass).
+      if (config.worldState) offer('sampleWorldState');
+      continue;
+    }
     if (id === 'callModel' && requesting(turn!)) {
       // The model actor assembled its request and now writes the call's counters (a storage port).
       offer('recordModelCallStart');
@@ -416,7 +426,6 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
       ev('overflow');
       continue;
     }
-    if (id === 'sampleWorldState' && !config.worldState) continue;
     if (id in DEFAULT_PORTS) offer(id as PortActor);
   }
   for (const id of toolWaits) {
@@ -476,9 +485,9 @@ function storageError(what: string) {
 
 const failedResult = (code: string) => ({ status: 'failed', text: code, error: { code, message: code, retryable: false } });
 
-/** What `validateToolCall` returns for a call (the decision of services/tool-call-actors.ts). */
+/** What the `check` actor reports of a call's validation (the decision of services/tool-call-actors.ts). */
 function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfig): { type: string; [k: string]: unknown } {
-  const done = (output: unknown) => ({ type: 'xstate.done.actor.validate', output, actorId: 'validate' });
+  const done = (output: unknown) => ({ type: 'tool.validated', output });
   const invalid = (code: string) => done({ kind: 'invalid', result: failedResult(code), doom: input.doom, resolvedName: null });
   const control = kind === 'plan' || kind === 'bad_plan' || kind === 'spawn' || kind === 'wait' || kind === 'list' || kind === 'ask';
   switch (kind) {
@@ -488,7 +497,7 @@ function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfi
     case 'unknown':
       return invalid('tool_not_found');
     case 'explode':
-      return { type: 'xstate.error.actor.validate', error: new Error('schema exploded'), actorId: 'validate' };
+      return { type: 'tool.check_failed', error: new Error('schema exploded') };
     default: {
       // An explorer's tool surface has no control tools at all (reference §5.10 acceptance 17).
       if (control && config.nonInteractive) return invalid('tool_not_found');
@@ -511,9 +520,9 @@ function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfi
 function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
   for (let guard = 0; guard < 100; guard += 1) {
     const turnWaits = sim.invoked('turn');
-    if ('sampleWorldState' in turnWaits && !config.worldState) {
-      // Sampling is off: the actor returns at once.
-      sim.send('turn', { type: 'xstate.done.actor.sampleWorldState', output: undefined, actorId: 'sampleWorldState' });
+    if ('callModel' in turnWaits && !config.worldState && sampling(sim.snapshot('turn')!)) {
+      // Sampling is off: the model actor goes on to its request at once.
+      sim.send('turn', { type: 'model.sampled' });
       continue;
     }
     const callRef = sim.snapshot('turn')?.children.callModel;
@@ -538,9 +547,9 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       sim.send('turn', { type: 'xstate.done.actor.recordCancelledCalls', output: undefined, actorId: 'recordCancelledCalls' });
       continue;
     }
-    if ('validate' in turnWaits) {
+    if ('check' in turnWaits && runState(sim.snapshot('turn')!) === 'validating') {
       // The Turn validates every call itself (no port holds it).
-      const input = turnWaits.validate as ToolCallInput;
+      const input = turnWaits.check as ToolCallInput;
       sim.send('turn', validateOutput(input, env.kinds[input.call.callId]!, config));
       continue;
     }
@@ -732,6 +741,17 @@ function endManual(sim: SimSystem, env: Env, outcome: string): SimReply {
 /** Model actors whose start (the request's assembly) the simulation has played already. */
 const assembled = new WeakSet<object>();
 
+/** The state of a call the Turn runs itself (`tools.run.<state>`), or null. */
+function runState(turn: { value: unknown }): string | null {
+  const run = (turn.value as { tools?: { run?: unknown } } | null)?.tools?.run;
+  return typeof run === 'string' ? run : null;
+}
+
+/** The Turn waits for its model actor to sample World State. */
+function sampling(turn: { value: unknown }): boolean {
+  return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'sampling' } });
+}
+
 /** The Turn waits for its model actor to assemble the request and write the call's counters. */
 function requesting(turn: { value: unknown }): boolean {
   return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'requesting' } });
@@ -751,9 +771,12 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
         : { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'record', cause: storageError(actor), message: 'injected failure' }, actorId: 'callModel' } };
     case 'drainInbox':
       return outcome === 'ok' ? done({ mailboxIds: input.mailbox.map((m: { id: string }) => m.id), inputIds: input.pendingInput.map((m: { id: string }) => m.id) }) : fail();
-    case 'sampleWorldState':
-      if (outcome === 'ok') return done(undefined);
-      return outcome === 'catalog_error' ? fail({ code: 'skill_catalog_task_error', message: 'cannot build the skill catalog' }) : fail();
+    case 'sampleWorldState': {
+      // The model actor samples World State itself: its end is an event, its failure the actor's error.
+      if (outcome === 'ok') return { target, event: { type: 'model.sampled' } };
+      const cause = outcome === 'catalog_error' ? { code: 'skill_catalog_task_error', message: 'cannot build the skill catalog' } : storageError(actor);
+      return { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'sample', cause, message: cause.message }, actorId: 'callModel' } };
+    }
     case 'persistAssistantMessage':
       return outcome === 'ok' ? done({ messageId: 'msg_assistant' }) : fail();
     case 'compactConversation':
@@ -767,17 +790,20 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
       }
     case 'finishTurn':
       return outcome === 'fail' ? fail() : done(outcome === 'ok');
-    case 'authorize':
+    case 'authorize': {
+      // The Turn's check actor reports authorisation as an event, its failure as `tool.check_failed`.
+      const authorized = (output: unknown) => ({ target, event: { type: 'tool.authorized', output } }) as const;
       switch (outcome) {
         case 'execute':
-          return done({ kind: 'execute' });
+          return authorized({ kind: 'execute' });
         case 'deny':
-          return done({ kind: 'deny', text: 'refused by policy', source: 'policy' });
+          return authorized({ kind: 'deny', text: 'refused by policy', source: 'policy' });
         case 'card':
-          return done({ kind: 'card', card: { ...CARD, decisions: DEFAULT_CARD_DECISIONS }, at: 0 });
+          return authorized({ kind: 'card', card: { ...CARD, decisions: DEFAULT_CARD_DECISIONS }, at: 0 });
         default:
-          return fail(new Error('authorizer failed'));
+          return { target, event: { type: 'tool.check_failed', error: new Error('authorizer failed') } } as const;
       }
+    }
     case 'execute':
       switch (outcome) {
         case 'progress':
