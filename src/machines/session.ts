@@ -14,9 +14,9 @@ import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
 import type { UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
-import type { AgentMessage } from '../services/agents/mailbox.js';
-import type { SystemPart } from '../services/model/port.js';
-import { addUsage, type TokenUsage } from '../storage/storage.js';
+import type { AgentMessage } from '../protocol/agent-message.js';
+import type { SystemPart } from '../protocol/model-messages.js';
+import { addUsage, type TokenUsage } from '../protocol/usage.js';
 import { turnMachine } from './turn.js';
 import type { Grants, TurnLimits, TurnOutput } from './types.js';
 

@@ -10,10 +10,10 @@ import type { RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
 import type { PendingUserInput, UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
 import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
-import type { AgentMessage } from '../services/agents/mailbox.js';
-import type { SystemPart } from '../services/model/port.js';
-import type { ToolResult } from '../services/tools/define.js';
-import type { TokenUsage } from '../storage/storage.js';
+import type { AgentMessage } from '../protocol/agent-message.js';
+import type { SystemPart } from '../protocol/model-messages.js';
+import type { ToolResult } from '../protocol/tool-result.js';
+import type { TokenUsage } from '../protocol/usage.js';
 
 export type Grants = Record<string, string[]>;
 

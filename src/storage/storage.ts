@@ -6,10 +6,14 @@
 import type { NewMessage, StoredMessage } from '../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
+import type { TokenUsage } from '../protocol/usage.js';
 import type { MigrationReport } from './migrate.js';
 import type { TraceSignal } from '../services/trace/signals.js';
 import type { WriteFence } from './fence.js';
 import type { SessionLeaseStore } from './leases.js';
+
+// The usage type and its sum moved down to the protocol; this keeps the old import path working.
+export { addUsage, type TokenUsage } from '../protocol/usage.js';
 
 export interface SessionRecord {
   id: string;
@@ -68,23 +72,6 @@ export interface TurnRecord {
   startedAt: string;
   endedAt: string | null;
   planUnfinishedStepCount: number | null;
-}
-
-export interface TokenUsage {
-  inputTokens: number;
-  outputTokens: number;
-  cachedInputTokens: number;
-  reasoningTokens: number;
-}
-
-/** The sum of two usages, field by field. */
-export function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
-  return {
-    inputTokens: a.inputTokens + b.inputTokens,
-    outputTokens: a.outputTokens + b.outputTokens,
-    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
-    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
-  };
 }
 
 export interface BeginTurn {

@@ -4,10 +4,14 @@
  * `execute` function. The JSON Schema the model sees is derived from the zod schema.
  */
 import { z } from 'zod';
-import type { ContentBlock, ToolError, ToolResultStatus } from '../../protocol/content.js';
+import type { ContentBlock } from '../../protocol/content.js';
 import type { PermissionMode } from '../../protocol/input.js';
 import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
+import type { ToolResult } from '../../protocol/tool-result.js';
 import type { ToolDefinition } from '../model/port.js';
+
+// The result shape moved down to the protocol; this keeps the old import path working.
+export type { ToolResult } from '../../protocol/tool-result.js';
 
 export interface ToolContext {
   sessionId: string;
@@ -22,14 +26,6 @@ export interface ToolContext {
   progress(progress: ToolProgress): void;
   /** Extra grants that the approval of this one call carries (escalated paths, for instance). */
   approval: { decision: 'none' | 'allow_once' | 'allow_for_turn' | 'allow_for_session' | 'grant'; card?: PermissionCard };
-}
-
-export interface ToolResult {
-  status: ToolResultStatus;
-  text: string;
-  error?: ToolError;
-  artifacts?: Array<Record<string, unknown>>;
-  sandboxDenied?: boolean;
 }
 
 export type ToolExecuteResult = string | ToolResult;
