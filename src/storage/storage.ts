@@ -8,7 +8,7 @@ import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js'
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
 import type { TokenUsage } from '../protocol/usage.js';
 import type { MigrationReport } from './migrate.js';
-import type { TraceSignal } from '../services/trace/signals.js';
+import type { TraceSignal } from '../protocol/trace-signals.js';
 import type { WriteFence } from './fence.js';
 import type { SessionLeaseStore } from './leases.js';
 

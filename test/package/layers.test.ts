@@ -48,11 +48,6 @@ const ALLOWED_VIOLATIONS: readonly string[] = [
   'machines/turn.ts -> services/tools/define.ts',
   // The machines name the storage port's row and outcome types, which belong in protocol/.
   'machines/turn.ts -> storage/storage.ts',
-  // The trace signal types live with the recorder although storage persists them.
-  'storage/sql-storage.ts -> services/trace/signals.ts',
-  'storage/sql/rows.ts -> services/trace/signals.ts',
-  'storage/sql/trace-store.ts -> services/trace/signals.ts',
-  'storage/storage.ts -> services/trace/signals.ts',
   // A workspace tool reaches up for the core's default working directory.
   'services/tools/workspace.ts -> core.ts',
   // The structured-output schema check lives in host/ but the turn's actors run it.

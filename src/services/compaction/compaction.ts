@@ -19,7 +19,7 @@ import type { ModelRequest, ModelStreamEvent, SystemPart } from '../model/port.j
 import { checkModelStreamEvent, describeEvent } from '../model/stream-events.js';
 import { StorableTextStream } from '../../protocol/storable-text.js';
 import type { RuntimeServices, SessionServices } from '../runtime.js';
-import { modelCallSpan, type SpanData } from '../trace/signals.js';
+import { modelCallSpan, type SpanData } from '../../protocol/trace-signals.js';
 import type { Timers } from '../agents/signal.js';
 import { CompactionError, collectRuntimeState, renderReminder } from './runtime-state.js';
 import { SUMMARY_INSTRUCTION, SUMMARY_MAX_OUTPUT_TOKENS, validateSummary, type SummaryFailureClass } from './summary.js';

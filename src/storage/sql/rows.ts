@@ -6,7 +6,7 @@
 import { errorMessage } from '../../errors.js';
 import type { NewMessage, StoredMessage } from '../../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../../protocol/input.js';
-import type { SpanData } from '../../services/trace/signals.js';
+import type { SpanData } from '../../protocol/trace-signals.js';
 import { iso, isoOrNull, num, numOrNull, strOrNull, type Row } from '../sql.js';
 import type { CheckpointRecord, CompactionRuntimeState, SessionRecord, TraceSpanRecord, TurnRecord } from '../storage.js';
 

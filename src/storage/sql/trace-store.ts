@@ -5,7 +5,7 @@
  * the hashes this process already wrote, the retention purge, and reading spans and payloads back.
  */
 import { createHash } from 'node:crypto';
-import type { SpanData, SpanPayload, TraceSignal } from '../../services/trace/signals.js';
+import type { SpanData, SpanPayload, TraceSignal } from '../../protocol/trace-signals.js';
 import { numOrNull, type SqlExecutor } from '../sql.js';
 import { UPSERT_SPANS_END, UPSERT_SPANS_START, WRITE_TRACE_BATCH } from '../step-sql.js';
 import type { TracePurgeReport, TraceSpanPayloadRecord, TraceSpanRecord, TraceWriteReport } from '../storage.js';
