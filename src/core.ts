@@ -11,7 +11,7 @@ import { agentControlTools } from './services/agents/control.js';
 import { EXPLORER_SYSTEM_PROMPT, EXPLORER_TOOL_NAMES } from './services/agents/explorer.js';
 import { MailboxSignal } from './services/agents/signal.js';
 import { InputError } from './errors.js';
-import { sessionMachine } from './machines/session.js';
+import { sessionMachine } from './machines/session/machine.js';
 import { toolCallMachine } from './machines/tool-call.js';
 import { turnMachine } from './machines/turn.js';
 import type { TurnLimits } from './machines/types.js';

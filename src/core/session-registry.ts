@@ -8,7 +8,7 @@ import type { Subject } from 'rxjs';
 import { createActor, type ActorRefFrom } from 'xstate';
 import { CommandError, InputError } from '../errors.js';
 import { sessionWorkingDirectory } from '../host/working-directory.js';
-import type { LastTerminal, sessionMachine } from '../machines/session.js';
+import type { LastTerminal, sessionMachine } from '../machines/session/machine.js';
 import type { TurnLimits } from '../machines/types.js';
 import { requireId } from '../protocol/command-input.js';
 import { textOf } from '../protocol/content.js';

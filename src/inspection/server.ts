@@ -27,7 +27,7 @@ import type { AnyStateMachine } from 'xstate';
 import { z } from 'zod';
 import type { Core } from '../core.js';
 import { InspectionError } from '../errors.js';
-import { sessionMachine } from '../machines/session.js';
+import { sessionMachine } from '../machines/session/machine.js';
 import { toolCallMachine } from '../machines/tool-call.js';
 import { turnMachine } from '../machines/turn.js';
 import { permissionDecisionSchema } from '../protocol/input.js';

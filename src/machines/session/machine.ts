@@ -1,5 +1,5 @@
 /**
- * @module machines/session
+ * @module machines/session/machine
  * The Session machine: one root actor per loaded session (seed 000 SessionActor, seed 004
  * SessionState). It answers every command (seed 000 §2), owns the ActiveTurn as an invoked Turn
  * actor, and is the only place where update sequence numbers are assigned.
@@ -8,17 +8,17 @@
  * call gets exactly the answer the chart decided.
  */
 import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import type { NewMessage } from '../protocol/content.js';
-import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
-import type { TurnPlanSnapshot } from '../protocol/plan.js';
-import { mergeRateLimits, type RateLimitSnapshot } from '../protocol/rate-limits.js';
-import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
-import type { UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
-import type { AgentMessage } from '../protocol/agent-message.js';
-import type { SystemPart } from '../protocol/model-messages.js';
-import { addUsage, type TokenUsage } from '../protocol/usage.js';
-import { turnMachine } from './turn.js';
-import type { Grants, TurnLimits, TurnOutput } from './types.js';
+import type { NewMessage } from '../../protocol/content.js';
+import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../../protocol/input.js';
+import type { TurnPlanSnapshot } from '../../protocol/plan.js';
+import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
+import type { PermissionCard, SessionUpdate, TurnOutcome } from '../../protocol/updates.js';
+import type { UserInputAnswers, UserInputRequest } from '../../protocol/user-input.js';
+import type { AgentMessage } from '../../protocol/agent-message.js';
+import type { SystemPart } from '../../protocol/model-messages.js';
+import { addUsage, type TokenUsage } from '../../protocol/usage.js';
+import { turnMachine } from '../turn.js';
+import type { Grants, TurnLimits, TurnOutput } from '../types.js';
 
 export type CommandErrorReply = { ok: false; code: string; message: string; activeTurnId?: string };
 export type CommandReply = { ok: true; turnId?: string } | CommandErrorReply;
