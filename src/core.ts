@@ -14,7 +14,7 @@ import { InputError } from './errors.js';
 import { sessionMachine } from './machines/session/machine.js';
 import { toolCallMachine } from './machines/tool-call.js';
 import { turnMachine } from './machines/turn.js';
-import type { TurnLimits } from './machines/types.js';
+import type { TurnLimits } from './machines/session/ports.js';
 import { requireId } from './protocol/command-input.js';
 import type { SandboxStatus, SessionStatus } from './protocol/snapshot.js';
 import type { SessionUpdateEnvelope } from './protocol/updates.js';

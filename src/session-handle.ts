@@ -14,7 +14,8 @@ import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, 
 import type { SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
 import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } from './protocol/updates.js';
 import { answersMismatch, userInputAnswersSchema, type UserInputAnswers } from './protocol/user-input.js';
-import type { CommandReply, SessionEvent, sessionMachine } from './machines/session/machine.js';
+import type { CommandReply, SessionEvent } from './machines/session/events.js';
+import type { sessionMachine } from './machines/session/machine.js';
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';

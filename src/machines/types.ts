@@ -14,17 +14,14 @@ import type { AgentMessage } from '../protocol/agent-message.js';
 import type { SystemPart } from '../protocol/model-messages.js';
 import type { ToolResult } from '../protocol/tool-result.js';
 import type { TokenUsage } from '../protocol/usage.js';
+import type { Grants, TurnLimits } from './session/ports.js';
 
-export type Grants = Record<string, string[]>;
+// The grant table and the turn limits are the Session's; this keeps their old import path working.
+export type { Grants, TurnLimits } from './session/ports.js';
 
 export interface DoomState {
   signature: string | null;
   count: number;
-}
-
-export interface TurnLimits {
-  maxModelCalls: number;
-  doomLoopThreshold: number;
 }
 
 export type TerminalCode = 'permission_denied' | 'doom_loop' | 'persistence_error' | 'chat_state_error' | 'ownership_lost' | 'cancelled' | 'actor_stopped';

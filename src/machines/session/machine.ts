@@ -9,73 +9,15 @@
  */
 import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { NewMessage } from '../../protocol/content.js';
-import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../../protocol/input.js';
-import type { TurnPlanSnapshot } from '../../protocol/plan.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
-import type { PermissionCard, SessionUpdate, TurnOutcome } from '../../protocol/updates.js';
-import type { UserInputAnswers, UserInputRequest } from '../../protocol/user-input.js';
+import type { PermissionCard, SessionUpdate } from '../../protocol/updates.js';
+import type { UserInputRequest } from '../../protocol/user-input.js';
 import type { AgentMessage } from '../../protocol/agent-message.js';
-import type { SystemPart } from '../../protocol/model-messages.js';
-import { addUsage, type TokenUsage } from '../../protocol/usage.js';
+import { addUsage } from '../../protocol/usage.js';
 import { turnMachine } from '../turn.js';
-import type { Grants, TurnLimits, TurnOutput } from '../types.js';
-
-export type CommandErrorReply = { ok: false; code: string; message: string; activeTurnId?: string };
-export type CommandReply = { ok: true; turnId?: string } | CommandErrorReply;
-
-export type SessionEvent =
-  | {
-      type: 'session.start_turn';
-      commandId: string;
-      turnId: string;
-      clientRequestId: string;
-      messages: NewMessage[];
-      disabledSkillNames: string[];
-    }
-  | { type: 'session.cancel_turn'; commandId: string; turnId: string }
-  | { type: 'session.resolve_permission'; commandId: string; turnId: string; toolCallId: string; decision: PermissionDecision; at: number }
-  | { type: 'session.answer_user_input'; commandId: string; turnId: string; toolCallId: string; answers: UserInputAnswers }
-  | { type: 'session.steer_turn'; commandId: string; turnId: string; message: NewMessage }
-  | { type: 'session.deliver_agent_message'; commandId: string; message: AgentMessage }
-  | { type: 'session.set_permission_mode'; commandId: string; mode: PermissionMode }
-  | { type: 'session.begin_maintenance'; commandId: string; kind: 'compact' | 'rewind' }
-  | { type: 'session.end_maintenance'; reloadRequired: boolean }
-  /** An update of a compaction or rewind, which belongs to no turn. */
-  | { type: 'session.maintenance_update'; update: SessionUpdate }
-  | { type: 'session.shutdown'; commandId: string }
-  /** Spawns a sub-agent's Session actor under this (root) session with a per-agent system id. */
-  | { type: 'session.spawn_child'; childId: string; systemId: string; input: SessionInput }
-  | { type: 'session.stop_child'; childId: string }
-  /** An update of the active turn or one of its tool calls, sent here directly to be sequenced. */
-  | { type: 'session.publish'; update: SessionUpdate }
-  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
-  | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
-
-export type SessionEmitted =
-  | { type: 'session.reply'; commandId: string; reply: CommandReply }
-  | { type: 'session.update'; sequence: number; turnId: string | null; update: SessionUpdate };
-
-export interface LastTerminal {
-  turnId: string;
-  clientRequestId: string;
-  outcome: TurnOutcome;
-  plan: TurnPlanSnapshot | null;
-}
-
-export interface SessionInput {
-  sessionId: string;
-  permissionMode: PermissionMode;
-  permissionModeOrigin: PermissionModeOrigin;
-  nonInteractive: boolean;
-  systemContext: SystemPart[];
-  limits: TurnLimits;
-  compactAtTokens: number;
-  compactionEnabled: boolean;
-  tokenTotals: TokenUsage;
-  acceptedRequests: Record<string, string>;
-  lastTerminal: LastTerminal | null;
-  reloadRequired: boolean;
-}
+import type { TurnOutput } from '../types.js';
+import type { CommandErrorReply, CommandReply, SessionEmitted, SessionEvent } from './events.js';
+import type { Grants, SessionInput } from './ports.js';
 
 export interface SessionContext extends SessionInput {
   sessionGrants: Grants;

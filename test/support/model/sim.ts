@@ -11,7 +11,8 @@
  * real runtime against it step by step.
  */
 import { createActor, fromTransition, type AnyActorRef, type AnyStateMachine } from 'xstate';
-import { sessionMachine, type CommandReply, type SessionMachineSnapshot } from '../../../src/machines/session/machine.js';
+import type { CommandReply } from '../../../src/machines/session/events.js';
+import { sessionMachine, type SessionMachineSnapshot } from '../../../src/machines/session/machine.js';
 import { toolCallMachine } from '../../../src/machines/tool-call.js';
 import { turnMachine, type TurnSnapshot } from '../../../src/machines/turn.js';
 import type { SessionUpdate } from '../../../src/protocol/updates.js';

@@ -15,7 +15,7 @@
  * is pending while the Session is in `maintenance`.
  */
 import type { AnyActorLogic } from 'xstate';
-import type { SessionInput } from '../../../src/machines/session/machine.js';
+import type { SessionInput } from '../../../src/machines/session/ports.js';
 import type { ToolCallInput } from '../../../src/machines/types.js';
 import type { RateLimitSnapshot } from '../../../src/protocol/rate-limits.js';
 import { EXPLORER_LIMITS } from '../../../src/services/agents/explorer.js';
