@@ -7,7 +7,7 @@
  */
 import type { Observable, Subject } from 'rxjs';
 import type { ActorRefFrom } from 'xstate';
-import { BusyError, CommandError, InputError, type CommandErrorCode } from './errors.js';
+import { BusyError, CommandError, InputError } from './errors.js';
 import type { NewMessage, StoredMessage } from './protocol/content.js';
 import { idProblem } from './protocol/command-input.js';
 import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
@@ -153,7 +153,7 @@ export class SessionHandle {
   private static raise(reply: CommandReply): void {
     if (reply.ok) return;
     if (reply.code === 'busy') throw new BusyError(reply.activeTurnId ?? '');
-    throw new CommandError(reply.code as CommandErrorCode, reply.message);
+    throw new CommandError(reply.code, reply.message);
   }
 
   /**

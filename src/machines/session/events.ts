@@ -3,6 +3,7 @@
  * The Session machine's event protocol: the commands and facts it takes, and what it emits (the
  * answer to each command and the sequenced updates). The session handle speaks this protocol.
  */
+import type { CommandErrorCode } from '../../errors.js';
 import type { NewMessage } from '../../protocol/content.js';
 import type { PermissionDecision, PermissionMode } from '../../protocol/input.js';
 import type { AgentMessage } from '../../protocol/agent-message.js';
@@ -12,7 +13,7 @@ import type { UserInputAnswers } from '../../protocol/user-input.js';
 import type { SessionInput } from './ports.js';
 
 /** A command the session's state refuses; `activeTurnId` names the turn a `busy` answer is busy with. */
-export type CommandErrorReply = { ok: false; code: string; message: string; activeTurnId?: string };
+export type CommandErrorReply = { ok: false; code: CommandErrorCode; message: string; activeTurnId?: string };
 /** The answer to one command. */
 export type CommandReply = { ok: true; turnId?: string } | CommandErrorReply;
 

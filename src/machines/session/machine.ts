@@ -7,7 +7,7 @@
  * Commands carry a `commandId`; the answer is emitted as a `session.reply` event, so that a host
  * call gets exactly the answer the chart decided.
  */
-import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { assign, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { NewMessage } from '../../protocol/content.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate } from '../../protocol/updates.js';
@@ -16,7 +16,9 @@ import type { AgentMessage } from '../../protocol/agent-message.js';
 import { addUsage } from '../../protocol/usage.js';
 import { turnMachine } from '../turn.js';
 import type { TurnOutput } from '../types.js';
-import type { CommandErrorReply, CommandReply, SessionEmitted, SessionEvent } from './events.js';
+import type { SessionEmitted, SessionEvent } from './events.js';
+import { busyRefusal, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal } from './outcomes.js';
+import { addGrant } from '../grants.js';
 import type { Grants, SessionInput } from './ports.js';
 
 export interface SessionContext extends SessionInput {
@@ -39,19 +41,6 @@ export interface SessionContext extends SessionInput {
   systemError: string | null;
   /** The provider's rate limits as last reported, merged by seed 004 §2's rule. */
   rateLimits: RateLimitSnapshot | null;
-}
-
-function reply(commandId: string, value: CommandReply) {
-  return emit({ type: 'session.reply' as const, commandId, reply: value });
-}
-
-function refuse(code: string, message: string, extra: { activeTurnId?: string } = {}): CommandErrorReply {
-  return { ok: false, code, message, ...extra };
-}
-
-function addGrant(grants: Grants, environmentId: string, grantKey: string): Grants {
-  const existing = grants[environmentId] ?? [];
-  return existing.includes(grantKey) ? grants : { ...grants, [environmentId]: [...existing, grantKey] };
 }
 
 const sessionSetup = setup({
@@ -102,7 +91,7 @@ const sessionSetup = setup({
       enqueue.emit({
         type: 'session.reply',
         commandId: event.commandId,
-        reply: refuse('reload_required', 'a compaction was committed but could not be installed; reload the session'),
+        reply: reloadRequiredRefusal(),
       });
     }),
     settleTurn: assign(({ context, event }) => {
@@ -126,33 +115,32 @@ const sessionSetup = setup({
     }),
     turnCrashed: assign(({ context, event }) => {
       const error = (event as unknown as { error: unknown }).error;
-      const message = error instanceof Error ? error.message : String(error);
       return {
         lastTerminal: {
           turnId: context.activeTurn!.turnId,
           clientRequestId: context.activeTurn!.clientRequestId,
-          outcome: { status: 'failed' as const, code: 'actor_stopped', message: `the turn actor failed: ${message}` },
+          outcome: turnCrashOutcome(error),
           plan: null,
         },
         mailbox: [...context.activeTurn!.mailbox, ...context.mailbox],
         activeTurn: null,
         pendingApproval: null,
         pendingUserInput: null,
-        systemError: `the turn actor failed: ${message}`,
+        systemError: turnCrashMessage(error),
       };
     }),
     refuseTurnNotActive: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event) || !('turnId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) });
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: turnNotActiveRefusal(event.turnId) });
     }),
     /** The turn is active but the card or question the command answers is not waiting. */
     refuseNotPending: enqueueActions(({ event, enqueue }, params: { code: 'permission_not_pending' | 'user_input_not_pending'; message: string }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse(params.code, params.message) });
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refusal(params.code, params.message) });
     }),
     refuseSessionActive: enqueueActions(({ event, enqueue }, params: { reason: string }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', params.reason) });
+      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refusal('session_active', params.reason) });
     }),
     replyOk: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event)) return;
@@ -160,6 +148,17 @@ const sessionSetup = setup({
     }),
   },
 });
+
+/**
+ * With no turn active (idle, maintenance) every command that names a turn is refused the same way,
+ * so both states take these handlers from one place.
+ */
+const refuseTurnCommands = {
+  'session.cancel_turn': { actions: 'refuseTurnNotActive' },
+  'session.resolve_permission': { actions: 'refuseTurnNotActive' },
+  'session.answer_user_input': { actions: 'refuseTurnNotActive' },
+  'session.steer_turn': { actions: 'refuseTurnNotActive' },
+} as const;
 
 export const sessionMachine = sessionSetup.createMachine({
   id: 'session',
@@ -229,16 +228,7 @@ export const sessionMachine = sessionSetup.createMachine({
             ],
           },
         ],
-        'session.cancel_turn': { actions: 'refuseTurnNotActive' },
-        'session.resolve_permission': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.answer_user_input': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.steer_turn': {
-          actions: 'refuseTurnNotActive',
-        },
+        ...refuseTurnCommands,
         'session.deliver_agent_message': {
           actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
         },
@@ -260,16 +250,7 @@ export const sessionMachine = sessionSetup.createMachine({
         'session.deliver_agent_message': {
           actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
         },
-        'session.cancel_turn': { actions: 'refuseTurnNotActive' },
-        'session.resolve_permission': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.answer_user_input': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.steer_turn': {
-          actions: 'refuseTurnNotActive',
-        },
+        ...refuseTurnCommands,
         'session.maintenance_update': {
           actions: { type: 'publish', params: ({ event }) => ({ turnId: null, update: event.update }) },
         },
@@ -330,7 +311,7 @@ export const sessionMachine = sessionSetup.createMachine({
               enqueue.emit({
                 type: 'session.reply',
                 commandId: event.commandId,
-                reply: refuse('busy', `session is busy with turn ${context.activeTurn!.turnId}`, { activeTurnId: context.activeTurn!.turnId }),
+                reply: busyRefusal(context.activeTurn!.turnId),
               }),
             ),
           },
