@@ -428,7 +428,7 @@ describe('sub-agents (reference §5.10)', () => {
 
 describe('sub-agents in the inspector', () => {
   it('a child Session actor appears under its root in the actor tree, with its own turn', async () => {
-    const { createActorTracker } = await import('../../src/inspection/actor-tracker.js');
+    const { createActorTracker } = await import('../../src/inspector/server/actor-tracker.js');
     const storage = pgliteStorage();
     const tracker = createActorTracker();
     let release!: () => void;

@@ -2,7 +2,7 @@
  * The layers of `src/` import only downwards, and no module imports itself back through others
  * (issue 19): `errors` and `protocol` at the bottom; then `storage` and `machines`, which know
  * nothing of each other; then `services`; then the core (`core.ts`, `session-handle.ts`, `host/`);
- * then the entry points (`cli/`, `inspector/`, `inspection/`, `testing/`, `index.ts`). The graph is
+ * then the entry points (`cli/`, `inspector/` with its server in `inspector/server/`, `testing/`, `index.ts`). The graph is
  * read from the import specifiers of the source text, type-only imports included: a type a lower
  * layer borrows from a higher one is the same coupling as a value.
  *
@@ -27,7 +27,6 @@ const RANK: Record<string, number> = {
   host: 3,
   cli: 4,
   inspector: 4,
-  inspection: 4,
   testing: 4,
   index: 4,
 };

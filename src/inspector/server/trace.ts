@@ -7,9 +7,9 @@
  * calls with their arguments, result, duration and permission decision. Everything comes from
  * storage: a turn of an earlier process, or one loaded from Postgres, shows the same.
  */
-import { InspectionError } from '../errors.js';
-import type { ContentBlock, StoredMessage } from '../protocol/content.js';
-import type { SessionStorage, TraceSpanPayloadRecord, TraceSpanRecord, TurnRecord } from '../storage/storage.js';
+import { InspectionError } from '../../errors.js';
+import type { ContentBlock, StoredMessage } from '../../protocol/content.js';
+import type { SessionStorage, TraceSpanPayloadRecord, TraceSpanRecord, TurnRecord } from '../../storage/storage.js';
 
 /** One message of a model request as the trace view shows it. */
 export interface TraceRequestMessage {
