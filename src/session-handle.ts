@@ -306,8 +306,8 @@ export class SessionHandle {
     if (this.record.parentSessionId !== null) throw new CommandError('sub_agent_mode_fixed', 'a sub-agent session keeps the mode it was spawned with');
     if (this.ownershipLost) throw new CommandError('ownership_lost', `session ${this.sessionId} is owned by another runtime now; load it there`);
     if (this.stopped) throw new CommandError('actor_stopped', 'the session actor has stopped');
-    await this.deps.storage.setSandboxMode(this.sessionId, parsed.data);
-    this.record = { ...this.record, sandboxMode: parsed.data };
+    await this.deps.storage.setPermissionMode(this.sessionId, parsed.data);
+    this.record = { ...this.record, permissionMode: parsed.data };
     SessionHandle.raise(await this.send({ type: 'session.set_permission_mode', commandId: this.nextCommandId(), mode: parsed.data }));
   }
 

@@ -162,8 +162,8 @@ export class SqlSessionStorage implements SessionStorage {
     return sessions.deleteSession(this.ctx, sessionId);
   }
 
-  setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void> {
-    return sessions.setSandboxMode(this.ctx, sessionId, mode);
+  setPermissionMode(sessionId: string, mode: PermissionMode): Promise<void> {
+    return sessions.setPermissionMode(this.ctx, sessionId, mode);
   }
 
   getClientSettings(sessionId: string): Promise<Record<string, unknown> | null> {

@@ -28,9 +28,9 @@ export interface SessionRecord {
   taskName: string | null;
   agentRole: string | null;
   spawnSpanId: string | null;
-  sandboxMode: PermissionMode;
-  /** Where `sandboxMode` came from: `user_toggle` once `setSandboxMode` wrote it, `inherited` for sub-agents. */
-  sandboxModeOrigin: PermissionModeOrigin;
+  permissionMode: PermissionMode;
+  /** Where `permissionMode` came from: `user_toggle` once `setPermissionMode` wrote it, `inherited` for sub-agents. */
+  permissionModeOrigin: PermissionModeOrigin;
   reasoningEffort: string | null;
   toolResultPrunedThroughSequence: number | null;
 }
@@ -40,7 +40,7 @@ export interface NewSession {
   workingDirectory: string;
   title?: string | null;
   defaultModelId?: string | null;
-  sandboxMode?: PermissionMode;
+  permissionMode?: PermissionMode;
   reasoningEffort?: string | null;
   parentSessionId?: string | null;
   taskName?: string | null;
@@ -266,7 +266,7 @@ export interface SessionStorage {
   /** Newest first; `withTurns` leaves out sessions that never started a turn. */
   listSessions(options?: { limit?: number; includeChildren?: boolean; withTurns?: boolean }): Promise<SessionRecord[]>;
   deleteSession(sessionId: string): Promise<boolean>;
-  setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void>;
+  setPermissionMode(sessionId: string, mode: PermissionMode): Promise<void>;
   /** The host's own settings stored with a session (a JSON object the runtime never reads); null when none or no session. */
   getClientSettings(sessionId: string): Promise<Record<string, unknown> | null>;
   /** Replaces the host's settings of a session; false when there is no such session. */

@@ -173,7 +173,7 @@ describe('sub-agents (reference §5.10)', () => {
     const rootRow = (await storage.getSession(root.sessionId))!;
     expect(rootRow).toMatchObject({ parentSessionId: null, taskName: null, agentRole: null, spawnSpanId: null });
     const [child] = await core.listChildSessions(root.sessionId);
-    expect(child).toMatchObject({ parentSessionId: root.sessionId, taskName: 'scan', agentRole: 'explorer', spawnSpanId: expect.stringMatching(/^span\./), sandboxMode: 'accept_edits' });
+    expect(child).toMatchObject({ parentSessionId: root.sessionId, taskName: 'scan', agentRole: 'explorer', spawnSpanId: expect.stringMatching(/^span\./), permissionMode: 'accept_edits' });
     expect((await core.listSessions()).some((s) => s.id === child!.id)).toBe(false);
     // Another root may reuse the name.
     const other = await runtime(router((_r, i) => (i === 0 ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'scan', message: 'go' } }] } : { text: 'ok' }), () => ({ text: 'x' })));
@@ -284,7 +284,7 @@ describe('sub-agents (reference §5.10)', () => {
     expect(root.snapshot().permissionMode).toBe('auto');
     await run('go');
     const [child] = await core.listChildSessions(root.sessionId);
-    expect(child!.sandboxMode).toBe('accept_edits');
+    expect(child!.permissionMode).toBe('accept_edits');
     const refusal = model.requests.filter(isChild).at(-1)!.messages.at(-1) as { status: string; text: string };
     expect(refusal).toMatchObject({ status: 'denied', text: NON_INTERACTIVE_REFUSAL_TEXT });
     await expect((await core.loadSession(child!.id)).setPermissionMode('auto')).rejects.toMatchObject({ code: 'sub_agent_mode_fixed' });

@@ -34,8 +34,8 @@ export function sessionFromRow(r: Row): SessionRecord {
     taskName: strOrNull(r.task_name),
     agentRole: strOrNull(r.agent_role),
     spawnSpanId: strOrNull(r.spawn_span_id),
-    sandboxMode: r.sandbox_mode as PermissionMode,
-    sandboxModeOrigin: r.sandbox_mode_origin as PermissionModeOrigin,
+    permissionMode: r.sandbox_mode as PermissionMode,
+    permissionModeOrigin: r.sandbox_mode_origin as PermissionModeOrigin,
     reasoningEffort: strOrNull(r.reasoning_effort),
     toolResultPrunedThroughSequence: numOrNull(r.tool_result_pruned_through_sequence),
   };
