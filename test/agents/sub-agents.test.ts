@@ -419,7 +419,8 @@ describe('sub-agents (reference §5.10)', () => {
 
   it('one run loop: the machines have no sub-agent branches [reference §5.10 acc 24]', () => {
     const dir = join(process.cwd(), 'src', 'machines');
-    for (const file of readdirSync(dir)) {
+    // Each machine may have a folder of its own (issue 19): every file below src/machines counts.
+    for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.ts'))) {
       const source = readFileSync(join(dir, file), 'utf8');
       expect(source).not.toMatch(/parentSessionId|isSubAgent|parent_link|explorer/);
     }
