@@ -79,14 +79,14 @@ export class SessionHandle {
     this.record = deps.record;
     this.updateStream = new UpdateStream(deps.global);
     this.updates$ = this.updateStream.updates$;
-    deps.actor.on('session.reply', (event) => {
+    deps.actor.on('session.replied', (event) => {
       const resolve = this.pending.get(event.commandId);
       if (resolve) {
         this.pending.delete(event.commandId);
         resolve(event.reply);
       }
     });
-    deps.actor.on('session.update', (event) => {
+    deps.actor.on('session.published', (event) => {
       const envelope: SessionUpdateEnvelope = {
         version: SESSION_UPDATE_VERSION,
         sessionId: this.sessionId,

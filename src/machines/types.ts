@@ -187,12 +187,12 @@ export type TurnEvent =
   | { type: 'model.provider_opaque'; provider: string; data: unknown }
   | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
   /** The provider's latest rate-limit headers, read after a model call; the session merges them. */
-  | { type: 'model.rate_limits'; snapshot: RateLimitSnapshot }
+  | { type: 'model.rate_limits_reported'; snapshot: RateLimitSnapshot }
   | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
   | { type: 'toolcall.permission_resolved'; toolCallId: string; decision: PermissionDecision | 'cancelled' | 'actor_stopped' }
   | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
   | { type: 'toolcall.user_input_resolved'; toolCallId: string; outcome: 'answered' | 'cancelled'; answers?: UserInputAnswers }
-  | { type: 'toolcall.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  | { type: 'toolcall.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   /** From the `execute` actor of a call the Turn runs itself (`tools.run.executing`). */
   | { type: 'tool.progress'; progress: ToolProgress }
   | { type: 'tool.finished'; result: ToolResult };
@@ -207,7 +207,7 @@ export type ToolCallEvent =
 
 export type SessionParentEvent =
   | { type: 'session.publish'; update: SessionUpdate }
-  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
-  | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
+  | { type: 'turn.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  | { type: 'turn.rate_limits_reported'; snapshot: RateLimitSnapshot };
 
 export type { PendingApproval, PendingUserInput, LiveToolCall, StoredMessage };

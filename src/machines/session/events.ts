@@ -43,10 +43,10 @@ export type SessionEvent =
   | { type: 'session.stop_child'; childId: string }
   /** An update of the active turn or one of its tool calls, sent here directly to be sequenced. */
   | { type: 'session.publish'; update: SessionUpdate }
-  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
-  | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
+  | { type: 'turn.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  | { type: 'turn.rate_limits_reported'; snapshot: RateLimitSnapshot };
 
 /** What the Session machine emits: command answers and sequenced updates. */
 export type SessionEmitted =
-  | { type: 'session.reply'; commandId: string; reply: CommandReply }
-  | { type: 'session.update'; sequence: number; turnId: string | null; update: SessionUpdate };
+  | { type: 'session.replied'; commandId: string; reply: CommandReply }
+  | { type: 'session.published'; sequence: number; turnId: string | null; update: SessionUpdate };

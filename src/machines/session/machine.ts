@@ -4,7 +4,7 @@
  * SessionState). It answers every command (seed 000 §2), owns the ActiveTurn as an invoked Turn
  * actor, and is the only place where update sequence numbers are assigned.
  *
- * Commands carry a `commandId`; the answer is emitted as a `session.reply` event, so that a host
+ * Commands carry a `commandId`; the answer is emitted as a `session.replied` event, so that a host
  * call gets exactly the answer the chart decided.
  */
 import { assign, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
@@ -76,12 +76,12 @@ const sessionSetup = setup({
     publish: enqueueActions(({ context, enqueue }, params: { turnId: string | null; update: SessionUpdate }) => {
       const sequence = context.sequence + 1;
       enqueue.assign({ sequence });
-      enqueue.emit({ type: 'session.update', sequence, turnId: params.turnId, update: params.update });
+      enqueue.emit({ type: 'session.published', sequence, turnId: params.turnId, update: params.update });
     }),
     replyDuplicate: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'session.start_turn') return;
       enqueue.emit({
-        type: 'session.reply',
+        type: 'session.replied',
         commandId: event.commandId,
         reply: { ok: true, turnId: context.acceptedRequests[event.clientRequestId]! },
       });
@@ -89,7 +89,7 @@ const sessionSetup = setup({
     replyReloadRequired: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event)) return;
       enqueue.emit({
-        type: 'session.reply',
+        type: 'session.replied',
         commandId: event.commandId,
         reply: reloadRequiredRefusal(),
       });
@@ -131,20 +131,20 @@ const sessionSetup = setup({
     }),
     refuseTurnNotActive: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event) || !('turnId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: turnNotActiveRefusal(event.turnId) });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: turnNotActiveRefusal(event.turnId) });
     }),
     /** The turn is active but the card or question the command answers is not waiting. */
     refuseNotPending: enqueueActions(({ event, enqueue }, params: { code: 'permission_not_pending' | 'user_input_not_pending'; message: string }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refusal(params.code, params.message) });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: refusal(params.code, params.message) });
     }),
     refuseSessionActive: enqueueActions(({ event, enqueue }, params: { reason: string }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refusal('session_active', params.reason) });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: refusal('session_active', params.reason) });
     }),
     replyOk: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: { ok: true } });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: { ok: true } });
     }),
   },
 });
@@ -223,7 +223,7 @@ export const sessionMachine = sessionSetup.createMachine({
                 params: ({ event }) => ({ turnId: event.turnId, update: { type: 'turn_started', clientRequestId: event.clientRequestId } }),
               },
               enqueueActions(({ event, enqueue }) => {
-                enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: { ok: true, turnId: event.turnId } });
+                enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: { ok: true, turnId: event.turnId } });
               }),
             ],
           },
@@ -309,7 +309,7 @@ export const sessionMachine = sessionSetup.createMachine({
           {
             actions: enqueueActions(({ context, event, enqueue }) =>
               enqueue.emit({
-                type: 'session.reply',
+                type: 'session.replied',
                 commandId: event.commandId,
                 reply: busyRefusal(context.activeTurn!.turnId),
               }),
@@ -404,8 +404,8 @@ export const sessionMachine = sessionSetup.createMachine({
             { type: 'publish', params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, update: event.update }) },
           ],
         },
-        'turn.rate_limits': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },
-        'turn.grant': {
+        'turn.rate_limits_reported': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },
+        'turn.granted': {
           guard: ({ event }) => event.scope === 'session',
           actions: assign({ sessionGrants: ({ context, event }) => addGrant(context.sessionGrants, event.environmentId, event.grantKey) }),
         },

@@ -254,8 +254,8 @@ export class SimSystem {
         }
         case 'xstate.emit': {
           const emitted = action.params.event as { type: string; [k: string]: unknown };
-          if (emitted.type === 'session.reply') this.effects.replies.push(emitted as never);
-          if (emitted.type === 'session.update') this.effects.updates.push(emitted as never);
+          if (emitted.type === 'session.replied') this.effects.replies.push(emitted as never);
+          if (emitted.type === 'session.published') this.effects.updates.push(emitted as never);
           break;
         }
         case 'xstate.spawnChild': {
