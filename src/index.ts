@@ -68,7 +68,7 @@ export {
 export { INTERRUPTED_RESULT_TEXT } from './services/context/assemble.js';
 export { REMAINING_CALL_TEXT } from './machines/turn.js';
 
-export { sessionMachine } from './machines/session.js';
+export { sessionMachine } from './machines/session/machine.js';
 export { turnMachine } from './machines/turn.js';
 export { toolCallMachine } from './machines/tool-call/machine.js';
 

@@ -7,14 +7,15 @@
  */
 import type { Observable, Subject } from 'rxjs';
 import type { ActorRefFrom } from 'xstate';
-import { BusyError, CommandError, InputError, type CommandErrorCode } from './errors.js';
+import { BusyError, CommandError, InputError } from './errors.js';
 import type { NewMessage, StoredMessage } from './protocol/content.js';
 import { idProblem } from './protocol/command-input.js';
 import { permissionDecisionSchema, permissionModeSchema, startTurnParamsSchema, userInputSchema, type PermissionDecision, type PermissionMode, type StartTurnParams, type UserInput } from './protocol/input.js';
 import type { SessionSnapshot, SessionStatus, SandboxStatus } from './protocol/snapshot.js';
 import { SESSION_UPDATE_VERSION, type SessionUpdateEnvelope, type TurnOutcome } from './protocol/updates.js';
 import { answersMismatch, userInputAnswersSchema, type UserInputAnswers } from './protocol/user-input.js';
-import type { CommandReply, SessionEvent, sessionMachine } from './machines/session.js';
+import type { CommandReply, SessionEvent } from './machines/session/events.js';
+import type { sessionMachine } from './machines/session/machine.js';
 import { AGENT_MESSAGE_MAX_TOKENS, agentEnvelopeTokens, type AgentMessage } from './services/agents/mailbox.js';
 import type { Clock, IdGenerator } from './services/clock.js';
 import { estimateTokens } from './services/context/estimate.js';
@@ -78,14 +79,14 @@ export class SessionHandle {
     this.record = deps.record;
     this.updateStream = new UpdateStream(deps.global);
     this.updates$ = this.updateStream.updates$;
-    deps.actor.on('session.reply', (event) => {
+    deps.actor.on('session.replied', (event) => {
       const resolve = this.pending.get(event.commandId);
       if (resolve) {
         this.pending.delete(event.commandId);
         resolve(event.reply);
       }
     });
-    deps.actor.on('session.update', (event) => {
+    deps.actor.on('session.published', (event) => {
       const envelope: SessionUpdateEnvelope = {
         version: SESSION_UPDATE_VERSION,
         sessionId: this.sessionId,
@@ -152,7 +153,7 @@ export class SessionHandle {
   private static raise(reply: CommandReply): void {
     if (reply.ok) return;
     if (reply.code === 'busy') throw new BusyError(reply.activeTurnId ?? '');
-    throw new CommandError(reply.code as CommandErrorCode, reply.message);
+    throw new CommandError(reply.code, reply.message);
   }
 
   /**
@@ -305,8 +306,8 @@ export class SessionHandle {
     if (this.record.parentSessionId !== null) throw new CommandError('sub_agent_mode_fixed', 'a sub-agent session keeps the mode it was spawned with');
     if (this.ownershipLost) throw new CommandError('ownership_lost', `session ${this.sessionId} is owned by another runtime now; load it there`);
     if (this.stopped) throw new CommandError('actor_stopped', 'the session actor has stopped');
-    await this.deps.storage.setSandboxMode(this.sessionId, parsed.data);
-    this.record = { ...this.record, sandboxMode: parsed.data };
+    await this.deps.storage.setPermissionMode(this.sessionId, parsed.data);
+    this.record = { ...this.record, permissionMode: parsed.data };
     SessionHandle.raise(await this.send({ type: 'session.set_permission_mode', commandId: this.nextCommandId(), mode: parsed.data }));
   }
 

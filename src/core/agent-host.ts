@@ -132,7 +132,7 @@ export class SubAgents {
         taskName,
         agentRole: EXPLORER_ROLE,
         spawnSpanId,
-        sandboxMode: subAgentMode(root.handle.snapshot().permissionMode),
+        permissionMode: subAgentMode(root.handle.snapshot().permissionMode),
         defaultModelId: root.services.model.id,
       });
       if (keeper) await registry.acquireLease(record.id);

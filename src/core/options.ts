@@ -3,7 +3,7 @@
  * The options of `createCore` and of `Core.createSession`: what a host configures.
  */
 import type { InspectionEvent, Observer } from 'xstate';
-import type { TurnLimits } from '../machines/types.js';
+import type { TurnLimits } from '../machines/session/ports.js';
 import type { PermissionMode } from '../protocol/input.js';
 import type { SandboxStatus } from '../protocol/snapshot.js';
 import type { Clock, IdGenerator } from '../services/clock.js';

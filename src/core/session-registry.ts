@@ -8,8 +8,8 @@ import type { Subject } from 'rxjs';
 import { createActor, type ActorRefFrom } from 'xstate';
 import { CommandError, InputError } from '../errors.js';
 import { sessionWorkingDirectory } from '../host/working-directory.js';
-import type { LastTerminal, sessionMachine } from '../machines/session.js';
-import type { TurnLimits } from '../machines/types.js';
+import type { sessionMachine } from '../machines/session/machine.js';
+import type { LastTerminal, TurnLimits } from '../machines/session/ports.js';
 import { requireId } from '../protocol/command-input.js';
 import { textOf } from '../protocol/content.js';
 import { permissionModeSchema } from '../protocol/input.js';
@@ -152,10 +152,10 @@ export class SessionRegistry {
     };
     const input = {
       sessionId: record.id,
-      permissionMode: record.sandboxMode,
+      permissionMode: record.permissionMode,
       // Sub-agents run under a snapshot of their parent's mode; a root's mode is its stored one, a
       // toggle of the user's staying one across restarts.
-      permissionModeOrigin: isChild ? ('inherited' as const) : record.sandboxModeOrigin,
+      permissionModeOrigin: isChild ? ('inherited' as const) : record.permissionModeOrigin,
       nonInteractive: sessionServices.nonInteractive,
       systemContext: isChild ? this.deps.explorerSystemContext : this.deps.systemContext,
       limits: isChild ? EXPLORER_LIMITS : this.deps.limits,
@@ -293,7 +293,7 @@ export class SessionRegistry {
       workingDirectory,
       title: opts.title ?? null,
       defaultModelId: (opts.model ?? options.model).id,
-      sandboxMode: opts.permissionMode ?? 'auto',
+      permissionMode: opts.permissionMode ?? 'auto',
     });
     if (keeper) await this.acquireLease(record.id);
     const handle = this.start({

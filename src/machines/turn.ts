@@ -376,7 +376,7 @@ export const turnMachine = turnSetup.createMachine({
     'turn.mailbox': { actions: assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }) },
     'turn.set_mode': { actions: assign({ permissionMode: ({ event }) => event.mode, permissionModeOrigin: ({ event }) => event.origin }) },
     // Rate limits are session state (seed 004 §2): the turn only passes them up.
-    'model.rate_limits': { actions: sendParent(({ event }) => ({ type: 'turn.rate_limits' as const, snapshot: event.snapshot })) },
+    'model.rate_limits_reported': { actions: sendParent(({ event }) => ({ type: 'turn.rate_limits_reported' as const, snapshot: event.snapshot })) },
   },
   states: {
     starting: {
@@ -1044,14 +1044,14 @@ export const turnMachine = turnSetup.createMachine({
                 })),
               ],
             },
-            'toolcall.grant': {
+            'toolcall.granted': {
               actions: [
                 assign(({ context, event }) =>
                   event.scope === 'turn'
                     ? { turnGrants: addGrant(context.turnGrants, event.environmentId, event.grantKey) }
                     : { sessionGrants: addGrant(context.sessionGrants, event.environmentId, event.grantKey) },
                 ),
-                sendParent(({ event }) => ({ type: 'turn.grant', scope: event.scope, environmentId: event.environmentId, grantKey: event.grantKey })),
+                sendParent(({ event }) => ({ type: 'turn.granted', scope: event.scope, environmentId: event.environmentId, grantKey: event.grantKey })),
               ],
             },
             'toolcall.user_input_requested': {

@@ -10,21 +10,18 @@ import type { RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
 import type { PendingUserInput, UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
 import type { PermissionCard, SessionUpdate, ToolProgress, TurnOutcome } from '../protocol/updates.js';
-import type { AgentMessage } from '../services/agents/mailbox.js';
-import type { SystemPart } from '../services/model/port.js';
+import type { AgentMessage } from '../protocol/agent-message.js';
+import type { SystemPart } from '../protocol/model-messages.js';
 import type { ToolResult } from '../protocol/tool-result.js';
-import type { TokenUsage } from '../storage/storage.js';
+import type { TokenUsage } from '../protocol/usage.js';
+import type { Grants, TurnLimits } from './session/ports.js';
 
-export type Grants = Record<string, string[]>;
+// The grant table and the turn limits are the Session's; this keeps their old import path working.
+export type { Grants, TurnLimits } from './session/ports.js';
 
 export interface DoomState {
   signature: string | null;
   count: number;
-}
-
-export interface TurnLimits {
-  maxModelCalls: number;
-  doomLoopThreshold: number;
 }
 
 export type TerminalCode = 'permission_denied' | 'doom_loop' | 'persistence_error' | 'chat_state_error' | 'ownership_lost' | 'cancelled' | 'actor_stopped';
@@ -192,12 +189,12 @@ export type TurnEvent =
   | { type: 'model.provider_opaque'; provider: string; data: unknown }
   | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
   /** The provider's latest rate-limit headers, read after a model call; the session merges them. */
-  | { type: 'model.rate_limits'; snapshot: RateLimitSnapshot }
+  | { type: 'model.rate_limits_reported'; snapshot: RateLimitSnapshot }
   | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
   | { type: 'toolcall.permission_resolved'; toolCallId: string; decision: PermissionDecision | 'cancelled' | 'actor_stopped' }
   | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
   | { type: 'toolcall.user_input_resolved'; toolCallId: string; outcome: 'answered' | 'cancelled'; answers?: UserInputAnswers }
-  | { type: 'toolcall.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  | { type: 'toolcall.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   /** From the `check` actor of a call the Turn runs itself: validation's and authorisation's outcomes. */
   | { type: 'tool.validated'; output: ValidatedCall }
   | { type: 'tool.authorized'; output: AuthorizationOutput }
@@ -219,7 +216,7 @@ export type ToolCallEvent =
 
 export type SessionParentEvent =
   | { type: 'session.publish'; update: SessionUpdate }
-  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
-  | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
+  | { type: 'turn.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
+  | { type: 'turn.rate_limits_reported'; snapshot: RateLimitSnapshot };
 
 export type { PendingApproval, PendingUserInput, LiveToolCall, StoredMessage };

@@ -8,7 +8,7 @@ import type { PermissionCard, Phase, TurnOutcome } from './updates.js';
 import type { ToolResultStatus } from './content.js';
 import type { RateLimitSnapshot } from './rate-limits.js';
 import type { PendingUserInput } from './user-input.js';
-import type { TokenUsage } from '../storage/storage.js';
+import type { TokenUsage } from './usage.js';
 
 export interface LiveToolCall {
   toolCallId: string;

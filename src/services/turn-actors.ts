@@ -224,7 +224,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         /** The adapter's latest rate-limit headers travel to the session, which merges them (seed 004 §2). */
         const reportRateLimits = () => {
           const snapshot = session.model.rateLimits?.() ?? null;
-          if (snapshot) subscriber.next({ type: 'model.rate_limits', snapshot });
+          if (snapshot) subscriber.next({ type: 'model.rate_limits_reported', snapshot });
         };
 
         const fail = (error: unknown) => {

@@ -6,7 +6,7 @@
  */
 import type { ActorRefFrom } from 'xstate';
 import { OpenworkError } from '../errors.js';
-import type { sessionMachine } from '../machines/session.js';
+import type { sessionMachine } from '../machines/session/machine.js';
 import { liveToolCallOf, type ToolCallContext } from '../machines/tool-call/machine.js';
 import { directCallStatusOf, type TurnContext } from '../machines/turn.js';
 import type { LiveToolCall } from '../machines/types.js';

@@ -14,7 +14,7 @@ import { InputError } from '../errors.js';
 import type { NewMessage, StoredMessage } from '../protocol/content.js';
 import type { PermissionMode } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
-import type { TraceSignal } from '../services/trace/signals.js';
+import type { TraceSignal } from '../protocol/trace-signals.js';
 import type { WriteFence } from './fence.js';
 import { SqlSessionLeases } from './leases.js';
 import { migrate, type MigrationReport } from './migrate.js';
@@ -162,8 +162,8 @@ export class SqlSessionStorage implements SessionStorage {
     return sessions.deleteSession(this.ctx, sessionId);
   }
 
-  setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void> {
-    return sessions.setSandboxMode(this.ctx, sessionId, mode);
+  setPermissionMode(sessionId: string, mode: PermissionMode): Promise<void> {
+    return sessions.setPermissionMode(this.ctx, sessionId, mode);
   }
 
   getClientSettings(sessionId: string): Promise<Record<string, unknown> | null> {

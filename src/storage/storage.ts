@@ -6,10 +6,14 @@
 import type { NewMessage, StoredMessage } from '../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
 import type { PlanStep, TurnPlanRecord } from '../protocol/plan.js';
+import type { TokenUsage } from '../protocol/usage.js';
 import type { MigrationReport } from './migrate.js';
-import type { TraceSignal } from '../services/trace/signals.js';
+import type { TraceSignal } from '../protocol/trace-signals.js';
 import type { WriteFence } from './fence.js';
 import type { SessionLeaseStore } from './leases.js';
+
+// The usage type and its sum moved down to the protocol; this keeps the old import path working.
+export { addUsage, type TokenUsage } from '../protocol/usage.js';
 
 export interface SessionRecord {
   id: string;
@@ -24,9 +28,9 @@ export interface SessionRecord {
   taskName: string | null;
   agentRole: string | null;
   spawnSpanId: string | null;
-  sandboxMode: PermissionMode;
-  /** Where `sandboxMode` came from: `user_toggle` once `setSandboxMode` wrote it, `inherited` for sub-agents. */
-  sandboxModeOrigin: PermissionModeOrigin;
+  permissionMode: PermissionMode;
+  /** Where `permissionMode` came from: `user_toggle` once `setPermissionMode` wrote it, `inherited` for sub-agents. */
+  permissionModeOrigin: PermissionModeOrigin;
   reasoningEffort: string | null;
   toolResultPrunedThroughSequence: number | null;
 }
@@ -36,7 +40,7 @@ export interface NewSession {
   workingDirectory: string;
   title?: string | null;
   defaultModelId?: string | null;
-  sandboxMode?: PermissionMode;
+  permissionMode?: PermissionMode;
   reasoningEffort?: string | null;
   parentSessionId?: string | null;
   taskName?: string | null;
@@ -68,23 +72,6 @@ export interface TurnRecord {
   startedAt: string;
   endedAt: string | null;
   planUnfinishedStepCount: number | null;
-}
-
-export interface TokenUsage {
-  inputTokens: number;
-  outputTokens: number;
-  cachedInputTokens: number;
-  reasoningTokens: number;
-}
-
-/** The sum of two usages, field by field. */
-export function addUsage(a: TokenUsage, b: TokenUsage): TokenUsage {
-  return {
-    inputTokens: a.inputTokens + b.inputTokens,
-    outputTokens: a.outputTokens + b.outputTokens,
-    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
-    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
-  };
 }
 
 export interface BeginTurn {
@@ -292,7 +279,7 @@ export interface SessionStorage {
   /** Newest first; `withTurns` leaves out sessions that never started a turn. */
   listSessions(options?: { limit?: number; includeChildren?: boolean; withTurns?: boolean }): Promise<SessionRecord[]>;
   deleteSession(sessionId: string): Promise<boolean>;
-  setSandboxMode(sessionId: string, mode: PermissionMode): Promise<void>;
+  setPermissionMode(sessionId: string, mode: PermissionMode): Promise<void>;
   /** The host's own settings stored with a session (a JSON object the runtime never reads); null when none or no session. */
   getClientSettings(sessionId: string): Promise<Record<string, unknown> | null>;
   /** Replaces the host's settings of a session; false when there is no such session. */

@@ -66,7 +66,7 @@ describe('explorers and skills on the real tools', () => {
     );
     expect(await run('probe the workspace')).toMatchObject({ status: 'completed' });
     const [child] = await core.listChildSessions(session.sessionId);
-    expect(child!.sandboxMode).toBe('accept_edits');
+    expect(child!.permissionMode).toBe('accept_edits');
     const childRequests = model.requests.filter(isChild);
     expect(childRequests[0]!.tools.map((t) => t.name).sort()).toEqual(['bash', 'glob', 'grep', 'list', 'read']);
     expect(lastResult(childRequests[1]!)).toMatchObject({ status: 'success', text: expect.stringContaining('main.txt') });

@@ -20,7 +20,7 @@ import { scriptedModel, type ScriptedStep } from '../../src/services/model/scrip
 import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { approvalTool, echoTool } from '../../src/testing/tools.js';
-import type { SessionEvent } from '../../src/machines/session.js';
+import type { SessionEvent } from '../../src/machines/session/events.js';
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.js';
 import { isSummaryRequest, validSummary } from '../support/summaries.js';
 import { assertAllRequests, assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequences, assertStoredInvariants, type TurnRequest } from '../support/invariants.js';

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { createActorTracker, type TrackedActor, type TrackerChange } from '../../src/inspection/actor-tracker.js';
+import { createActorTracker, type TrackedActor, type TrackerChange } from '../../src/inspector/server/actor-tracker.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 import { usePglite } from '../support/databases.js';

@@ -5,8 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import type { AnyStateMachine } from 'xstate';
 import { getStateNodes, toDirectedGraph } from 'xstate/graph';
-import { machineChart, type ChartNode } from '../../src/inspection/charts.js';
-import { sessionMachine } from '../../src/machines/session.js';
+import { machineChart, type ChartNode } from '../../src/inspector/server/charts.js';
+import { sessionMachine } from '../../src/machines/session/machine.js';
 import { toolCallMachine } from '../../src/machines/tool-call.js';
 import { turnMachine } from '../../src/machines/turn.js';
 

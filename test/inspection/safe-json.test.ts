@@ -2,7 +2,7 @@
  * safeStringify never throws on what machine context can hold.
  */
 import { describe, expect, it } from 'vitest';
-import { safeStringify } from '../../src/inspection/safe-json.js';
+import { safeStringify } from '../../src/inspector/server/safe-json.js';
 
 describe('safeStringify', () => {
   it('turns cycles, bigints, functions, errors, maps, sets and non-finite numbers into JSON', () => {

@@ -9,8 +9,8 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { createActorTracker } from '../../src/inspection/actor-tracker.js';
-import { startInspectorServer, type InspectorServer } from '../../src/inspection/server.js';
+import { createActorTracker } from '../../src/inspector/server/actor-tracker.js';
+import { startInspectorServer, type InspectorServer } from '../../src/inspector/server/server.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, type Harness } from '../support/harness.js';

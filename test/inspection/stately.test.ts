@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
-import { connectStatelyInspector } from '../../src/inspection/stately.js';
+import { connectStatelyInspector } from '../../src/inspector/server/stately.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 import { usePglite } from '../support/databases.js';

@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createActor, fromPromise, type AnyActorRef, type AnyEventObject } from 'xstate';
-import { sessionMachine, type CommandReply, type SessionInput } from '../../src/machines/session.js';
+import { sessionMachine } from '../../src/machines/session/machine.js';
+import type { CommandReply } from '../../src/machines/session/events.js';
+import type { SessionInput } from '../../src/machines/session/ports.js';
 import type { TurnOutput } from '../../src/machines/types.js';
 import type { SessionUpdate } from '../../src/protocol/updates.js';
 import type { NewMessage } from '../../src/protocol/content.js';
@@ -57,8 +59,8 @@ function startSession(options: { input?: Partial<SessionInput>; turn?: any } = {
   const actor = createActor(logic, { input: { ...INPUT, ...options.input } });
   const replies = new Map<string, CommandReply>();
   const updates: Array<{ sequence: number; turnId: string | null; update: SessionUpdate }> = [];
-  actor.on('session.reply', (e) => void replies.set(e.commandId, e.reply));
-  actor.on('session.update', (e) => void updates.push({ sequence: e.sequence, turnId: e.turnId, update: e.update }));
+  actor.on('session.replied', (e) => void replies.set(e.commandId, e.reply));
+  actor.on('session.published', (e) => void updates.push({ sequence: e.sequence, turnId: e.turnId, update: e.update }));
   actor.start();
   let n = 0;
   /** Sends a command and returns the Session's answer to it. */
@@ -168,9 +170,9 @@ describe('Session machine (stub Turn)', () => {
   it('grant scopes: a Turn\'s session grant is kept by the session, a turn grant is not; allow (once) grants nothing', () => {
     const s = startSession();
     s.start();
-    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.grant', scope: 'turn', environmentId: 'env_1', grantKey: 'k_turn' } });
-    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.grant', scope: 'session', environmentId: 'env_1', grantKey: 'k_session' } });
-    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.grant', scope: 'session', environmentId: 'env_1', grantKey: 'k_session' } });
+    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.granted', scope: 'turn', environmentId: 'env_1', grantKey: 'k_turn' } });
+    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.granted', scope: 'session', environmentId: 'env_1', grantKey: 'k_session' } });
+    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.granted', scope: 'session', environmentId: 'env_1', grantKey: 'k_session' } });
     s.turnRef().send({ type: 'stub.publish', update: { type: 'permission_requested', toolCallId: 'turn_1.tc2', card: CARD } });
     s.command({ type: 'session.resolve_permission', turnId: 'turn_1', toolCallId: 'turn_1.tc2', decision: 'allow_once', at: 1 });
     expect(s.context().sessionGrants).toEqual({ env_1: ['k_session'] });
@@ -284,8 +286,8 @@ describe('Session machine (stub Turn)', () => {
     const s = startSession();
     s.start();
     expect(s.command({ type: 'session.begin_maintenance', kind: 'compact' })).toEqual({ ok: false, code: 'session_active', message: 'a turn is active' });
-    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.rate_limits', snapshot: { limitId: null, plan: 'pro' } } });
-    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.rate_limits', snapshot: { limitId: 'b', primary: null } } });
+    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.rate_limits_reported', snapshot: { limitId: null, plan: 'pro' } } });
+    s.turnRef().send({ type: 'stub.send', event: { type: 'turn.rate_limits_reported', snapshot: { limitId: 'b', primary: null } } });
     expect(s.context().rateLimits).toEqual({ limitId: 'b', primary: null, credits: null, plan: 'pro' });
   });
 

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AnyStateMachine } from 'xstate';
-import { sessionMachine } from '../../src/machines/session.js';
+import { sessionMachine } from '../../src/machines/session/machine.js';
 import { toolCallMachine } from '../../src/machines/tool-call.js';
 import { turnMachine } from '../../src/machines/turn.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';

@@ -78,7 +78,7 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
     const r = run(input('bash', cardStart()));
     r.child().send({ type: 'toolcall.decide', decision: 'allow_for_turn', at: 150 });
     expect(r.state()).toBe('executing');
-    expect(r.sent('parent', 'toolcall.grant')).toEqual([{ type: 'toolcall.grant', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' }]);
+    expect(r.sent('parent', 'toolcall.granted')).toEqual([{ type: 'toolcall.granted', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' }]);
     expect(r.execute.inputs[0]).toMatchObject({
       toolCallId: 'turn_1.tc1',
       providerCallId: 'call_1',
@@ -97,10 +97,10 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
   it('allow_for_session is a session grant; a plain allow grants nothing', () => {
     const a = run(input('bash', cardStart()));
     a.child().send({ type: 'toolcall.decide', decision: 'allow_for_session', at: 1 });
-    expect(a.sent('parent', 'toolcall.grant')).toEqual([{ type: 'toolcall.grant', scope: 'session', environmentId: 'env_1', grantKey: 'bash:ls' }]);
+    expect(a.sent('parent', 'toolcall.granted')).toEqual([{ type: 'toolcall.granted', scope: 'session', environmentId: 'env_1', grantKey: 'bash:ls' }]);
     const b = run(input('bash', cardStart()));
     b.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
-    expect(b.sent('parent', 'toolcall.grant')).toEqual([]);
+    expect(b.sent('parent', 'toolcall.granted')).toEqual([]);
   });
 
   it('a cancel while the card waits records the call as cancelled before it ran; a stop records its outcome as unknown', async () => {

@@ -160,7 +160,7 @@ describe('Turn machine (stub actors): the model call', () => {
         { type: 'model.call_recorded', estimatedInputTokens: 1 },
         { type: 'model.text_delta', delta: 'one', phase: 'commentary' },
         { type: 'model.text_delta', delta: 'two', newBlock: true },
-        { type: 'model.rate_limits', snapshot: { limitId: null } },
+        { type: 'model.rate_limits_reported', snapshot: { limitId: null } },
         { type: 'model.completed', usage: USAGE },
       ],
     ]);
@@ -173,7 +173,7 @@ describe('Turn machine (stub actors): the model call', () => {
       { type: 'text_delta', delta: 'one' },
       { type: 'text_delta', delta: '\n\ntwo' },
     ]);
-    expect(t.sent('parent', 'turn.rate_limits')).toEqual([{ type: 'turn.rate_limits', snapshot: { limitId: null } }]);
+    expect(t.sent('parent', 'turn.rate_limits_reported')).toEqual([{ type: 'turn.rate_limits_reported', snapshot: { limitId: null } }]);
   });
 
   it('model failures: a stream without completion is model_protocol_error, a provider error model_error, an unassembled request its own code, an unrecorded call persistence_error', async () => {
@@ -420,13 +420,13 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
     expect(t.published()).toContainEqual({ type: 'permission_requested', toolCallId: 'turn_1.tc1', card: CARD });
     t.child().send({ type: 'turn.decide', toolCallId: 'turn_1.tc1', decision: 'allow_for_turn', at: 9 });
     expect(t.toolCallLog[0]!.events).toEqual([{ type: 'toolcall.decide', decision: 'allow_for_turn', at: 9 }]);
-    call().send({ type: 'stub.send', event: { type: 'toolcall.grant', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' } });
-    call().send({ type: 'stub.send', event: { type: 'toolcall.grant', scope: 'session', environmentId: 'env_2', grantKey: 'k' } });
+    call().send({ type: 'stub.send', event: { type: 'toolcall.granted', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' } });
+    call().send({ type: 'stub.send', event: { type: 'toolcall.granted', scope: 'session', environmentId: 'env_2', grantKey: 'k' } });
     call().send({ type: 'stub.send', event: { type: 'toolcall.permission_resolved', toolCallId: 'turn_1.tc1', decision: 'allow_for_turn' } });
     expect(t.context()).toMatchObject({ turnGrants: { env_1: ['bash:ls'] }, sessionGrants: { env_2: ['k'] }, pendingApprovals: [] });
-    expect(t.sent('parent', 'turn.grant')).toEqual([
-      { type: 'turn.grant', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' },
-      { type: 'turn.grant', scope: 'session', environmentId: 'env_2', grantKey: 'k' },
+    expect(t.sent('parent', 'turn.granted')).toEqual([
+      { type: 'turn.granted', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' },
+      { type: 'turn.granted', scope: 'session', environmentId: 'env_2', grantKey: 'k' },
     ]);
     const output: ToolCallOutput = { waitTimedOut: null, toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'bash', result: OK, recorded: true, terminal: null, doom: { signature: 's', count: 1 }, plan: null };
     call().send({ type: 'stub.finish', output });

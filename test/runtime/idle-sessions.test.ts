@@ -36,7 +36,7 @@ describe('1,000 idle sessions', () => {
     // Stored by another runtime long ago: rows only, nothing loaded.
     const ids: string[] = [];
     for (let i = 0; i < COUNT; i += 1) {
-      ids.push((await storage.createSession({ id: `ses_idle_${i}`, workingDirectory: process.cwd(), title: `s${i}`, defaultModelId: 'scripted/echo', sandboxMode: 'auto' })).id);
+      ids.push((await storage.createSession({ id: `ses_idle_${i}`, workingDirectory: process.cwd(), title: `s${i}`, defaultModelId: 'scripted/echo', permissionMode: 'auto' })).id);
     }
 
     const core = await createCore({ storage, model: echo(), worldState: false, closeStorageOnShutdown: false });

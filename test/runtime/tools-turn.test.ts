@@ -55,7 +55,7 @@ async function start(steps: ScriptedStep[], options: { toolEnv?: ToolEnv; parent
   open.push(core);
   let session: SessionHandle;
   if (options.parentSessionId) {
-    const record = await storage.createSession({ id: `ses_child_${Math.random().toString(36).slice(2)}`, workingDirectory: tools.ws, parentSessionId: options.parentSessionId, taskName: 'explore_repo', agentRole: 'explorer', sandboxMode: 'auto' });
+    const record = await storage.createSession({ id: `ses_child_${Math.random().toString(36).slice(2)}`, workingDirectory: tools.ws, parentSessionId: options.parentSessionId, taskName: 'explore_repo', agentRole: 'explorer', permissionMode: 'auto' });
     session = await core.loadSession(record.id);
   } else {
     session = await core.createSession({ workingDirectory: tools.ws });

@@ -315,7 +315,7 @@ describe('turn features', () => {
         ['auto', 'session_default', 'auto'],
         ['accept_edits', 'user_toggle', 'accept_edits'],
       ]);
-      expect(await storage.getSession(h.session.sessionId)).toMatchObject({ sandboxMode: 'accept_edits', sandboxModeOrigin: 'user_toggle' });
+      expect(await storage.getSession(h.session.sessionId)).toMatchObject({ permissionMode: 'accept_edits', permissionModeOrigin: 'user_toggle' });
       expect(h.session.snapshot().permissionMode).toBe('accept_edits');
       await expect(h.session.setPermissionMode('yolo' as never)).rejects.toMatchObject({ code: 'invalid_request' });
 

@@ -129,9 +129,9 @@ describe.each(fromScratch)('storage contract on $name', (backend) => {
     // The mode's origin (beyond §9.1): a root starts at session_default, a sub-agent inherits, a toggle is the user's.
     const root = await storage.createSession({ id: `origin-root-${backend.name}`, workingDirectory: '/w' });
     const child = await storage.createSession({ id: `origin-child-${backend.name}`, workingDirectory: '/w', parentSessionId: root.id, taskName: 'origin', agentRole: 'explorer' });
-    expect([root.sandboxModeOrigin, child.sandboxModeOrigin]).toEqual(['session_default', 'inherited']);
-    await storage.setSandboxMode(root.id, 'accept_edits');
-    expect(await storage.getSession(root.id)).toMatchObject({ sandboxMode: 'accept_edits', sandboxModeOrigin: 'user_toggle' });
+    expect([root.permissionModeOrigin, child.permissionModeOrigin]).toEqual(['session_default', 'inherited']);
+    await storage.setPermissionMode(root.id, 'accept_edits');
+    expect(await storage.getSession(root.id)).toMatchObject({ permissionMode: 'accept_edits', permissionModeOrigin: 'user_toggle' });
     await expect(storage.db.query(`UPDATE sessions SET sandbox_mode_origin = 'guess' WHERE id = $1`, [root.id])).rejects.toThrow(/sessions_sandbox_mode_origin_valid/);
     await storage.deleteSession(root.id);
   }, 120_000);

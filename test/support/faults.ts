@@ -33,7 +33,7 @@ const WRITES = new Set<StorageMethod>([
   'finishTurn',
   'interruptTurn',
   'writeTraceSignals',
-  'setSandboxMode',
+  'setPermissionMode',
   'insertCheckpoint',
   'advancePruneWatermark',
   'createSession',

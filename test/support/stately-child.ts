@@ -4,7 +4,7 @@
  * that nothing is left that keeps Node alive.
  */
 import { createCore } from '../../src/core.js';
-import { connectStatelyInspector } from '../../src/inspection/stately.js';
+import { connectStatelyInspector } from '../../src/inspector/server/stately.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import { echoTool } from '../../src/testing/tools.js';

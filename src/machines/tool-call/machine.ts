@@ -129,7 +129,7 @@ const toolCallSetup = setup({
       if (event.type !== 'toolcall.decide') return;
       if (event.decision !== 'allow_for_turn' && event.decision !== 'allow_for_session') return;
       enqueue.sendParent({
-        type: 'toolcall.grant',
+        type: 'toolcall.granted',
         scope: event.decision === 'allow_for_turn' ? 'turn' : 'session',
         environmentId: context.card!.environmentId,
         grantKey: context.card!.grantKey,

@@ -3,7 +3,7 @@
  * The one sub-agent role (reference §5.4): `explorer`, read-only investigation.
  */
 import type { PermissionMode } from '../../protocol/input.js';
-import type { TurnLimits } from '../../machines/types.js';
+import type { TurnLimits } from '../../machines/session/ports.js';
 
 export const EXPLORER_ROLE = 'explorer';
 export const EXPLORER_TOOL_NAMES = ['read', 'grep', 'glob', 'list', 'bash'] as const;

@@ -3,20 +3,14 @@
  * Agent messages (reference §5.6): what a sub-agent delivers to its parent's mailbox, and the
  * `<agent_message>` envelope written as a user-role `agent_message` message when drained.
  */
+import type { AgentMessage, AgentMessageKind } from '../../protocol/agent-message.js';
 import type { NewMessage } from '../../protocol/content.js';
 import { estimateTokens } from '../context/estimate.js';
 
+// The message shape moved down to the protocol; this keeps the old import path working.
+export type { AgentMessage, AgentMessageKind } from '../../protocol/agent-message.js';
+
 export const AGENT_MESSAGE_MAX_TOKENS = 4_000;
-
-export type AgentMessageKind = 'final_answer' | 'interrupted' | 'failed';
-
-export interface AgentMessage {
-  /** Deterministic: `agent-msg:{child_session_id}:{child_turn_id}:{kind}`; re-delivery is a no-op. */
-  id: string;
-  taskName: string;
-  kind: AgentMessageKind;
-  body: string;
-}
 
 export function agentMessageId(childSessionId: string, childTurnId: string, kind: AgentMessageKind): string {
   return `agent-msg:${childSessionId}:${childTurnId}:${kind}`;

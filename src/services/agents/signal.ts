@@ -4,22 +4,17 @@
  * so that `wait_agent` returns at once when one is already there and wakes when one arrives.
  */
 
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
+import { globalTimers, startWait, type Timers } from '../abortable.js';
 
-const realTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
+// The timers' shape lives with the waits now; this keeps the old import path working.
+export type { Timers } from '../abortable.js';
 
 export class MailboxSignal {
   private readonly pending = new Map<string, number>();
   private readonly waiters = new Map<string, Set<() => void>>();
 
   /** `timers` is injected so that tests can run wait_agent's 10 s minimum fast. */
-  constructor(private readonly timers: Timers = realTimers) {}
+  constructor(private readonly timers: Timers = globalTimers) {}
 
   /** A message entered the session's mailbox. */
   delivered(sessionId: string): void {
@@ -41,23 +36,25 @@ export class MailboxSignal {
   /** Resolves true when a message is (or becomes) waiting, false after `timeoutMs`; rejects on abort. */
   wait(sessionId: string, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
     if (this.count(sessionId) > 0) return Promise.resolve(true);
-    return new Promise<boolean>((resolve, reject) => {
-      const set = this.waiters.get(sessionId) ?? new Set<() => void>();
-      this.waiters.set(sessionId, set);
-      const done = (value: boolean | Error) => {
-        this.timers.clearTimeout(timer);
-        set.delete(wake);
-        if (set.size === 0) this.waiters.delete(sessionId);
-        signal.removeEventListener('abort', onAbort);
-        if (value instanceof Error) reject(value);
-        else resolve(value);
-      };
-      const wake = () => done(true);
-      const onAbort = () => done(signal.reason instanceof Error ? signal.reason : new Error('wait_agent was cancelled'));
-      const timer = this.timers.setTimeout(() => done(false), timeoutMs);
-      set.add(wake);
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    });
+    // The timeout is the delay chart's `after` transition; a delivery wakes it early.
+    const wait = startWait(timeoutMs, this.timers, signal);
+    const set = this.waiters.get(sessionId) ?? new Set<() => void>();
+    this.waiters.set(sessionId, set);
+    const wake = () => wait.wake();
+    set.add(wake);
+    const forget = () => {
+      set.delete(wake);
+      if (set.size === 0 && this.waiters.get(sessionId) === set) this.waiters.delete(sessionId);
+    };
+    return wait.ended.then(
+      (end) => {
+        forget();
+        return end === 'woken';
+      },
+      (reason: unknown) => {
+        forget();
+        throw reason instanceof Error ? reason : new Error('wait_agent was cancelled');
+      },
+    );
   }
 }

@@ -19,8 +19,8 @@ import type { ModelRequest, ModelStreamEvent, SystemPart } from '../model/port.j
 import { checkModelStreamEvent, describeEvent } from '../model/stream-events.js';
 import { StorableTextStream } from '../../protocol/storable-text.js';
 import type { RuntimeServices, SessionServices } from '../runtime.js';
-import { modelCallSpan, type SpanData } from '../trace/signals.js';
-import type { Timers } from '../agents/signal.js';
+import { modelCallSpan, type SpanData } from '../../protocol/trace-signals.js';
+import { globalTimers, sleep, startWait, type Timers } from '../abortable.js';
 import { CompactionError, collectRuntimeState, renderReminder } from './runtime-state.js';
 import { SUMMARY_INSTRUCTION, SUMMARY_MAX_OUTPUT_TOKENS, validateSummary, type SummaryFailureClass } from './summary.js';
 
@@ -38,31 +38,7 @@ export interface CompactionOptions {
   timers: Timers;
 }
 
-const globalTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
-
 export const DEFAULT_COMPACTION_OPTIONS: CompactionOptions = { attempts: 3, attemptTimeoutMs: 120_000, retryDelayMs: 3_000, timers: globalTimers };
-
-/** Resolves after `ms` on `timers`, or rejects with the signal's reason as soon as it aborts. */
-function pause(timers: Timers, ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = () => {
-      timers.clearTimeout(handle);
-      reject(signal!.reason);
-    };
-    const handle = timers.setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 /** A checkpoint was committed but Chat State could not install it: the session must be reloaded. */
 export class ReloadRequiredError extends OpenworkError {
@@ -380,7 +356,7 @@ export class Compactor {
       if (outcome.ok) return { text: outcome.summary, usage: outcome.usage };
       if (outcome.classification === 'cancelled') throw signal?.reason ?? new Error('the compaction was cancelled');
       lastReason = outcome.reason;
-      if (n < this.options.attempts) await pause(this.options.timers, this.options.retryDelayMs, signal);
+      if (n < this.options.attempts) await sleep(this.options.retryDelayMs, signal, this.options.timers);
     }
     throw new CompactionError(`the summary failed ${this.options.attempts} times (SummaryRetriesExhausted): ${lastReason}`);
   }
@@ -397,10 +373,12 @@ export class Compactor {
     const onOuter = () => controller.abort(outer?.reason);
     outer?.addEventListener('abort', onOuter, { once: true });
     let timedOut = false;
-    const timer = this.options.timers.setTimeout(() => {
+    // The attempt's time limit is the delay chart's `after` transition on the injected timers.
+    const limit = startWait(this.options.attemptTimeoutMs, this.options.timers);
+    void limit.ended.then(() => {
       timedOut = true;
       controller.abort(new Error('summary attempt timed out'));
-    }, this.options.attemptTimeoutMs);
+    });
     let text = '';
     let completions = 0;
     let finishReason: string | undefined;
@@ -438,7 +416,7 @@ export class Compactor {
       if (error instanceof ModelError && error.code === 'context_overflow') return { ok: false, classification: 'input_overflow', reason: error.message, text, usage, finishReason };
       return { ok: false, classification: 'transient', reason: errorMessage(error), text, usage, finishReason };
     } finally {
-      this.options.timers.clearTimeout(timer);
+      limit.cancel();
       outer?.removeEventListener('abort', onOuter);
     }
   }

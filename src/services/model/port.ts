@@ -2,14 +2,13 @@
  * @module services/model/port
  * The provider-neutral model port: a request in, a stream of events out.
  */
-import type { MessageKind, ModelToolStatus, ProviderOpaqueBlock, ReasoningBlock, TextBlock, ToolCallBlock } from '../../protocol/content.js';
+import type { ProviderOpaqueBlock, ReasoningBlock, ToolCallBlock } from '../../protocol/content.js';
+import type { ModelMessage, SystemPart } from '../../protocol/model-messages.js';
 import type { RateLimitSnapshot } from '../../protocol/rate-limits.js';
-import type { TokenUsage } from '../../storage/storage.js';
+import type { TokenUsage } from '../../protocol/usage.js';
 
-export interface SystemPart {
-  key: string;
-  content: string;
-}
+// The message shapes moved down to the protocol; this keeps the old import path working.
+export type { ModelMessage, SystemPart } from '../../protocol/model-messages.js';
 
 export interface ToolDefinition {
   name: string;
@@ -17,11 +16,6 @@ export interface ToolDefinition {
   /** JSON Schema of the arguments object. */
   parameters: Record<string, unknown>;
 }
-
-export type ModelMessage =
-  | { role: 'user'; kind: MessageKind | 'synthetic'; content: TextBlock[] }
-  | { role: 'assistant'; content: Array<TextBlock | ReasoningBlock | ProviderOpaqueBlock | ToolCallBlock> }
-  | { role: 'tool'; callId: string; toolName: string; status: ModelToolStatus; text: string; synthetic?: boolean };
 
 /** What the runtime asks of a model; adapters encode it for their provider and read no other source. */
 export interface ModelRequest {

@@ -23,7 +23,7 @@ import type { ContentBlock } from '../../protocol/content.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../../protocol/updates.js';
 import type { ModelMessage, SystemPart } from '../model/port.js';
 import type { SpanSink } from '../trace/sink.js';
-import type { SpanContent, SpanData, TraceSignal } from '../trace/signals.js';
+import type { SpanContent, SpanData, TraceSignal } from '../../protocol/trace-signals.js';
 
 export interface TelemetryOptions {
   /** An `@opentelemetry/api` tracer, e.g. `trace.getTracer('openwork-core')` of the host's provider. */

@@ -4,14 +4,13 @@
  * session and not changed since; the string must occur once (or `replaceAll`).
  */
 import { z } from 'zod';
-import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../../protocol/model-texts.js';
-import { defineTool, type ToolContext, type ToolResult } from './define.js';
+import { type ToolContext, type ToolResult } from './define.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES, type WriteTarget } from './file-write.js';
 import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { defineWorkspaceTool } from './workspace-tool.js';
 
 const baseParameters = {
   path: z.string().min(1).describe('The file: absolute, or relative to the workspace root.'),
@@ -49,14 +48,13 @@ async function replaceIn(runtime: ToolRuntime, ctx: ToolContext, policy: Sandbox
 }
 
 export function editTool(runtime: ToolRuntime): SandboxedTool {
-  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
-  const tool = defineTool({
+  return defineWorkspaceTool(runtime, {
     name: 'edit',
-    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
-    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
-    parameters,
+    description: DESCRIPTION,
+    parameters: baseParameters,
+    access: 'write',
     async execute(args, ctx) {
-      const { path: raw, oldString, newString, replaceAll = false } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const { path: raw, oldString, newString, replaceAll = false } = args;
       if (oldString === '') return invalidArguments('oldString must not be empty; use write to create a file');
       if (oldString === newString) return invalidArguments('oldString and newString are the same');
       const policy = callPolicy(runtime, ctx);
@@ -72,12 +70,6 @@ export function editTool(runtime: ToolRuntime): SandboxedTool {
       } finally {
         await closeTarget(current.target);
       }
-    },
-  });
-  return Object.assign(tool, {
-    sandboxed: {
-      actor: 'file_tool' as const,
-      targets: (args: unknown) => [{ path: (args as { path: string }).path, access: 'write' as const }],
     },
   });
 }

@@ -5,14 +5,12 @@
 import { stat } from 'node:fs/promises';
 import picomatch from 'picomatch';
 import { z } from 'zod';
-import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../../protocol/model-texts.js';
-import { defineTool } from './define.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
 import { displayPath, searchRoot, SEARCH_TIMEOUT_MS, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { defineWorkspaceTool } from './workspace-tool.js';
 import { walk, type WalkState } from './walk.js';
 
 export const GLOB_MAX_RESULTS = 100;
@@ -28,14 +26,13 @@ const DESCRIPTION = [
 ].join(' ');
 
 export function globTool(runtime: ToolRuntime): SandboxedTool {
-  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
-  const tool = defineTool({
+  return defineWorkspaceTool(runtime, {
     name: 'glob',
-    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
-    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
-    parameters,
+    description: DESCRIPTION,
+    parameters: baseParameters,
+    access: 'read',
     async execute(args, ctx) {
-      const { pattern, path } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const { pattern, path } = args;
       const matches = picomatch(pattern, { dot: true, basename: !pattern.includes('/') });
       const policy = callPolicy(runtime, ctx);
       const root = await searchRoot(runtime, ctx, policy, path);
@@ -58,12 +55,6 @@ export function globTool(runtime: ToolRuntime): SandboxedTool {
       const notes = more + skippedNote(state.skipped) + stoppedNote(state.stopped);
       const text = shown.length === 0 ? `No files match ${JSON.stringify(pattern)} in ${displayPath(policy, root.path)}.${notes}` : `${shown.join('\n')}${notes}`;
       return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
-    },
-  });
-  return Object.assign(tool, {
-    sandboxed: {
-      actor: 'file_tool' as const,
-      targets: (args: unknown) => [{ path: (args as { path?: string }).path ?? '.', access: 'read' as const }],
     },
   });
 }

@@ -8,15 +8,14 @@
  */
 import picomatch from 'picomatch';
 import { z } from 'zod';
-import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../../protocol/model-texts.js';
-import { defineTool, type ToolResult } from './define.js';
+import { type ToolResult } from './define.js';
 import { LineMatcher } from './grep-matcher.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, invalidArguments, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
 import { displayPath, searchRoot, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { defineWorkspaceTool } from './workspace-tool.js';
 import { openForRead } from './verified-open.js';
 import { walk, type WalkState } from './walk.js';
 
@@ -54,14 +53,13 @@ function clip(line: string): string {
 }
 
 export function grepTool(runtime: ToolRuntime): SandboxedTool {
-  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
-  const tool = defineTool({
+  return defineWorkspaceTool(runtime, {
     name: 'grep',
-    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
-    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
-    parameters,
+    description: DESCRIPTION,
+    parameters: baseParameters,
+    access: 'read',
     async execute(args, ctx) {
-      const { pattern, path, include, ignoreCase } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const { pattern, path, include, ignoreCase } = args;
       let regex: RegExp;
       try {
         regex = new RegExp(pattern, ignoreCase ? 'iu' : 'u');
@@ -161,12 +159,6 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
       }
       const text = out.length === 0 ? `No matches for ${JSON.stringify(pattern)} in ${displayPath(policy, root.path)}.${notes}` : `${out.join('\n')}${notes}`;
       return boundResultText(text, spillTo, runtime.spill);
-    },
-  });
-  return Object.assign(tool, {
-    sandboxed: {
-      actor: 'file_tool' as const,
-      targets: (args: unknown) => [{ path: (args as { path?: string }).path ?? '.', access: 'read' as const }],
     },
   });
 }

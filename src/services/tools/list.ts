@@ -4,14 +4,12 @@
  * with a trailing `/`. Default 200 entries, at most 2,000.
  */
 import { z } from 'zod';
-import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../../protocol/model-texts.js';
-import { defineTool } from './define.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
 import { displayPath, searchRoot, SEARCH_TIMEOUT_MS, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { defineWorkspaceTool } from './workspace-tool.js';
 import { walk, type WalkState } from './walk.js';
 
 export const LIST_DEFAULT_LIMIT = 200;
@@ -26,14 +24,13 @@ const baseParameters = {
 const DESCRIPTION = 'Lists the entries of a directory; directories end with "/".';
 
 export function listTool(runtime: ToolRuntime): SandboxedTool {
-  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
-  const tool = defineTool({
+  return defineWorkspaceTool(runtime, {
     name: 'list',
-    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
-    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
-    parameters,
+    description: DESCRIPTION,
+    parameters: baseParameters,
+    access: 'read',
     async execute(args, ctx) {
-      const { path, recursive = false, limit = LIST_DEFAULT_LIMIT } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const { path, recursive = false, limit = LIST_DEFAULT_LIMIT } = args;
       const policy = callPolicy(runtime, ctx);
       const root = await searchRoot(runtime, ctx, policy, path);
       if (!root.ok) return root.result;
@@ -53,12 +50,6 @@ export function listTool(runtime: ToolRuntime): SandboxedTool {
       const notes = (more ? `\n(first ${limit} entries shown; raise limit (at most ${LIST_MAX_LIMIT}) or list a subdirectory)` : '') + skippedNote(state.skipped) + stoppedNote(state.stopped);
       const text = lines.length === 0 ? `${header}\n(empty)${notes}` : `${header}\n${lines.join('\n')}${notes}`;
       return boundResultText(text, spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
-    },
-  });
-  return Object.assign(tool, {
-    sandboxed: {
-      actor: 'file_tool' as const,
-      targets: (args: unknown) => [{ path: (args as { path?: string }).path ?? '.', access: 'read' as const }],
     },
   });
 }

@@ -5,14 +5,12 @@
  * file's hash for read-before-edit.
  */
 import { z } from 'zod';
-import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../../protocol/model-texts.js';
-import { defineTool } from './define.js';
 import { sha256 } from './file-change.js';
 import { FOOTER_RESERVE_BYTES, MAX_RESULT_BYTES } from './output.js';
 import { callPolicy, fence, resolvePath, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { defineWorkspaceTool } from './workspace-tool.js';
 import { openForRead } from './verified-open.js';
 
 export const READ_MAX_LINES = 2_000;
@@ -38,14 +36,13 @@ function isBinary(buf: Buffer): boolean {
 }
 
 export function readTool(runtime: ToolRuntime): SandboxedTool {
-  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
-  const tool = defineTool({
+  return defineWorkspaceTool(runtime, {
     name: 'read',
-    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
-    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
-    parameters,
+    description: DESCRIPTION,
+    parameters: baseParameters,
+    access: 'read',
     async execute(args, ctx) {
-      const { path: raw, offset = 1, limit = READ_MAX_LINES } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const { path: raw, offset = 1, limit = READ_MAX_LINES } = args;
       const policy = callPolicy(runtime, ctx);
       const resolved = resolvePath(runtime, policy, raw);
       if (!resolved.ok) return resolved.result;
@@ -93,12 +90,6 @@ export function readTool(runtime: ToolRuntime): SandboxedTool {
       }
       const footer = last < total ? `\n(lines ${offset}-${last} of ${total}; continue with offset=${last + 1})` : `\n(lines ${offset}-${last} of ${total}; end of file)`;
       return `${out.join('\n')}${footer}`;
-    },
-  });
-  return Object.assign(tool, {
-    sandboxed: {
-      actor: 'file_tool' as const,
-      targets: (args: unknown) => [{ path: (args as { path: string }).path, access: 'read' as const }],
     },
   });
 }

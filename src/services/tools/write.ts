@@ -4,12 +4,10 @@
  * existing file needs a read of its current content first.
  */
 import { z } from 'zod';
-import { escalationParameters } from '../permissions/escalation.js';
-import { denialRuleText } from '../../protocol/model-texts.js';
-import { defineTool } from './define.js';
 import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
 import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { defineWorkspaceTool } from './workspace-tool.js';
 
 const baseParameters = {
   path: z.string().min(1).describe('The file: absolute, or relative to the workspace root. Missing parent directories are created.'),
@@ -23,14 +21,13 @@ const DESCRIPTION = [
 ].join(' ');
 
 export function writeTool(runtime: ToolRuntime): SandboxedTool {
-  const parameters = z.object(runtime.launcher ? { ...baseParameters, ...escalationParameters } : baseParameters);
-  const tool = defineTool({
+  return defineWorkspaceTool(runtime, {
     name: 'write',
-    // The denial rule names sandboxPermissions only while the sandbox works (issue 20.2).
-    description: `${DESCRIPTION} ${denialRuleText(runtime.launcher !== null)}`,
-    parameters,
+    description: DESCRIPTION,
+    parameters: baseParameters,
+    access: 'write',
     async execute(args, ctx) {
-      const { path: raw, content } = args as z.infer<z.ZodObject<typeof baseParameters>>;
+      const { path: raw, content } = args;
       if (Buffer.byteLength(content) > MAX_WRITE_BYTES) return invalidArguments(`content is larger than ${MAX_WRITE_BYTES} bytes`);
       const policy = callPolicy(runtime, ctx);
       const resolved = resolvePath(runtime, policy, raw);
@@ -49,12 +46,6 @@ export function writeTool(runtime: ToolRuntime): SandboxedTool {
       } finally {
         await closeTarget(current.target);
       }
-    },
-  });
-  return Object.assign(tool, {
-    sandboxed: {
-      actor: 'file_tool' as const,
-      targets: (args: unknown) => [{ path: (args as { path: string }).path, access: 'write' as const }],
     },
   });
 }

@@ -4,9 +4,9 @@
  * recorder (issue 14 point 3). An actor starts a span here and whichever actor ends the call ends it
  * by id: the end carries the same fields as the start, and no actor file keeps a map of its own.
  */
-import type { Clock } from '../clock.js';
+import { isoNow, type Clock } from '../clock.js';
 import type { TraceRecorder } from './recorder.js';
-import type { SpanContent, SpanData, SpanPayload } from './signals.js';
+import type { SpanContent, SpanData, SpanPayload } from '../../protocol/trace-signals.js';
 
 export class OpenSpans {
   private readonly open = new Map<string, SpanData>();
@@ -40,7 +40,7 @@ export class OpenSpans {
     if (!span) return;
     this.open.delete(id);
     // A clock stepped back never ends a span before it started.
-    const endedAt = new Date(Math.max(this.clock.now(), Date.parse(span.startedAt))).toISOString();
+    const endedAt = isoNow(this.clock, span.startedAt);
     this.trace.record({
       type: 'span_ended',
       span: { ...span, ...patch, endedAt, attributes: { ...span.attributes, ...(patch.attributes ?? {}) } },

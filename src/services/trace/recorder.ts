@@ -3,7 +3,7 @@
  * The bounded trace queue (reference §11.1): capacity 1,024, batches of at most 64, one writer.
  * Nothing here ever throws into the agent loop; losses are counted, not raised.
  */
-import type { TraceSignal } from './signals.js';
+import type { TraceSignal } from '../../protocol/trace-signals.js';
 import type { SessionStorage } from '../../storage/storage.js';
 
 export interface TraceStats {

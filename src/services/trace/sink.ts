@@ -8,7 +8,7 @@
  */
 import type { SessionUpdateEnvelope } from '../../protocol/updates.js';
 import type { TraceRecorder } from './recorder.js';
-import type { TraceSignal } from './signals.js';
+import type { TraceSignal } from '../../protocol/trace-signals.js';
 
 export interface SpanSink {
   /** Every span start and end, as the stored trace receives it, plus its `content` by reference. */

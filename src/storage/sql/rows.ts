@@ -6,7 +6,7 @@
 import { errorMessage } from '../../errors.js';
 import type { NewMessage, StoredMessage } from '../../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../../protocol/input.js';
-import type { SpanData } from '../../services/trace/signals.js';
+import type { SpanData } from '../../protocol/trace-signals.js';
 import { iso, isoOrNull, num, numOrNull, strOrNull, type Row } from '../sql.js';
 import type { CheckpointRecord, CompactionRuntimeState, SessionRecord, TraceSpanRecord, TurnRecord } from '../storage.js';
 
@@ -34,8 +34,8 @@ export function sessionFromRow(r: Row): SessionRecord {
     taskName: strOrNull(r.task_name),
     agentRole: strOrNull(r.agent_role),
     spawnSpanId: strOrNull(r.spawn_span_id),
-    sandboxMode: r.sandbox_mode as PermissionMode,
-    sandboxModeOrigin: r.sandbox_mode_origin as PermissionModeOrigin,
+    permissionMode: r.sandbox_mode as PermissionMode,
+    permissionModeOrigin: r.sandbox_mode_origin as PermissionModeOrigin,
     reasoningEffort: strOrNull(r.reasoning_effort),
     toolResultPrunedThroughSequence: numOrNull(r.tool_result_pruned_through_sequence),
   };

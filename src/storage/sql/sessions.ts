@@ -28,7 +28,7 @@ export function createSession(ctx: SqlContext, input: NewSession): Promise<Sessi
         input.title ?? null,
         input.workingDirectory,
         input.defaultModelId ?? null,
-        input.sandboxMode ?? 'auto',
+        input.permissionMode ?? 'auto',
         input.reasoningEffort ?? null,
         input.parentSessionId ?? null,
         input.taskName ?? null,
@@ -85,7 +85,7 @@ export function deleteSession(ctx: SqlContext, sessionId: string): Promise<boole
   );
 }
 
-export function setSandboxMode(ctx: SqlContext, sessionId: string, mode: PermissionMode): Promise<void> {
+export function setPermissionMode(ctx: SqlContext, sessionId: string, mode: PermissionMode): Promise<void> {
   return ctx.run('set sandbox mode', async () => {
     const [owner, token] = ctx.fenceOf(sessionId);
     const result = await ctx.db.query(

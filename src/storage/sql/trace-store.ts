@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../protocol/canonical-json.js';
-import type { SpanData, SpanPayload, TraceSignal } from '../../services/trace/signals.js';
+import type { SpanData, SpanPayload, TraceSignal } from '../../protocol/trace-signals.js';
 import { numOrNull, type SqlExecutor } from '../sql.js';
 import { UPSERT_SPANS_END, UPSERT_SPANS_START, WRITE_TRACE_BATCH } from '../step-sql.js';
 import type { TracePurgeReport, TraceSpanPayloadRecord, TraceSpanRecord, TraceWriteReport } from '../storage.js';

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startInspectorRuntime, type InspectorRuntime } from '../../../src/inspector/runtime.js';
-import type { TurnTrace } from '../../../src/inspection/trace.js';
+import type { TurnTrace } from '../../../src/inspector/server/trace.js';
 import { RESULTS_DIR, browserUnavailable, launchBrowser, requireBrowser, type TestBrowser } from '../../support/browser.js';
 import { cleanEnv, ensureBuilt, ROOT } from '../../support/cli-process.js';
 import { createTestDatabase } from '../../support/databases.js';

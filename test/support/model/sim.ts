@@ -11,7 +11,8 @@
  * real runtime against it step by step.
  */
 import { createActor, fromTransition, type AnyActorRef, type AnyStateMachine } from 'xstate';
-import { sessionMachine, type CommandReply, type SessionMachineSnapshot } from '../../../src/machines/session.js';
+import type { CommandReply } from '../../../src/machines/session/events.js';
+import { sessionMachine, type SessionMachineSnapshot } from '../../../src/machines/session/machine.js';
 import { toolCallMachine } from '../../../src/machines/tool-call.js';
 import { turnMachine, type TurnSnapshot } from '../../../src/machines/turn.js';
 import type { SessionUpdate } from '../../../src/protocol/updates.js';
@@ -253,8 +254,8 @@ export class SimSystem {
         }
         case 'xstate.emit': {
           const emitted = action.params.event as { type: string; [k: string]: unknown };
-          if (emitted.type === 'session.reply') this.effects.replies.push(emitted as never);
-          if (emitted.type === 'session.update') this.effects.updates.push(emitted as never);
+          if (emitted.type === 'session.replied') this.effects.replies.push(emitted as never);
+          if (emitted.type === 'session.published') this.effects.updates.push(emitted as never);
           break;
         }
         case 'xstate.spawnChild': {

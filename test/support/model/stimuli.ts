@@ -15,7 +15,7 @@
  * is pending while the Session is in `maintenance`.
  */
 import type { AnyActorLogic } from 'xstate';
-import type { SessionInput } from '../../../src/machines/session.js';
+import type { SessionInput } from '../../../src/machines/session/ports.js';
 import type { ToolCallInput } from '../../../src/machines/types.js';
 import type { RateLimitSnapshot } from '../../../src/protocol/rate-limits.js';
 import { EXPLORER_LIMITS } from '../../../src/services/agents/explorer.js';
@@ -842,7 +842,7 @@ function modelEvents(sim: SimSystem, ev: ModelEventKind): Array<{ type: string; 
   const draft = (sim.snapshot('turn')!.context as TurnSnapshot['context']).draft;
   const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 };
   // The model actor passes the port's rate limits up whenever a stream ends, however it ends.
-  const limits = { type: 'model.rate_limits', snapshot: RATE_LIMITS };
+  const limits = { type: 'model.rate_limits_reported', snapshot: RATE_LIMITS };
   switch (ev) {
     case 'text':
       return [{ type: 'model.text_delta', delta: 'hello' }];

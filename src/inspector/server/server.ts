@@ -25,16 +25,16 @@ import { fileURLToPath } from 'node:url';
 import type { Subscription } from 'rxjs';
 import type { AnyStateMachine } from 'xstate';
 import { z } from 'zod';
-import type { Core } from '../core.js';
-import { InspectionError } from '../errors.js';
-import { sessionMachine } from '../machines/session.js';
-import { toolCallMachine } from '../machines/tool-call/machine.js';
-import { turnMachine } from '../machines/turn.js';
-import { permissionDecisionSchema } from '../protocol/input.js';
-import { userInputAnswersSchema } from '../protocol/user-input.js';
-import type { SessionHandle } from '../session-handle.js';
-import type { CompactionResult } from '../services/compaction/compaction.js';
-import type { CheckpointRecord } from '../storage/storage.js';
+import type { Core } from '../../core.js';
+import { InspectionError } from '../../errors.js';
+import { sessionMachine } from '../../machines/session/machine.js';
+import { toolCallMachine } from '../../machines/tool-call/machine.js';
+import { turnMachine } from '../../machines/turn.js';
+import { permissionDecisionSchema } from '../../protocol/input.js';
+import { userInputAnswersSchema } from '../../protocol/user-input.js';
+import type { SessionHandle } from '../../session-handle.js';
+import type { CompactionResult } from '../../services/compaction/compaction.js';
+import type { CheckpointRecord } from '../../storage/storage.js';
 import type { ActorTracker, TrackerChange } from './actor-tracker.js';
 import { machineChart, type MachineChart } from './charts.js';
 import { layoutChart, type ChartLayout } from './chart-layout.js';
@@ -78,7 +78,7 @@ export interface InspectorServer {
 
 /** The page: copied into `dist/inspector/page` by the build; in a clone, `inspector/page` beside `src/`. */
 const HERE = dirname(fileURLToPath(import.meta.url));
-const DEFAULT_PAGE_DIR = [resolve(HERE, '..', 'inspector', 'page'), resolve(HERE, '..', '..', 'inspector', 'page')].find((dir) => existsSync(join(dir, 'index.html'))) ?? resolve(HERE, '..', '..', 'inspector', 'page');
+const DEFAULT_PAGE_DIR = [resolve(HERE, '..', 'page'), resolve(HERE, '..', '..', '..', 'inspector', 'page')].find((dir) => existsSync(join(dir, 'index.html'))) ?? resolve(HERE, '..', '..', '..', 'inspector', 'page');
 const ASSET = /^[a-z0-9][a-z0-9-]*\.(html|js|css|png|svg)$/;
 const CONTENT_TYPES: Record<string, string> = {
   html: 'text/html; charset=utf-8',

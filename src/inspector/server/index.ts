@@ -1,5 +1,5 @@
 /**
- * @module openwork-core/inspection
+ * @module openwork-core/inspector
  * Watching sessions while debugging: the actor tracker (an XState inspection observer), the
  * statecharts drawn from the machine definitions, the local inspector server and page, and the
  * optional bridge to Stately's inspector relay.

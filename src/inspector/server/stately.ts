@@ -11,7 +11,7 @@
  * processes sending to one relay would collide: the ids are prefixed with the openwork session id.
  */
 import type { AnyActorRef, InspectionEvent, Observer } from 'xstate';
-import { InspectionError, errorMessage } from '../errors.js';
+import { InspectionError, errorMessage } from '../../errors.js';
 import { safeStringify } from './safe-json.js';
 
 export interface StatelyInspectorOptions {

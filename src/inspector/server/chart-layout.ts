@@ -10,7 +10,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { ElkExtendedEdge, ElkNode } from 'elkjs/lib/elk-api.js';
-import { InspectionError } from '../errors.js';
+import { InspectionError } from '../../errors.js';
 import type { ChartEdge, ChartNode, MachineChart } from './charts.js';
 
 /** What the page draws text with; `CHAR_WIDTH` is that font's advance (0.602 em for DejaVu Sans Mono). */

@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
-import { InputError, OpenworkError, errorMessage } from '../errors.js';
+import { InputError, OpenworkError, errorMessage } from '../../errors.js';
 
 /** Codes the HTTP layer itself answers with, beside the runtime's own error codes. */
 export type HttpErrorCode =

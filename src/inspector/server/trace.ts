@@ -7,9 +7,9 @@
  * calls with their arguments, result, duration and permission decision. Everything comes from
  * storage: a turn of an earlier process, or one loaded from Postgres, shows the same.
  */
-import { InspectionError } from '../errors.js';
-import type { ContentBlock, StoredMessage } from '../protocol/content.js';
-import type { SessionStorage, TraceSpanPayloadRecord, TraceSpanRecord, TurnRecord } from '../storage/storage.js';
+import { InspectionError } from '../../errors.js';
+import type { ContentBlock, StoredMessage } from '../../protocol/content.js';
+import type { SessionStorage, TraceSpanPayloadRecord, TraceSpanRecord, TurnRecord } from '../../storage/storage.js';
 
 /** One message of a model request as the trace view shows it. */
 export interface TraceRequestMessage {
@@ -21,15 +21,19 @@ export interface TraceRequestMessage {
   content: unknown;
 }
 
-export interface TraceModelCall {
-  kind: 'model_call';
+/** What every span of the trace view carries, whatever its kind. */
+export interface TraceSpanTimes {
   spanId: string;
   parentSpanId: string | null;
-  name: string;
   status: string;
   startedAt: string;
   endedAt: string | null;
   durationMs: number | null;
+}
+
+export interface TraceModelCall extends TraceSpanTimes {
+  kind: 'model_call';
+  name: string;
   modelCallIndex: number | null;
   attempts: number | null;
   /** Attempts after the first: the adapter's retries of this submission. */
@@ -49,14 +53,8 @@ export interface TraceModelCall {
   attributes: Record<string, unknown>;
 }
 
-export interface TraceToolCall {
+export interface TraceToolCall extends TraceSpanTimes {
   kind: 'tool_call';
-  spanId: string;
-  parentSpanId: string | null;
-  status: string;
-  startedAt: string;
-  endedAt: string | null;
-  durationMs: number | null;
   toolName: string;
   providerCallId: string | null;
   /** The arguments as the model wrote them (parsed when they are JSON). */
@@ -70,15 +68,9 @@ export interface TraceToolCall {
   attributes: Record<string, unknown>;
 }
 
-export interface TraceCompaction {
+export interface TraceCompaction extends TraceSpanTimes {
   kind: 'compaction';
-  spanId: string;
-  parentSpanId: string | null;
   name: string;
-  status: string;
-  startedAt: string;
-  endedAt: string | null;
-  durationMs: number | null;
   errorCode: string | null;
   errorMessage: string | null;
   attributes: Record<string, unknown>;

@@ -1,81 +1,25 @@
 /**
- * @module machines/session
+ * @module machines/session/machine
  * The Session machine: one root actor per loaded session (seed 000 SessionActor, seed 004
  * SessionState). It answers every command (seed 000 §2), owns the ActiveTurn as an invoked Turn
  * actor, and is the only place where update sequence numbers are assigned.
  *
- * Commands carry a `commandId`; the answer is emitted as a `session.reply` event, so that a host
+ * Commands carry a `commandId`; the answer is emitted as a `session.replied` event, so that a host
  * call gets exactly the answer the chart decided.
  */
-import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import type { NewMessage } from '../protocol/content.js';
-import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../protocol/input.js';
-import type { TurnPlanSnapshot } from '../protocol/plan.js';
-import { mergeRateLimits, type RateLimitSnapshot } from '../protocol/rate-limits.js';
-import type { PermissionCard, SessionUpdate, TurnOutcome } from '../protocol/updates.js';
-import type { UserInputAnswers, UserInputRequest } from '../protocol/user-input.js';
-import type { AgentMessage } from '../services/agents/mailbox.js';
-import type { SystemPart } from '../services/model/port.js';
-import { addUsage, type TokenUsage } from '../storage/storage.js';
-import { turnMachine } from './turn.js';
-import type { Grants, TurnLimits, TurnOutput } from './types.js';
-
-export type CommandErrorReply = { ok: false; code: string; message: string; activeTurnId?: string };
-export type CommandReply = { ok: true; turnId?: string } | CommandErrorReply;
-
-export type SessionEvent =
-  | {
-      type: 'session.start_turn';
-      commandId: string;
-      turnId: string;
-      clientRequestId: string;
-      messages: NewMessage[];
-      disabledSkillNames: string[];
-    }
-  | { type: 'session.cancel_turn'; commandId: string; turnId: string }
-  | { type: 'session.resolve_permission'; commandId: string; turnId: string; toolCallId: string; decision: PermissionDecision; at: number }
-  | { type: 'session.answer_user_input'; commandId: string; turnId: string; toolCallId: string; answers: UserInputAnswers }
-  | { type: 'session.steer_turn'; commandId: string; turnId: string; message: NewMessage }
-  | { type: 'session.deliver_agent_message'; commandId: string; message: AgentMessage }
-  | { type: 'session.set_permission_mode'; commandId: string; mode: PermissionMode }
-  | { type: 'session.begin_maintenance'; commandId: string; kind: 'compact' | 'rewind' }
-  | { type: 'session.end_maintenance'; reloadRequired: boolean }
-  /** An update of a compaction or rewind, which belongs to no turn. */
-  | { type: 'session.maintenance_update'; update: SessionUpdate }
-  | { type: 'session.shutdown'; commandId: string }
-  /** Spawns a sub-agent's Session actor under this (root) session with a per-agent system id. */
-  | { type: 'session.spawn_child'; childId: string; systemId: string; input: SessionInput }
-  | { type: 'session.stop_child'; childId: string }
-  /** An update of the active turn or one of its tool calls, sent here directly to be sequenced. */
-  | { type: 'session.publish'; update: SessionUpdate }
-  | { type: 'turn.grant'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
-  | { type: 'turn.rate_limits'; snapshot: RateLimitSnapshot };
-
-export type SessionEmitted =
-  | { type: 'session.reply'; commandId: string; reply: CommandReply }
-  | { type: 'session.update'; sequence: number; turnId: string | null; update: SessionUpdate };
-
-export interface LastTerminal {
-  turnId: string;
-  clientRequestId: string;
-  outcome: TurnOutcome;
-  plan: TurnPlanSnapshot | null;
-}
-
-export interface SessionInput {
-  sessionId: string;
-  permissionMode: PermissionMode;
-  permissionModeOrigin: PermissionModeOrigin;
-  nonInteractive: boolean;
-  systemContext: SystemPart[];
-  limits: TurnLimits;
-  compactAtTokens: number;
-  compactionEnabled: boolean;
-  tokenTotals: TokenUsage;
-  acceptedRequests: Record<string, string>;
-  lastTerminal: LastTerminal | null;
-  reloadRequired: boolean;
-}
+import { assign, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import type { NewMessage } from '../../protocol/content.js';
+import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
+import type { PermissionCard, SessionUpdate } from '../../protocol/updates.js';
+import type { UserInputRequest } from '../../protocol/user-input.js';
+import type { AgentMessage } from '../../protocol/agent-message.js';
+import { addUsage } from '../../protocol/usage.js';
+import { turnMachine } from '../turn.js';
+import type { TurnOutput } from '../types.js';
+import type { SessionEmitted, SessionEvent } from './events.js';
+import { busyRefusal, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal } from './outcomes.js';
+import { addGrant } from '../grants.js';
+import type { Grants, SessionInput } from './ports.js';
 
 export interface SessionContext extends SessionInput {
   sessionGrants: Grants;
@@ -97,19 +41,6 @@ export interface SessionContext extends SessionInput {
   systemError: string | null;
   /** The provider's rate limits as last reported, merged by seed 004 §2's rule. */
   rateLimits: RateLimitSnapshot | null;
-}
-
-function reply(commandId: string, value: CommandReply) {
-  return emit({ type: 'session.reply' as const, commandId, reply: value });
-}
-
-function refuse(code: string, message: string, extra: { activeTurnId?: string } = {}): CommandErrorReply {
-  return { ok: false, code, message, ...extra };
-}
-
-function addGrant(grants: Grants, environmentId: string, grantKey: string): Grants {
-  const existing = grants[environmentId] ?? [];
-  return existing.includes(grantKey) ? grants : { ...grants, [environmentId]: [...existing, grantKey] };
 }
 
 /** What an update of the active turn changes in the session: the card or question it waits on. */
@@ -159,12 +90,12 @@ const sessionSetup = setup({
       const sequence = context.sequence + 1;
       // One context copy per update: what the update changes in the session goes with its sequence.
       enqueue.assign(params.patch ? { ...params.patch, sequence } : { sequence });
-      enqueue.emit({ type: 'session.update', sequence, turnId: params.turnId, update: params.update });
+      enqueue.emit({ type: 'session.published', sequence, turnId: params.turnId, update: params.update });
     }),
     replyDuplicate: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'session.start_turn') return;
       enqueue.emit({
-        type: 'session.reply',
+        type: 'session.replied',
         commandId: event.commandId,
         reply: { ok: true, turnId: context.acceptedRequests[event.clientRequestId]! },
       });
@@ -172,9 +103,9 @@ const sessionSetup = setup({
     replyReloadRequired: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event)) return;
       enqueue.emit({
-        type: 'session.reply',
+        type: 'session.replied',
         commandId: event.commandId,
-        reply: refuse('reload_required', 'a compaction was committed but could not be installed; reload the session'),
+        reply: reloadRequiredRefusal(),
       });
     }),
     settleTurn: assign(({ context, event }) => {
@@ -198,40 +129,50 @@ const sessionSetup = setup({
     }),
     turnCrashed: assign(({ context, event }) => {
       const error = (event as unknown as { error: unknown }).error;
-      const message = error instanceof Error ? error.message : String(error);
       return {
         lastTerminal: {
           turnId: context.activeTurn!.turnId,
           clientRequestId: context.activeTurn!.clientRequestId,
-          outcome: { status: 'failed' as const, code: 'actor_stopped', message: `the turn actor failed: ${message}` },
+          outcome: turnCrashOutcome(error),
           plan: null,
         },
         mailbox: [...context.activeTurn!.mailbox, ...context.mailbox],
         activeTurn: null,
         pendingApproval: null,
         pendingUserInput: null,
-        systemError: `the turn actor failed: ${message}`,
+        systemError: turnCrashMessage(error),
       };
     }),
     refuseTurnNotActive: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event) || !('turnId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('turn_not_active', `turn ${event.turnId} is not active`) });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: turnNotActiveRefusal(event.turnId) });
     }),
     /** The turn is active but the card or question the command answers is not waiting. */
     refuseNotPending: enqueueActions(({ event, enqueue }, params: { code: 'permission_not_pending' | 'user_input_not_pending'; message: string }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse(params.code, params.message) });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: refusal(params.code, params.message) });
     }),
     refuseSessionActive: enqueueActions(({ event, enqueue }, params: { reason: string }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: refuse('session_active', params.reason) });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: refusal('session_active', params.reason) });
     }),
     replyOk: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event)) return;
-      enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: { ok: true } });
+      enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: { ok: true } });
     }),
   },
 });
+
+/**
+ * With no turn active (idle, maintenance) every command that names a turn is refused the same way,
+ * so both states take these handlers from one place.
+ */
+const refuseTurnCommands = {
+  'session.cancel_turn': { actions: 'refuseTurnNotActive' },
+  'session.resolve_permission': { actions: 'refuseTurnNotActive' },
+  'session.answer_user_input': { actions: 'refuseTurnNotActive' },
+  'session.steer_turn': { actions: 'refuseTurnNotActive' },
+} as const;
 
 export const sessionMachine = sessionSetup.createMachine({
   id: 'session',
@@ -296,21 +237,12 @@ export const sessionMachine = sessionSetup.createMachine({
                 params: ({ event }) => ({ turnId: event.turnId, update: { type: 'turn_started', clientRequestId: event.clientRequestId } }),
               },
               enqueueActions(({ event, enqueue }) => {
-                enqueue.emit({ type: 'session.reply', commandId: event.commandId, reply: { ok: true, turnId: event.turnId } });
+                enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: { ok: true, turnId: event.turnId } });
               }),
             ],
           },
         ],
-        'session.cancel_turn': { actions: 'refuseTurnNotActive' },
-        'session.resolve_permission': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.answer_user_input': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.steer_turn': {
-          actions: 'refuseTurnNotActive',
-        },
+        ...refuseTurnCommands,
         'session.deliver_agent_message': {
           actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
         },
@@ -332,16 +264,7 @@ export const sessionMachine = sessionSetup.createMachine({
         'session.deliver_agent_message': {
           actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
         },
-        'session.cancel_turn': { actions: 'refuseTurnNotActive' },
-        'session.resolve_permission': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.answer_user_input': {
-          actions: 'refuseTurnNotActive',
-        },
-        'session.steer_turn': {
-          actions: 'refuseTurnNotActive',
-        },
+        ...refuseTurnCommands,
         'session.maintenance_update': {
           actions: { type: 'publish', params: ({ event }) => ({ turnId: null, update: event.update }) },
         },
@@ -400,9 +323,9 @@ export const sessionMachine = sessionSetup.createMachine({
           {
             actions: enqueueActions(({ context, event, enqueue }) =>
               enqueue.emit({
-                type: 'session.reply',
+                type: 'session.replied',
                 commandId: event.commandId,
-                reply: refuse('busy', `session is busy with turn ${context.activeTurn!.turnId}`, { activeTurnId: context.activeTurn!.turnId }),
+                reply: busyRefusal(context.activeTurn!.turnId),
               }),
             ),
           },
@@ -480,8 +403,8 @@ export const sessionMachine = sessionSetup.createMachine({
             params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, update: event.update, patch: pendingOf(context, event.update) }),
           },
         },
-        'turn.rate_limits': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },
-        'turn.grant': {
+        'turn.rate_limits_reported': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },
+        'turn.granted': {
           guard: ({ event }) => event.scope === 'session',
           actions: assign({ sessionGrants: ({ context, event }) => addGrant(context.sessionGrants, event.environmentId, event.grantKey) }),
         },
