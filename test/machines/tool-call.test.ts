@@ -3,8 +3,14 @@
  * (decide, cancel, stop), runs (progress, a cancel while the tool runs, a tool that throws) and is
  * recorded (or the write fails), and the control tools (update_plan, request_user_input, the agent
  * tools). It runs under recording parents, as under its Turn and Session. No storage or tool runs.
+ *
+ * The machine is main's `src/machines/tool-call/` (machine, ports, outcomes), imported through the
+ * old path `machines/tool-call.ts`; a refused write is classified by the `errors.ts` class thrown
+ * (`CommandError('ownership_lost')`, an `OpenworkError` coded `chat_state_error`), as the store
+ * throws them, so the stubs reject with those classes.
  */
 import { describe, expect, it } from 'vitest';
+import { CommandError, OpenworkError, StorageError } from '../../src/errors.js';
 import { toolCallMachine, USER_DENIED_TEXT, CANCELLED_BEFORE_RUN_TEXT, UNANSWERED_TEXT, ACTOR_STOPPED_TEXT } from '../../src/machines/tool-call.js';
 import type { ToolCallInput, ToolCallOutput } from '../../src/machines/types.js';
 import { answersResultText } from '../../src/protocol/user-input.js';
@@ -155,15 +161,17 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
   });
 
   it('a refused write of the result ends the turn: ownership_lost, chat_state_error, else persistence_error; nothing is announced as finished', async () => {
-    for (const [code, terminal] of [
-      ['ownership_lost', 'ownership_lost'],
-      ['chat_state_error', 'chat_state_error'],
-      ['storage_unavailable', 'persistence_error'],
+    for (const [error, terminal] of [
+      [new CommandError('ownership_lost', 'write refused: fence'), 'ownership_lost'],
+      [new OpenworkError('chat_state_error', 'write refused: no such call'), 'chat_state_error'],
+      [new StorageError('write refused: disk'), 'persistence_error'],
+      // Only the classes count: a plain object that merely says `ownership_lost` is a storage failure.
+      [{ code: 'ownership_lost', message: 'write refused: plain object' }, 'persistence_error'],
     ] as const) {
-      const r = run(input('bash', cardStart()), { recordToolResult: rejecting({ code, message: `write refused: ${code}` }) });
+      const r = run(input('bash', cardStart()), { recordToolResult: rejecting(error) });
       r.child().send({ type: 'toolcall.decide', decision: 'deny', at: 1 });
       await flush();
-      expect(r.out()).toMatchObject({ recorded: false, terminal: { code: terminal, message: `write refused: ${code}` } });
+      expect(r.out()).toMatchObject({ recorded: false, terminal: { code: terminal, message: error.message } });
       expect(r.sent('grandparent', 'session.publish')).toEqual([]);
     }
   });
@@ -187,7 +195,7 @@ describe('tool-call machine (stub actors): control tools', () => {
     await flush();
     expect(refused.record.inputs[0]).toMatchObject({ result: { status: 'failed', text: 'bad plan' } });
     expect(refused.out()).toMatchObject({ recorded: true, terminal: null, plan: null });
-    const broken = run(input('update_plan', controlStart({})), { commitPlanUpdate: rejecting({ code: 'ownership_lost', message: 'taken over' }) });
+    const broken = run(input('update_plan', controlStart({})), { commitPlanUpdate: rejecting(new CommandError('ownership_lost', 'taken over')) });
     await flush();
     expect(broken.out()).toMatchObject({ recorded: false, terminal: { code: 'ownership_lost', message: 'taken over' }, result: { text: 'the plan could not be saved' } });
   });

@@ -5,17 +5,21 @@
  * under recording parents, as under its Session. No storage, model or tool runs; the composed
  * machines on the real runtime are test/machines/statecharts.test.ts.
  *
- * The actor ids are main's as of issue 19 (`sampleWorldState`, `validateToolCall`, ...): a chart
- * change that renames or folds one adjusts `actors()` below and the inputs the tests read.
+ * The actor ids are main's after the step-node, step-commits and result-vocab merges: the model
+ * call (`callModel`) samples World State itself and reports `model.sampled` before it assembles its
+ * request, and one `checkToolCall` actor validates a direct call and authorises it when the chart
+ * asks. A chart change that renames or folds one adjusts `actors()` below and the inputs the tests
+ * read.
  */
 import { Observable } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { fromEventObservable, type AnyEventObject } from 'xstate';
+import { CommandError } from '../../src/errors.js';
 import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
 import type { AuthorizationOutput, ToolCallOutput, TurnEvent, TurnInput, TurnOutput, ValidatedCall } from '../../src/machines/types.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
-import { CARD, deferred, flush, rejecting, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
+import { CARD, deferred, flush, rejecting, stubCheck, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
 
 const USAGE = { inputTokens: 3, outputTokens: 2, cachedInputTokens: 0, reasoningTokens: 0 };
 const OK: ToolResult = { status: 'succeeded', text: 'done' };
@@ -55,32 +59,50 @@ const toolCalls = (...names: string[]): TurnEvent[] => [
   { type: 'model.completed', usage: USAGE },
 ];
 
-type ModelStep = TurnEvent[] | { events: TurnEvent[]; error: unknown } | 'hang';
+type ModelStep = TurnEvent[] | { events: TurnEvent[]; error: unknown } | 'hang' | 'sampling';
 
 /**
- * The model call as a stub: each invocation plays the next step's events to the Turn and completes
- * (or fails with the step's error; `hang` is recorded, streams a little and never ends).
+ * The model call as a stub: each invocation reports World State sampled (`model.sampled`, as the
+ * real actor does before it assembles the request), plays the next step's events to the Turn and
+ * completes, or fails with the step's error (a `stage: 'sample'` error fails before anything is
+ * sampled). `hang` is recorded, streams a little and never ends; `sampling` stays in its sampling
+ * and the test goes on with `model.live` (the stream's subscriber).
  */
 function scriptedCallModel(steps: ModelStep[]) {
   const inputs: unknown[] = [];
+  const live: { subscriber: { next(event: TurnEvent): void; complete(): void } | null } = { subscriber: null };
   const logic = fromEventObservable<TurnEvent, any>(({ input }) => {
     inputs.push(input);
     const step = steps.shift();
     return new Observable<TurnEvent>((subscriber) => {
       if (step === undefined) return subscriber.error(new Error('the test scripted no more model calls'));
+      if (step === 'sampling') {
+        live.subscriber = subscriber;
+        return;
+      }
       if (step === 'hang') {
         // The call was recorded and the model is answering: the stream stays open until stopped.
+        subscriber.next({ type: 'model.sampled' });
         subscriber.next({ type: 'model.call_recorded', estimatedInputTokens: 1 });
         subscriber.next({ type: 'model.text_delta', delta: 'partial' });
         return;
       }
       const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
+      if ((error as { stage?: string } | undefined)?.stage !== 'sample') subscriber.next({ type: 'model.sampled' });
       for (const event of events) subscriber.next(event);
       if (error !== undefined) subscriber.error(error);
       else subscriber.complete();
     });
   });
-  return Object.assign(logic, { inputs });
+  return Object.assign(logic, { inputs, live });
+}
+
+const REGISTERED: ValidatedCall = { kind: 'registered', args: {}, doom: { signature: 's', count: 1 } };
+const EXECUTE: AuthorizationOutput = { kind: 'execute' };
+
+/** The `checkToolCall` stub: validation answers `validate` (registered by default), authorisation `authorize` (execute). */
+function check(answers: { validate?: ValidatedCall | ((input: any) => ValidatedCall | Promise<ValidatedCall>); authorize?: AuthorizationOutput | ((args: unknown) => AuthorizationOutput | Promise<AuthorizationOutput>) } = {}) {
+  return stubCheck<ValidatedCall, AuthorizationOutput>({ validate: answers.validate ?? REGISTERED, authorize: answers.authorize ?? EXECUTE });
 }
 
 function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
@@ -94,9 +116,7 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
     callModel: scriptedCallModel(model),
     persistAssistantMessage: stubPromise({ messageId: 'msg_a' }),
     compactConversation: stubPromise({ summarized: true, checkpointId: 'cp_1', conversationTokensBefore: 900, conversationTokensAfter: 100 }),
-    sampleWorldState: stubPromise(undefined),
-    validateToolCall: stubPromise<ValidatedCall>({ kind: 'registered', args: {}, doom: { signature: 's', count: 1 } }),
-    authorizeToolCall: stubPromise<AuthorizationOutput>({ kind: 'execute' }),
+    checkToolCall: check(),
     executeTool: stubExecute(),
     recordToolResult: stubPromise((i: { result: ToolResult }) => i.result),
     toolCall: stubChild<ToolCallOutput>(toolCallLog),
@@ -146,8 +166,8 @@ describe('Turn machine (stub actors): the model call', () => {
       { type: 'turn_finished', outcome: { status: 'completed', finalText: 'hello' }, usage: USAGE },
     ]);
     expect(t.stubs.beginTurn.inputs).toEqual([{ sessionId: 'ses_1', turnId: 'turn_1', clientRequestId: 'req_1', messages: turnInput().messages, reserveModelCall: true }]);
-    expect(t.stubs.sampleWorldState.inputs[0]).toMatchObject({ modelCallIndex: 1, samplingSequence: 1, permissionMode: 'auto' });
-    expect(t.stubs.callModel.inputs[0]).toMatchObject({ modelCallIndex: 1, spanId: 'turn_1.model1', thresholdCompaction: true });
+    // The model call samples World State itself; begin turn wrote its counters (`counted`).
+    expect(t.stubs.callModel.inputs[0]).toMatchObject({ modelCallIndex: 1, samplingSequence: 1, permissionMode: 'auto', spanId: 'turn_1.model1', thresholdCompaction: true, counted: true });
     expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ spanId: 'turn_1.model1', draft: { text: 'hello', textBlocks: [{ type: 'text', text: 'hello' }] } });
     expect(t.stubs.finishTurn.inputs).toEqual([
       { sessionId: 'ses_1', turnId: 'turn_1', outcome: { status: 'completed', finalText: 'hello' }, planUnfinishedStepCount: null, unmadeModelCall: 0 },
@@ -218,12 +238,41 @@ describe('Turn machine (stub actors): the model call', () => {
   });
 
   it('a World State the turn cannot sample fails it with the sampler\'s code; structured output that does not fit fails it output_invalid', async () => {
-    const sample = runTurn([], { actors: { sampleWorldState: rejecting({ code: 'skill_catalog_task_error', message: 'skills' }) } });
+    const sample = runTurn([{ events: [], error: { stage: 'sample', message: 'skills', cause: { code: 'skill_catalog_task_error', message: 'skills' } } }]);
     await flush();
     expect(sample.out().outcome).toEqual({ status: 'failed', code: 'skill_catalog_task_error', message: 'skills' });
+    // Begin turn reserved the call that was never made: the end takes it back.
+    expect(sample.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 1 });
+    const storage = runTurn([{ events: [], error: { stage: 'sample', message: 'down', cause: { code: 'storage_unavailable', message: 'down' } } }]);
+    await flush();
+    expect(storage.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'down' });
     const invalid = runTurn([answer('{}')], { actors: { persistAssistantMessage: stubPromise({ messageId: 'm', outputProblem: 'missing field a' }) } });
     await flush();
     expect(invalid.out()).toMatchObject({ outcome: { status: 'failed', code: 'output_invalid', message: 'missing field a' }, usage: USAGE });
+  });
+
+  it('the model call samples first: the Turn shows sampling until it hears model.sampled; a cancel meanwhile ends the turn cancelled there, the reserved call given back', async () => {
+    const t = runTurn(['sampling']);
+    await flush();
+    expect(t.state()).toEqual({ running_model: { streaming: 'sampling' } });
+    t.child().send({ type: 'turn.cancel' });
+    await flush();
+    // The sampling in flight finishes first: the cancel is only noted.
+    expect(t.state()).toEqual({ running_model: { streaming: 'sampling' } });
+    t.stubs.callModel.live.subscriber!.next({ type: 'model.sampled' });
+    await flush();
+    expect(t.out().outcome).toEqual({ status: 'cancelled' });
+    expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ outcome: { status: 'cancelled' }, unmadeModelCall: 1 });
+    // Without a cancel the call goes on to its request once sampled.
+    const r = runTurn(['sampling']);
+    await flush();
+    r.stubs.callModel.live.subscriber!.next({ type: 'model.sampled' });
+    await flush();
+    expect(r.state()).toEqual({ running_model: { streaming: 'requesting' } });
+    for (const event of answer('late')) r.stubs.callModel.live.subscriber!.next(event);
+    r.stubs.callModel.live.subscriber!.complete();
+    await flush();
+    expect(r.out().outcome).toEqual({ status: 'completed', finalText: 'late' });
   });
 
   it('stops at max_model_calls before a call over the limit', async () => {
@@ -245,8 +294,10 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     const t = runTurn([[{ type: 'model.over_threshold', estimatedInputTokens: 900 }], answer('after')], { input: { compactAtTokens: 500 } });
     await flush();
     expect(t.stubs.compactConversation.inputs[0]).toMatchObject({ trigger: 'threshold', estimatedInputTokens: 900, triggerModelSpanId: null, modelCallIndex: 1 });
-    expect(t.stubs.sampleWorldState.inputs.map((i: any) => i.samplingSequence)).toEqual([1, 2]);
+    expect(t.stubs.callModel.inputs.map((i: any) => i.samplingSequence)).toEqual([1, 2]);
     expect(t.stubs.callModel.inputs.map((i: any) => i.thresholdCompaction)).toEqual([true, false]);
+    // The compaction came before the call was made: begin turn's reservation still counts it.
+    expect(t.stubs.callModel.inputs.map((i: any) => i.counted)).toEqual([true, true]);
     expect(t.published()).toContainEqual({ type: 'conversation_compacted', compactionId: 'cp_1', kind: 'threshold', conversationTokensBefore: 900, conversationTokensAfter: 100 });
     expect(t.phases()).toEqual(['starting', 'running_model', 'compacting', 'running_model', 'completed']);
     expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'after' });
@@ -297,11 +348,14 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     const t = runTurn([toolCalls('echo'), answer('done')]);
     await flush();
     expect(t.state()).toEqual({ tools: { run: 'executing' } });
-    expect(t.stubs.validateToolCall.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', call: { callId: 'call_1', name: 'echo' }, parentSpanId: 'turn_1.model1', doomLoopThreshold: 3 });
+    expect(t.stubs.checkToolCall.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', call: { callId: 'call_1', name: 'echo' }, parentSpanId: 'turn_1.model1', doomLoopThreshold: 3 });
+    // One check actor: validated at once, then asked to authorise the parsed arguments.
+    expect(t.stubs.checkToolCall.authorized).toEqual([{}]);
     t.stubs.executeTool.send({ type: 'tool.progress', progress: { kind: 'stdout', chunk: 'x' } });
     t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
     await flush();
-    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', result: OK, executed: true, resolvedName: 'echo', approval: { decision: 'none', source: 'sandbox' } });
+    // The batch's last result reserves the next model call, which then writes no counters of its own.
+    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', result: OK, executed: true, resolvedName: 'echo', approval: { decision: 'none', source: 'sandbox' }, reserveModelCall: 2 });
     const tool = t.published().filter((u) => u.type.startsWith('tool_call'));
     expect(tool).toEqual([
       { type: 'tool_call_started', toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'echo', arguments: '{}', status: 'validating' },
@@ -309,17 +363,19 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
       { type: 'tool_call_finished', toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'echo', status: 'succeeded', text: 'done' },
     ]);
     expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'done' });
+    expect(t.stubs.callModel.inputs.map((i: any) => i.counted)).toEqual([true, true]);
+    expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
     expect(t.context().doom).toEqual({ signature: 's', count: 1 });
   });
 
   it('an invalid call is recorded without authorisation; a rule deny and a missing sandbox are recorded as denied without running', async () => {
     const invalid: ToolResult = { status: 'failed', text: 'bad args', error: { code: 'invalid_arguments', message: 'bad args', retryable: false } };
-    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { validateToolCall: stubPromise({ kind: 'invalid', result: invalid, doom: { signature: null, count: 0 }, resolvedName: null }) } });
+    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: { kind: 'invalid', result: invalid, doom: { signature: null, count: 0 }, resolvedName: null } }) } });
     await flush();
-    expect(v.stubs.authorizeToolCall.inputs).toEqual([]);
+    expect(v.stubs.checkToolCall.authorized).toEqual([]);
     expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: invalid, resolvedName: null, executed: false });
     for (const [source, code] of [['builtin', 'permission_denied'], ['sandbox_unavailable', 'sandbox_unavailable']] as const) {
-      const d = runTurn([toolCalls('bash'), answer('ok')], { actors: { authorizeToolCall: stubPromise({ kind: 'deny', text: 'no', source }) } });
+      const d = runTurn([toolCalls('bash'), answer('ok')], { actors: { checkToolCall: check({ authorize: { kind: 'deny', text: 'no', source } }) } });
       await flush();
       expect(d.stubs.executeTool.inputs).toEqual([]);
       expect(d.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'denied', text: 'no', error: { code } }, approval: { source } });
@@ -329,12 +385,12 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
 
   it('a card already granted for the turn or the session runs at once; non-interactive, a card is refused', async () => {
     for (const grants of [{ sessionGrants: { env_1: ['bash:ls'] } }]) {
-      const g = runTurn([toolCalls('bash'), answer('ok')], { input: grants, actors: { authorizeToolCall: stubPromise({ kind: 'card', card: CARD, at: 1 }) } });
+      const g = runTurn([toolCalls('bash'), answer('ok')], { input: grants, actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 1 } }) } });
       await flush();
       expect(g.stubs.executeTool.inputs[0]).toMatchObject({ approval: { decision: 'grant', source: 'user', card: CARD } });
       expect(g.toolCallLog).toEqual([]);
     }
-    const n = runTurn([toolCalls('bash'), answer('ok')], { input: { nonInteractive: true }, actors: { authorizeToolCall: stubPromise({ kind: 'card', card: CARD, at: 1 }) } });
+    const n = runTurn([toolCalls('bash'), answer('ok')], { input: { nonInteractive: true }, actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 1 } }) } });
     await flush();
     expect(n.stubs.executeTool.inputs).toEqual([]);
     expect(n.stubs.recordToolResult.inputs[0]).toMatchObject({
@@ -345,9 +401,12 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
 
   it('a doom loop records the call and ends the turn doom_loop, recording the rest of the batch as not run', async () => {
     const doom: ToolResult = { status: 'failed', text: 'same call three times', error: { code: 'doom_loop', message: 'same', retryable: false } } as never;
-    const t = runTurn([toolCalls('echo', 'echo')], { actors: { validateToolCall: stubPromise({ kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } }) } });
+    const t = runTurn([toolCalls('echo', 'echo')], { actors: { checkToolCall: check({ validate: { kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } } }) } });
     await flush();
     expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
+    // A result that ends the turn reserves no model call.
+    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: doom, reserveModelCall: 0 });
+    expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
     expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc2', call: { callId: 'call_2' } }], parentSpanId: 'turn_1.model1' });
     expect(t.published()).toContainEqual(
       expect.objectContaining({ type: 'tool_call_finished', toolCallId: 'turn_1.tc2', status: 'cancelled', text: REMAINING_CALL_TEXT }),
@@ -356,20 +415,22 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
 
   it('a cancel while the call is validated or authorised records it cancelled before it ran; while it runs, the tool is told and the turn ends cancelled', async () => {
     const gate = deferred<AuthorizationOutput>();
-    const a = runTurn([toolCalls('bash')], { actors: { authorizeToolCall: stubPromise(() => gate.promise) } });
+    const a = runTurn([toolCalls('bash')], { actors: { checkToolCall: check({ authorize: () => gate.promise }) } });
     await flush();
+    expect(a.state()).toEqual({ tools: { run: 'authorizing' } });
     a.child().send({ type: 'turn.cancel' });
     await flush();
     expect(a.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
     expect(a.out().outcome).toEqual({ status: 'cancelled' });
     // A cancel while it is validated: it is not authorised at all.
     const validating = deferred<ValidatedCall>();
-    const v = runTurn([toolCalls('bash')], { actors: { validateToolCall: stubPromise(() => validating.promise) } });
+    const v = runTurn([toolCalls('bash')], { actors: { checkToolCall: check({ validate: () => validating.promise }) } });
     await flush();
+    expect(v.state()).toEqual({ tools: { run: 'validating' } });
     v.child().send({ type: 'turn.cancel' });
     validating.resolve({ kind: 'registered', args: {}, doom: { signature: null, count: 0 } });
     await flush();
-    expect(v.stubs.authorizeToolCall.inputs).toEqual([]);
+    expect(v.stubs.checkToolCall.authorized).toEqual([]);
     expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
     expect(v.out().outcome).toEqual({ status: 'cancelled' });
     const r = runTurn([toolCalls('bash', 'echo')]);
@@ -383,14 +444,21 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
   });
 
   it('a result that cannot be recorded ends the turn with the write\'s code, and validation or authorisation that throws is a failed result', async () => {
-    const lost = runTurn([toolCalls('echo')], { actors: { recordToolResult: rejecting({ code: 'ownership_lost', message: 'taken' }) } });
+    // The write is classified by its class: the fence's CommandError('ownership_lost').
+    const lost = runTurn([toolCalls('echo')], { actors: { recordToolResult: rejecting(new CommandError('ownership_lost', 'taken')) } });
     await flush();
     lost.stubs.executeTool.send({ type: 'tool.finished', result: OK });
     await flush();
     expect(lost.out().outcome).toEqual({ status: 'failed', code: 'ownership_lost', message: 'taken' });
-    const broken = runTurn([toolCalls('echo'), answer('ok')], { actors: { validateToolCall: rejecting(new Error('zod blew up')) } });
+    const broken = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: () => Promise.reject(new Error('zod blew up')) }) } });
     await flush();
-    expect(broken.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'failed', text: 'tool call validation failed: zod blew up' } });
+    expect(broken.stubs.checkToolCall.authorized).toEqual([]);
+    expect(broken.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'failed', text: 'tool call validation failed: zod blew up' }, executed: false });
+    const unauthorized = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ authorize: () => Promise.reject(new Error('policy unreadable')) }) } });
+    await flush();
+    expect(unauthorized.stubs.executeTool.inputs).toEqual([]);
+    expect(unauthorized.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'failed', text: 'authorization failed: policy unreadable' }, executed: false });
+    expect(unauthorized.out().outcome).toEqual({ status: 'completed', finalText: 'ok' });
   });
 
   it('a cancel while the model streams stops it at once: the draft is discarded and the turn ends cancelled; a stop ends it actor_stopped', async () => {
@@ -411,7 +479,7 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
 
 describe('Turn machine (stub actors): a call that waits (the tool-call machine is a stub)', () => {
   it('a card to ask spawns the tool-call machine with what was decided; the Turn shows the card, relays the decision and keeps the grants', async () => {
-    const t = runTurn([toolCalls('bash'), answer('ok')], { actors: { authorizeToolCall: stubPromise({ kind: 'card', card: CARD, at: 7 }) } });
+    const t = runTurn([toolCalls('bash'), answer('ok')], { actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 7 } }) } });
     await flush();
     expect(t.toolCallLog[0]!.input).toMatchObject({ toolCallId: 'turn_1.tc1', start: { kind: 'card', card: CARD, at: 7, args: {}, doom: { signature: 's', count: 1 } } });
     const call = () => t.child().getSnapshot().children.toolCall!;
@@ -437,7 +505,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
 
   it('a cancel or stop reaches the waiting call; its terminal ends the turn', async () => {
     for (const [event, relayed] of [['turn.cancel', 'toolcall.cancel'], ['turn.stop', 'toolcall.stop']] as const) {
-      const t = runTurn([toolCalls('request_user_input')], { actors: { validateToolCall: stubPromise({ kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } }) } });
+      const t = runTurn([toolCalls('request_user_input')], { actors: { checkToolCall: check({ validate: { kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } } }) } });
       await flush();
       expect(t.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } });
       t.child().send({ type: event });
@@ -453,8 +521,8 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
   });
 
   it('consecutive wait_agent timeouts reaching the doom-loop threshold end the turn doom_loop', async () => {
-    const control = stubPromise({ kind: 'control', args: {}, doom: { signature: null, count: 0 } });
-    const t = runTurn([toolCalls('wait_agent'), toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 2 } }, actors: { validateToolCall: control } });
+    const control = check({ validate: { kind: 'control', args: {}, doom: { signature: null, count: 0 } } });
+    const t = runTurn([toolCalls('wait_agent'), toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 2 } }, actors: { checkToolCall: control } });
     const timedOut = (n: number): ToolCallOutput => ({ waitTimedOut: true, toolCallId: `turn_1.tc${n}`, providerCallId: 'call_1', toolName: 'wait_agent', result: { status: 'succeeded', text: 'timed out' }, recorded: true, terminal: null, doom: { signature: null, count: 0 }, plan: null });
     await flush();
     t.child().getSnapshot().children.toolCall!.send({ type: 'stub.finish', output: timedOut(1) });

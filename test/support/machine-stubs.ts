@@ -38,7 +38,10 @@ export function stubPromise<T, I = any>(answer: T | ((input: I) => T | Promise<T
   return Object.assign(logic, { inputs });
 }
 
-/** A promise actor that fails with `error` (an object with a `code`, as the storage errors are). */
+/**
+ * A promise actor that fails with `error`: an `errors.ts` class where the machine classifies by
+ * class (a tool result's write), or an object with a `code` where it reads only the code.
+ */
 export function rejecting(error: unknown) {
   return stubPromise<never>(() => {
     throw error;
@@ -71,6 +74,44 @@ export function stubExecute() {
       sendBack(event);
     },
   });
+}
+
+/**
+ * A stub of the Turn's `checkToolCall` callback actor (validation and authorisation of a call the
+ * Turn runs itself): like the real one it validates just after it starts, not inside the step that
+ * starts it, and reports `tool.validated`; it authorises only when the chart sends it
+ * `tool.authorize` (with the parsed arguments) and reports `tool.authorized`; an answer that throws
+ * or rejects is `tool.check_failed`. `inputs` holds each start's input, `authorized` the arguments
+ * of each `tool.authorize` it received. Nothing is reported once it was stopped.
+ */
+export function stubCheck<V, A>(answers: { validate: V | ((input: any) => V | Promise<V>); authorize: A | ((args: unknown) => A | Promise<A>) }) {
+  const inputs: any[] = [];
+  const authorized: unknown[] = [];
+  const answer = <T>(a: T | ((x: any) => T | Promise<T>), x: unknown): Promise<T> =>
+    Promise.resolve().then(() => (typeof a === 'function' ? (a as (x: unknown) => T | Promise<T>)(x) : a));
+  const logic = fromCallback<AnyEventObject, any>(({ input, sendBack, receive }) => {
+    inputs.push(input);
+    let stopped = false;
+    const report = (event: AnyEventObject) => {
+      if (!stopped) sendBack(event);
+    };
+    receive((event) => {
+      if (event.type !== 'tool.authorize') return;
+      authorized.push(event.args);
+      answer(answers.authorize, event.args).then(
+        (output) => report({ type: 'tool.authorized', output }),
+        (error: unknown) => report({ type: 'tool.check_failed', error }),
+      );
+    });
+    answer(answers.validate, input).then(
+      (output) => report({ type: 'tool.validated', output }),
+      (error: unknown) => report({ type: 'tool.check_failed', error }),
+    );
+    return () => {
+      stopped = true;
+    };
+  });
+  return Object.assign(logic, { inputs, authorized });
 }
 
 /** Lets every settled stub's continuation and the actors' mailboxes run. */
