@@ -96,6 +96,8 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
     r.execute.send({ type: 'tool.finished', result: OK });
     await flush();
     expect(r.record.inputs[0]).toMatchObject({ result: OK, executed: true, resolvedName: 'bash' });
+    // Only the Turn's direct call reserves the next model call with its result; a waiting call does not.
+    expect((r.record.inputs[0] as { reserveModelCall?: number }).reserveModelCall ?? 0).toBe(0);
     expect(r.out()).toMatchObject({ recorded: true, terminal: null, result: OK, waitTimedOut: null, plan: null });
     expect(r.sent('grandparent', 'session.publish').map((e) => e.update.type)).toEqual(['tool_call_progress', 'tool_call_finished']);
   });

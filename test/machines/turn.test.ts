@@ -404,9 +404,12 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     const t = runTurn([toolCalls('echo', 'echo')], { actors: { checkToolCall: check({ validate: { kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } } }) } });
     await flush();
     expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
-    // A result that ends the turn reserves no model call.
-    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: doom, reserveModelCall: 0 });
-    expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
+    // The batch's last call: its result ends the turn, so it reserves no model call.
+    const last = runTurn([toolCalls('echo')], { actors: { checkToolCall: check({ validate: { kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } } }) } });
+    await flush();
+    expect(last.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
+    expect(last.stubs.recordToolResult.inputs[0]).toMatchObject({ result: doom, reserveModelCall: 0 });
+    expect(last.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
     expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc2', call: { callId: 'call_2' } }], parentSpanId: 'turn_1.model1' });
     expect(t.published()).toContainEqual(
       expect.objectContaining({ type: 'tool_call_finished', toolCallId: 'turn_1.tc2', status: 'cancelled', text: REMAINING_CALL_TEXT }),
