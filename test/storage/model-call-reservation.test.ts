@@ -12,22 +12,9 @@ import { backends, useBackend } from '../support/databases.js';
 import { faultyStorage } from '../support/faults.js';
 import { harness } from '../support/harness.js';
 import { assertStoredInvariants } from '../support/invariants.js';
+import { beginRunningTurn, toolResultMessage, uid } from '../support/storage-fixtures.js';
 
-let counter = 0;
-function uid(prefix: string): string {
-  counter += 1;
-  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 8)}`;
-}
-
-const user = (text: string): NewMessage => ({ id: uid('msg'), role: 'user', kind: 'normal', content: [{ type: 'text', text }] });
-const toolResult = (callId: string, id = uid('msg')): NewMessage => ({
-  id,
-  role: 'tool',
-  kind: 'normal',
-  content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'ok' }],
-  providerCallId: callId,
-  toolName: 'echo',
-});
+const toolResult = toolResultMessage;
 const assistant = (callId: string): NewMessage => ({ id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'tool_call', callId, name: 'echo', arguments: '{}' }] });
 const usage = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 };
 const echo = (n: number) => ({ name: 'echo', arguments: { text: `e${n}` }, callId: `echo_${n}` });
@@ -42,23 +29,7 @@ describe.each(backends)('model-call reservation in storage on $name', (backend) 
     await storage.close();
   });
 
-  async function begin(reserveModelCall: boolean): Promise<{ sessionId: string; turnId: string }> {
-    const sessionId = uid('ses');
-    await storage.createSession({ id: sessionId, workingDirectory: '/work' });
-    const turnId = uid('turn');
-    await storage.beginTurn({
-      turnId,
-      sessionId,
-      clientRequestId: uid('req'),
-      modelId: 'scripted/m',
-      resolvedProviderId: 'scripted',
-      resolvedModelName: 'm',
-      appVersion: 'test',
-      messages: [user('hello')],
-      reserveModelCall,
-    });
-    return { sessionId, turnId };
-  }
+  const begin = (reserveModelCall: boolean) => beginRunningTurn(storage, { reserveModelCall });
 
   it('begin turn and a tool result reserve the next call in their own statement; the end takes an unmade one back', async () => {
     const { turnId } = await begin(true);

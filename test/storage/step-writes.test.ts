@@ -10,20 +10,10 @@ import type { NewMessage } from '../../src/protocol/content.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import { backends, createTestDatabase } from '../support/databases.js';
+import { beginRunningTurn, toolResultMessage, uid, userMessage } from '../support/storage-fixtures.js';
 
-let counter = 0;
-function uid(prefix: string): string {
-  counter += 1;
-  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 8)}`;
-}
-
-function user(text: string): NewMessage {
-  return { id: uid('msg'), role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
-}
-
-function toolResult(callId: string, id = uid('msg')): NewMessage {
-  return { id, role: 'tool', kind: 'normal', content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'ok' }], providerCallId: callId, toolName: 'echo' };
-}
+const user = (text: string): NewMessage => userMessage(text);
+const toolResult = toolResultMessage;
 
 function assistant(callId: string, id = uid('msg')): NewMessage {
   return { id, role: 'assistant', kind: 'normal', content: [{ type: 'tool_call', callId, name: 'echo', arguments: '{}' }] };
@@ -42,22 +32,7 @@ describe.each(backends)('the writes of a step on $name', (backend) => {
     await storage.close();
   });
 
-  async function runningTurn(): Promise<{ sessionId: string; turnId: string }> {
-    const sessionId = uid('ses');
-    await storage.createSession({ id: sessionId, workingDirectory: '/work' });
-    const turnId = uid('turn');
-    await storage.beginTurn({
-      turnId,
-      sessionId,
-      clientRequestId: uid('req'),
-      modelId: 'scripted/m',
-      resolvedProviderId: 'scripted',
-      resolvedModelName: 'm',
-      appVersion: 'test',
-      messages: [user('hello')],
-    });
-    return { sessionId, turnId };
-  }
+  const runningTurn = () => beginRunningTurn(storage);
 
   /** Counts what `fn` sends through the storage's database handle. */
   async function counted(fn: () => Promise<unknown>): Promise<{ queries: number; transactions: number }> {

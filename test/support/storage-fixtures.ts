@@ -1,0 +1,49 @@
+/**
+ * @module test/support/storage-fixtures
+ * The rows the storage suites start from, written through the port as the runtime writes them:
+ * unique ids, a user message, a tool result, and a session with one running turn.
+ */
+import type { NewMessage } from '../../src/protocol/content.js';
+import type { SessionStorage } from '../../src/storage/storage.js';
+
+let counter = 0;
+
+/** An id unique in this process and across runs against one database. */
+export function uid(prefix: string): string {
+  counter += 1;
+  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export function userMessage(text: string, id = uid('msg')): NewMessage {
+  return { id, role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
+}
+
+/** A succeeded result of the `echo` tool for the call `callId`. */
+export function toolResultMessage(callId: string, id = uid('msg')): NewMessage {
+  return { id, role: 'tool', kind: 'normal', content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'ok' }], providerCallId: callId, toolName: 'echo' };
+}
+
+/**
+ * A new session with one running turn begun by a user message (plus `messages` before it), as
+ * `startTurn` writes it; `reserveModelCall` as the Turn passes it for its first model call.
+ */
+export async function beginRunningTurn(
+  storage: Pick<SessionStorage, 'createSession' | 'beginTurn'>,
+  options: { sessionId?: string; messages?: NewMessage[]; reserveModelCall?: boolean } = {},
+): Promise<{ sessionId: string; turnId: string }> {
+  const sessionId = options.sessionId ?? uid('ses');
+  if (!options.sessionId) await storage.createSession({ id: sessionId, workingDirectory: '/work' });
+  const turnId = uid('turn');
+  await storage.beginTurn({
+    turnId,
+    sessionId,
+    clientRequestId: uid('req'),
+    modelId: 'scripted/m',
+    resolvedProviderId: 'scripted',
+    resolvedModelName: 'm',
+    appVersion: 'test',
+    messages: [...(options.messages ?? []), userMessage('hello')],
+    ...(options.reserveModelCall !== undefined ? { reserveModelCall: options.reserveModelCall } : {}),
+  });
+  return { sessionId, turnId };
+}
