@@ -19,7 +19,7 @@ import type {
   DrainOutput,
   FinishInput,
   PersistAssistantInput,
-} from '../machines/turn.js';
+} from '../machines/turn/ports.js';
 import { REMAINING_CALL_TEXT } from '../protocol/model-texts.js';
 import type { TurnEvent } from '../machines/types.js';
 import type { FinishTurn } from '../storage/storage.js';
