@@ -19,9 +19,9 @@ import type {
   DrainOutput,
   FinishInput,
   PersistAssistantInput,
+  TurnEvent,
 } from '../machines/turn/ports.js';
 import { REMAINING_CALL_TEXT } from '../protocol/model-texts.js';
-import type { TurnEvent } from '../machines/types.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
 import { assembleRequest, type PreparedModelCall } from './context/assemble.js';

@@ -17,7 +17,8 @@ import { fromEventObservable, type AnyEventObject } from 'xstate';
 import { CommandError } from '../../src/errors.js';
 import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
-import type { AuthorizationOutput, ToolCallOutput, TurnEvent, TurnInput, TurnOutput, ValidatedCall } from '../../src/machines/types.js';
+import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../../src/machines/types.js';
+import type { TurnEvent, TurnInput, TurnOutput } from '../../src/machines/turn/ports.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
 import { CARD, deferred, flush, rejecting, stubCheck, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
 

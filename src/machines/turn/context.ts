@@ -7,19 +7,8 @@ import type { TurnPlanSnapshot } from '../../protocol/plan.js';
 import type { Phase, TurnOutcome } from '../../protocol/updates.js';
 import type { TokenUsage } from '../../protocol/usage.js';
 import { doomLoopText } from '../../protocol/model-texts.js';
-import type {
-  DirectCall,
-  DoomState,
-  Grants,
-  LiveToolCall,
-  ModelDraft,
-  PendingApproval,
-  PendingUserInput,
-  ToolBatch,
-  ToolCallInput,
-  ToolCallOutput,
-  TurnInput,
-} from '../types.js';
+import type { DoomState, Grants, LiveToolCall, PendingApproval, PendingUserInput, ToolCallInput, ToolCallOutput } from '../types.js';
+import type { DirectCall, ModelDraft, ToolBatch, TurnInput } from './ports.js';
 import { failedOutcome } from './outcomes.js';
 
 export const ZERO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };

@@ -10,19 +10,23 @@ import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../pro
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
-import type { AuthorizationOutput, CheckToolCallEvent, ToolCallEvent, ToolCallInput, ToolCallOutput, TurnEvent, TurnInput, TurnOutput, ValidatedCall } from '../types.js';
+import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
 import { applyToolOutput, emptyDraft, type TurnContext } from './context.js';
 import { failedOutcome, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
   CallModelInput,
   CancelledCallsInput,
+  CheckToolCallEvent,
   CompactInput,
   CompactOutput,
   DrainInput,
   DrainOutput,
   FinishInput,
   PersistAssistantInput,
+  TurnEvent,
+  TurnInput,
+  TurnOutput,
 } from './ports.js';
 
 function notProvided(name: string): never {
