@@ -4,7 +4,7 @@
  * request assembly, model-call counters, the model stream, the assistant message, cancelled
  * remainders and the end of the turn. Provided to `turnMachine` by the core.
  */
-import { isoNow as isoAt } from './clock.js';
+import { isoNow } from './clock.js';
 import { Observable } from 'rxjs';
 import { fromEventObservable, fromPromise } from 'xstate';
 import { ModelError, errorMessage } from '../errors.js';
@@ -57,10 +57,6 @@ export function requestPointers(prepared: PreparedModelCall): Record<string, unk
     maxOutputTokens: prepared.request.maxOutputTokens ?? null,
     projection: prepared.projection,
   };
-}
-
-function isoNow(services: RuntimeServices, notBefore?: string): string {
-  return isoAt(services.clock, notBefore);
 }
 
 /** `error_message` of a turn closed as `interrupted` by the next start of its session (issue 13.1). */
@@ -168,7 +164,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             sessionId: input.sessionId,
             turnId: input.turnId,
             parentSpanId: null,
-            startedAt: isoNow(services),
+            startedAt: isoNow(services.clock),
             model: session.model,
             attributes: {
               modelCallIndex: input.modelCallIndex,
@@ -497,7 +493,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
     recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async ({ input }) => {
       for (const { toolCallId, call } of input.calls) {
-        const startedAt = isoNow(services);
+        const startedAt = isoNow(services.clock);
         const span = toolSpan({ sessionId: input.sessionId, turnId: input.turnId, toolCallId, providerCallId: call.callId, toolName: call.name, parentSpanId: input.parentSpanId, startedAt });
         services.spans.start(span);
         let persisted = false;

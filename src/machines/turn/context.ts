@@ -114,11 +114,6 @@ export function patchLive(list: LiveToolCall[], patch: Partial<LiveToolCall> & {
   return list.map((c) => (c.toolCallId === patch.toolCallId ? { ...c, ...patch } : c));
 }
 
-export function addGrant(grants: Grants, environmentId: string, grantKey: string): Grants {
-  const existing = grants[environmentId] ?? [];
-  return existing.includes(grantKey) ? grants : { ...grants, [environmentId]: [...existing, grantKey] };
-}
-
 export function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal: boolean): Partial<TurnContext> {
   const patch: Partial<TurnContext> = {
     batchIndex: context.batchIndex + 1,

@@ -10,7 +10,8 @@ import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate } f
 import { recordFailureTerminal, terminalAfterRun } from '../../tool-call/outcomes.js';
 import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
 import type { AuthorizationOutput, ValidatedCall } from '../../types.js';
-import { addGrant, applyToolOutput, nextModelCall, toolCallInputOf } from '../context.js';
+import { addGrant } from '../../grants.js';
+import { applyToolOutput, nextModelCall, toolCallInputOf } from '../context.js';
 import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
