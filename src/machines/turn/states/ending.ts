@@ -4,7 +4,7 @@
  * of a session another runtime owns now).
  */
 import { assign } from 'xstate';
-import { failedOutcome, storageFailure } from '../outcomes.js';
+import { failedOutcome, isOwnershipLost, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
 export const endingState = turnSetup.createStateConfig({
@@ -27,7 +27,7 @@ export const endingState = turnSetup.createStateConfig({
       // The end itself was refused for want of the lease: whatever the turn decided, none of it
       // after the takeover is stored, and the host hears why (issue 15).
       {
-        guard: ({ event }) => (event.error as { code?: string } | null)?.code === 'ownership_lost',
+        guard: ({ event }) => isOwnershipLost(event.error),
         target: 'failed',
         actions: assign({ outcome: ({ event }) => storageFailure(event.error) }),
       },
