@@ -13,7 +13,7 @@ import { MailboxSignal } from './services/agents/signal.js';
 import { InputError } from './errors.js';
 import { sessionMachine } from './machines/session/machine.js';
 import { toolCallMachine } from './machines/tool-call/machine.js';
-import { turnMachine } from './machines/turn.js';
+import { turnMachine } from './machines/turn/machine.js';
 import type { TurnLimits } from './machines/session/ports.js';
 import { requireId } from './protocol/command-input.js';
 import type { SandboxStatus, SessionStatus } from './protocol/snapshot.js';

@@ -66,10 +66,10 @@ export {
   NON_INTERACTIVE_REFUSAL_TEXT,
 } from './protocol/model-texts.js';
 export { INTERRUPTED_RESULT_TEXT } from './services/context/assemble.js';
-export { REMAINING_CALL_TEXT } from './machines/turn.js';
+export { REMAINING_CALL_TEXT } from './protocol/model-texts.js';
 
 export { sessionMachine } from './machines/session/machine.js';
-export { turnMachine } from './machines/turn.js';
+export { turnMachine } from './machines/turn/machine.js';
 export { toolCallMachine } from './machines/tool-call/machine.js';
 
 export type { UserInput, PermissionDecision, PermissionMode, PermissionModeOrigin, StartTurnParams } from './protocol/input.js';

@@ -2,9 +2,9 @@
  * @module services/turn-actors
  * The effects of the Turn machine, in the write order of reference §9.3: turn start, inbox drain,
  * request assembly, model-call counters, the model stream, the assistant message, cancelled
- * remainders and the end of the turn. Provided to `turnMachine` by the core.
+ * remainders (`cancelled-calls.ts`) and the end of the turn. Provided to `turnMachine` by the core.
  */
-import { isoNow as isoAt } from './clock.js';
+import { isoNow } from './clock.js';
 import { Observable } from 'rxjs';
 import { fromEventObservable, fromPromise } from 'xstate';
 import { ModelError, errorMessage } from '../errors.js';
@@ -12,56 +12,26 @@ import type { ContentBlock, NewMessage } from '../protocol/content.js';
 import type {
   BeginTurnInput,
   CallModelInput,
-  CancelledCallsInput,
   CompactInput,
   CompactOutput,
   DrainInput,
   DrainOutput,
   FinishInput,
   PersistAssistantInput,
-} from '../machines/turn.js';
-import { REMAINING_CALL_TEXT } from '../protocol/model-texts.js';
-import type { TurnEvent } from '../machines/types.js';
+  TurnEvent,
+} from '../machines/turn/ports.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
 import { assembleRequest, type PreparedModelCall } from './context/assemble.js';
+import { requestPointers } from './context/request-pointers.js';
 import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessage } from './context/world-state.js';
 import type { Compactor } from './compaction/compaction.js';
 import type { RuntimeServices } from './runtime.js';
-import { toolSpan } from './tool-call-actors.js';
-import { cancelledResult } from '../protocol/tool-result.js';
-import { commitToolResult } from './tools/result.js';
+import { recordCancelledCallsActor } from './cancelled-calls.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
 import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
 import { outputProblem } from '../host/output-schema.js';
-
-/**
- * The `request` payload: runs of persisted message sequences in request order (`[first, last]`),
- * with synthetic items in full. Constant size for an ordinary history, whatever its length.
- */
-export function requestPointers(prepared: PreparedModelCall): Record<string, unknown> {
-  const parts: Array<[number, number] | { synthetic: unknown }> = [];
-  prepared.sequences.forEach((sequence, i) => {
-    if (sequence === null) {
-      parts.push({ synthetic: prepared.request.messages[i] });
-      return;
-    }
-    const last = parts[parts.length - 1];
-    if (Array.isArray(last) && last[1] < sequence) last[1] = sequence;
-    else parts.push([sequence, sequence]);
-  });
-  return {
-    format: 'openwork.request-pointers/1',
-    messages: parts,
-    maxOutputTokens: prepared.request.maxOutputTokens ?? null,
-    projection: prepared.projection,
-  };
-}
-
-function isoNow(services: RuntimeServices, notBefore?: string): string {
-  return isoAt(services.clock, notBefore);
-}
 
 /** `error_message` of a turn closed as `interrupted` by the next start of its session (issue 13.1). */
 export const UNRECORDED_END_MESSAGE = 'the end of this turn could not be recorded; the next turn of the session closed it';
@@ -168,7 +138,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             sessionId: input.sessionId,
             turnId: input.turnId,
             parentSpanId: null,
-            startedAt: isoNow(services),
+            startedAt: isoNow(services.clock),
             model: session.model,
             attributes: {
               modelCallIndex: input.modelCallIndex,
@@ -495,24 +465,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       };
     }),
 
-    recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async ({ input }) => {
-      for (const { toolCallId, call } of input.calls) {
-        const startedAt = isoNow(services);
-        const span = toolSpan({ sessionId: input.sessionId, turnId: input.turnId, toolCallId, providerCallId: call.callId, toolName: call.name, parentSpanId: input.parentSpanId, startedAt });
-        services.spans.start(span);
-        let persisted = false;
-        try {
-          await commitToolResult(services, { sessionId: input.sessionId, turnId: input.turnId, providerCallId: call.callId, toolName: call.name, result: cancelledResult(REMAINING_CALL_TEXT) });
-          persisted = true;
-        } finally {
-          services.spans.end(span.id, {
-            status: 'cancelled',
-            errorCode: 'cancelled',
-            attributes: { permissionDecision: 'cancelled', permissionDecisionSource: 'system', resultPersisted: persisted },
-          });
-        }
-      }
-    }),
+    recordCancelledCalls: recordCancelledCallsActor(services),
 
     finishTurn: fromPromise<boolean, FinishInput>(async ({ input }) => {
       const outcome = input.outcome;

@@ -8,7 +8,7 @@ import type { ActorRefFrom } from 'xstate';
 import { OpenworkError } from '../errors.js';
 import type { sessionMachine } from '../machines/session/machine.js';
 import { liveToolCallOf, type ToolCallContext } from '../machines/tool-call/machine.js';
-import { directCallStatusOf, type TurnContext } from '../machines/turn.js';
+import { directCallStatusOf, type TurnContext } from '../machines/turn/context.js';
 import type { LiveToolCall } from '../machines/types.js';
 import type { SandboxStatus, SessionRuntimeSnapshot, SessionSnapshot, SessionStatus } from '../protocol/snapshot.js';
 import { SESSION_UPDATE_VERSION, type TurnOutcome } from '../protocol/updates.js';

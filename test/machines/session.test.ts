@@ -9,7 +9,7 @@ import { createActor, fromPromise, type AnyActorRef, type AnyEventObject } from 
 import { sessionMachine } from '../../src/machines/session/machine.js';
 import type { CommandReply } from '../../src/machines/session/events.js';
 import type { SessionInput } from '../../src/machines/session/ports.js';
-import type { TurnOutput } from '../../src/machines/types.js';
+import type { TurnOutput } from '../../src/machines/turn/ports.js';
 import type { SessionUpdate } from '../../src/protocol/updates.js';
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { AgentMessage } from '../../src/services/agents/mailbox.js';

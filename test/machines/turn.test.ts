@@ -14,10 +14,11 @@
 import { Observable } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { fromEventObservable, type AnyEventObject } from 'xstate';
-import { CommandError } from '../../src/errors.js';
+import { CommandError, OpenworkError } from '../../src/errors.js';
 import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
-import type { AuthorizationOutput, ToolCallOutput, TurnEvent, TurnInput, TurnOutput, ValidatedCall } from '../../src/machines/types.js';
+import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../../src/machines/types.js';
+import type { TurnEvent, TurnInput, TurnOutput } from '../../src/machines/turn/ports.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
 import { CARD, deferred, flush, rejecting, stubCheck, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
 
@@ -202,7 +203,9 @@ describe('Turn machine (stub actors): the model call', () => {
       [{ events: [{ type: 'model.call_recorded', estimatedInputTokens: 1 }], error: { code: 'rate_limited', message: '429' } }, { code: 'model_error', message: '429' }],
       [{ events: [], error: { stage: 'assemble', message: 'x', cause: { code: 'project_instruction_error', message: 'AGENTS.md unreadable' } } }, { code: 'project_instruction_error', message: 'AGENTS.md unreadable' }],
       [{ events: [], error: { stage: 'assemble', message: 'x', cause: new Error('odd') } }, { code: 'model_protocol_error', message: 'odd' }],
-      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'ownership_lost', message: 'taken' } } }, { code: 'ownership_lost', message: 'taken' }],
+      [{ events: [], error: { stage: 'record', message: 'x', cause: new CommandError('ownership_lost', 'taken') } }, { code: 'ownership_lost', message: 'taken' }],
+      // Only the errors.ts classes count: a plain object that merely says `ownership_lost` is a storage failure.
+      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'ownership_lost', message: 'plain' } } }, { code: 'persistence_error', message: 'plain' }],
       [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'storage_unavailable', message: 'down' } } }, { code: 'persistence_error', message: 'down' }],
     ];
     for (const [step, failure] of cases) {
@@ -216,10 +219,14 @@ describe('Turn machine (stub actors): the model call', () => {
     expect(t.published()).toContainEqual({ type: 'draft_cleared', reason: 'discarded' });
   });
 
-  it('storage failures at the turn\'s edges: begin (chat_state_error, else persistence_error), persist, and an unrecorded end keeps the outcome; ownership_lost at the end fails the turn', async () => {
-    const begin = runTurn([], { actors: { beginTurn: rejecting({ code: 'chat_state_error', message: 'two running turns' }) } });
+  it('storage failures at the turn\'s edges, read by the errors.ts classes: begin (chat_state_error, else persistence_error), persist, and an unrecorded end keeps the outcome; ownership_lost at the end fails the turn', async () => {
+    const begin = runTurn([], { actors: { beginTurn: rejecting(new OpenworkError('chat_state_error', 'two running turns')) } });
     await flush();
     expect(begin.out().outcome).toEqual({ status: 'failed', code: 'chat_state_error', message: 'two running turns' });
+    // A plain object that merely carries the code string is not the conversation's refusal.
+    const beginPlain = runTurn([], { actors: { beginTurn: rejecting({ code: 'chat_state_error', message: 'plain' }) } });
+    await flush();
+    expect(beginPlain.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'plain' });
     const beginOther = runTurn([], { actors: { beginTurn: rejecting({ code: 'storage_unavailable', message: 'down' }) } });
     await flush();
     expect(beginOther.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'down' });
@@ -232,9 +239,13 @@ describe('Turn machine (stub actors): the model call', () => {
     const endFails = runTurn([answer('x')], { actors: { finishTurn: rejecting({ code: 'storage_unavailable', message: 'down' }) } });
     await flush();
     expect(endFails.out()).toMatchObject({ outcome: { status: 'completed' }, endRecorded: false });
-    const lost = runTurn([answer('x')], { actors: { finishTurn: rejecting({ code: 'ownership_lost', message: 'taken over' }) } });
+    const lost = runTurn([answer('x')], { actors: { finishTurn: rejecting(new CommandError('ownership_lost', 'taken over')) } });
     await flush();
     expect(lost.out().outcome).toEqual({ status: 'failed', code: 'ownership_lost', message: 'taken over' });
+    // Only the fence's CommandError is a lost lease: a plain object saying so is an unrecorded end.
+    const lostPlain = runTurn([answer('x')], { actors: { finishTurn: rejecting({ code: 'ownership_lost', message: 'plain' }) } });
+    await flush();
+    expect(lostPlain.out()).toMatchObject({ outcome: { status: 'completed' }, endRecorded: false });
   });
 
   it('a World State the turn cannot sample fails it with the sampler\'s code; structured output that does not fit fails it output_invalid', async () => {

@@ -40,10 +40,6 @@ const STRANGERS: ReadonlyArray<readonly [string, string]> = [['storage', 'machin
  * new.
  */
 const ALLOWED_VIOLATIONS: readonly string[] = [
-  // The machines borrow the actors' types and a few constants from the services they invoke.
-  'machines/turn.ts -> services/agents/mailbox.ts',
-  // The machines name the storage port's row and outcome types, which belong in protocol/.
-  'machines/turn.ts -> storage/storage.ts',
   // A workspace tool reaches up for the core's default working directory.
   'services/tools/workspace.ts -> core.ts',
   // The structured-output schema check lives in host/ but the turn's actors run it.

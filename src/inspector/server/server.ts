@@ -29,7 +29,7 @@ import type { Core } from '../../core.js';
 import { InspectionError } from '../../errors.js';
 import { sessionMachine } from '../../machines/session/machine.js';
 import { toolCallMachine } from '../../machines/tool-call/machine.js';
-import { turnMachine } from '../../machines/turn.js';
+import { turnMachine } from '../../machines/turn/machine.js';
 import { permissionDecisionSchema } from '../../protocol/input.js';
 import { userInputAnswersSchema } from '../../protocol/user-input.js';
 import type { SessionHandle } from '../../session-handle.js';

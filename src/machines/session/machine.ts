@@ -15,7 +15,7 @@ import type { UserInputRequest } from '../../protocol/user-input.js';
 import type { AgentMessage } from '../../protocol/agent-message.js';
 import { addUsage } from '../../protocol/usage.js';
 import { turnMachine } from '../turn.js';
-import type { TurnOutput } from '../types.js';
+import type { TurnOutput } from '../turn/ports.js';
 import type { SessionEmitted, SessionEvent } from './events.js';
 import { busyRefusal, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal } from './outcomes.js';
 import { addGrant } from '../grants.js';

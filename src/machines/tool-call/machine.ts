@@ -76,7 +76,7 @@ function sessionOf(self: AnyActorRef): AnyActorRef {
  * A running call as the snapshot shows it, read from the tool-call actor's own state when a host
  * asks (instead of an event to the Turn on every status change of every call). Control tools
  * other than request_user_input show `validating`, as they always did; a call the Turn runs itself
- * has no such actor and shows the Turn's own state (`directCallStatusOf` in machines/turn.ts).
+ * has no such actor and shows the Turn's own state (`directCallStatusOf` in machines/turn/context.ts).
  */
 export function liveToolCallOf(snapshot: { value: unknown; context: ToolCallContext }): Pick<LiveToolCall, 'status' | 'result'> {
   const value = snapshot.value;

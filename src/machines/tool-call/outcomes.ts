@@ -28,12 +28,18 @@ export function storageTerminalCode(error: unknown): 'ownership_lost' | 'persist
 }
 
 /**
- * A result that could not be written: the conversation refused it (`chat_state_error`, a result
- * for a call it does not hold), the fence refused it, or the database failed. The turn ends.
+ * The code of a write that failed: the conversation refused it (`chat_state_error`, an
+ * `OpenworkError` such as a result for a call it does not hold), the fence refused it
+ * (`ownership_lost`), or the database failed (`persistence_error`). Used by the Turn's storage
+ * failures too, so both machines read a failure the same way.
  */
+export function storageFailureCode(error: unknown): 'chat_state_error' | 'ownership_lost' | 'persistence_error' {
+  return isOpenworkError(error) && error.code === 'chat_state_error' ? 'chat_state_error' : storageTerminalCode(error);
+}
+
+/** A result that could not be written (`storageFailureCode`): the turn ends. */
 export function recordFailureTerminal(error: unknown): ToolCallTerminal {
-  const code = isOpenworkError(error) && error.code === 'chat_state_error' ? 'chat_state_error' : storageTerminalCode(error);
-  return { code, message: failureText(error) };
+  return { code: storageFailureCode(error), message: failureText(error) };
 }
 
 /** How a turn ends after a tool finished running: stopped, cancelled (by request or by the tool), or not at all. */

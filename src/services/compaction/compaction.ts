@@ -4,7 +4,7 @@
  * `rewindConversation` (§3.10). A compaction never deletes a message: it writes a checkpoint whose
  * boundaries say which stretch the summary replaces, then installs the projection in Chat State.
  */
-import { isoNow as isoAt } from '../clock.js';
+import { isoNow } from '../clock.js';
 import { randomUUID } from 'node:crypto';
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -83,11 +83,6 @@ export interface CompactionHooks {
   beforeInstall?: (checkpoint: CheckpointRecord) => void;
 }
 
-function isoNow(services: RuntimeServices, notBefore?: string): string {
-  return isoAt(services.clock, notBefore);
-}
-
-
 /** The last real user request of the projection (reference §3.7): normal kind, real or replayed. */
 export function lastRealUserMessage(items: readonly ConversationItem[]): StoredMessage | null {
   for (let i = items.length - 1; i >= 0; i -= 1) {
@@ -156,7 +151,7 @@ export class Compactor {
     const services = this.services;
     const session = services.session(request.sessionId);
     const turn = request.turn;
-    const startedAt = isoNow(services);
+    const startedAt = isoNow(services.clock);
     const t0 = services.clock.now();
     const span: SpanData = {
       id: `cmpspan_${randomUUID()}`,
@@ -191,7 +186,7 @@ export class Compactor {
     const end = (patch: Partial<SpanData>) =>
       services.trace.record({
         type: 'span_ended',
-        span: { ...span, ...patch, attemptCount: attempts, endedAt: isoNow(services, startedAt), attributes: { ...span.attributes, ...(patch.attributes ?? {}) } },
+        span: { ...span, ...patch, attemptCount: attempts, endedAt: isoNow(services.clock, startedAt), attributes: { ...span.attributes, ...(patch.attributes ?? {}) } },
       });
 
     try {
@@ -320,7 +315,7 @@ export class Compactor {
     for (let n = 1; n <= this.options.attempts; n += 1) {
       if (signal?.aborted) throw signal.reason;
       countAttempt();
-      const startedAt = isoNow(services);
+      const startedAt = isoNow(services.clock);
       const attemptSpan = modelCallSpan({
         id: `${parent.id}.summary${n}`,
         traceId: parent.traceId,
@@ -343,7 +338,7 @@ export class Compactor {
         span: {
           ...attemptSpan,
           status: outcome.ok ? 'succeeded' : (outcome.classification as SpanData['status']),
-          endedAt: isoNow(services, startedAt),
+          endedAt: isoNow(services.clock, startedAt),
           inputTokens: outcome.usage?.inputTokens ?? null,
           outputTokens: outcome.usage?.outputTokens ?? null,
           errorCode: outcome.ok ? null : outcome.classification,
@@ -429,7 +424,7 @@ export class Compactor {
   async rewind(sessionId: string, compactionId: string): Promise<CompactionResult> {
     const services = this.services;
     const session = services.session(sessionId);
-    const startedAt = isoNow(services);
+    const startedAt = isoNow(services.clock);
     const t0 = services.clock.now();
     const span: SpanData = {
       id: `cmpspan_${randomUUID()}`,
@@ -446,7 +441,7 @@ export class Compactor {
     };
     services.trace.record({ type: 'span_started', span });
     const end = (patch: Partial<SpanData>) =>
-      services.trace.record({ type: 'span_ended', span: { ...span, ...patch, endedAt: isoNow(services, startedAt), attributes: { ...span.attributes, ...(patch.attributes ?? {}) } } });
+      services.trace.record({ type: 'span_ended', span: { ...span, ...patch, endedAt: isoNow(services.clock, startedAt), attributes: { ...span.attributes, ...(patch.attributes ?? {}) } } });
     try {
       const target = await services.storage.getCheckpoint(compactionId);
       if (!target || target.sessionId !== sessionId) {

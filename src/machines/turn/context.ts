@@ -1,0 +1,144 @@
+/**
+ * @module machines/turn/context
+ * The Turn's context and the pure functions over it: the empty draft, the next model call a fact
+ * reserves, a call's input, the live tool-call list and how a tool call's output lands in the turn.
+ */
+import type { TurnPlanSnapshot } from '../../protocol/plan.js';
+import type { Phase, TurnOutcome } from '../../protocol/updates.js';
+import type { TokenUsage } from '../../protocol/usage.js';
+import { doomLoopText } from '../../protocol/model-texts.js';
+import type { DoomState, Grants, LiveToolCall, PendingApproval, PendingUserInput, ToolCallInput, ToolCallOutput } from '../types.js';
+import type { DirectCall, ModelDraft, ToolBatch, TurnInput } from './ports.js';
+import { failedOutcome } from './outcomes.js';
+
+export const ZERO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
+
+export interface TurnContext extends TurnInput {
+  phase: Phase | null;
+  turnGrants: Grants;
+  pendingApprovals: PendingApproval[];
+  /** request_user_input questions waiting for the host's answers (seed 004 `pending_user_input`). */
+  pendingUserInput: PendingUserInput[];
+  modelCallIndex: number;
+  submissionCount: number;
+  /**
+   * The logical model call whose counters a fact already wrote (begin turn, the batch's last tool
+   * result), 0 for none: that call writes no counter statement of its own, and the turn's end takes
+   * it back if it is never made. `reserving` is the call a fact in flight asks for; it becomes
+   * `reservedCall` when that fact has committed.
+   */
+  reservedCall: number;
+  reserving: number;
+  toolCallCount: number;
+  usage: TokenUsage;
+  /** The last assembled request's estimate, for a compaction's trace. */
+  estimatedInputTokens: number | null;
+  draft: ModelDraft;
+  batch: ToolBatch | null;
+  batchIndex: number;
+  liveToolCalls: LiveToolCall[];
+  /** The call the Turn runs with its own actors (`tools.run`), until it ends or has to wait. */
+  direct: DirectCall | null;
+  doom: DoomState;
+  plan: TurnPlanSnapshot | null;
+  outcome: TurnOutcome | null;
+  stopRequest: 'cancel' | 'stop' | null;
+  compactionTrigger: 'threshold' | 'overflow' | null;
+  /** One overflow resubmission per logical model call (seed 000 §4). */
+  overflowResubmitted: boolean;
+  /** A threshold compaction (pruning, maybe a summary) was already tried in this logical call. */
+  thresholdTried: boolean;
+  /** A summary checkpoint was written in this logical call: no second compaction (reference §3.1). */
+  summarizedThisCall: boolean;
+  /** World State sampling number within the logical call (2 after an in-turn compaction). */
+  samplingSequence: number;
+  /** A checkpoint was committed but not installed: the session must refuse turns until reloaded. */
+  reloadRequired: boolean;
+  /** Consecutive wait_agent timeouts; reaching the doom-loop threshold ends the turn (reference §5.5). */
+  waitTimeouts: number;
+  endRecorded: boolean;
+}
+
+/** A draft with nothing received yet. */
+export function emptyDraft(): ModelDraft {
+  return { text: '', textBlocks: [], reasoning: '', toolCalls: [], opaque: [], completion: null, semantic: false };
+}
+
+/** Deterministic, session-unique id of the n-th tool call of a turn, used by commands and updates. */
+export function toolCallIdFor(turnId: string, n: number): string {
+  return `${turnId}.tc${n}`;
+}
+
+/**
+ * The logical model call that comes next if nothing ends the turn first (no stop asked, under
+ * `max_model_calls`), or 0: what a fact before it reserves. A cancel, a failure or a compaction that
+ * fails may still end the turn before the call; the end then takes the reservation back.
+ */
+export function nextModelCall(context: TurnContext): number {
+  if (context.stopRequest !== null || context.modelCallIndex >= context.limits.maxModelCalls) return 0;
+  return context.modelCallIndex + 1;
+}
+
+/** What validation and authorisation (and a tool-call machine) need to know of the current call. */
+export function toolCallInputOf(context: TurnContext): ToolCallInput {
+  const d = context.direct!;
+  return {
+    sessionId: context.sessionId,
+    turnId: context.turnId,
+    toolCallId: d.toolCallId,
+    call: d.call,
+    permissionMode: d.permissionMode,
+    permissionModeOrigin: d.permissionModeOrigin,
+    nonInteractive: context.nonInteractive,
+    turnGrants: context.turnGrants,
+    sessionGrants: context.sessionGrants,
+    doom: context.doom,
+    doomLoopThreshold: context.limits.doomLoopThreshold,
+    parentSpanId: `${context.turnId}.model${context.submissionCount}`,
+  };
+}
+
+/**
+ * The status of the call the Turn runs itself, read from the Turn's state (`tools.run.<status>`),
+ * for the snapshot; null when no such call runs (none, or one that waits in a tool-call machine).
+ */
+export function directCallStatusOf(snapshot: { value: unknown; context: TurnContext }): { toolCallId: string; status: LiveToolCall['status'] } | null {
+  const direct = snapshot.context.direct;
+  const tools = (snapshot.value as { tools?: unknown } | null)?.tools;
+  const run = (tools as { run?: unknown } | null | undefined)?.run;
+  if (!direct || typeof run !== 'string') return null;
+  return { toolCallId: direct.toolCallId, status: run as LiveToolCall['status'] };
+}
+
+export function patchLive(list: LiveToolCall[], patch: Partial<LiveToolCall> & { toolCallId: string }): LiveToolCall[] {
+  return list.map((c) => (c.toolCallId === patch.toolCallId ? { ...c, ...patch } : c));
+}
+
+export function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal: boolean): Partial<TurnContext> {
+  const patch: Partial<TurnContext> = {
+    batchIndex: context.batchIndex + 1,
+    // The call's live entry as its last state left it: finished once its result is stored.
+    liveToolCalls: patchLive(context.liveToolCalls, {
+      toolCallId: output.toolCallId,
+      ...(output.recorded ? { status: 'finished' as const, result: { status: output.result.status, text: output.result.text } } : { status: 'recording' as const }),
+    }),
+    doom: output.doom,
+    pendingApprovals: [],
+    pendingUserInput: [],
+    waitTimeouts: output.waitTimedOut === true ? context.waitTimeouts + 1 : output.waitTimedOut === false ? 0 : context.waitTimeouts,
+  };
+  if (output.plan) patch.plan = output.plan;
+  if (terminal && !output.terminal) {
+    patch.outcome = failedOutcome('doom_loop', doomLoopText(output.toolName));
+    return patch;
+  }
+  if (terminal && output.terminal) {
+    const t = output.terminal;
+    patch.outcome =
+      t.code === 'cancelled'
+        ? { status: 'cancelled' }
+        : failedOutcome(t.code, t.code === 'doom_loop' ? output.result.text : t.message);
+  }
+  return patch;
+}
+

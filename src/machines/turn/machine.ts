@@ -1,0 +1,108 @@
+/**
+ * @module machines/turn/machine
+ * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
+ *
+ *   starting → running_model (checking → draining → streaming (sampling → requesting → receiving) → persisting) ⇄ compacting
+ *              running_model → tools.run (validating → authorizing: one check actor; executing → recording) → running_model
+ *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
+ *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input
+ *   → ending → completed | failed | cancelled
+ *
+ * Every effect (the model call, each storage write, each tool run) is an invoked actor with an
+ * error path. Cancel stops whatever is invoked; storage writes already in flight finish first, so
+ * that no committed fact is left half-known.
+ */
+import { assign, sendParent, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { REMAINING_CALL_TEXT } from '../../protocol/model-texts.js';
+import { emptyDraft, nextModelCall, ZERO_USAGE } from './context.js';
+import { failedOutcome, storageFailure } from './outcomes.js';
+import { turnSetup } from './setup.js';
+import { compactingState } from './states/compacting.js';
+import { endingState } from './states/ending.js';
+import { runningModelState } from './states/running-model.js';
+import { toolsState } from './states/tools.js';
+
+export { REMAINING_CALL_TEXT };
+
+export const turnMachine = turnSetup.createMachine({
+  id: 'turn',
+  context: ({ input }) => ({
+    ...input,
+    phase: null,
+    turnGrants: {},
+    pendingApprovals: [],
+    pendingUserInput: [],
+    modelCallIndex: 0,
+    submissionCount: 0,
+    reservedCall: 0,
+    reserving: 0,
+    toolCallCount: 0,
+    usage: ZERO_USAGE,
+    estimatedInputTokens: null,
+    draft: emptyDraft(),
+    batch: null,
+    batchIndex: 0,
+    liveToolCalls: [],
+    direct: null,
+    doom: { signature: null, count: 0 },
+    plan: null,
+    outcome: null,
+    stopRequest: null,
+    compactionTrigger: null,
+    overflowResubmitted: false,
+    thresholdTried: false,
+    summarizedThisCall: false,
+    samplingSequence: 1,
+    reloadRequired: false,
+    waitTimeouts: 0,
+    endRecorded: false,
+  }),
+  initial: 'starting',
+  on: {
+    'turn.cancel': { actions: 'requestStop' },
+    'turn.stop': { actions: 'requestStop' },
+    'turn.steer': { actions: assign({ pendingInput: ({ context, event }) => [...context.pendingInput, event.message] }) },
+    'turn.mailbox': { actions: assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }) },
+    'turn.set_mode': { actions: assign({ permissionMode: ({ event }) => event.mode, permissionModeOrigin: ({ event }) => event.origin }) },
+    // Rate limits are session state (seed 004 §2): the turn only passes them up.
+    'model.rate_limits_reported': { actions: sendParent(({ event }) => ({ type: 'turn.rate_limits_reported' as const, snapshot: event.snapshot })) },
+  },
+  states: {
+    starting: {
+      entry: [{ type: 'enterPhase', params: 'starting' }, assign({ reserving: ({ context }) => nextModelCall(context) })],
+      invoke: {
+        id: 'beginTurn',
+        src: 'beginTurn',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          clientRequestId: context.clientRequestId,
+          messages: context.messages,
+          reserveModelCall: context.reserving === 1,
+        }),
+        onDone: { target: 'running_model', actions: 'reservationCommitted' },
+        onError: { target: 'ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
+      },
+    },
+    running_model: runningModelState,
+    compacting: compactingState,
+    tools: toolsState,
+    ending: endingState,
+    completed: { type: 'final', entry: [{ type: 'enterPhase', params: 'completed' }, 'announceFinished'] },
+    failed: { type: 'final', entry: [{ type: 'enterPhase', params: 'failed' }, 'announceFinished'] },
+    cancelled: { type: 'final', entry: [{ type: 'enterPhase', params: 'cancelled' }, 'announceFinished'] },
+  },
+  output: ({ context }) => ({
+    turnId: context.turnId,
+    outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
+    plan: context.plan,
+    usage: context.usage,
+    mailbox: context.mailbox,
+    pendingInput: context.pendingInput,
+    endRecorded: context.endRecorded,
+    reloadRequired: context.reloadRequired,
+  }),
+});
+
+export type TurnActorRef = ActorRefFrom<typeof turnMachine>;
+export type TurnSnapshot = SnapshotFrom<typeof turnMachine>;

@@ -1,0 +1,141 @@
+/**
+ * @module machines/turn/setup
+ * The Turn's `setup`: its types, the actors it invokes (each a stub until the runtime provides the
+ * real one), its guards and its named actions. The state nodes in `states/` are typed by it.
+ */
+import { assign, enqueueActions, fromCallback, fromEventObservable, fromPromise, sendParent, setup } from 'xstate';
+import type { Phase, SessionUpdate } from '../../protocol/updates.js';
+import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
+import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';
+import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
+import { stopBeforeRun } from '../tool-call/outcomes.js';
+import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
+import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
+import { applyToolOutput, emptyDraft, type TurnContext } from './context.js';
+import { failedOutcome, stopOutcome } from './outcomes.js';
+import type {
+  BeginTurnInput,
+  CallModelInput,
+  CancelledCallsInput,
+  CheckToolCallEvent,
+  CompactInput,
+  CompactOutput,
+  DrainInput,
+  DrainOutput,
+  FinishInput,
+  PersistAssistantInput,
+  TurnEvent,
+  TurnInput,
+  TurnOutput,
+} from './ports.js';
+
+function notProvided(name: string): never {
+  throw new Error(`turn actor "${name}" was not provided`);
+}
+
+
+export const turnSetup = setup({
+  types: {
+    context: {} as TurnContext,
+    input: {} as TurnInput,
+    output: {} as TurnOutput,
+    events: {} as TurnEvent,
+  },
+  actors: {
+    beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
+    drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
+    callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
+    persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
+    compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
+    checkToolCall: fromCallback<CheckToolCallEvent, ToolCallInput>(() => notProvided('checkToolCall')),
+    executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
+    recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
+    toolCall: toolCallMachine,
+    recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async () => notProvided('recordCancelledCalls')),
+    finishTurn: fromPromise<boolean, FinishInput>(async () => notProvided('finishTurn')),
+  },
+  guards: {
+    stopRequested: ({ context }) => context.stopRequest !== null,
+    maxModelCallsReached: ({ context }) => context.modelCallIndex >= context.limits.maxModelCalls,
+    batchDone: ({ context }) => context.batch === null || context.batchIndex >= context.batch.calls.length,
+    outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
+    outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
+    isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
+    isDoomLoop: (_, output: ValidatedCall) => output.kind === 'doom_loop',
+    isControl: (_, output: ValidatedCall) => output.kind === 'control',
+    isExecute: (_, output: AuthorizationOutput) => output.kind === 'execute',
+    isRuleDeny: (_, output: AuthorizationOutput) => output.kind === 'deny',
+    isGranted: ({ context }, output: AuthorizationOutput) =>
+      output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
+    isNonInteractive: ({ context }) => context.nonInteractive,
+    directTerminal: ({ context }) => context.direct?.terminal != null,
+  },
+  actions: {
+    /** Emits `phase_changed` only when the phase really changes: the chart is the source of phases. */
+    enterPhase: enqueueActions(({ context, enqueue }, phase: Phase) => {
+      if (context.phase === phase) return;
+      enqueue.assign({ phase });
+      enqueue.sendParent({ type: 'session.publish', update: { type: 'phase_changed', phase } });
+    }),
+    emit: sendParent((_, update: SessionUpdate) => ({ type: 'session.publish' as const, update })),
+    requestStop: assign({
+      stopRequest: ({ context, event }) => (event.type === 'turn.stop' ? 'stop' : (context.stopRequest ?? 'cancel')),
+    }),
+    outcomeFromStop: assign({ outcome: ({ context, event }) => stopOutcome(event.type === 'turn.stop' ? 'stop' : context.stopRequest) }),
+    announceFinished: sendParent(({ context }) => ({
+      type: 'session.publish' as const,
+      update: {
+        type: 'turn_finished' as const,
+        outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
+        usage: context.usage,
+      },
+    })),
+    /** The fact that asked for a reservation has committed: the call's counters are written. */
+    reservationCommitted: assign(({ context }) => (context.reserving === 0 ? {} : { reservedCall: context.reserving, reserving: 0 })),
+    beginLogicalCall: assign({
+      modelCallIndex: ({ context }) => context.modelCallIndex + 1,
+      overflowResubmitted: false,
+      thresholdTried: false,
+      summarizedThisCall: false,
+      samplingSequence: 1,
+      compactionTrigger: null,
+    }),
+    /** The call stopped before its tool ran (a cancel or stop while it was validated or authorised). */
+    directStopBeforeRun: assign(({ context, event }) => {
+      const stopped = stopBeforeRun(event.type === 'turn.stop' || context.stopRequest === 'stop');
+      return { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } };
+    }),
+    /** The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output would set them. */
+    /** `stored`: the result as recorded (what the stored message says), when it was recorded. */
+    finishDirect: assign(({ context }, params: { recorded: boolean; stored?: ToolResult }) => {
+      const { recorded } = params;
+      const d = params.stored ? { ...context.direct!, result: params.stored } : context.direct!;
+      const output: ToolCallOutput = {
+        waitTimedOut: null,
+        toolCallId: d.toolCallId,
+        providerCallId: d.call.callId,
+        toolName: d.call.name,
+        result: d.result ?? failedResult('execution_failed', NO_RESULT_TEXT),
+        recorded,
+        terminal: d.terminal,
+        doom: d.doom,
+        plan: null,
+      };
+      return { ...applyToolOutput(context, output, d.terminal !== null), direct: null };
+    }),
+    /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
+    announceDirectFinished: sendParent(({ context }, result: ToolResult) => {
+      const d = context.direct!;
+      return {
+        type: 'session.publish' as const,
+        update: toolCallFinishedUpdate({ toolCallId: d.toolCallId, providerCallId: d.call.callId, toolName: d.call.name }, result),
+      };
+    }),
+    discardDraft: enqueueActions(({ context, enqueue }) => {
+      if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
+        enqueue.sendParent({ type: 'session.publish', update: { type: 'draft_cleared', reason: 'discarded' } });
+      }
+      enqueue.assign({ draft: emptyDraft() });
+    }),
+  },
+});

@@ -1,0 +1,58 @@
+/**
+ * @module machines/turn/states/compacting
+ * `compacting`: a threshold or overflow compaction inside the turn, after which the model call is
+ * sampled again.
+ */
+import { assign, enqueueActions } from 'xstate';
+import { errorText, failedOutcome } from '../outcomes.js';
+import { turnSetup } from '../setup.js';
+
+export const compactingState = turnSetup.createStateConfig({
+  entry: { type: 'enterPhase', params: 'compacting' },
+  on: { 'turn.cancel': { target: 'ending', actions: 'outcomeFromStop' }, 'turn.stop': { target: 'ending', actions: 'outcomeFromStop' } },
+  invoke: {
+    id: 'compactConversation',
+    src: 'compactConversation',
+    input: ({ context }) => ({
+      sessionId: context.sessionId,
+      turnId: context.turnId,
+      trigger: context.compactionTrigger ?? 'threshold',
+      modelCallIndex: context.modelCallIndex,
+      plan: context.plan,
+      systemContext: context.systemContext,
+      compactAtTokens: context.compactAtTokens,
+      estimatedInputTokens: context.estimatedInputTokens,
+      triggerModelSpanId: context.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.submissionCount}` : null,
+    }),
+    onDone: {
+      target: 'running_model.streaming',
+      actions: [
+        enqueueActions(({ event, context, enqueue }) => {
+          if (!event.output.checkpointId) return;
+          enqueue.sendParent({
+            type: 'session.publish',
+            update: {
+              type: 'conversation_compacted',
+              compactionId: event.output.checkpointId,
+              kind: context.compactionTrigger ?? 'threshold',
+              conversationTokensBefore: event.output.conversationTokensBefore,
+              conversationTokensAfter: event.output.conversationTokensAfter,
+            },
+          });
+        }),
+        assign(({ context, event }) => ({
+          summarizedThisCall: context.summarizedThisCall || event.output.summarized,
+          samplingSequence: context.samplingSequence + 1,
+          compactionTrigger: null,
+        })),
+      ],
+    },
+    onError: {
+      target: 'ending',
+      actions: assign(({ event }) => ({
+        outcome: failedOutcome('compaction_error', errorText(event.error)),
+        reloadRequired: (event.error as { code?: string })?.code === 'reload_required',
+      })),
+    },
+  },
+});

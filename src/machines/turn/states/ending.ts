@@ -1,0 +1,39 @@
+/**
+ * @module machines/turn/states/ending
+ * `ending`: the turn's end is written, and the final state follows the outcome (or the refusal
+ * of a session another runtime owns now).
+ */
+import { assign } from 'xstate';
+import { failedOutcome, isOwnershipLost, storageFailure } from '../outcomes.js';
+import { turnSetup } from '../setup.js';
+
+export const endingState = turnSetup.createStateConfig({
+  invoke: {
+    id: 'finishTurn',
+    src: 'finishTurn',
+    input: ({ context }) => ({
+      sessionId: context.sessionId,
+      turnId: context.turnId,
+      outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
+      planUnfinishedStepCount: context.plan ? context.plan.steps.filter((s) => s.status !== 'completed').length : null,
+      unmadeModelCall: context.reservedCall,
+    }),
+    onDone: [
+      { guard: 'outcomeCompleted', target: 'completed', actions: assign({ endRecorded: ({ event }) => event.output }) },
+      { guard: 'outcomeCancelled', target: 'cancelled', actions: assign({ endRecorded: ({ event }) => event.output }) },
+      { target: 'failed', actions: assign({ endRecorded: ({ event }) => event.output }) },
+    ],
+    onError: [
+      // The end itself was refused for want of the lease: whatever the turn decided, none of it
+      // after the takeover is stored, and the host hears why (issue 15).
+      {
+        guard: ({ event }) => isOwnershipLost(event.error),
+        target: 'failed',
+        actions: assign({ outcome: ({ event }) => storageFailure(event.error) }),
+      },
+      { guard: 'outcomeCompleted', target: 'completed' },
+      { guard: 'outcomeCancelled', target: 'cancelled' },
+      { target: 'failed' },
+    ],
+  },
+});

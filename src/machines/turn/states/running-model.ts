@@ -1,0 +1,328 @@
+/**
+ * @module machines/turn/states/running-model
+ * `running_model`: check the limits, drain the inbox, call the model (sampling → requesting →
+ * receiving) and persist its answer, which ends the turn, loops for steering input or starts the
+ * tool batch.
+ */
+import { assign, enqueueActions, sendParent } from 'xstate';
+import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
+import { addUsage } from '../../../protocol/usage.js';
+import { emptyDraft, toolCallIdFor } from '../context.js';
+import { errorText, failedOutcome, stopOutcome, storageFailure } from '../outcomes.js';
+import type { ModelFailure } from '../ports.js';
+import { turnSetup } from '../setup.js';
+
+export const runningModelState = turnSetup.createStateConfig({
+  entry: { type: 'enterPhase', params: 'running_model' },
+  initial: 'checking',
+  states: {
+    checking: {
+      always: [
+        { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+        {
+          guard: 'maxModelCallsReached',
+          target: '#turn.ending',
+          actions: assign({
+            outcome: ({ context }) => failedOutcome('max_model_calls', `the turn reached max_model_calls (${context.limits.maxModelCalls})`),
+          }),
+        },
+        {
+          guard: ({ context }) => context.mailbox.length === 0 && context.pendingInput.length === 0,
+          target: 'streaming',
+          actions: 'beginLogicalCall',
+        },
+        { target: 'draining', actions: 'beginLogicalCall' },
+      ],
+    },
+    draining: {
+      invoke: {
+        id: 'drainInbox',
+        src: 'drainInbox',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          mailbox: context.mailbox,
+          pendingInput: context.pendingInput,
+        }),
+        onDone: [
+          { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+          {
+            target: 'streaming',
+            actions: assign(({ context, event }) => ({
+              mailbox: context.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
+              pendingInput: context.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
+            })),
+          },
+        ],
+        onError: { target: '#turn.ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
+      },
+    },
+    streaming: {
+      // One actor per model call: it samples World State, assembles the request from the session's
+      // conversation (nothing of it enters this context), asks for a threshold compaction or
+      // records the call's counters, and then streams. `sampling` shows the first, `requesting`
+      // the next two, `receiving` the stream.
+      initial: 'sampling',
+      invoke: {
+        id: 'callModel',
+        src: 'callModel',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          modelCallIndex: context.modelCallIndex,
+          spanId: `${context.turnId}.model${context.submissionCount + 1}`,
+          samplingSequence: context.samplingSequence,
+          permissionMode: context.permissionMode,
+          disabledSkillNames: context.disabledSkillNames,
+          systemContext: context.systemContext,
+          compactAtTokens: context.compactAtTokens,
+          thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
+          counted: context.reservedCall === context.modelCallIndex,
+        }),
+        onDone: [
+          { guard: ({ context }) => context.draft.completion !== null, target: 'persisting' },
+          {
+            target: '#turn.ending',
+            actions: [
+              'discardDraft',
+              assign({ outcome: () => failedOutcome('model_protocol_error', 'the model stream ended without a completed response') }),
+            ],
+          },
+        ],
+        onError: [
+          {
+            // World State could not be sampled (reference §2.3): nothing was asked.
+            guard: ({ event }) => (event.error as ModelFailure)?.stage === 'sample',
+            target: '#turn.ending',
+            actions: assign({
+              outcome: ({ event }) => {
+                const cause = (event.error as ModelFailure).cause;
+                const code = (cause as { code?: string } | null)?.code;
+                const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error'];
+                return code && known.includes(code) ? failedOutcome(code, errorText(cause)) : storageFailure(cause);
+              },
+            }),
+          },
+          {
+            // The request could not be assembled (reference §2.7): nothing was recorded or sent.
+            guard: ({ event }) => (event.error as ModelFailure)?.stage === 'assemble',
+            target: '#turn.ending',
+            actions: assign({
+              outcome: ({ context, event }) => {
+                if (context.stopRequest !== null) return stopOutcome(context.stopRequest);
+                const failure = (event.error as ModelFailure).cause as { code?: string } | undefined;
+                const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error', 'chat_state_error'];
+                const code = failure?.code && known.includes(failure.code) ? failure.code : 'model_protocol_error';
+                return failedOutcome(code, errorText(failure));
+              },
+            }),
+          },
+          {
+            // The call's counters could not be written: the model was not asked.
+            guard: ({ event }) => (event.error as ModelFailure)?.stage === 'record',
+            target: '#turn.ending',
+            actions: assign({ outcome: ({ event }) => storageFailure((event.error as ModelFailure).cause) }),
+          },
+          {
+            guard: ({ context, event }) =>
+              (event.error as ModelFailure)?.code === 'context_overflow' &&
+              // Without automatic compaction there is nothing to resubmit after: the turn fails.
+              context.compactionEnabled &&
+              !(event.error as ModelFailure).semanticOutput &&
+              !context.draft.semantic &&
+              !context.overflowResubmitted &&
+              !context.summarizedThisCall,
+            target: '#turn.compacting',
+            actions: ['discardDraft', assign({ compactionTrigger: 'overflow', overflowResubmitted: true })],
+          },
+          {
+            target: '#turn.ending',
+            actions: [
+              'discardDraft',
+              assign({
+                outcome: ({ event }) => {
+                  const failure = event.error as ModelFailure;
+                  const code = failure?.code === 'model_protocol_error' ? 'model_protocol_error' : 'model_error';
+                  return failedOutcome(code, errorText(event.error));
+                },
+              }),
+            ],
+          },
+        ],
+      },
+      states: {
+        sampling: {
+          // A cancel waits for the sampling in flight (the root handler notes it); the call stops
+          // here, before its counters are written.
+          on: {
+            'model.sampled': [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'requesting' }],
+          },
+        },
+        requesting: {
+          // A cancel waits for the counters' write in flight (the root handler notes it).
+          on: {
+            'model.over_threshold': [
+              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+              {
+                target: '#turn.compacting',
+                actions: assign({ estimatedInputTokens: ({ event }) => event.estimatedInputTokens, compactionTrigger: 'threshold', thresholdTried: true }),
+              },
+            ],
+            'model.call_recorded': [
+              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+              {
+                target: 'receiving',
+                actions: assign(({ context, event }) => ({
+                  submissionCount: context.submissionCount + 1,
+                  // The reservation (if any) is spent: the call is being made.
+                  reservedCall: 0,
+                  draft: emptyDraft(),
+                  compactionTrigger: null,
+                  estimatedInputTokens: event.estimatedInputTokens,
+                })),
+              },
+            ],
+          },
+        },
+        receiving: {
+          on: {
+            'model.text_delta': {
+              // Another output message opens a text block of its own; the live text shows it as a paragraph.
+              actions: enqueueActions(({ context, event, enqueue }) => {
+                const blocks = context.draft.textBlocks;
+                const last = blocks.at(-1);
+                if (event.delta === '') {
+                  // Nothing to show or store: no block is opened for it.
+                  enqueue.assign({ draft: { ...context.draft, semantic: true } });
+                  enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: '' } });
+                  return;
+                }
+                const opens = last === undefined || (event.newBlock === true && last.text !== '');
+                const phase = event.phase !== undefined ? { phase: event.phase } : {};
+                const shown = opens && last !== undefined ? TEXT_BLOCK_SEPARATOR + event.delta : event.delta;
+                const textBlocks = opens
+                  ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
+                  : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
+                enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
+                enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: shown } });
+              }),
+            },
+            'model.reasoning_delta': {
+              actions: [
+                assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
+                sendParent(({ event }) => ({ type: 'session.publish', update: { type: 'reasoning_delta', delta: event.delta } })),
+              ],
+            },
+            'model.tool_call': {
+              actions: assign({
+                draft: ({ context, event }) => ({
+                  ...context.draft,
+                  semantic: true,
+                  toolCalls: [...context.draft.toolCalls, { type: 'tool_call', callId: event.callId, name: event.name, arguments: event.arguments }],
+                }),
+              }),
+            },
+            'model.provider_opaque': {
+              actions: assign({
+                draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
+              }),
+            },
+            'model.completed': {
+              actions: assign({
+                draft: ({ context, event }) => ({
+                  ...context.draft,
+                  completion: {
+                    usage: event.usage,
+                    ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
+                    ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+                  },
+                }),
+              }),
+            },
+            // Leaving this state stops the model actor, which aborts the provider request.
+            'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+            'turn.stop': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
+          },
+        },
+      },
+    },
+    persisting: {
+      invoke: {
+        id: 'persistAssistantMessage',
+        src: 'persistAssistantMessage',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          modelCallIndex: context.modelCallIndex,
+          spanId: `${context.turnId}.model${context.submissionCount}`,
+          draft: context.draft,
+        }),
+        onDone: [
+          {
+            // Structured output: a final answer that does not fit the turn's schema fails the turn.
+            guard: ({ context, event }) =>
+              event.output.outputProblem !== undefined &&
+              context.draft.toolCalls.length === 0 &&
+              context.pendingInput.length === 0 &&
+              context.stopRequest === null,
+            target: '#turn.ending',
+            actions: [
+              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+              assign(({ context, event }) => ({
+                usage: addUsage(context.usage, context.draft.completion!.usage),
+                outcome: failedOutcome('output_invalid', event.output.outputProblem!),
+                draft: emptyDraft(),
+              })),
+            ],
+          },
+          {
+            guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.pendingInput.length === 0 || context.stopRequest !== null),
+            target: '#turn.ending',
+            actions: [
+              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+              assign(({ context }) => ({
+                usage: addUsage(context.usage, context.draft.completion!.usage),
+                outcome: context.stopRequest === null ? { status: 'completed' as const, finalText: context.draft.text } : stopOutcome(context.stopRequest),
+                draft: emptyDraft(),
+              })),
+            ],
+          },
+          {
+            // A final answer while steering input waits: the turn takes the input in one more round.
+            guard: ({ context }) => context.draft.toolCalls.length === 0,
+            target: 'checking',
+            actions: [
+              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+              assign(({ context }) => ({ usage: addUsage(context.usage, context.draft.completion!.usage), draft: emptyDraft() })),
+            ],
+          },
+          {
+            target: '#turn.tools',
+            actions: [
+              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+              assign(({ context, event }) => {
+                const calls = context.draft.toolCalls;
+                const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
+                return {
+                  usage: addUsage(context.usage, context.draft.completion!.usage),
+                  batch: { assistantMessageId: event.output.messageId, calls, toolCallIds },
+                  batchIndex: 0,
+                  toolCallCount: context.toolCallCount + calls.length,
+                  liveToolCalls: calls.map((call, i) => ({
+                    toolCallId: toolCallIds[i]!,
+                    providerCallId: call.callId,
+                    toolName: call.name,
+                    arguments: call.arguments,
+                    status: 'pending' as const,
+                  })),
+                  draft: emptyDraft(),
+                };
+              }),
+            ],
+          },
+        ],
+        onError: { target: '#turn.ending', actions: ['discardDraft', assign({ outcome: ({ event }) => storageFailure(event.error) })] },
+      },
+    },
+  },
+});

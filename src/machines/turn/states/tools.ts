@@ -1,0 +1,403 @@
+/**
+ * @module machines/turn/states/tools
+ * `tools`: the batch of tool calls of one answer, one at a time. A call runs as the Turn's own
+ * actors (`run`) unless it has to wait (`call`, a tool-call machine); what is left after a
+ * terminal is recorded as cancelled (`cancelling_remaining`).
+ */
+import { assign, enqueueActions, sendParent, sendTo } from 'xstate';
+import { authorizationFailedText, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../../../protocol/model-texts.js';
+import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate } from '../../../protocol/tool-result.js';
+import { recordFailureTerminal, terminalAfterRun } from '../../tool-call/outcomes.js';
+import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
+import type { AuthorizationOutput, ValidatedCall } from '../../types.js';
+import { addGrant } from '../../grants.js';
+import { applyToolOutput, nextModelCall, toolCallInputOf } from '../context.js';
+import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
+import { turnSetup } from '../setup.js';
+
+export const toolsState = turnSetup.createStateConfig({
+  id: 'tools',
+  initial: 'next',
+  states: {
+    next: {
+      always: [
+        { guard: 'batchDone', target: '#turn.running_model' },
+        { guard: 'stopRequested', target: 'cancelling_remaining', actions: 'outcomeFromStop' },
+        {
+          target: 'run',
+          actions: assign(({ context }) => ({
+            direct: {
+              toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
+              call: context.batch!.calls[context.batchIndex]!,
+              permissionMode: context.permissionMode,
+              permissionModeOrigin: context.permissionModeOrigin,
+              args: undefined,
+              resolvedName: null,
+              doom: context.doom,
+              approval: { decision: 'none' as const, source: 'sandbox', card: null, requestedAt: null, decidedAt: null },
+              result: null,
+              terminal: null,
+              executed: false,
+              start: null,
+            },
+          })),
+        },
+      ],
+    },
+    // A call runs as the Turn's own actors (validate, authorize, execute, record) as long as it
+    // needs nobody: no card to ask, no control tool. One that has to wait goes to `call`, which
+    // spawns the tool-call machine with what was decided here (issue 14 point 3).
+    run: {
+      initial: 'validating',
+      entry: { type: 'enterPhase', params: 'running_tools' },
+      // One actor validates the call and, when the chart says so, authorises it; `validating`
+      // and `authorizing` show which it is doing (issue 14 point 3: one actor fewer a call).
+      invoke: { id: 'check', src: 'checkToolCall', input: ({ context }) => toolCallInputOf(context) },
+      states: {
+        validating: {
+          entry: {
+            type: 'emit',
+            params: ({ context }) => ({
+              type: 'tool_call_started',
+              toolCallId: context.direct!.toolCallId,
+              providerCallId: context.direct!.call.callId,
+              toolName: context.direct!.call.name,
+              arguments: context.direct!.call.arguments,
+              status: 'validating',
+            }),
+          },
+          on: {
+            'tool.validated': [
+              {
+                guard: { type: 'isInvalid', params: ({ event }) => event.output },
+                target: 'recording',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<ValidatedCall, { kind: 'invalid' }>;
+                  return { direct: { ...context.direct!, result: out.result, doom: out.doom, resolvedName: out.resolvedName } };
+                }),
+              },
+              {
+                guard: { type: 'isDoomLoop', params: ({ event }) => event.output },
+                target: 'recording',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<ValidatedCall, { kind: 'doom_loop' }>;
+                  const d = context.direct!;
+                  return {
+                    direct: {
+                      ...d,
+                      result: out.result,
+                      doom: out.doom,
+                      resolvedName: d.call.name,
+                      terminal: { code: 'doom_loop' as const, message: out.result.text },
+                      approval: { ...d.approval, source: 'system' },
+                    },
+                  };
+                }),
+              },
+              { guard: 'stopRequested', target: 'recording', actions: 'directStopBeforeRun' },
+              {
+                guard: { type: 'isControl', params: ({ event }) => event.output },
+                target: '#tools.call',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<ValidatedCall, { kind: 'control' }>;
+                  return {
+                    direct: { ...context.direct!, args: out.args, doom: out.doom, resolvedName: context.direct!.call.name, start: { kind: 'control' as const, args: out.args, doom: out.doom } },
+                  };
+                }),
+              },
+              {
+                target: 'authorizing',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<ValidatedCall, { kind: 'registered' }>;
+                  return { direct: { ...context.direct!, args: out.args, doom: out.doom, resolvedName: context.direct!.call.name } };
+                }),
+              },
+            ],
+            'tool.check_failed': {
+              target: 'recording',
+              actions: assign(({ context, event }) => ({
+                direct: { ...context.direct!, result: failedResult('execution_failed', validationFailedText(errorText(event.error))) },
+              })),
+            },
+          },
+        },
+        authorizing: {
+          entry: sendTo('check', ({ context }) => ({ type: 'tool.authorize' as const, args: context.direct!.args })),
+          on: {
+            'turn.cancel': { target: 'recording', actions: 'directStopBeforeRun' },
+            'turn.stop': { target: 'recording', actions: 'directStopBeforeRun' },
+            'tool.authorized': [
+              { guard: { type: 'isExecute', params: ({ event }) => event.output }, target: 'executing' },
+              {
+                guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
+                target: 'recording',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<AuthorizationOutput, { kind: 'deny' }>;
+                  // Reference §4.6: bash without a sandbox is not run and answers sandbox_unavailable.
+                  const code = out.source === 'sandbox_unavailable' ? ('sandbox_unavailable' as const) : ('permission_denied' as const);
+                  const d = context.direct!;
+                  return {
+                    direct: {
+                      ...d,
+                      result: deniedResult(out.text, code),
+                      approval: { ...d.approval, source: out.source },
+                    },
+                  };
+                }),
+              },
+              {
+                guard: { type: 'isGranted', params: ({ event }) => event.output },
+                target: 'executing',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+                  const d = context.direct!;
+                  return { direct: { ...d, approval: { ...d.approval, decision: 'grant' as const, source: 'user', card: out.card } } };
+                }),
+              },
+              {
+                guard: 'isNonInteractive',
+                target: 'recording',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+                  const d = context.direct!;
+                  return {
+                    direct: {
+                      ...d,
+                      result: deniedResult(NON_INTERACTIVE_REFUSAL_TEXT),
+                      approval: { ...d.approval, source: 'non_interactive', card: out.card },
+                    },
+                  };
+                }),
+              },
+              {
+                // A card to ask: the call waits, so it becomes a tool-call machine.
+                target: '#tools.call',
+                actions: assign(({ context, event }) => {
+                  const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
+                  const d = context.direct!;
+                  return { direct: { ...d, start: { kind: 'card' as const, card: out.card, at: out.at, args: d.args, doom: d.doom } } };
+                }),
+              },
+            ],
+            'tool.check_failed': {
+              target: 'recording',
+              actions: assign(({ context, event }) => ({
+                direct: { ...context.direct!, result: failedResult('execution_failed', authorizationFailedText(errorText(event.error))) },
+              })),
+            },
+          },
+        },
+        executing: {
+          invoke: {
+            id: 'execute',
+            src: 'executeTool',
+            input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }),
+            onError: {
+              target: 'recording',
+              actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
+            },
+          },
+          on: {
+            'tool.progress': {
+              actions: { type: 'emit', params: ({ context, event }) => ({ type: 'tool_call_progress', toolCallId: context.direct!.toolCallId, progress: event.progress }) },
+            },
+            'tool.finished': {
+              target: 'recording',
+              actions: assign(({ context, event }) => ({
+                direct: {
+                  ...context.direct!,
+                  result: event.result,
+                  executed: true,
+                  terminal: terminalAfterRun(context.stopRequest, event.result),
+                },
+              })),
+            },
+            // The tool gets its abort and reports how it ended; a process tree must be killed, not orphaned.
+            'turn.cancel': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
+            'turn.stop': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
+          },
+        },
+        recording: {
+          // The batch's last result reserves the next model call when nothing can end the turn first.
+          entry: assign({ reserving: ({ context }) => (context.batchIndex + 1 >= context.batch!.calls.length && context.direct!.terminal === null ? nextModelCall(context) : 0) }),
+          invoke: {
+            id: 'record',
+            src: 'recordToolResult',
+            input: ({ context }) => ({ ...recordInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }), reserveModelCall: context.reserving }),
+            onDone: [
+              {
+                guard: 'directTerminal',
+                target: '#tools.cancelling_remaining',
+                actions: [
+                  'reservationCommitted',
+                  { type: 'announceDirectFinished', params: ({ event }) => event.output },
+                  { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
+                ],
+              },
+              {
+                target: '#tools.next',
+                actions: [
+                  'reservationCommitted',
+                  { type: 'announceDirectFinished', params: ({ event }) => event.output },
+                  { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
+                ],
+              },
+            ],
+            onError: {
+              target: '#tools.cancelling_remaining',
+              actions: [
+                assign(({ context, event }) => ({ direct: { ...context.direct!, terminal: recordFailureTerminal(event.error) } })),
+                { type: 'finishDirect', params: { recorded: false } },
+              ],
+            },
+          },
+        },
+      },
+    },
+    call: {
+      initial: 'running_tools',
+      // The phase goes out before the call starts: the call publishes to the session directly.
+      entry: { type: 'enterPhase', params: 'running_tools' },
+      invoke: {
+        id: 'toolCall',
+        src: 'toolCall',
+        input: ({ context }) => ({ ...toolCallInputOf(context), start: context.direct!.start! }),
+        onDone: [
+          {
+            guard: ({ context, event }) =>
+              event.output.terminal !== null || (event.output.waitTimedOut === true && context.waitTimeouts + 1 >= context.limits.doomLoopThreshold),
+            target: 'cancelling_remaining',
+            actions: assign(({ context, event }) => ({ ...applyToolOutput(context, event.output, true), direct: null })),
+          },
+          { target: 'next', actions: assign(({ context, event }) => ({ ...applyToolOutput(context, event.output, false), direct: null })) },
+        ],
+        onError: {
+          target: 'cancelling_remaining',
+          actions: assign(({ context, event }) => ({
+            batchIndex: context.batchIndex + 1,
+            direct: null,
+            pendingApprovals: [],
+            pendingUserInput: [],
+            outcome: failedOutcome('persistence_error', `tool call actor failed: ${errorText(event.error)}`),
+          })),
+        },
+      },
+      on: {
+        'toolcall.permission_requested': {
+          target: '.waiting_permission',
+          actions: assign({ pendingApprovals: ({ event }) => [{ toolCallId: event.toolCallId, card: event.card }] }),
+        },
+        'toolcall.permission_resolved': {
+          target: '.running_tools',
+          actions: [
+            assign({ pendingApprovals: [] }),
+            sendParent(({ event }) => ({
+              type: 'session.publish',
+              update: {
+                type: 'permission_resolved',
+                toolCallId: event.toolCallId,
+                decision: event.decision === 'actor_stopped' ? 'cancelled' : event.decision,
+              },
+            })),
+          ],
+        },
+        'toolcall.granted': {
+          actions: [
+            assign(({ context, event }) =>
+              event.scope === 'turn'
+                ? { turnGrants: addGrant(context.turnGrants, event.environmentId, event.grantKey) }
+                : { sessionGrants: addGrant(context.sessionGrants, event.environmentId, event.grantKey) },
+            ),
+            sendParent(({ event }) => ({ type: 'turn.granted', scope: event.scope, environmentId: event.environmentId, grantKey: event.grantKey })),
+          ],
+        },
+        'toolcall.user_input_requested': {
+          target: '.waiting_user_input',
+          actions: assign({ pendingUserInput: ({ event }) => [{ toolCallId: event.toolCallId, request: event.request }] }),
+        },
+        'toolcall.user_input_resolved': {
+          target: '.running_tools',
+          actions: [
+            assign({ pendingUserInput: [] }),
+            sendParent(({ event }) => ({
+              type: 'session.publish',
+              update: {
+                type: 'user_input_resolved',
+                toolCallId: event.toolCallId,
+                outcome: event.outcome,
+                ...(event.answers ? { answers: event.answers } : {}),
+              },
+            })),
+          ],
+        },
+        'turn.decide': { actions: sendTo('toolCall', ({ event }) => ({ type: 'toolcall.decide', decision: event.decision, at: event.at })) },
+        'turn.answer': { actions: sendTo('toolCall', ({ event }) => ({ type: 'toolcall.answer', answers: event.answers })) },
+        'turn.cancel': { actions: ['requestStop', sendTo('toolCall', { type: 'toolcall.cancel' })] },
+        'turn.stop': { actions: ['requestStop', sendTo('toolCall', { type: 'toolcall.stop' })] },
+      },
+      states: {
+        running_tools: { entry: { type: 'enterPhase', params: 'running_tools' } },
+        waiting_permission: {
+          entry: [
+            { type: 'enterPhase', params: 'waiting_permission' },
+            sendParent(({ context }) => ({
+              type: 'session.publish' as const,
+              update: { type: 'permission_requested' as const, toolCallId: context.pendingApprovals[0]!.toolCallId, card: context.pendingApprovals[0]!.card },
+            })),
+          ],
+        },
+        waiting_user_input: {
+          entry: [
+            { type: 'enterPhase', params: 'waiting_user_input' },
+            sendParent(({ context }) => ({
+              type: 'session.publish' as const,
+              update: { type: 'user_input_requested' as const, toolCallId: context.pendingUserInput[0]!.toolCallId, request: context.pendingUserInput[0]!.request },
+            })),
+          ],
+        },
+      },
+    },
+    cancelling_remaining: {
+      invoke: {
+        id: 'recordCancelledCalls',
+        src: 'recordCancelledCalls',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.turnId,
+          calls: (context.batch?.calls ?? [])
+            .map((call, i) => ({ toolCallId: context.batch!.toolCallIds[i]!, call }))
+            .slice(context.batchIndex),
+          parentSpanId: `${context.turnId}.model${context.submissionCount}`,
+        }),
+        onDone: {
+          target: '#turn.ending',
+          actions: [
+            enqueueActions(({ context, enqueue }) => {
+              for (const [i, call] of (context.batch?.calls ?? []).entries()) {
+                if (i < context.batchIndex) continue;
+                enqueue.sendParent({
+                  type: 'session.publish',
+                  update: toolCallFinishedUpdate(
+                    { toolCallId: context.batch!.toolCallIds[i]!, providerCallId: call.callId, toolName: call.name },
+                    cancelledResult(REMAINING_CALL_TEXT),
+                  ),
+                });
+              }
+            }),
+            assign(({ context }) => ({
+              liveToolCalls: context.liveToolCalls.map((c, i) =>
+                i >= context.batchIndex ? { ...c, status: 'finished' as const, result: { status: 'cancelled' as const, text: REMAINING_CALL_TEXT } } : c,
+              ),
+            })),
+          ],
+        },
+        onError: {
+          target: '#turn.ending',
+          actions: assign({
+            outcome: ({ context, event }) => (context.outcome?.status === 'failed' ? context.outcome : storageFailure(event.error)),
+          }),
+        },
+      },
+    },
+  },
+});
