@@ -105,6 +105,32 @@ describe('session ownership (issue 15) on one Postgres', () => {
     expect((await admin.query('SELECT 1 FROM sessions WHERE id = $1', [session.sessionId])).rowCount).toBe(0);
   });
 
+  it('deleteSession locks lease rows before session rows, as a fenced fact does: a fact between its fence and its session lock is not deadlocked by a delete from another core', async () => {
+    const a = await core([{ text: 'x' }]);
+    const b = await core([]);
+    const session = await a.createSession({ workingDirectory: process.cwd() });
+    // The owner's fenced fact, caught between its two locks: its fence holds the lease row FOR SHARE,
+    // its session row is not locked yet (what a turn beginning on core a does in one statement).
+    const fact = new pg.Client({ connectionString: url });
+    await fact.connect();
+    try {
+      await fact.query('BEGIN');
+      await fact.query(`SET LOCAL lock_timeout = '5s'`);
+      await fact.query('SELECT 1 FROM session_leases WHERE session_id = $1 FOR SHARE', [session.sessionId]);
+      const deleting = rejection(b.deleteSession(session.sessionId));
+      await until(async () => (await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n > 0);
+      // The fact takes its session lock now. A delete that had locked the session rows first would
+      // be waiting on the lease while holding them: a deadlock, one of the two aborted.
+      await fact.query('SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE', [session.sessionId]);
+      await fact.query('COMMIT');
+      const error = await deleting;
+      expect(error.code).toBe('session_owned_elsewhere');
+    } finally {
+      await fact.end();
+    }
+    expect((await admin.query('SELECT 1 FROM sessions WHERE id = $1', [session.sessionId])).rowCount).toBe(1);
+  });
+
   it('a stale owner cannot start a turn after a takeover: ownership_lost, nothing of it stored, every later command answers ownership_lost', async () => {
     const a = await core([{ text: 'stale' }]);
     const b = await core([{ text: 'fresh' }]);

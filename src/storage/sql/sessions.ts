@@ -174,25 +174,40 @@ export function loadSession(ctx: SqlContext, sessionId: string): Promise<LoadedS
 /**
  * With ownership on, a session (or a sub-agent session under it, which the delete cascades to) that
  * another live core owns is not deleted under it: `session_owned_elsewhere`, as `loadSession`
- * answers. The session rows and their lease rows are locked first, so no core can take a lease
- * between this check and the delete (an acquisition waits, then finds the session gone).
+ * answers. The lease rows of the tree are locked first and the session rows after them, so no core
+ * can take a lease between this check and the delete (an acquisition waits, then finds the session
+ * gone). Leases before sessions is the order every other writer takes them in: a fenced fact locks
+ * its lease row `FOR SHARE` in its fence, then its turn and session; a takeover writes the lease,
+ * then corrects the session's rows. Sessions first here deadlocked with a turn beginning on the
+ * owning core (CI, stop 14: `begin turn failed: deadlock detected`).
  */
 async function refuseDeleteOwnedElsewhere(tx: SqlExecutor, sessionId: string, owners: string[]): Promise<void> {
-  const tree = await tx.query<{ id: string }>(
-    `WITH RECURSIVE tree(id) AS (
+  const treeSql = `WITH RECURSIVE tree(id) AS (
        SELECT id FROM sessions WHERE id = $1
        UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_session_id = t.id
      )
-     SELECT s.id FROM sessions s WHERE s.id IN (SELECT id FROM tree) FOR UPDATE`,
-    [sessionId],
-  );
-  if (tree.rows.length === 0) return;
-  const leases = await tx.query<{ session_id: string; owner_id: string | null; expires_at: unknown; live: boolean }>(
-    `SELECT session_id, owner_id, expires_at, expires_at > now() AS live FROM session_leases
-     WHERE session_id = ANY($1::text[]) ORDER BY session_id FOR UPDATE`,
-    [tree.rows.map((r) => r.id)],
-  );
-  const held = leases.rows.find((l) => l.live && l.owner_id !== null && !owners.includes(l.owner_id));
+     SELECT s.id FROM sessions s WHERE s.id IN (SELECT id FROM tree)`;
+  const seen = new Set<string>();
+  const leaseRows: Array<{ session_id: string; owner_id: string | null; expires_at: unknown; live: boolean }> = [];
+  // Read the tree, lock the leases of the sessions not seen yet, then the session rows. Locking a
+  // parent FOR UPDATE stops new children (their insert needs a key-share lock on it), so a second
+  // round only runs for a child created between the first read and that lock, and the third finds
+  // nothing new.
+  for (;;) {
+    const read = await tx.query<{ id: string }>(treeSql, [sessionId]);
+    const fresh = read.rows.map((r) => r.id).filter((id) => !seen.has(id));
+    if (fresh.length === 0) break;
+    const leases = await tx.query<{ session_id: string; owner_id: string | null; expires_at: unknown; live: boolean }>(
+      `SELECT session_id, owner_id, expires_at, expires_at > now() AS live FROM session_leases
+       WHERE session_id = ANY($1::text[]) ORDER BY session_id FOR UPDATE`,
+      [fresh],
+    );
+    leaseRows.push(...leases.rows);
+    await tx.query(`SELECT id FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [fresh]);
+    for (const id of fresh) seen.add(id);
+  }
+  if (seen.size === 0) return;
+  const held = leaseRows.find((l) => l.live && l.owner_id !== null && !owners.includes(l.owner_id));
   if (!held) return;
   const expiresAt = iso(held.expires_at);
   throw new CommandError(
