@@ -7,6 +7,7 @@ import { loadMigrations } from '../../src/storage/migrate.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import { backends } from '../support/databases.js';
+import { beginRunningTurn } from '../support/storage-fixtures.js';
 
 const CONSTRAINTS = [
   'sessions_id_not_blank', 'sessions_title_not_blank', 'sessions_working_directory_not_blank', 'sessions_status_valid',
@@ -92,18 +93,7 @@ describe.each(fromScratch)('storage contract on $name', (backend) => {
   }
 
   async function turn(sessionId: string, extra: NewMessage[] = []): Promise<string> {
-    const turnId = uid('turn');
-    await storage.beginTurn({
-      turnId,
-      sessionId,
-      clientRequestId: uid('req'),
-      modelId: 'scripted/m',
-      resolvedProviderId: 'scripted',
-      resolvedModelName: 'm',
-      appVersion: 'test',
-      messages: [...extra, user(uid('msg'), 'hello')],
-    });
-    return turnId;
+    return (await beginRunningTurn(storage, { sessionId, messages: extra })).turnId;
   }
 
   it('migrations create every table, named constraint and index, and a second run applies nothing', async () => {
