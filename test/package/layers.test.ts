@@ -55,8 +55,6 @@ const ALLOWED_CYCLES: readonly string[] = [
   'cli/diff-view.ts cli/render.ts',
   // The lease store names the port's correction report, and the port names the lease store (types only).
   'storage/leases.ts storage/storage.ts',
-  // The sandboxed file access helpers and the tool runtime share one another's types.
-  'services/tools/sandboxed.ts services/tools/search-common.ts services/tools/tool-runtime.ts services/tools/verified-open.ts',
 ];
 
 const SPECIFIER = /(?:^|[\s;])(?:import|export)\s+(?:type\s+)?(?:[^'";]*?\s+from\s+)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;

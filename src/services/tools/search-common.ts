@@ -8,11 +8,10 @@ import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import type { ToolContext, ToolResult } from './define.js';
 import { fence, resolvePath } from './sandboxed.js';
-import type { ToolRuntime } from './tool-runtime.js';
+import { SEARCH_TIMEOUT_MS, type ToolRuntime } from './tool-runtime.js';
 import { openForRead } from './verified-open.js';
 
-/** grep and glob stop after this long and return what they found. */
-export const SEARCH_TIMEOUT_MS = 30_000;
+export { SEARCH_TIMEOUT_MS };
 
 export type Root = { ok: true; path: string; isDirectory: boolean } | { ok: false; result: ToolResult };
 

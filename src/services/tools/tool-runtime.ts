@@ -17,7 +17,6 @@ import type { SandboxLauncher } from '../sandbox/launcher.js';
 import { sandboxSelfCheck } from '../sandbox/self-check.js';
 import { FileObservations } from './observations.js';
 import { purgeSpill, spillCap, SPILL_MAX_AGE_MS, type SpillOptions } from './output.js';
-import { SEARCH_TIMEOUT_MS } from './search-common.js';
 
 export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
   /** `auto` (default) runs the platform sandbox's self-check; `disabled` makes bash unavailable. */
@@ -51,6 +50,13 @@ export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
 
 /** bash's default wait after SIGKILL before it calls the outcome unknown. */
 export const BASH_KILL_GRACE_MS = 5_000;
+
+/**
+ * grep and glob stop after this long and return what they found (grep's is `grepTimeoutMs`). It
+ * lives here, beside the runtime's other defaults, so that the runtime imports nothing from the
+ * tools that take it as their own type.
+ */
+export const SEARCH_TIMEOUT_MS = 30_000;
 
 /** The last sandbox denial of each turn, shown on the next escalation card of that turn. */
 export class DenialMemory {
