@@ -10,7 +10,7 @@
  */
 import { StorageError, errorMessage } from '../errors.js';
 import { iso, num, type SqlDatabase, type SqlExecutor } from './sql.js';
-import type { CorrectionReport } from './storage.js';
+import type { CorrectionReport } from './correction-report.js';
 
 /** The answer of an acquisition. */
 export type LeaseAcquisition =

@@ -11,6 +11,7 @@ import type { MigrationReport } from './migrate.js';
 import type { TraceSignal } from '../protocol/trace-signals.js';
 import type { WriteFence } from './fence.js';
 import type { SessionLeaseStore } from './leases.js';
+import type { CorrectionReport } from './correction-report.js';
 
 // The usage type and its sum moved down to the protocol; this keeps the old import path working.
 export { addUsage, type TokenUsage } from '../protocol/usage.js';
@@ -233,10 +234,7 @@ export interface ReconciliationReport {
   undelivered: UndeliveredChildTurn[];
 }
 
-export interface CorrectionReport {
-  turns: number;
-  spans: number;
-}
+export type { CorrectionReport } from './correction-report.js';
 
 /** The startup purge of expired trace payloads (reference §9.4). */
 export interface TracePurgeReport {

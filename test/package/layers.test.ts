@@ -53,8 +53,6 @@ const ALLOWED_CYCLES: readonly string[] = [
   'cli/main.ts inspector/command.ts',
   // The diff view renders through render.ts, which shows diffs.
   'cli/diff-view.ts cli/render.ts',
-  // The lease store names the port's correction report, and the port names the lease store (types only).
-  'storage/leases.ts storage/storage.ts',
 ];
 
 const SPECIFIER = /(?:^|[\s;])(?:import|export)\s+(?:type\s+)?(?:[^'";]*?\s+from\s+)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
