@@ -5,7 +5,7 @@
  * screenful the rest is counted, not printed ("… 120 more lines").
  */
 import { structuredPatch } from 'diff';
-import type { Style } from './render.js';
+import type { Style } from './style.js';
 
 /** The diff lines shown at most: a terminal's height less room for the prompt, 40 on a pipe. */
 export function diffLineBudget(rows: number | undefined): number {

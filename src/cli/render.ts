@@ -12,24 +12,10 @@ import type { UserInputQuestion } from '../protocol/user-input.js';
 import { diffLines } from './diff-view.js';
 import { MarkdownStream } from './markdown.js';
 import type { Spinner } from './spinner.js';
+import type { Style } from './style.js';
 
-export interface Style {
-  /** True when the text is styled (a colour terminal, no NO_COLOR). */
-  readonly on: boolean;
-  dim(text: string): string;
-  bold(text: string): string;
-  red(text: string): string;
-  green(text: string): string;
-  yellow(text: string): string;
-  cyan(text: string): string;
-}
-
-/** ANSI styling on a colour terminal (and not under NO_COLOR), plain text otherwise. */
-export function styleFor(out: NodeJS.WritableStream, env: NodeJS.ProcessEnv = process.env): Style {
-  const on = (out as { isTTY?: boolean }).isTTY === true && !env.NO_COLOR;
-  const wrap = (open: number, close: number) => (text: string) => (on ? `\u001b[${open}m${text}\u001b[${close}m` : text);
-  return { on, dim: wrap(2, 22), bold: wrap(1, 22), red: wrap(31, 39), green: wrap(32, 39), yellow: wrap(33, 39), cyan: wrap(36, 39) };
-}
+// The terminal styling moved to cli/style.ts (diff-view.ts needs it, and render.ts needs the diff view).
+export { styleFor, type Style } from './style.js';
 
 function brief(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();

@@ -51,8 +51,6 @@ const ALLOWED_VIOLATIONS: readonly string[] = [
 const ALLOWED_CYCLES: readonly string[] = [
   // `openwork inspect` is a subcommand of cli/main.ts, which dispatches to it.
   'cli/main.ts inspector/command.ts',
-  // The diff view renders through render.ts, which shows diffs.
-  'cli/diff-view.ts cli/render.ts',
 ];
 
 const SPECIFIER = /(?:^|[\s;])(?:import|export)\s+(?:type\s+)?(?:[^'";]*?\s+from\s+)?['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
