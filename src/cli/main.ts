@@ -4,17 +4,11 @@
  * usage) and `--version`, with exit code 0. The commands load the runtime only when they run, so
  * that help and version answer at once.
  */
-import { readFileSync } from 'node:fs';
 import { isOpenworkError } from '../errors.js';
 import { loadConfigFiles } from './config.js';
+import { cliVersion } from './version.js';
 import type { EarlyStore } from './early-store.js';
 import { UsageError, parseChatOptions, parseExecOptions, parseSessionsOptions, DEFAULT_MODEL, type ChatOptions } from './options.js';
-
-/** The package's version: package.json sits two directories up from both src/cli and dist/cli. */
-export function cliVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
 
 /** The model and session flags that chat and exec share, as both usages list them. */
 const MODEL_FLAGS = `  --model <name>           model name (default: OPENWORK_MODEL, OPENAI_MODEL, config "model", or ${DEFAULT_MODEL})

@@ -7,7 +7,7 @@
  * printed to the terminal only, never written to a file, so a sandboxed tool cannot use the API.
  */
 import { parseArgs } from 'node:util';
-import { cliVersion } from '../cli/main.js';
+import { cliVersion } from '../cli/version.js';
 import { postgresStorage } from '../storage/postgres.js';
 import { errorMessage } from '../errors.js';
 import { configuredModel } from './model-config.js';
