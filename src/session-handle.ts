@@ -24,7 +24,7 @@ import type { CheckpointRecord, SessionRecord, SessionStorage, TranscriptPage, T
 import type { Compactor, CompactionResult } from './services/compaction/compaction.js';
 import type { RuntimeServices } from './services/runtime.js';
 import type { z } from 'zod';
-import { outputFormatOf, type TurnOutputFormat } from './host/output-schema.js';
+import { outputFormatOf, type TurnOutputFormat } from './services/model/output-schema.js';
 import { runTurn, streamTurn, type RunOptions, type RunResult, type StreamOptions, type TurnInput, type TurnStream } from './host/run.js';
 import { outcomeOfRecord, sessionSnapshot, sessionStatus } from './session-handle/snapshot.js';
 import { UpdateStream } from './session-handle/update-stream.js';
@@ -164,7 +164,7 @@ export class SessionHandle {
    * const { turnId } = await session.startTurn({ clientRequestId: 'r1', input: [{ type: 'text', text: 'hi' }] });
    */
   async startTurn(params: StartTurnParams & { outputSchema?: z.ZodType }): Promise<StartTurnResult> {
-    // Structured output (host/output-schema): checked before anything else is, never parsed by zod as data.
+    // Structured output (services/model/output-schema): checked before anything else is, never parsed by zod as data.
     const format = params?.outputSchema === undefined ? null : outputFormatOf(params.outputSchema);
     const parsed = startTurnParamsSchema.safeParse(params);
     if (!parsed.success) throw new InputError('invalid_request', `invalid startTurn parameters: ${parsed.error.message}`);

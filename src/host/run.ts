@@ -13,7 +13,7 @@ import { CommandError } from '../errors.js';
 import type { StartTurnParams, UserInput } from '../protocol/input.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
 import type { TokenUsage } from '../storage/storage.js';
-import { parseOutput } from './output-schema.js';
+import { parseOutput } from '../services/model/output-schema.js';
 
 /** What `run` and `stream` accept as input: plain text, or the parts `startTurn` takes. */
 export type TurnInput = string | UserInput[];

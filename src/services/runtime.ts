@@ -15,7 +15,7 @@ import type { WorldStateBaseline, WorldStateSources } from './context/world-stat
 import type { SandboxStatus } from '../protocol/snapshot.js';
 import type { AgentControl } from './agents/control.js';
 import type { MailboxSignal } from './agents/signal.js';
-import type { TurnOutputFormat } from '../host/output-schema.js';
+import type { TurnOutputFormat } from './model/output-schema.js';
 
 /** Decides, per call, whether a registered tool runs, is refused by rule, or needs a card. */
 export interface Authorizer {
@@ -40,7 +40,7 @@ export interface SessionServices {
   /** The agent's system prompt without tool rules (a manual compaction's summary request). */
   agentPrompt: string;
   sandbox: SandboxStatus;
-  /** Structured output of the running turns that asked for it, by turn id (see host/output-schema). */
+  /** Structured output of the running turns that asked for it, by turn id (see services/model/output-schema). */
   outputFormats?: Map<string, TurnOutputFormat>;
   /** World State sampling; null when the host turned it off. */
   worldState: {

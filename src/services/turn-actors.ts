@@ -31,7 +31,7 @@ import { recordCancelledCallsActor } from './cancelled-calls.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
 import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
-import { outputProblem } from '../host/output-schema.js';
+import { outputProblem } from './model/output-schema.js';
 
 /** `error_message` of a turn closed as `interrupted` by the next start of its session (issue 13.1). */
 export const UNRECORDED_END_MESSAGE = 'the end of this turn could not be recorded; the next turn of the session closed it';
@@ -296,7 +296,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           // A stop noted while the counters were written ends the call here (the Turn leaves).
           if (finished || controller.signal.aborted) return;
           startSpan(prepared);
-          // Structured output (host/output-schema): the turn's schema rides on each of its model requests.
+          // Structured output (services/model/output-schema): the turn's schema rides on each of its model requests.
           const format = session.outputFormats?.get(input.turnId);
           const request = format ? { ...prepared.request, responseFormat: format.responseFormat } : prepared.request;
           for await (const raw of session.model.stream(request, { signal: controller.signal })) {

@@ -1,5 +1,5 @@
 /**
- * @module host/output-schema
+ * @module services/model/output-schema
  * Structured output of a turn: a host's zod schema becomes the JSON Schema the model is asked to
  * follow, and the final answer is checked against the zod schema itself before the turn completes.
  *
@@ -8,8 +8,8 @@
  * up there, and it is dropped when the turn finishes.
  */
 import { z } from 'zod';
-import { InputError } from '../errors.js';
-import type { ResponseFormat } from '../services/model/port.js';
+import { InputError } from '../../errors.js';
+import type { ResponseFormat } from './port.js';
 
 /** What a turn with `outputSchema` carries while it runs. */
 export interface TurnOutputFormat {
