@@ -4,9 +4,11 @@
  * the permission policy, the sandbox status, the spill directory, and the sandbox-policy World
  * State section rendered from the same policy object.
  */
-import type { CoreOptions } from '../../core.js';
+import type { SandboxStatus } from '../../protocol/snapshot.js';
 import { permissionPolicy } from '../permissions/authorizer.js';
 import { renderSandboxPolicySection } from '../../protocol/model-texts.js';
+import type { WorldStateSources } from '../context/world-state.js';
+import type { Authorizer } from '../runtime.js';
 import { builtinTools, type BuiltinToolName } from './builtin.js';
 import type { AnyTool } from './define.js';
 import type { ToolRuntime } from './tool-runtime.js';
@@ -16,6 +18,24 @@ export interface WorkspaceToolOptions {
   only?: readonly BuiltinToolName[];
   /** More tools of the host's own, registered after the built-in ones. */
   extraTools?: readonly AnyTool[];
+}
+
+/**
+ * The `createCore` options `workspaceToolOptions` sets, typed as `CoreOptions` types them and, like
+ * them, optional (the return type was `Partial<CoreOptions>`; a host spreads it before or after
+ * options of its own). Named here because services sit below the core: the core's options accept
+ * this shape, and the type check of every `createCore({ ...workspaceToolOptions(runtime) })` says so.
+ */
+export interface WorkspaceCoreOptions {
+  tools?: AnyTool[];
+  authorizer?: Authorizer;
+  sandbox?: SandboxStatus;
+  toolResultSpillRoot?: string;
+  openworkHome?: string;
+  skills?: { root?: string | null };
+  protectedSkillRoots?: readonly string[];
+  protectRuntimePaths?: (paths: readonly string[]) => void;
+  worldState?: { renderSandboxPolicy?: WorldStateSources['renderSandboxPolicy'] };
 }
 
 /**
@@ -34,7 +54,7 @@ export function discoveredSkillRoot(runtime: ToolRuntime): string | null {
  * const runtime = await prepareToolRuntime();
  * const core = await createCore({ storage, model, ...workspaceToolOptions(runtime) });
  */
-export function workspaceToolOptions(runtime: ToolRuntime, options: WorkspaceToolOptions = {}): Partial<CoreOptions> {
+export function workspaceToolOptions(runtime: ToolRuntime, options: WorkspaceToolOptions = {}): WorkspaceCoreOptions {
   return {
     tools: [...builtinTools(runtime, options.only ? { only: options.only } : {}), ...(options.extraTools ?? [])],
     authorizer: permissionPolicy(runtime),
