@@ -6,8 +6,8 @@
 import { z } from 'zod';
 import { type ToolContext, type ToolResult } from './define.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
-import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES, type WriteTarget } from './file-write.js';
-import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
+import { commitWrite, MAX_WRITE_BYTES, withWriteTarget, type WriteTarget } from './file-write.js';
+import { invalidArguments, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { defineWorkspaceTool } from './workspace-tool.js';
@@ -31,7 +31,7 @@ function occurrences(text: string, needle: string): number {
   return count;
 }
 
-/** The edit itself, on a file opened and judged by `currentContent`. */
+/** The edit itself, on a file opened and judged by `withWriteTarget`. */
 async function replaceIn(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, target: WriteTarget, oldString: string, newString: string, replaceAll: boolean): Promise<ToolResult> {
   const { path } = target;
   if (target.content === null) return failedResult('execution_failed', `${path} does not exist; use write to create it.`);
@@ -57,19 +57,7 @@ export function editTool(runtime: ToolRuntime): SandboxedTool {
       const { path: raw, oldString, newString, replaceAll = false } = args;
       if (oldString === '') return invalidArguments('oldString must not be empty; use write to create a file');
       if (oldString === newString) return invalidArguments('oldString and newString are the same');
-      const policy = callPolicy(runtime, ctx);
-      const resolved = resolvePath(runtime, policy, raw);
-      if (!resolved.ok) return resolved.result;
-      const path = resolved.path;
-      const denied = fence(runtime, ctx, policy, path, 'write');
-      if (denied) return denied;
-      const current = await currentContent(runtime, ctx, policy, path);
-      if (!current.ok) return current.result;
-      try {
-        return await replaceIn(runtime, ctx, policy, current.target, oldString, newString, replaceAll);
-      } finally {
-        await closeTarget(current.target);
-      }
+      return withWriteTarget(runtime, ctx, raw, (policy, target) => replaceIn(runtime, ctx, policy, target, oldString, newString, replaceAll));
     },
   });
 }

@@ -1,9 +1,10 @@
 /**
  * @module services/tools/file-write
- * What `write` and `edit` share: opening the file and judging what was opened (verified-open.ts),
- * reading its current content under read-before-edit through that descriptor, creating a new file
- * (and missing parent directories, only where the policy allows writing them) through its verified
- * parent, writing, recording the new hash, and the `file_change` artifact.
+ * What `write` and `edit` share: resolving and fencing the path, opening the file and judging what
+ * was opened (verified-open.ts), reading its current content under read-before-edit through that
+ * descriptor, creating a new file (and missing parent directories, only where the policy allows
+ * writing them) through its verified parent, writing, recording the new hash, and the
+ * `file_change` artifact.
  */
 import type { FileHandle } from 'node:fs/promises';
 import type { SandboxPolicy } from '../permissions/policy.js';
@@ -11,6 +12,7 @@ import type { ToolContext } from './define.js';
 import { failedResult, succeededResult, type ToolResult } from '../../protocol/tool-result.js';
 import { fileChangeArtifact, sha256 } from './file-change.js';
 import type { ToolRuntime } from './tool-runtime.js';
+import { callPolicy, fence, resolvePath } from './sandboxed.js';
 import { createVerified, openForWrite, writeAll } from './verified-open.js';
 
 /** write/edit handle text files up to 1 MiB (reference §11.2). */
@@ -25,13 +27,13 @@ export interface WriteTarget {
   content: string | null;
 }
 
-export type Current = { ok: true; target: WriteTarget } | { ok: false; result: ToolResult };
+type Current = { ok: true; target: WriteTarget } | { ok: false; result: ToolResult };
 
 /**
  * Opens `path` for writing and reads its current text through the descriptor, after the
  * read-before-edit check. On success the caller must `closeTarget` it.
  */
-export async function currentContent(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, path: string): Promise<Current> {
+async function currentContent(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, path: string): Promise<Current> {
   const opened = await openForWrite({ runtime, ctx, policy }, path);
   if (!opened.ok) return opened;
   if (opened.handle === null) return { ok: true, target: { path, handle: null, content: null } };
@@ -49,8 +51,33 @@ export async function currentContent(runtime: ToolRuntime, ctx: ToolContext, pol
 }
 
 /** Closes what `currentContent` opened. */
-export async function closeTarget(target: WriteTarget): Promise<void> {
+async function closeTarget(target: WriteTarget): Promise<void> {
   await target.handle?.close().catch(() => undefined);
+}
+
+/**
+ * The opening steps `write` and `edit` share: the call's policy, `raw` resolved and fenced for
+ * writing, and the file opened and judged by `currentContent`. `work` runs on what was opened, and
+ * the file is closed after it, whatever it returns or throws. A refusal on the way is the result.
+ */
+export async function withWriteTarget(
+  runtime: ToolRuntime,
+  ctx: ToolContext,
+  raw: string,
+  work: (policy: SandboxPolicy, target: WriteTarget) => Promise<ToolResult>,
+): Promise<ToolResult> {
+  const policy = callPolicy(runtime, ctx);
+  const resolved = resolvePath(runtime, policy, raw);
+  if (!resolved.ok) return resolved.result;
+  const denied = fence(runtime, ctx, policy, resolved.path, 'write');
+  if (denied) return denied;
+  const current = await currentContent(runtime, ctx, policy, resolved.path);
+  if (!current.ok) return current.result;
+  try {
+    return await work(policy, current.target);
+  } finally {
+    await closeTarget(current.target);
+  }
 }
 
 /**

@@ -4,8 +4,8 @@
  * existing file needs a read of its current content first.
  */
 import { z } from 'zod';
-import { closeTarget, commitWrite, currentContent, MAX_WRITE_BYTES } from './file-write.js';
-import { callPolicy, fence, invalidArguments, resolvePath, type SandboxedTool } from './sandboxed.js';
+import { commitWrite, MAX_WRITE_BYTES, withWriteTarget } from './file-write.js';
+import { invalidArguments, type SandboxedTool } from './sandboxed.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { defineWorkspaceTool } from './workspace-tool.js';
 
@@ -29,23 +29,13 @@ export function writeTool(runtime: ToolRuntime): SandboxedTool {
     async execute(args, ctx) {
       const { path: raw, content } = args;
       if (Buffer.byteLength(content) > MAX_WRITE_BYTES) return invalidArguments(`content is larger than ${MAX_WRITE_BYTES} bytes`);
-      const policy = callPolicy(runtime, ctx);
-      const resolved = resolvePath(runtime, policy, raw);
-      if (!resolved.ok) return resolved.result;
-      const path = resolved.path;
-      const denied = fence(runtime, ctx, policy, path, 'write');
-      if (denied) return denied;
-      const current = await currentContent(runtime, ctx, policy, path);
-      if (!current.ok) return current.result;
-      try {
-        return await commitWrite(runtime, ctx, policy, current.target, content, (a) =>
+      return withWriteTarget(runtime, ctx, raw, (policy, target) =>
+        commitWrite(runtime, ctx, policy, target, content, (a) =>
           a.kind === 'created'
-            ? `Created ${path} (${Buffer.byteLength(content)} bytes).`
-            : `Wrote ${path} (${Buffer.byteLength(content)} bytes; +${a.additions} -${a.deletions} lines).`,
-        );
-      } finally {
-        await closeTarget(current.target);
-      }
+            ? `Created ${target.path} (${Buffer.byteLength(content)} bytes).`
+            : `Wrote ${target.path} (${Buffer.byteLength(content)} bytes; +${a.additions} -${a.deletions} lines).`,
+        ),
+      );
     },
   });
 }
