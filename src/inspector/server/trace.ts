@@ -114,6 +114,14 @@ function durationOf(startedAt: string, endedAt: string | null): number | null {
   return endedAt === null ? null : Math.max(0, Date.parse(endedAt) - Date.parse(startedAt));
 }
 
+/**
+ * A span's status and times, as every kind of span view shows them. The views spread it where these
+ * four fields stood, so that their JSON keeps its order.
+ */
+function spanTimes(span: TraceSpanRecord): Pick<TraceSpanTimes, 'status' | 'startedAt' | 'endedAt' | 'durationMs'> {
+  return { status: span.status, startedAt: span.startedAt, endedAt: span.endedAt, durationMs: durationOf(span.startedAt, span.endedAt) };
+}
+
 function numberAttr(attributes: Record<string, unknown>, key: string): number | null {
   const value = attributes[key];
   return typeof value === 'number' && Number.isFinite(value) ? value : null;
@@ -175,10 +183,7 @@ function modelCallOf(span: TraceSpanRecord, slots: Map<string, TraceSpanPayloadR
     spanId: span.id,
     parentSpanId: span.parentSpanId,
     name: span.name,
-    status: span.status,
-    startedAt: span.startedAt,
-    endedAt: span.endedAt,
-    durationMs: durationOf(span.startedAt, span.endedAt),
+    ...spanTimes(span),
     modelCallIndex: numberAttr(a, 'modelCallIndex'),
     attempts: span.attemptCount,
     retries: Math.max(0, (span.attemptCount ?? 1) - 1),
@@ -216,10 +221,7 @@ function toolCallOf(span: TraceSpanRecord, turnMessages: StoredMessage[]): Trace
     kind: 'tool_call',
     spanId: span.id,
     parentSpanId: span.parentSpanId,
-    status: span.status,
-    startedAt: span.startedAt,
-    endedAt: span.endedAt,
-    durationMs: durationOf(span.startedAt, span.endedAt),
+    ...spanTimes(span),
     toolName: span.resolvedToolName ?? span.requestedToolName ?? span.name,
     providerCallId: callId,
     arguments: args,
@@ -281,10 +283,7 @@ export async function turnTrace(storage: SessionStorage, sessionId: string, turn
           spanId: span.id,
           parentSpanId: span.parentSpanId,
           name: span.name,
-          status: span.status,
-          startedAt: span.startedAt,
-          endedAt: span.endedAt,
-          durationMs: durationOf(span.startedAt, span.endedAt),
+          ...spanTimes(span),
           errorCode: span.errorCode,
           errorMessage: span.errorMessage,
           attributes: span.attributes,
