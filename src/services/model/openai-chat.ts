@@ -95,31 +95,35 @@ const usageSchema = z.object({
   // DeepSeek reports the cache as hit and miss counts.
   prompt_cache_hit_tokens: z.number().nullish(),
 });
-const chunkSchema = z.object({
-  id: z.string().nullish(),
-  model: z.string().nullish(),
-  choices: z
-    .array(
-      z.object({
-        index: z.number().nullish(),
-        delta: z
-          .object({
-            content: contentSchema,
-            refusal: z.string().nullish(),
-            // `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, LM Studio, vLLM newer).
-            reasoning_content: z.string().nullish(),
-            reasoning: z.string().nullish(),
-            tool_calls: z.array(toolCallFragmentSchema).nullish(),
-          })
-          .nullish(),
-        finish_reason: z.string().nullish(),
-      }),
-    )
+/**
+ * The envelope a whole completion and each chunk of a stream share: `id`, `model`, the choices
+ * (`index` and `finish_reason` around what the choice carries) and `usage`.
+ */
+function envelopeSchema<Choice extends z.ZodRawShape>(choice: Choice) {
+  return z.object({
+    id: z.string().nullish(),
+    model: z.string().nullish(),
+    choices: z.array(z.object({ index: z.number().nullish(), ...choice, finish_reason: z.string().nullish() })).nullish(),
+    usage: usageSchema.nullish(),
+  });
+}
+
+const chunkSchema = envelopeSchema({
+  delta: z
+    .object({
+      content: contentSchema,
+      refusal: z.string().nullish(),
+      // `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (Ollama, LM Studio, vLLM newer).
+      reasoning_content: z.string().nullish(),
+      reasoning: z.string().nullish(),
+      tool_calls: z.array(toolCallFragmentSchema).nullish(),
+    })
     .nullish(),
-  usage: usageSchema.nullish(),
+}).extend({
   // Groq reports the usage of a stream inside `x_groq` on its last chunk.
   x_groq: z.object({ usage: usageSchema.nullish() }).nullish(),
 });
+
 type Chunk = z.infer<typeof chunkSchema>;
 
 /** The reasoning and the answer text of a `content` field, in order. */
@@ -137,20 +141,7 @@ function contentPieces(content: z.infer<typeof contentSchema>): Array<{ reasonin
   return pieces;
 }
 
-const completionSchema = z.object({
-  id: z.string().nullish(),
-  model: z.string().nullish(),
-  choices: z
-    .array(
-      z.object({
-        index: z.number().nullish(),
-        message: z.looseObject({}).nullish(),
-        finish_reason: z.string().nullish(),
-      }),
-    )
-    .nullish(),
-  usage: usageSchema.nullish(),
-});
+const completionSchema = envelopeSchema({ message: z.looseObject({}).nullish() });
 
 interface PartialCall {
   index: number;
