@@ -126,7 +126,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   }
 
   const started = await opening;
-  const { rememberSessionSettings } = await runtime;
+  const { openCliSession, rememberSessionSettings } = await runtime;
   if (earlyInterrupt) {
     (io.signals ?? process).off('SIGINT', earlyInterrupt);
     lines!.rl.off('SIGINT', earlyInterrupt);
@@ -137,25 +137,12 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
   }
   const { core, model } = started.value;
 
-  let session: SessionHandle;
-  try {
-    if (options.sessionId) {
-      session = await core.loadSession(options.sessionId);
-      if (options.sources.mode.kind === 'flag') await session.setPermissionMode(options.mode);
-    } else {
-      session = await core.createSession({
-        workingDirectory: options.workingDirectory,
-        permissionMode: options.mode,
-        ...(options.prompt ? { title: options.prompt.slice(0, 80) } : {}),
-      });
-    }
-    await rememberSessionSettings(core.storage, session.sessionId, started.value.options);
-  } catch (error) {
-    await core.shutdown().catch(() => undefined);
+  const opened = await openCliSession(started.value, options);
+  if (!opened.ok) {
     lines?.close();
-    const code = isOpenworkError(error) ? error.code : undefined;
-    return fail(code === 'session_not_found' ? `no session ${options.sessionId} in ${storageLabel(options)} (see \`openwork sessions\`)` : errorMessage(error));
+    return fail(opened.line);
   }
+  let session: SessionHandle = opened.value;
 
   lines ??= new LineInput(io.input, io.output, terminal);
   const input = lines;

@@ -9,13 +9,11 @@
 import { isOpenworkError, errorMessage } from '../errors.js';
 import type { PermissionDecision } from '../protocol/input.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
-import type { SessionHandle } from '../session-handle.js';
 import { EXIT, type ChatIO } from './chat.js';
 import { LineInput } from './line-input.js';
 import type { ApprovePolicy, ExecOptions } from './options.js';
 import { cardLines, styleFor } from './render.js';
-import { storageLabel } from './storage.js';
-import { openCliRuntime, rememberSessionSettings } from './runtime.js';
+import { openCliRuntime, openCliSession } from './runtime.js';
 import type { EarlyStore } from './early-store.js';
 
 /** The decision each policy gives without asking (on-request asks instead). */
@@ -38,21 +36,9 @@ export async function runExec(options: ExecOptions, io: ChatIO, early?: EarlySto
   const started = await openCliRuntime(options, false, undefined, early);
   if (!started.ok) return fail(started.line);
   const { core } = started.value;
-
-  let session: SessionHandle;
-  try {
-    if (options.sessionId) {
-      session = await core.loadSession(options.sessionId);
-      if (options.sources.mode.kind === 'flag') await session.setPermissionMode(options.mode);
-    } else {
-      session = await core.createSession({ workingDirectory: options.workingDirectory, title: options.prompt.slice(0, 80), permissionMode: options.mode });
-    }
-    await rememberSessionSettings(core.storage, session.sessionId, started.value.options);
-  } catch (error) {
-    await core.shutdown().catch(() => undefined);
-    const code = isOpenworkError(error) ? error.code : undefined;
-    return fail(code === 'session_not_found' ? `no session ${options.sessionId} in ${storageLabel(options)} (see \`openwork sessions\`)` : errorMessage(error));
-  }
+  const opened = await openCliSession(started.value, options);
+  if (!opened.ok) return fail(opened.line);
+  const session = opened.value;
 
   const style = styleFor(io.error, env);
   const lines = options.approve === 'on-request' ? new LineInput(io.input, io.error, true) : null;

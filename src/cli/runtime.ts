@@ -13,6 +13,7 @@ import { loadMcpConfigFile, type McpServers } from '../services/mcp/config.js';
 import type { McpServerSet } from '../services/mcp/from-config.js';
 import type { ModelStreamEvent } from '../services/model/port.js';
 import { openaiModel, type OpenAIModel } from '../services/model/openai.js';
+import type { SessionHandle } from '../session-handle.js';
 import type { SessionStorage } from '../storage/storage.js';
 import { discardEarlyStore, type EarlyStore } from './early-store.js';
 import type { ChatOptions } from './options.js';
@@ -215,4 +216,33 @@ class McpStartError extends Error {
  */
 export async function rememberSessionSettings(storage: SessionStorage, sessionId: string, options: ModelOptions): Promise<void> {
   await storage.setClientSettings(sessionId, sessionSettingsOf(options)).catch(() => undefined);
+}
+
+/**
+ * The session `openwork chat` and `openwork exec` run in: `--session`'s (its permission mode set
+ * when `--mode` was given) or a new one in the working directory, titled by the prompt. Its settings
+ * are remembered for the next `--session`. On failure the core is shut down and the line to print
+ * comes back; an unknown `--session` says where it looked.
+ */
+export async function openCliSession(started: CliRuntime, options: ChatOptions): Promise<Opened<SessionHandle>> {
+  const { core } = started;
+  try {
+    let session: SessionHandle;
+    if (options.sessionId) {
+      session = await core.loadSession(options.sessionId);
+      if (options.sources.mode.kind === 'flag') await session.setPermissionMode(options.mode);
+    } else {
+      session = await core.createSession({
+        workingDirectory: options.workingDirectory,
+        permissionMode: options.mode,
+        ...(options.prompt ? { title: options.prompt.slice(0, 80) } : {}),
+      });
+    }
+    await rememberSessionSettings(core.storage, session.sessionId, started.options);
+    return { ok: true, value: session };
+  } catch (error) {
+    await core.shutdown().catch(() => undefined);
+    const code = isOpenworkError(error) ? error.code : undefined;
+    return { ok: false, line: code === 'session_not_found' ? `no session ${options.sessionId} in ${storageLabel(options)} (see \`openwork sessions\`)` : errorMessage(error) };
+  }
 }
