@@ -6,6 +6,7 @@
 import { join, resolve } from 'node:path';
 import { createCore } from '../core.js';
 import type { PermissionDecision } from '../protocol/input.js';
+import type { PlanStep } from '../protocol/plan.js';
 import type { SessionUpdateEnvelope } from '../protocol/updates.js';
 import { scriptedModel } from '../services/model/scripted.js';
 import { pgliteStorage } from '../storage/pglite.js';
@@ -25,6 +26,20 @@ export interface DemoOptions {
 
 const listTool = listDirectoryTool(20);
 const noteTool = writeNoteTool('demo', 'the demo agent wants to leave a note');
+
+/** The scripted model's `update_plan` call: the tour's two steps at these statuses. */
+function planCall(look: PlanStep['status'], write: PlanStep['status'], explanation?: string) {
+  return {
+    name: 'update_plan',
+    arguments: {
+      ...(explanation ? { explanation } : {}),
+      plan: [
+        { step: 'Look at the working directory', status: look },
+        { step: 'Write a note (needs approval)', status: write },
+      ],
+    },
+  };
+}
 
 function describe(e: SessionUpdateEnvelope): string | null {
   const u = e.update;
@@ -78,16 +93,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<number> {
       {
         reasoning: 'Plan first, then look around, then leave a note.',
         toolCalls: [
-          {
-            name: 'update_plan',
-            arguments: {
-              explanation: 'A short tour of the runtime.',
-              plan: [
-                { step: 'Look at the working directory', status: 'in_progress' },
-                { step: 'Write a note (needs approval)', status: 'pending' },
-              ],
-            },
-          },
+          planCall('in_progress', 'pending', 'A short tour of the runtime.'),
           { name: 'list_directory', arguments: {} },
         ],
       },
@@ -96,32 +102,12 @@ export async function runDemo(options: DemoOptions = {}): Promise<number> {
         const count = listing && 'text' in listing ? listing.text.split('\n').length : 0;
         return {
           toolCalls: [
-            {
-              name: 'update_plan',
-              arguments: {
-                plan: [
-                  { step: 'Look at the working directory', status: 'completed' },
-                  { step: 'Write a note (needs approval)', status: 'in_progress' },
-                ],
-              },
-            },
+            planCall('completed', 'in_progress'),
             { name: 'write_note', arguments: { name: 'hello.txt', text: `The demo saw ${count} entries here.\n` } },
           ],
         };
       },
-      () => ({
-          toolCalls: [
-            {
-              name: 'update_plan',
-              arguments: {
-                plan: [
-                  { step: 'Look at the working directory', status: 'completed' },
-                  { step: 'Write a note (needs approval)', status: 'completed' },
-                ],
-              },
-            },
-          ],
-      }),
+      () => ({ toolCalls: [planCall('completed', 'completed')] }),
       { text: 'Done. I listed the directory and, with your approval, left a note in .openwork/demo/hello.txt.', chunk: 12, delayMs: 15 },
     ],
     { provider: 'scripted', model: 'demo' },
