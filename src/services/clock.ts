@@ -2,7 +2,7 @@
  * @module services/clock
  * Time and identifiers are injected, never read globally, so tests can pin them.
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -14,7 +14,36 @@ export const systemClock: Clock = { now: () => Date.now() };
 /** The clock's time as ISO-8601 UTC, never before `notBefore` (an end is never before its start). */
 export function isoNow(clock: Clock, notBefore?: string): string {
   const now = clock.now();
-  return new Date(notBefore ? Math.max(now, Date.parse(notBefore)) : now).toISOString();
+  return isoString(notBefore ? Math.max(now, Date.parse(notBefore)) : now);
+}
+
+const pad2 = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
+
+/**
+ * `new Date(ms).toISOString()` for the years 1970-9999, formatted with integer arithmetic (the
+ * civil-from-days algorithm): V8's `toISOString` goes through its date cache in C++ and cost about
+ * 2 µs a call, a step's spans take several (issue 14 point 2). Any other time is left to `Date`.
+ */
+export function isoString(ms: number): string {
+  if (!Number.isSafeInteger(ms) || ms < 0 || ms >= 253402300800000) return new Date(ms).toISOString();
+  const days = Math.floor(ms / 86400000);
+  const msOfDay = ms - days * 86400000;
+  // Howard Hinnant's days_from_civil inverse, for days since 1970-01-01 (all non-negative here).
+  const z = days + 719468;
+  const era = Math.floor(z / 146097);
+  const doe = z - era * 146097;
+  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365);
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const hours = Math.floor(msOfDay / 3600000);
+  const minutes = Math.floor((msOfDay % 3600000) / 60000);
+  const seconds = Math.floor((msOfDay % 60000) / 1000);
+  const millis = msOfDay % 1000;
+  const milliText = millis < 10 ? `00${millis}` : millis < 100 ? `0${millis}` : `${millis}`;
+  return `${year}-${pad2(month)}-${pad2(day)}T${pad2(hours)}:${pad2(minutes)}:${pad2(seconds)}.${milliText}Z`;
 }
 
 export interface IdGenerator {
@@ -49,15 +78,42 @@ export function timeOrderedUuid(): string {
   } else {
     uuidState.ms = ms;
     // A random start in the lower half leaves room to count up within the millisecond.
-    uuidState.counter = randomBytes(2).readUInt16BE(0) & 0x7ff;
+    const start = takeRandom(2);
+    uuidState.counter = ((randomPool[start]! << 8) | randomPool[start + 1]!) & 0x7ff;
   }
-  const bytes = randomBytes(16);
-  bytes.writeUIntBE(ms, 0, 6);
-  bytes[6] = 0x70 | (uuidState.counter >> 8);
-  bytes[7] = uuidState.counter & 0xff;
-  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
-  const hex = bytes.toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  // Formatted from the numbers and the pool's bytes directly: Buffer writes and copies of a few
+  // bytes cost more than the whole id.
+  const msHex = ms.toString(16).padStart(12, '0');
+  const counterHex = uuidState.counter.toString(16).padStart(3, '0');
+  const r = takeRandom(8);
+  const pool = randomPool;
+  return (
+    `${msHex.slice(0, 8)}-${msHex.slice(8, 12)}-7${counterHex}-${HEX[0x80 | (pool[r]! & 0x3f)]}${HEX[pool[r + 1]!]}-` +
+    `${HEX[pool[r + 2]!]}${HEX[pool[r + 3]!]}${HEX[pool[r + 4]!]}${HEX[pool[r + 5]!]}${HEX[pool[r + 6]!]}${HEX[pool[r + 7]!]}`
+  );
+}
+
+/** Two lowercase hex digits of each byte value. */
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+/**
+ * Random bytes are drawn from a pool filled 4 kB at a time, as Node's own `randomUUID` does: a
+ * `randomBytes` call per id entered the system's random source twice for every message a step
+ * stores, about 0.1 ms of a step's CPU under load (docs/benchmarks.md, "Perf-node"). The bytes are
+ * the same CSPRNG's; each is used once.
+ */
+const randomPool = Buffer.alloc(4096);
+let randomOffset = randomPool.length;
+
+/** The offset of `n` fresh random bytes in `randomPool`, refilling it when it runs out. */
+function takeRandom(n: number): number {
+  if (randomOffset + n > randomPool.length) {
+    randomFillSync(randomPool);
+    randomOffset = 0;
+  }
+  const at = randomOffset;
+  randomOffset += n;
+  return at;
 }
 
 const uuidState = { ms: 0, counter: 0 };

@@ -22,6 +22,7 @@ import { commitToolResult, toolResultMessage } from './tools/result.js';
 import { cancelledResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
+import { isoNow } from './clock.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
@@ -73,7 +74,7 @@ export function createToolCallActors(services: RuntimeServices) {
       providerCallId: call.callId,
       toolName: call.name,
       parentSpanId: input.parentSpanId,
-      startedAt: new Date(services.clock.now()).toISOString(),
+      startedAt: isoNow(services.clock),
     });
     services.spans.start(span, undefined, { toolArguments: call.arguments });
 

@@ -4,7 +4,7 @@
  * B-tree instead of on a random leaf page (a full-page image in the WAL after every checkpoint).
  */
 import { describe, expect, it } from 'vitest';
-import { randomIds, timeOrderedUuid } from '../../src/services/clock.js';
+import { isoString, randomIds, timeOrderedUuid } from '../../src/services/clock.js';
 
 const V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -32,5 +32,18 @@ describe('time-ordered ids', () => {
     // The random tail differs between any two ids, not only the counter.
     const tails = new Set(Array.from({ length: 1_000 }, () => timeOrderedUuid().slice(19)));
     expect(tails.size).toBe(1_000);
+  });
+});
+
+describe('isoString', () => {
+  it('formats every time as Date#toISOString does', () => {
+    const times = [0, 1, 999, 1000, 86_399_999, 86_400_000, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, 253_402_300_799_999, 253_402_300_800_000, -1, 1.5, Date.now()];
+    // Random times over the whole supported range, and the days around each month's and leap year's edges.
+    let seed = 7;
+    const random = () => ((seed = (seed * 48271) % 2147483647) / 2147483647);
+    for (let i = 0; i < 20_000; i += 1) times.push(Math.floor(random() * 253_402_300_800_000));
+    for (let day = 0; day < 366 * 8; day += 1) times.push(day * 86_400_000 - 1, day * 86_400_000, 946_684_800_000 + day * 86_400_000 + 43_210_987);
+    const wrong = times.filter((t) => isoString(t) !== new Date(t).toISOString()).slice(0, 5);
+    expect(wrong).toEqual([]);
   });
 });

@@ -105,8 +105,11 @@ export const turnSetup = setup({
       const stopped = stopBeforeRun(event.type === 'turn.stop' || context.stopRequest === 'stop');
       return { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } };
     }),
-    /** The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output would set them. */
-    /** `stored`: the result as recorded (what the stored message says), when it was recorded. */
+    /**
+     * The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output
+     * would set them, and the reservation its recorded result committed. `stored`: the result as
+     * recorded (what the stored message says), when it was recorded.
+     */
     finishDirect: assign(({ context }, params: { recorded: boolean; stored?: ToolResult }) => {
       const { recorded } = params;
       const d = params.stored ? { ...context.direct!, result: params.stored } : context.direct!;
@@ -121,7 +124,10 @@ export const turnSetup = setup({
         doom: d.doom,
         plan: null,
       };
-      return { ...applyToolOutput(context, output, d.terminal !== null), direct: null };
+      // A recorded result is the fact that asked for the reservation (`recording`'s entry): it is
+      // committed with it, in this one context copy (issue 14 point 2: one assign fewer a step).
+      const reservation = recorded && context.reserving !== 0 ? { reservedCall: context.reserving, reserving: 0 } : {};
+      return { ...applyToolOutput(context, output, d.terminal !== null), ...reservation, direct: null };
     }),
     /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
     announceDirectFinished: sendParent(({ context }, result: ToolResult) => {

@@ -52,13 +52,91 @@ export function describeEvent(event: unknown): string {
     : `an event (${event === null ? 'null' : typeof event})`;
 }
 
+const finishReasonSet: ReadonlySet<unknown> = new Set(finishReasons);
+
+/** A plain object (an object literal or `JSON.parse` output): the only kind `fitsPlainly` reads. */
+function isPlainRecord(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object') return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+/** An optional key: absent, or present with a value `check` accepts (present as undefined is left to zod). */
+const optional = (record: Record<string, unknown>, key: string, check: (value: unknown) => boolean): boolean =>
+  !(key in record) || check(record[key]);
+const isString = (value: unknown): value is string => typeof value === 'string';
+
+/**
+ * The event as `modelStreamEventSchema` would return it, for the plain shapes a model port sends
+ * every step, or undefined to let the schema decide (anything unusual, and every event it refuses).
+ * zod's parse was the largest item of the model-call actor's own CPU per step (issue 14 point 2);
+ * this reads the same fields, accepts only what the schema accepts, and returns the same object (the
+ * known keys in the schema's order, names trimmed as the schema trims them), which
+ * `test/services/model/stream-events.test.ts` checks against the schema itself.
+ */
+export function fitsPlainly(event: unknown): ModelStreamEvent | undefined {
+  if (!isPlainRecord(event)) return undefined;
+  switch (event.type) {
+    case 'text_delta': {
+      if (!isString(event.delta) || !optional(event, 'newBlock', (v) => v === true) || !optional(event, 'phase', isString)) return undefined;
+      return {
+        type: 'text_delta',
+        delta: event.delta,
+        ...('newBlock' in event ? { newBlock: true as const } : {}),
+        ...('phase' in event ? { phase: event.phase as string } : {}),
+      };
+    }
+    case 'reasoning_delta':
+      return isString(event.delta) ? { type: 'reasoning_delta', delta: event.delta } : undefined;
+    case 'tool_call': {
+      if (!isString(event.callId) || !isString(event.name) || !isString(event.arguments)) return undefined;
+      const callId = event.callId.trim();
+      const name = event.name.trim();
+      if (callId === '' || name === '') return undefined;
+      return { type: 'tool_call', callId, name, arguments: event.arguments };
+    }
+    case 'completed': {
+      const usage = event.usage;
+      if (
+        !isPlainRecord(usage) ||
+        !isCount(usage.inputTokens) ||
+        !isCount(usage.outputTokens) ||
+        !isCount(usage.cachedInputTokens) ||
+        !isCount(usage.reasoningTokens) ||
+        !optional(event, 'responseId', isString) ||
+        !optional(event, 'finishReason', (v) => finishReasonSet.has(v)) ||
+        !optional(event, 'actualModel', isString)
+      ) {
+        return undefined;
+      }
+      return {
+        type: 'completed',
+        usage: {
+          inputTokens: usage.inputTokens,
+          outputTokens: usage.outputTokens,
+          cachedInputTokens: usage.cachedInputTokens,
+          reasoningTokens: usage.reasoningTokens,
+        },
+        ...('responseId' in event ? { responseId: event.responseId as string } : {}),
+        ...('finishReason' in event ? { finishReason: event.finishReason as FinishReason } : {}),
+        ...('actualModel' in event ? { actualModel: event.actualModel as string } : {}),
+      };
+    }
+    default:
+      // provider_opaque and retry are rare: the schema reads them.
+      return undefined;
+  }
+}
+
 /**
  * The event, checked; throws `model_protocol_error` when it does not fit. Deltas are returned as
  * they came: the caller makes them storable with a `StorableTextStream`, which keeps a surrogate
  * pair split across two deltas intact. Every other string is made storable here.
  */
 export function checkModelStreamEvent(event: unknown, semanticOutput: boolean): ModelStreamEvent {
-  const parsed = modelStreamEventSchema.safeParse(event);
+  const fast = fitsPlainly(event);
+  const parsed = fast !== undefined ? { success: true as const, data: fast } : modelStreamEventSchema.safeParse(event);
   if (!parsed.success) {
     throw new ModelError(
       'model_protocol_error',

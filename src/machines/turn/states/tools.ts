@@ -229,7 +229,6 @@ export const toolsState = turnSetup.createStateConfig({
                 guard: 'directTerminal',
                 target: '#tools.cancelling_remaining',
                 actions: [
-                  'reservationCommitted',
                   { type: 'announceDirectFinished', params: ({ event }) => event.output },
                   { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
                 ],
@@ -237,7 +236,6 @@ export const toolsState = turnSetup.createStateConfig({
               {
                 target: '#tools.next',
                 actions: [
-                  'reservationCommitted',
                   { type: 'announceDirectFinished', params: ({ event }) => event.output },
                   { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
                 ],
