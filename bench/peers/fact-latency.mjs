@@ -26,8 +26,10 @@ const N = Number(process.env.FACT_N ?? 400);
 const dist = process.argv[2] ? resolve(process.argv[2]) : resolve(fileURLToPath(new URL('../../dist', import.meta.url)));
 const { createCore, defineTool, postgresStorage } = await import(pathToFileURL(join(dist, 'index.js')).href);
 const stepSql = await import(pathToFileURL(join(dist, 'storage', 'step-sql.js')).href);
+/** FACT_BASE_DIST: another build's fact statements beside these (prepared under names ending `_base`). */
+const baseSql = process.env.FACT_BASE_DIST ? await import(pathToFileURL(join(resolve(process.env.FACT_BASE_DIST), 'storage', 'step-sql.js')).href) : null;
 
-const server = await startDurablePostgres();
+const server = await startDurablePostgres({ settings: { shared_preload_libraries: 'pg_stat_statements' } });
 const admin = new pg.Client({ connectionString: server.url('postgres') });
 await admin.connect();
 await admin.query('CREATE DATABASE facts');
@@ -63,6 +65,7 @@ const connect = async (settings) => {
   return c;
 };
 const durable = await connect();
+await durable.query('CREATE EXTENSION pg_stat_statements');
 const async = await connect('SET synchronous_commit = off');
 await durable.query(`CREATE TABLE floor_messages (thread_id text NOT NULL, seq integer NOT NULL, role text NOT NULL, content jsonb NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (thread_id, seq))`);
@@ -89,26 +92,44 @@ const floorInsert = (c) => {
   ]);
 };
 let calls = 0;
-const fact = (c) => {
-  calls += 1;
-  const callId = `call_${calls}`;
-  const content = [{ type: 'tool_result', callId, output: { type: 'text', text: `ok ${calls}` }, isError: false }];
-  return c
-    .query({ name: stepSql.COMMIT_TOOL_RESULT.fenced.name, text: stepSql.COMMIT_TOOL_RESULT.fenced.text, values: [turnId, randomUUID(), 'tool', JSON.stringify(content), 'normal', callId, 'instant', 0, owners] })
-    .then((r) => {
-      if (r.rows.length !== 1) throw new Error('the fact wrote nothing');
-    });
+/** The next model call a tool result reserves: one more each time, as a turn's calls go. */
+let nextCall = 1;
+/** The build's tool result (reserving the next model call, as every result of the peers scenario does) and assistant message. */
+const factsOf = (sql, suffix) => ({
+  toolResult: (c) => {
+    calls += 1;
+    const callId = `call_${calls}`;
+    const content = [{ type: 'tool_result', callId, output: { type: 'text', text: `ok ${calls}` }, isError: false }];
+    const stmt = sql.COMMIT_TOOL_RESULT.fenced;
+    return c.query({ name: stmt.name + suffix, text: stmt.text, values: [turnId, randomUUID(), 'tool', JSON.stringify(content), 'normal', callId, 'instant', (nextCall += 1), owners] }).then(wrote);
+  },
+  assistant: (c) => {
+    calls += 1;
+    const content = [{ type: 'tool_call', callId: `call_${calls}`, name: 'instant', arguments: JSON.stringify({ i: calls }) }];
+    const stmt = sql.COMMIT_ASSISTANT_MESSAGE.fenced;
+    return c.query({ name: stmt.name + suffix, text: stmt.text, values: [turnId, randomUUID(), 'assistant', JSON.stringify(content), 'normal', null, null, 100, 10, 0, 0, 1, owners] }).then(wrote);
+  },
+});
+const wrote = (r) => {
+  if (r.rows.length !== 1) throw new Error('the fact wrote nothing');
 };
+const mine = factsOf(stepSql, '');
+const base = baseSql ? factsOf(baseSql, '_base') : null;
 const kinds = {
   'floor INSERT, flushed commit': () => floorInsert(durable),
-  'fenced tool result, flushed commit': () => fact(durable),
+  'tool result, flushed commit': () => mine.toolResult(durable),
+  'assistant message, flushed commit': () => mine.assistant(durable),
+  ...(base
+    ? { 'base: tool result, flushed commit': () => base.toolResult(durable), 'base: assistant message, flushed commit': () => base.assistant(durable) }
+    : {}),
   'floor INSERT, synchronous_commit off': () => floorInsert(async),
-  'fenced tool result, synchronous_commit off': () => fact(async),
+  'tool result, synchronous_commit off': () => mine.toolResult(async),
   'SELECT 1': () => durable.query('SELECT 1'),
 };
 const times = Object.fromEntries(Object.keys(kinds).map((k) => [k, []]));
 try {
   for (let i = 0; i < 20; i += 1) for (const run of Object.values(kinds)) await run();
+  await durable.query('SELECT pg_stat_statements_reset()');
   for (let i = 0; i < N; i += 1) {
     for (const [k, run] of Object.entries(kinds)) {
       const t0 = performance.now();
@@ -123,6 +144,14 @@ try {
     t.sort((a, b) => a - b);
     const mean = t.reduce((a, b) => a + b, 0) / t.length;
     console.log(`| ${k} | ${t[Math.floor(t.length / 2)].toFixed(3)} | ${mean.toFixed(3)} | ${t[Math.floor(t.length * 0.9)].toFixed(3)} |`);
+  }
+  // The server's side of each statement: execution without the commit, its WAL and its buffers.
+  const { rows } = await durable.query(`SELECT calls, mean_exec_time, wal_records, wal_bytes, shared_blks_hit + shared_blks_read AS blocks, shared_blks_dirtied AS dirtied, left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS q
+    FROM pg_stat_statements WHERE calls >= ${N} AND query NOT LIKE '%pg_stat%' ORDER BY query`);
+  console.log('\nserver side, per call (pg_stat_statements): | exec ms | WAL records | WAL B | buffers | dirtied | statement |');
+  for (const r of rows) {
+    const n = Number(r.calls);
+    console.log(`| ${Number(r.mean_exec_time).toFixed(4)} | ${(Number(r.wal_records) / n).toFixed(1)} | ${(Number(r.wal_bytes) / n).toFixed(0)} | ${(Number(r.blocks) / n).toFixed(1)} | ${(Number(r.dirtied) / n).toFixed(2)} | ${r.q} |`);
   }
 } finally {
   for (const c of clients) await c.end();

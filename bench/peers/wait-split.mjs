@@ -123,7 +123,7 @@ function idleSplit(idleTotal, t0, t1, idle0) {
   return out;
 }
 
-function report(label, wall, steps, idleTotal, idle) {
+function report(label, wall, steps, idleTotal, idle, rounds) {
   const fg = spans.filter((s) => !s.background);
   const bg = spans.filter((s) => s.background);
   const fgTime = union(fg);
@@ -145,16 +145,18 @@ function report(label, wall, steps, idleTotal, idle) {
     console.log(`  | ${k} | ${(e.n / steps).toFixed(2)} | ${(e.ms / e.n).toFixed(3)} | ${e.max.toFixed(2)} | ${per(e.ms)} | ${e.bg ? 'yes' : ''} |`);
   }
   // The gaps on the critical path: from one foreground answer to the next foreground send.
-  const ordered = fg.filter((s) => Number.isFinite(s.end)).sort((a, b) => a.start - b.start);
   const gaps = new Map();
-  for (let i = 1; i < ordered.length; i += 1) {
-    const gap = ordered[i].start - ordered[i - 1].end;
-    if (gap < 0) continue;
-    const key = `${ordered[i - 1].key} -> ${ordered[i].key}`;
-    const e = gaps.get(key) ?? { n: 0, ms: 0 };
-    e.n += 1;
-    e.ms += gap;
-    gaps.set(key, e);
+  for (const round of rounds) {
+    const ordered = round.filter((s) => !s.background && Number.isFinite(s.end)).sort((a, b) => a.start - b.start);
+    for (let i = 1; i < ordered.length; i += 1) {
+      const gap = ordered[i].start - ordered[i - 1].end;
+      if (gap < 0) continue;
+      const key = `${ordered[i - 1].key} -> ${ordered[i].key}`;
+      const e = gaps.get(key) ?? { n: 0, ms: 0 };
+      e.n += 1;
+      e.ms += gap;
+      gaps.set(key, e);
+    }
   }
   console.log('  gaps between a critical-path answer and the next critical-path send:');
   for (const [k, e] of [...gaps].sort((a, b) => b[1].ms - a[1].ms).slice(0, 8)) {
@@ -212,7 +214,7 @@ const dir = mkdtempSync(join(tmpdir(), 'openwork-wait-split-'));
 async function add(label, setup) {
   const db = `wait${systems.length}`;
   await admin.query(`CREATE DATABASE ${db}`);
-  systems.push({ label, system: await setup({ url: server.url(db), dir }), spans: [], wall: 0, idle: 0, idleParts: { fg: 0, bgOnly: 0, nothing: 0 }, steps: 0 });
+  systems.push({ label, system: await setup({ url: server.url(db), dir }), spans: [], rounds: [], wall: 0, idle: 0, idleParts: { fg: 0, bgOnly: 0, nothing: 0 }, steps: 0 });
 }
 if (process.env.WAIT_FLOOR === '1') await add('raw pg floor', setupPg());
 if (process.env.WAIT_BASE_DIST) await add(`openwork-core, ${process.env.WAIT_BASE_DIST}`, setupOpenwork('postgres', { dist: resolve(process.env.WAIT_BASE_DIST) }));
@@ -246,12 +248,13 @@ try {
       s.idle += idle1 - idle0;
       for (const k of Object.keys(parts)) s.idleParts[k] += parts[k];
       s.spans.push(...spans);
+      s.rounds.push(spans);
       s.steps += perRound * K;
     }
   }
   for (const s of systems) {
     spans = s.spans;
-    report(s.label, s.wall, s.steps, s.idle, s.idleParts);
+    report(s.label, s.wall, s.steps, s.idle, s.idleParts, s.rounds);
   }
 } finally {
   for (const s of systems) await s.system.close();
