@@ -112,6 +112,33 @@ describe.each(backends)('the first lease of a session on $name', (backend) => {
     const { rows } = await storage.db.query('SELECT 1 FROM session_leases WHERE session_id = $1', [missing]);
     expect(rows).toEqual([]);
   });
+
+  it('a session created under a lease is one statement: both rows or neither, and another owner is refused', async () => {
+    const sessionId = uid('ses');
+    const counted = counting(storage.db);
+    // Count what the storage sends for the creation: its own handle (a getter), shadowed for the call.
+    Object.defineProperty(storage, 'db', { get: () => counted.db, configurable: true });
+    let created: Awaited<ReturnType<SqlSessionStorage['createLeasedSession']>>;
+    try {
+      created = await storage.createLeasedSession({ id: sessionId, workingDirectory: '/work' }, { ownerId: 'owner_a', leaseMs: LEASE_MS });
+    } finally {
+      delete (storage as unknown as Record<string, unknown>).db;
+    }
+    expect(counted.seen).toEqual({ queries: 1, transactions: 0 });
+    expect(created.session).toMatchObject({ id: sessionId, workingDirectory: '/work' });
+    expect(created.lease.token).toBe(1);
+    expect(Date.parse(created.lease.expiresAt)).toBeGreaterThan(Date.now() + LEASE_MS / 2);
+    expect(await storage.getSession(sessionId)).toMatchObject({ id: sessionId });
+    // Held: another owner is refused, the same owner re-acquires under the next token.
+    expect(await leases.acquire(sessionId, 'owner_b', LEASE_MS)).toMatchObject({ type: 'owned_elsewhere', ownerId: 'owner_a' });
+    expect(await leases.acquire(sessionId, 'owner_a', LEASE_MS)).toMatchObject({ type: 'acquired', token: 2 });
+
+    // The same id again: refused by the database, and neither row of the first creation moves.
+    await expect(storage.createLeasedSession({ id: sessionId, workingDirectory: '/elsewhere' }, { ownerId: 'owner_b', leaseMs: LEASE_MS })).rejects.toMatchObject({ code: 'persistence_error' });
+    expect(await storage.getSession(sessionId)).toMatchObject({ workingDirectory: '/work' });
+    const { rows } = await storage.db.query<{ owner_id: string; token: unknown }>('SELECT owner_id, token FROM session_leases WHERE session_id = $1', [sessionId]);
+    expect(rows.map((r) => ({ owner: r.owner_id, token: Number(r.token) }))).toEqual([{ owner: 'owner_a', token: 2 }]);
+  });
 });
 
 describe('the first lease of a session on a Postgres server, two cores racing', () => {
