@@ -7,9 +7,12 @@
  * lease renewal) in flight, and time with nothing in flight (Node's own work, timers, hops).
  *
  * `node bench/peers/wait-split.mjs [dist-dir]` after `npm run build`; BENCH_PEERS_TURNS (30) serial
- * turns after BENCH_PEERS_WARMUP (10). With `WAIT_FLOOR=1` it runs the raw `pg` floor's loop on the
- * same server first, for its latency per INSERT. The figures are wall clock and move with the load;
- * compare two builds in one run, not across runs.
+ * turns in WAIT_ROUNDS (6) rounds after BENCH_PEERS_WARMUP (10), the systems taking turns round by
+ * round: the build, `WAIT_BASE_DIST=<dist>` another build, `WAIT_TRACE_OFF=1` the build with the
+ * trace dropped, `WAIT_FLOOR=1` the raw `pg` floor; `WAIT_STRACE=1` counts the server's WAL syscalls.
+ * The figures are wall clock and move with the load; compare systems of one run, not across runs.
+ * (A takeover scan's BEGIN and COMMIT are counted as critical-path statements: only the scan's own
+ * statement is recognised as background.)
  */
 import { spawn, execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
