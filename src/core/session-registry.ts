@@ -288,14 +288,20 @@ export class SessionRegistry {
       throw new InputError('invalid_request', `unknown permission mode ${JSON.stringify(opts.permissionMode)}`);
     }
     if (opts.title !== undefined && opts.title.trim() === '') throw new InputError('invalid_request', 'title must not be blank');
-    const record = await storage.createSession({
+    const input = {
       id: opts.id ?? ids.next('ses'),
       workingDirectory,
       title: opts.title ?? null,
       defaultModelId: (opts.model ?? options.model).id,
-      permissionMode: opts.permissionMode ?? 'auto',
-    });
-    if (keeper) await this.acquireLease(record.id);
+      permissionMode: opts.permissionMode ?? 'auto' as const,
+    };
+    // With ownership, the session and its lease are one statement (issue 14 point 2: a round trip less).
+    let record;
+    if (keeper) {
+      const created = await storage.createLeasedSession(input, { ownerId: keeper.ownerId, leaseMs: keeper.settings.leaseMs });
+      keeper.adopt(created.session.id, created.lease.token);
+      record = created.session;
+    } else record = await storage.createSession(input);
     const handle = this.start({
       session: record,
       messages: [],

@@ -9,7 +9,7 @@
  * agree on expiry as long as they share the database.
  */
 import { StorageError, errorMessage } from '../errors.js';
-import { iso, num, type SqlDatabase, type SqlExecutor } from './sql.js';
+import { iso, num, statement, type SqlDatabase, type SqlExecutor } from './sql.js';
 import type { CorrectionReport } from './correction-report.js';
 
 /** The answer of an acquisition. */
@@ -44,6 +44,49 @@ export interface SessionLeaseStore {
 
 const LEASE_TTL = `now() + $3::double precision * interval '1 millisecond'`;
 
+/** The `process_restart` close of a running turn, shared by both acquisition paths and the takeover. */
+const CLOSE_TURN = `status = 'interrupted', ended_at = GREATEST(now(), started_at),
+       error_code = COALESCE(error_code, 'process_restart'),
+       error_message = COALESCE(error_message, 'the process ended while the turn was running'),
+       updated_at = now()`;
+/** The `process_restart` close of a running span. */
+const CLOSE_SPAN = `status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
+       error_code = COALESCE(error_code, 'process_restart')`;
+
+/**
+ * The lease of a session that has no lease row yet (never leased: above all a session just created,
+ * which every session is once), taken in ONE statement with the startup correction of its running
+ * turns and spans: one round trip and one implicit transaction instead of BEGIN, the upsert, two
+ * correcting UPDATEs and COMMIT (five round trips, issue 14 point 2, "the wait").
+ *
+ * One statement reads one snapshot, taken before the insert; the transaction path reads a fresh one
+ * for each correction, after the upsert. That difference matters only when a writer can commit a
+ * running turn of the session between the two, and with no lease row none can that this lease
+ * fences: a fenced turn is begun under a token of this row, and a fenced fact needs it. (An unfenced
+ * writer could, on either path.) A row that exists, or appears under a racing core's insert, makes
+ * `ON CONFLICT DO NOTHING` return no row, and the transaction path decides: re-acquisition, takeover
+ * of an expired lease, `owned_elsewhere`, or `not_found`. (docs/decisions.md, "One statement for the
+ * first lease of a session".)
+ */
+const ACQUIRE_UNLEASED = statement(
+  'lease_acquire_unleased',
+  `WITH taken AS (
+     INSERT INTO session_leases (session_id, owner_id, token, expires_at)
+     SELECT id, $2, 1, ${LEASE_TTL} FROM sessions WHERE id = $1
+     ON CONFLICT (session_id) DO NOTHING
+     RETURNING token, expires_at
+   ), turns_closed AS (
+     UPDATE turns SET ${CLOSE_TURN}
+     WHERE session_id = $1 AND status = 'running' AND EXISTS (SELECT 1 FROM taken) RETURNING 1
+   ), spans_closed AS (
+     UPDATE trace_spans SET ${CLOSE_SPAN}
+     WHERE session_id = $1 AND status = 'running' AND EXISTS (SELECT 1 FROM taken) RETURNING 1
+   )
+   SELECT taken.token, taken.expires_at, (SELECT count(*) FROM turns_closed)::int AS turns,
+     (SELECT count(*) FROM spans_closed)::int AS spans
+   FROM taken`,
+);
+
 export class SqlSessionLeases implements SessionLeaseStore {
   constructor(private readonly db: () => SqlDatabase) {}
 
@@ -57,8 +100,22 @@ export class SqlSessionLeases implements SessionLeaseStore {
   }
 
   acquire(sessionId: string, ownerId: string, leaseMs: number): Promise<LeaseAcquisition> {
-    return this.run('acquire session lease', () =>
-      this.db().transaction(async (tx) => {
+    return this.run('acquire session lease', async () => {
+      const first = await this.db().query<{ token: unknown; expires_at: unknown; turns: unknown; spans: unknown }>(ACQUIRE_UNLEASED, [
+        sessionId,
+        ownerId,
+        leaseMs,
+      ]);
+      const taken = first.rows[0];
+      if (taken) {
+        return {
+          type: 'acquired' as const,
+          token: num(taken.token),
+          expiresAt: iso(taken.expires_at),
+          corrected: { turns: num(taken.turns), spans: num(taken.spans) },
+        };
+      }
+      return this.db().transaction(async (tx) => {
         const { rows } = await tx.query<{ token: unknown; expires_at: unknown }>(
           `INSERT INTO session_leases AS l (session_id, owner_id, token, expires_at)
            SELECT id, $2, 1, ${LEASE_TTL} FROM sessions WHERE id = $1
@@ -78,8 +135,8 @@ export class SqlSessionLeases implements SessionLeaseStore {
         const h = holder.rows[0];
         if (!h) return { type: 'not_found' as const };
         return { type: 'owned_elsewhere' as const, ownerId: String(h.owner_id), expiresAt: iso(h.expires_at) };
-      }),
-    );
+      });
+    });
   }
 
   renew(ownerId: string, sessionIds: readonly string[], leaseMs: number): Promise<Array<{ sessionId: string; token: number }>> {
@@ -151,18 +208,14 @@ export class SqlSessionLeases implements SessionLeaseStore {
  */
 async function correctRunning(tx: SqlExecutor, sessionIds: string[]): Promise<CorrectionReport> {
   const turns = await tx.query<{ id: string }>(
-    `UPDATE turns SET status = 'interrupted', ended_at = GREATEST(now(), started_at),
-       error_code = COALESCE(error_code, 'process_restart'),
-       error_message = COALESCE(error_message, 'the process ended while the turn was running'),
-       updated_at = now()
+    `UPDATE turns SET ${CLOSE_TURN}
      WHERE session_id = ANY($1::text[]) AND status = 'running' RETURNING id`,
     [sessionIds],
   );
   // Every running span of these sessions, not only their turns': a compaction outside a turn has
   // spans of its own, and nothing of a session whose lease this transaction holds is running anywhere.
   const spans = await tx.query(
-    `UPDATE trace_spans SET status = 'outcome_unknown', ended_at = GREATEST(now(), started_at),
-       error_code = COALESCE(error_code, 'process_restart')
+    `UPDATE trace_spans SET ${CLOSE_SPAN}
      WHERE session_id = ANY($1::text[]) AND status = 'running'`,
     [sessionIds],
   );

@@ -40,6 +40,7 @@ import type {
   FinishTurn,
   LoadedSession,
   NewSession,
+  NewSessionLease,
   SessionRecord,
   SessionStorage,
   TokenUsage,
@@ -148,6 +149,10 @@ export class SqlSessionStorage implements SessionStorage {
 
   createSession(input: NewSession): Promise<SessionRecord> {
     return sessions.createSession(this.ctx, input);
+  }
+
+  createLeasedSession(input: NewSession, lease: NewSessionLease): Promise<{ session: SessionRecord; lease: { token: number; expiresAt: string } }> {
+    return sessions.createLeasedSession(this.ctx, input, lease);
   }
 
   getSession(sessionId: string): Promise<SessionRecord | null> {

@@ -49,6 +49,12 @@ export interface NewSession {
   spawnSpanId?: string | null;
 }
 
+/** The lease a new session is created under (`createLeasedSession`). */
+export interface NewSessionLease {
+  ownerId: string;
+  leaseMs: number;
+}
+
 export type TurnStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
 
 export interface TurnRecord {
@@ -273,6 +279,12 @@ export interface SessionStorage {
   purgeExpiredTracePayloads(): Promise<TracePurgeReport>;
 
   createSession(input: NewSession): Promise<SessionRecord>;
+  /**
+   * `createSession` with the new session's lease taken for `lease.ownerId` (token 1) in the same
+   * statement: one round trip and one commit where creating and then acquiring took two (issue 14
+   * point 2). A new session has no turn or span for the lease's startup correction to close.
+   */
+  createLeasedSession(input: NewSession, lease: NewSessionLease): Promise<{ session: SessionRecord; lease: { token: number; expiresAt: string } }>;
   getSession(sessionId: string): Promise<SessionRecord | null>;
   /** Newest first; `withTurns` leaves out sessions that never started a turn. */
   listSessions(options?: { limit?: number; includeChildren?: boolean; withTurns?: boolean }): Promise<SessionRecord[]>;

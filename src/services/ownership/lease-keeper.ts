@@ -147,6 +147,16 @@ export class LeaseKeeper implements WriteFence {
     return result;
   }
 
+  /**
+   * A lease the storage took for this core in the statement that created the session
+   * (`createLeasedSession`): held from now on, as if `acquire` had answered it.
+   */
+  adopt(sessionId: string, token: number): void {
+    this.counts.acquisitions += 1;
+    this.tokens.set(sessionId, token);
+    this.known.set(sessionId, token);
+  }
+
   /** Frees one session's lease (its handle closed); during shutdown `releaseAll` frees them together. */
   async release(sessionId: string): Promise<void> {
     const token = this.tokens.get(sessionId);

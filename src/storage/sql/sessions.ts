@@ -11,34 +11,64 @@ import type { PermissionMode } from '../../protocol/input.js';
 import { fenceSql } from '../fence.js';
 import { iso, num, type Row, type SqlExecutor } from '../sql.js';
 import { MESSAGE_COLUMNS } from '../step-sql.js';
-import type { LoadedSession, NewSession, SessionRecord } from '../storage.js';
+import type { LoadedSession, NewSession, NewSessionLease, SessionRecord } from '../storage.js';
 import type { SqlContext } from './context.js';
 import { loadSessionTurnPlans } from './plans.js';
 import { CHECKPOINT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS, checkpointFromRow, messageFromRow, sessionFromRow, turnFromRow } from './rows.js';
 
-export function createSession(ctx: SqlContext, input: NewSession): Promise<SessionRecord> {
-  return ctx.run('create session', async () => {
-    const { rows } = await ctx.db.query(
-      `INSERT INTO sessions (id, title, working_directory, default_model_id, sandbox_mode, reasoning_effort,
+/** The INSERT of a new session and its parameters $1..$11, shared by `createSession` and `createLeasedSession`. */
+const INSERT_SESSION = `INSERT INTO sessions (id, title, working_directory, default_model_id, sandbox_mode, reasoning_effort,
            parent_session_id, task_name, agent_role, spawn_span_id, sandbox_mode_origin)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         RETURNING ${SESSION_COLUMNS}`,
-      [
-        input.id,
-        input.title ?? null,
-        input.workingDirectory,
-        input.defaultModelId ?? null,
-        input.permissionMode ?? 'auto',
-        input.reasoningEffort ?? null,
-        input.parentSessionId ?? null,
-        input.taskName ?? null,
-        input.agentRole ?? null,
-        input.spawnSpanId ?? null,
-        // A sub-agent's mode is a snapshot of its parent's (reference §4.14).
-        input.parentSessionId ? 'inherited' : 'session_default',
-      ],
-    );
+         RETURNING ${SESSION_COLUMNS}`;
+
+function sessionParams(input: NewSession): unknown[] {
+  return [
+    input.id,
+    input.title ?? null,
+    input.workingDirectory,
+    input.defaultModelId ?? null,
+    input.permissionMode ?? 'auto',
+    input.reasoningEffort ?? null,
+    input.parentSessionId ?? null,
+    input.taskName ?? null,
+    input.agentRole ?? null,
+    input.spawnSpanId ?? null,
+    // A sub-agent's mode is a snapshot of its parent's (reference §4.14).
+    input.parentSessionId ? 'inherited' : 'session_default',
+  ];
+}
+
+export function createSession(ctx: SqlContext, input: NewSession): Promise<SessionRecord> {
+  return ctx.run('create session', async () => {
+    const { rows } = await ctx.db.query(INSERT_SESSION, sessionParams(input));
     return sessionFromRow(rows[0]!);
+  });
+}
+
+/**
+ * The session row and its lease row (token 1, expiring `leaseMs` after the database's now) in one
+ * statement, so one implicit transaction: both are stored or neither. The lease's foreign key is
+ * checked at the end of the statement, when the session row is there.
+ */
+export function createLeasedSession(
+  ctx: SqlContext,
+  input: NewSession,
+  lease: NewSessionLease,
+): Promise<{ session: SessionRecord; lease: { token: number; expiresAt: string } }> {
+  return ctx.run('create session', async () => {
+    const { rows } = await ctx.db.query(
+      `WITH created AS (${INSERT_SESSION}),
+       leased AS (
+         INSERT INTO session_leases (session_id, owner_id, token, expires_at)
+         SELECT id, $12, 1, now() + $13::double precision * interval '1 millisecond' FROM created
+         RETURNING token, expires_at
+       )
+       SELECT created.*, leased.token AS lease_token, leased.expires_at AS lease_expires_at FROM created, leased`,
+      [...sessionParams(input), lease.ownerId, lease.leaseMs],
+    );
+    const row = rows[0]!;
+    return { session: sessionFromRow(row), lease: { token: num(row.lease_token), expiresAt: iso(row.lease_expires_at) } };
   });
 }
 
