@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { compiledChild } from '../support/compiled-child.js';
 import { createTestDatabase } from '../support/databases.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 
@@ -35,7 +36,7 @@ class Runtime {
   private req = 0;
 
   constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', CHILD], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
+    this.proc = spawn(process.execPath, [compiledChild(CHILD)], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
     createInterface({ input: this.proc.stdout! }).on('line', (raw) => {
       this.lines.push(JSON.parse(raw) as Line);
       for (const w of this.waiters.splice(0)) w();

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { StoreLockedError } from '../../src/errors.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import { STORE_LOCK_FILE } from '../../src/storage/store-lock.js';
+import { compiledChild } from '../support/compiled-child.js';
 
 const CHILD = fileURLToPath(new URL('./store-lock-child.ts', import.meta.url));
 
@@ -27,7 +28,7 @@ const dirs: string[] = [];
 
 function openInChild(dir: string, title: string, mode: 'store' | 'lock-only' = 'store'): Child {
   const env = { ...process.env, STORE_DIR: dir, STORE_TITLE: title, STORE_MODE: mode };
-  const proc = spawn(process.execPath, ['--import', 'tsx', CHILD], { env, stdio: 'pipe' });
+  const proc = spawn(process.execPath, [compiledChild(CHILD)], { env, stdio: 'pipe' });
   let out = '';
   let err = '';
   proc.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
