@@ -6,7 +6,7 @@
  * the loop only when it is named here. What is left out, and why, is README.md "Tests".
  */
 import { defineConfig } from 'vitest/config';
-import base from './vitest.config.js';
+import { TEST_OPTIONS } from './vitest.config.js';
 
 /** The edit loop: each entry with what it covers. */
 export const FAST_FILES = [
@@ -48,5 +48,15 @@ export const FAST_FILES = [
   'test/agents/reconciliation.test.ts',
 ];
 
-// Not mergeConfig: it would append this list to the base's `test/**` instead of replacing it.
-export default defineConfig({ ...base, test: { ...base.test, include: FAST_FILES, isolate: false } });
+// One group, no projects: the suite's options with this list, files sharing workers.
+export default defineConfig({
+  test: {
+    ...TEST_OPTIONS,
+    setupFiles: [...TEST_OPTIONS.setupFiles],
+    globalSetup: ['test/support/global-setup.ts'],
+    maxWorkers: 2,
+    reporters: ['default'],
+    include: FAST_FILES,
+    isolate: false,
+  },
+});
