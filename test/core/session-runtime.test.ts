@@ -215,7 +215,8 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'cancelled', modelCallCount: 1 });
     await h.core.flushTrace();
     const spans = await storage.listTraceSpans({ turnId });
-    expect(spans.map((s) => `${s.kind}:${s.status}`)).toEqual(['model_call:cancelled']);
+    // Cancelled by the user: no error code (a span the runtime stops is outcome_unknown instead, test/faults/reference-deviations.test.ts).
+    expect(spans.map((s) => [s.kind, s.status, s.errorCode])).toEqual([['model_call', 'cancelled', null]]);
   });
 
   it('cancelling a turn cancels the active tool call [seed 000 acc 7]', async () => {
@@ -357,28 +358,9 @@ describe.each(backends)('session runtime on $name', (backend) => {
     expect((await broken.session.messages()).map((m) => m.role)).toEqual((await healthy.session.messages()).map((m) => m.role));
   });
 
-  it('a trace store that fails every write changes nothing [seed 000 acc 10]', async () => {
-    const faulty = faultyStorage(storage);
-    faulty.failOn('writeTraceSignals');
-    const h = await harness(faulty, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }, { text: 'unaffected' }]);
-    const { outcome } = await h.run('trace me');
-    expect(outcome).toEqual({ status: 'completed', finalText: 'unaffected' });
-    const stats = await h.core.flushTrace();
-    expect(stats.writeFailures).toBeGreaterThan(0);
-  });
+  // acc 10, a trace store that fails every write: test/faults/degradation.test.ts, 'trace queue full and trace database failing: the loop continues, ...'.
 
-  it('a failed assistant message write prevents tool execution [seed 000 acc 11]', async () => {
-    const ran: string[] = [];
-    const spy = defineTool({ name: 'echo', description: 'echo', parameters: z.object({ text: z.string() }), execute: ({ text }) => (ran.push(text), text) });
-    const faulty = faultyStorage(storage);
-    faulty.failOn('commitAssistantMessage');
-    const h = await harness(faulty, [{ toolCalls: [{ name: 'echo', arguments: { text: 'never' } }] }], { tools: [spy] });
-    const { turnId, outcome } = await h.run('write fails');
-    expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
-    expect(ran).toEqual([]);
-    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'persistence_error' });
-    expect((await storage.listMessages(h.session.sessionId)).map((m) => m.role)).toEqual(['user']);
-  });
+  // acc 11: test/faults/degradation.test.ts, 'assistant message write fails: no tool runs, the turn fails' (on PGlite and Postgres).
 
   it('restart marks running turns and spans and the next request carries the synthesized result [seed 000 acc 12]', async () => {
     const faulty = faultyStorage(storage);

@@ -71,15 +71,7 @@ describe('turn features', () => {
       expect((await storage.getTurn(turnId))!.planUnfinishedStepCount).toBeNull();
     });
 
-    it('a failed plan commit fails the turn with persistence_error and emits no plan_updated', async () => {
-      const faulty = faultyStorage(storage);
-      faulty.failOn('commitPlanUpdate', 1);
-      const h = await harness(faulty, [{ toolCalls: [{ name: 'update_plan', arguments: { plan: [] } }, { name: 'echo', arguments: { text: 'after' } }] }]);
-      const { outcome } = await h.run('plan');
-      expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
-      expect(updateTypes(h.updates)).not.toContain('plan_updated');
-      expect(await storage.loadSessionTurnPlans(h.session.sessionId)).toEqual([]);
-    });
+    // A failed plan commit: test/faults/degradation.test.ts, 'plan write fails: the turn fails, no plan_updated, no plan row'.
 
     it('repeating the same plan to the threshold ends the turn as doom_loop', async () => {
       const call = { name: 'update_plan', arguments: { plan: [{ step: 'same', status: 'pending' }] } };
@@ -212,32 +204,8 @@ describe('turn features', () => {
       expect(await h.session.waitForTurn(second)).toMatchObject({ status: 'completed' });
     });
 
-    it('allow_for_session covers later turns of the session, keyed by environment', async () => {
-      const call = { name: 'guarded', arguments: { action: 'x', scope: 'repo' } };
-      const h = await harness(storage, [{ toolCalls: [call] }, { text: 'one' }, { toolCalls: [call] }, { text: 'two' }]);
-      const first = await h.start('one');
-      await approveNext(h, first, 'allow_for_session');
-      await h.session.waitForTurn(first);
-      const { outcome } = await h.run('two');
-      expect(outcome).toMatchObject({ status: 'completed', finalText: 'two' });
-      expect(h.updates.filter((e) => e.update.type === 'permission_requested')).toHaveLength(1);
-    });
-
-    it('a late decision never reaches a newer turn', async () => {
-      const h = await harness(storage, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'old' } }] }, { toolCalls: [{ name: 'guarded', arguments: { action: 'new' } }] }, { text: 'new done' }]);
-      const oldTurn = await h.start('old');
-      const oldCard = await h.waitFor((e) => e.update.type === 'permission_requested');
-      await h.session.cancelTurn(oldTurn);
-      await h.session.waitForTurn(oldTurn);
-      const newTurn = await h.start('new');
-      const newCard = await h.waitFor((e) => e.update.type === 'permission_requested' && e.turnId === newTurn);
-      await expect(h.session.resolvePermission(oldTurn, (oldCard.update as { toolCallId: string }).toolCallId, 'allow_for_session')).rejects.toMatchObject({
-        code: 'turn_not_active',
-      });
-      expect(h.session.snapshot().runtime).toMatchObject({ type: 'running', turnId: newTurn, phase: 'waiting_permission' });
-      await h.session.resolvePermission(newTurn, (newCard.update as { toolCallId: string }).toolCallId, 'allow_once');
-      expect(await h.session.waitForTurn(newTurn)).toMatchObject({ status: 'completed' });
-    });
+    // A session grant covering later turns, keyed by environment: test/services/tools/tools-in-turns.test.ts, 'grants are keyed by environment id: ...'.
+    // A late decision: test/services/tools/tools-in-turns.test.ts, 'a late allow_for_session (its turn was cancelled meanwhile) is refused, ...'.
   });
 
   describe('commands and modes', () => {
@@ -268,23 +236,9 @@ describe('turn features', () => {
       expect(await h.session.waitForTurn(turnId)).toMatchObject({ status: 'completed' });
     });
 
-    it('a failed turn start ends the turn with persistence_error and never calls the model', async () => {
-      const faulty = faultyStorage(storage);
-      faulty.failOn('beginTurn', 1);
-      const h = await harness(faulty, []);
-      const { outcome } = await h.run('x');
-      expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
-      expect(h.model.requests).toHaveLength(0);
-    });
+    // A failed turn start: test/faults/degradation.test.ts, 'turn row or user message write fails: no model call, persistence_error'.
 
-    it('a failed tool result write ends the turn before another model call', async () => {
-      const faulty = faultyStorage(storage);
-      faulty.failOn('commitToolResult', 1);
-      const h = await harness(faulty, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }]);
-      const { outcome } = await h.run('x');
-      expect(outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });
-      expect(h.model.requests).toHaveLength(1);
-    });
+    // A failed tool result write: test/faults/degradation.test.ts, 'tool result write fails: no further model call, ...'.
 
     it('a permission mode switch persists and applies from the next tool call, even mid-turn', async () => {
       const seen: PermissionMode[] = [];
