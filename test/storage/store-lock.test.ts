@@ -8,13 +8,16 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { StoreLockedError } from '../../src/errors.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import { STORE_LOCK_FILE } from '../../src/storage/store-lock.js';
 import { compiledChild } from '../support/compiled-child.js';
 
 const CHILD = fileURLToPath(new URL('./store-lock-child.ts', import.meta.url));
+
+// Compiled (and dist/ rebuilt when src/ is newer) before the tests, outside their 30 s limit.
+beforeAll(() => void compiledChild(CHILD));
 
 interface Child {
   proc: ChildProcessWithoutNullStreams;

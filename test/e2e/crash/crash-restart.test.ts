@@ -117,6 +117,8 @@ describe('crash-restart on real Postgres', () => {
   const track = (child: Child) => (children.push(child), child);
 
   beforeAll(async () => {
+    // Compiled (and dist/ rebuilt when src/ is newer) before the test, outside its limit.
+    compiledChild(CHILD);
     url = await createTestDatabase();
     storage = postgresStorage({ connectionString: url, max: 4 });
     await storage.migrate();

@@ -102,6 +102,8 @@ describe('scale-out: three runtime processes on one Postgres (issue 15)', () => 
   };
 
   beforeAll(async () => {
+    // Compiled (and dist/ rebuilt when src/ is newer) before the test, outside its limit.
+    compiledChild(CHILD);
     url = await createTestDatabase();
     storage = postgresStorage({ connectionString: url, max: 2 });
     await storage.migrate();
