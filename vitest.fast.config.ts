@@ -6,7 +6,7 @@
  * the loop only when it is named here. What is left out, and why, is README.md "Tests".
  */
 import { defineConfig } from 'vitest/config';
-import base from './vitest.config.js';
+import { TEST_OPTIONS } from './vitest.config.js';
 
 /** The edit loop: each entry with what it covers. */
 export const FAST_FILES = [
@@ -16,13 +16,13 @@ export const FAST_FILES = [
   'test/machines/tool-call.test.ts',
   // Pure modules: protocol schemas, request assembly, ids, budgets, the inspector's reducer and charts.
   'test/protocol/**/*.test.ts',
-  'test/context/assemble.test.ts',
+  'test/services/context/assemble.test.ts',
   'test/services/ids.test.ts',
   'test/services/progress-budget.test.ts',
   'test/services/ring-buffer.test.ts',
   'test/services/trace/recorder.test.ts',
-  'test/inspection/charts.test.ts',
-  'test/inspection/safe-json.test.ts',
+  'test/inspector/server/charts.test.ts',
+  'test/inspector/server/safe-json.test.ts',
   'test/inspector/reducer.test.ts',
   'test/cli/options.test.ts',
   'test/package/layers.test.ts',
@@ -37,16 +37,26 @@ export const FAST_FILES = [
   // The runtime end to end on PGlite: a call the Turn runs itself, commands and their typed
   // refusals, the model port's boundary, the control tools, cards, the working directory, the
   // prepared statements, a protection attack, and restart reconciliation.
-  'test/runtime/direct-tool-call.test.ts',
-  'test/runtime/command-input.test.ts',
-  'test/runtime/model-port-boundary.test.ts',
+  'test/machines/turn/direct-tool-call.test.ts',
+  'test/session-handle/command-input.test.ts',
+  'test/services/model/port-boundary.test.ts',
   'test/host/control-tools.test.ts',
   'test/host/card-defaults.test.ts',
   'test/host/working-directory.test.ts',
   'test/storage/pglite-prepared.test.ts',
   'test/security/hard-link-write.test.ts',
-  'test/agents/reconciliation.test.ts',
+  'test/services/agents/reconciliation.test.ts',
 ];
 
-// Not mergeConfig: it would append this list to the base's `test/**` instead of replacing it.
-export default defineConfig({ ...base, test: { ...base.test, include: FAST_FILES, isolate: false } });
+// One group, no projects: the suite's options with this list, files sharing workers.
+export default defineConfig({
+  test: {
+    ...TEST_OPTIONS,
+    setupFiles: [...TEST_OPTIONS.setupFiles],
+    globalSetup: ['test/support/global-setup.ts'],
+    maxWorkers: 2,
+    reporters: ['default'],
+    include: FAST_FILES,
+    isolate: false,
+  },
+});

@@ -33,7 +33,7 @@ export const UNREACHABLE: Record<string, string> = {
   'turn.running_model.persisting|xstate.done.actor.persistAssistantMessage|0':
     'structured output (outputSchema) is not part of the model world: its turns carry no schema; test/host/run.test.ts drives output_invalid',
   'turn.ending|xstate.error.actor.finishTurn|0':
-    'ownership_lost at the turn\'s end needs a session lease, and leases are Postgres-only while the model world runs on PGlite; test/ownership/ownership.test.ts drives ownership_lost through a running turn',
+    'ownership_lost at the turn\'s end needs a session lease, and leases are Postgres-only while the model world runs on PGlite; test/services/ownership/ownership.test.ts drives ownership_lost through a running turn',
   'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',
   'toolCall.executing|xstate.error.actor.execute|0': 'executeTool reports every tool failure as a result; it throws only if the session is gone',
   'turn.tools.run.executing|xstate.error.actor.execute|0':

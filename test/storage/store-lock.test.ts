@@ -8,12 +8,16 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { StoreLockedError } from '../../src/errors.js';
 import { pgliteStorage } from '../../src/storage/pglite.js';
 import { STORE_LOCK_FILE } from '../../src/storage/store-lock.js';
+import { compiledChild } from '../support/compiled-child.js';
 
 const CHILD = fileURLToPath(new URL('./store-lock-child.ts', import.meta.url));
+
+// Compiled (and dist/ rebuilt when src/ is newer) before the tests, outside their 30 s limit.
+beforeAll(() => void compiledChild(CHILD));
 
 interface Child {
   proc: ChildProcessWithoutNullStreams;
@@ -27,7 +31,7 @@ const dirs: string[] = [];
 
 function openInChild(dir: string, title: string, mode: 'store' | 'lock-only' = 'store'): Child {
   const env = { ...process.env, STORE_DIR: dir, STORE_TITLE: title, STORE_MODE: mode };
-  const proc = spawn(process.execPath, ['--import', 'tsx', CHILD], { env, stdio: 'pipe' });
+  const proc = spawn(process.execPath, [compiledChild(CHILD)], { env, stdio: 'pipe' });
   let out = '';
   let err = '';
   proc.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));

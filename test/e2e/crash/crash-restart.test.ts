@@ -29,6 +29,7 @@ import { SUMMARY_PREFIX } from '../../../src/services/context/chat-state.js';
 import type { ModelRequest } from '../../../src/services/model/port.js';
 import { postgresStorage } from '../../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
+import { compiledChild } from '../../support/compiled-child.js';
 import { createTestDatabase } from '../../support/databases.js';
 import { assertRequestInvariants, assertStoredInvariants } from '../../support/invariants.js';
 
@@ -58,7 +59,7 @@ class Child {
   private waiters: Array<{ test: () => boolean; resolve: () => void }> = [];
 
   constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', CHILD], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
+    this.proc = spawn(process.execPath, [compiledChild(CHILD)], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
     createInterface({ input: this.proc.stdout! }).on('line', (raw) => {
       this.lines.push(JSON.parse(raw) as Line);
       this.poke();
@@ -116,6 +117,8 @@ describe('crash-restart on real Postgres', () => {
   const track = (child: Child) => (children.push(child), child);
 
   beforeAll(async () => {
+    // Compiled (and dist/ rebuilt when src/ is newer) before the test, outside its limit.
+    compiledChild(CHILD);
     url = await createTestDatabase();
     storage = postgresStorage({ connectionString: url, max: 4 });
     await storage.migrate();

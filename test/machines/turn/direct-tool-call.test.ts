@@ -1,0 +1,120 @@
+/**
+ * Issue 14 point 3: a tool call that needs nobody (the policy allows it without a card, no control
+ * tool) runs as the Turn's own invoked actors, without a tool-call machine; a call that has to wait
+ * (a card) gets the machine, started at its wait. Every phase stays visible: the Turn's state and
+ * the snapshot show the running call, its updates go out, and a cancel mid-call stops the tool and
+ * records it.
+ */
+import type { AnyActorRef, InspectionEvent } from 'xstate';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../../../src/services/tools/define.js';
+import type { PermissionMode } from '../../../src/protocol/input.js';
+import { pgliteStorage } from '../../../src/storage/pglite.js';
+import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
+import { harness, updateTypes } from '../../support/harness.js';
+
+/** Records every actor the runtime creates, by machine id (`turn`, `toolCall`) or invoke id. */
+function actorLog() {
+  const actors: Array<{ name: string; ref: AnyActorRef }> = [];
+  const inspect = (event: InspectionEvent) => {
+    if (event.type !== '@xstate.actor') return;
+    const ref = event.actorRef as AnyActorRef;
+    const logic = (ref as unknown as { logic?: { id?: unknown; states?: unknown } }).logic;
+    const name = typeof logic?.id === 'string' && logic.states ? `machine ${logic.id}` : ref.id;
+    actors.push({ name, ref });
+  };
+  return { actors, inspect, named: (name: string) => actors.filter((a) => a.name === name) };
+}
+
+describe('a tool call run by the Turn itself', () => {
+  let storage: SqlSessionStorage;
+  beforeAll(async () => {
+    storage = pgliteStorage();
+    await storage.migrate();
+  });
+  afterAll(() => storage.close());
+
+  it('runs without a tool-call machine, shows as executing in the Turn and the snapshot, and a cancel mid-call stops and records it', async () => {
+    const log = actorLog();
+    const h = await harness(storage, [{ toolCalls: [{ name: 'slow', arguments: { ms: 60_000 }, callId: 's' }] }], { inspect: log.inspect });
+    const turnId = await h.start('wait');
+    await h.waitFor((e) => e.update.type === 'tool_call_progress');
+
+    expect(log.named('machine toolCall')).toEqual([]);
+    const turn = log.named('machine turn').at(-1)!.ref;
+    expect(turn.getSnapshot().value).toEqual({ tools: { run: 'executing' } });
+    expect(h.session.snapshot().runtime).toMatchObject({ type: 'running', phase: 'running_tools', toolCalls: [{ providerCallId: 's', toolName: 'slow', status: 'executing' }] });
+    // One actor validates and authorises the call, another runs it: both the Turn's.
+    for (const id of ['check', 'execute']) expect(log.named(id).map((a) => a.ref._parent)).toEqual([turn]);
+
+    await h.session.cancelTurn(turnId);
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'cancelled' });
+    const finished = h.updates.find((e) => e.update.type === 'tool_call_finished')!.update;
+    expect(finished).toMatchObject({ providerCallId: 's', status: 'cancelled' });
+    expect(updateTypes(h.updates)).toEqual(expect.arrayContaining(['tool_call_started', 'tool_call_progress', 'tool_call_finished', 'turn_finished']));
+    // The cancelled result is stored as the call's answer (a tool never ends without one).
+    const stored = await storage.listMessages(h.session.sessionId);
+    expect(stored.filter((m) => m.role === 'tool').map((m) => m.providerCallId)).toEqual(['s']);
+    expect(log.named('machine toolCall')).toEqual([]);
+  });
+
+  it('a mode switch while the call is being authorised does not reach its run: it runs and is recorded under the mode it was authorised in', async () => {
+    let release!: () => void;
+    const authorizing = new Promise<void>((r) => (release = r));
+    let asked!: () => void;
+    const askedP = new Promise<void>((r) => (asked = r));
+    const seen: Array<{ authorizedIn: PermissionMode; ranIn: PermissionMode }> = [];
+    let authorizedIn: PermissionMode | null = null;
+    const probe = defineTool({
+      name: 'probe',
+      description: 'Reports the mode it was authorised and run in.',
+      parameters: z.object({}),
+      authorize: async (_args, ctx) => {
+        authorizedIn = ctx.permissionMode;
+        asked();
+        await authorizing;
+        return { kind: 'execute' };
+      },
+      execute: (_args, ctx) => {
+        seen.push({ authorizedIn: authorizedIn!, ranIn: ctx.permissionMode });
+        return 'probed';
+      },
+    });
+    const h = await harness(storage, [{ toolCalls: [{ name: 'probe', arguments: {}, callId: 'p' }] }, { text: 'done' }], { tools: [probe] });
+    const turnId = await h.start('probe');
+    await askedP;
+    await h.session.setPermissionMode(authorizedIn === 'auto' ? 'accept_edits' : 'auto');
+    release();
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'done' });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.ranIn).toBe(seen[0]!.authorizedIn);
+  });
+
+  it('a call that needs a card gets the tool-call machine, started at its wait; an auto-allowed call in the same turn does not', async () => {
+    const log = actorLog();
+    const h = await harness(
+      storage,
+      [
+        { toolCalls: [{ name: 'echo', arguments: { text: 'a' }, callId: 'e' }] },
+        { toolCalls: [{ name: 'guarded', arguments: { action: 'x' }, callId: 'g' }] },
+        { text: 'done' },
+      ],
+      { inspect: log.inspect },
+    );
+    const turnId = await h.start('go');
+    const asked = await h.waitFor((e) => e.update.type === 'permission_requested');
+    const machines = log.named('machine toolCall');
+    expect(machines).toHaveLength(1);
+    expect(machines[0]!.ref.getSnapshot().value).toBe('waiting_permission');
+    // The machine did not validate or authorise again: the Turn did, once per call.
+    expect(log.named('check')).toHaveLength(2);
+    expect(h.session.snapshot().runtime).toMatchObject({ phase: 'waiting_permission', toolCalls: [{ providerCallId: 'g', status: 'waiting_permission' }] });
+
+    await h.session.resolvePermission(turnId, (asked.update as { toolCallId: string }).toolCallId, 'allow_once');
+    expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'done' });
+    expect(h.updates.filter((e) => e.update.type === 'tool_call_started')).toHaveLength(2);
+    expect(h.updates.filter((e) => e.update.type === 'tool_call_finished').map((e) => (e.update as { status: string }).status)).toEqual(['succeeded', 'succeeded']);
+    expect(log.named('machine toolCall')).toHaveLength(1);
+  });
+});
