@@ -14,12 +14,12 @@ import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall }
 import type { CheckToolCallEvent, TurnEvent } from '../machines/turn/ports.js';
 import { countCall, isDoomLoop } from '../machines/tool-call/doom-loop.js';
 import { validatePlanArgs } from './plan/update-plan.js';
-import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText, UNCONFIRMED_STOP_TEXT } from '../protocol/model-texts.js';
+import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText } from '../protocol/model-texts.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
 import { completeCard, normalizeToolResult } from './tools/define.js';
 import { commitToolResult, toolResultMessage } from './tools/result.js';
-import { cancelledResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
+import { cancelledResult, failedResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
@@ -170,19 +170,16 @@ export function createToolCallActors(services: RuntimeServices) {
       const resolved = session.toolset.resolve(input.toolName);
       const controller = new AbortController();
       let settled = false;
-      let graceTimer: NodeJS.Timeout | undefined;
       const finish = (result: ToolResult) => {
         if (settled) return;
         settled = true;
-        clearTimeout(graceTimer);
         sendBack({ type: 'tool.finished', result });
       };
+      // The chart's `executing.stopping` asks the tool to stop; its `after` transition, not this
+      // actor, decides when a tool that has not confirmed its stop ends outcome_unknown.
       receive((event) => {
         if (event.type !== 'toolcall.cancel' || controller.signal.aborted) return;
         controller.abort(new Error('the turn was cancelled'));
-        graceTimer = setTimeout(() => {
-          finish(outcomeUnknownResult(UNCONFIRMED_STOP_TEXT));
-        }, services.toolCancelGraceMs);
       });
       if (resolved?.kind !== 'registered') {
         queueMicrotask(() => finish(failedResult('tool_not_found', toolNotFoundText(input.toolName))));
@@ -235,8 +232,8 @@ export function createToolCallActors(services: RuntimeServices) {
           },
         );
       return () => {
-        clearTimeout(graceTimer);
         if (!settled) controller.abort(new Error('the tool call actor stopped'));
+        settled = true;
       };
     }),
 

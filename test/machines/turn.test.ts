@@ -13,7 +13,10 @@
  */
 import { Observable } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { fromEventObservable, type AnyEventObject } from 'xstate';
+import { fromEventObservable, SimulatedClock, type AnyEventObject } from 'xstate';
+import { cancelGraceDelays, DEFAULT_TOOL_CANCEL_GRACE_MS } from '../../src/machines/tool-call/cancel-grace.js';
+import { directCallStatusOf } from '../../src/machines/turn/context.js';
+import { UNCONFIRMED_STOP_TEXT } from '../../src/protocol/model-texts.js';
 import { CommandError, OpenworkError } from '../../src/errors.js';
 import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
@@ -128,9 +131,10 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
   return { stubs, toolCallLog };
 }
 
-function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; actors?: Record<string, unknown> } = {}) {
+function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; actors?: Record<string, unknown>; clock?: SimulatedClock; graceMs?: number } = {}) {
   const { stubs, toolCallLog } = actors(model, options.actors);
-  const running = underParents(turnMachine.provide({ actors: stubs as never }), turnInput(options.input));
+  const delays = options.graceMs !== undefined ? { delays: cancelGraceDelays(options.graceMs) } : {};
+  const running = underParents(turnMachine.provide({ actors: stubs as never, ...delays }), turnInput(options.input), options.clock);
   const published = () => running.sent('parent', 'session.publish').map((e) => e.update);
   return {
     ...running,
@@ -358,7 +362,7 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
   it('validates, authorizes, runs and records a call, publishing its start and end, then asks the model again', async () => {
     const t = runTurn([toolCalls('echo'), answer('done')]);
     await flush();
-    expect(t.state()).toEqual({ tools: { run: 'executing' } });
+    expect(t.state()).toEqual({ tools: { run: { executing: 'running' } } });
     expect(t.stubs.checkToolCall.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', call: { callId: 'call_1', name: 'echo' }, parentSpanId: 'turn_1.model1', doomLoopThreshold: 3 });
     // One check actor: validated at once, then asked to authorise the parsed arguments.
     expect(t.stubs.checkToolCall.authorized).toEqual([{}]);
@@ -455,6 +459,50 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     await flush();
     expect(r.out().outcome).toEqual({ status: 'cancelled' });
     expect(r.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
+  });
+
+  it('a cancel while its tool runs enters tools.run.executing.stopping and asks the tool once; a tool that confirms within the grace is recorded as it answered', async () => {
+    const clock = new SimulatedClock();
+    const t = runTurn([toolCalls('bash')], { clock, graceMs: 3_000 });
+    await flush();
+    t.child().send({ type: 'turn.cancel' });
+    expect(t.state()).toEqual({ tools: { run: { executing: 'stopping' } } });
+    expect(directCallStatusOf(t.child().getSnapshot())).toEqual({ toolCallId: 'turn_1.tc1', status: 'executing' });
+    t.child().send({ type: 'turn.cancel' });
+    expect(t.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
+    clock.increment(2_999);
+    t.stubs.executeTool.send({ type: 'tool.finished', result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' } });
+    await flush();
+    clock.increment(10_000);
+    await flush();
+    expect(t.stubs.recordToolResult.inputs).toHaveLength(1);
+    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' }, executed: true });
+    expect(t.out().outcome).toEqual({ status: 'cancelled' });
+  });
+
+  it('a tool that does not confirm its stop within the grace (on the simulated clock) is recorded outcome_unknown; a stop ends the turn actor_stopped', async () => {
+    const clock = new SimulatedClock();
+    const t = runTurn([toolCalls('bash', 'echo')], { clock, graceMs: 3_000 });
+    await flush();
+    t.child().send({ type: 'turn.cancel' });
+    clock.increment(2_999);
+    await flush();
+    expect(t.state()).toEqual({ tools: { run: { executing: 'stopping' } } });
+    expect(t.stubs.recordToolResult.inputs).toEqual([]);
+    clock.increment(1);
+    await flush();
+    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT, error: { code: 'outcome_unknown' } }, executed: true });
+    expect(t.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
+    expect(t.out().outcome).toEqual({ status: 'cancelled' });
+    // A stop, with the default grace.
+    const s = runTurn([toolCalls('bash')], { clock });
+    await flush();
+    s.child().send({ type: 'turn.stop' });
+    expect(s.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
+    clock.increment(DEFAULT_TOOL_CANCEL_GRACE_MS);
+    await flush();
+    expect(s.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT } });
+    expect(s.out().outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
   });
 
   it('a result that cannot be recorded ends the turn with the write\'s code, and validation or authorisation that throws is a failed result', async () => {

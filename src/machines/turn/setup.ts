@@ -7,6 +7,7 @@ import { assign, enqueueActions, fromCallback, fromEventObservable, fromPromise,
 import type { Phase, SessionUpdate } from '../../protocol/updates.js';
 import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
 import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';
+import { DEFAULT_TOOL_CANCEL_GRACE_MS, TOOL_CANCEL_GRACE } from '../tool-call/cancel-grace.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
@@ -70,6 +71,7 @@ export const turnSetup = setup({
     isNonInteractive: ({ context }) => context.nonInteractive,
     directTerminal: ({ context }) => context.direct?.terminal != null,
   },
+  delays: { [TOOL_CANCEL_GRACE]: DEFAULT_TOOL_CANCEL_GRACE_MS },
   actions: {
     /** Emits `phase_changed` only when the phase really changes: the chart is the source of phases. */
     enterPhase: enqueueActions(({ context, enqueue }, phase: Phase) => {

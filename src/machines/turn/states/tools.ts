@@ -7,7 +7,8 @@
 import { assign, enqueueActions, sendParent, sendTo } from 'xstate';
 import { authorizationFailedText, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../../../protocol/model-texts.js';
 import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate } from '../../../protocol/tool-result.js';
-import { recordFailureTerminal, terminalAfterRun } from '../../tool-call/outcomes.js';
+import { TOOL_CANCEL_GRACE } from '../../tool-call/cancel-grace.js';
+import { recordFailureTerminal, terminalAfterRun, unconfirmedStop } from '../../tool-call/outcomes.js';
 import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
 import type { AuthorizationOutput, ValidatedCall } from '../../types.js';
 import { addGrant } from '../../grants.js';
@@ -212,9 +213,27 @@ export const toolsState = turnSetup.createStateConfig({
                 },
               })),
             },
-            // The tool gets its abort and reports how it ended; a process tree must be killed, not orphaned.
-            'turn.cancel': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
-            'turn.stop': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
+          },
+          initial: 'running',
+          states: {
+            running: {
+              on: {
+                'turn.cancel': { target: 'stopping', actions: 'requestStop' },
+                'turn.stop': { target: 'stopping', actions: 'requestStop' },
+              },
+            },
+            // As the tool-call machine's `executing.stopping` (machines/tool-call/cancel-grace.ts): the
+            // tool got its abort (bash kills its process group at once) and reports how it ended, or
+            // ends outcome_unknown when the grace elapses. A second cancel or a stop is noted at the root.
+            stopping: {
+              entry: sendTo('execute', { type: 'toolcall.cancel' }),
+              after: {
+                [TOOL_CANCEL_GRACE]: {
+                  target: '#tools.run.recording',
+                  actions: assign(({ context }) => ({ direct: { ...context.direct!, ...unconfirmedStop(context.stopRequest) } })),
+                },
+              },
+            },
           },
         },
         recording: {
