@@ -101,7 +101,7 @@ function scriptedCallModel(steps: ModelStep[]) {
   return Object.assign(logic, { inputs, live });
 }
 
-const REGISTERED: ValidatedCall = { kind: 'registered', args: {}, doom: { signature: 's', count: 1 } };
+const REGISTERED: ValidatedCall = { kind: 'registered', args: {} };
 const EXECUTE: AuthorizationOutput = { kind: 'execute' };
 
 /** The `checkToolCall` stub: validation answers `validate` (registered by default), authorisation `authorize` (execute). */
@@ -380,12 +380,13 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'done' });
     expect(t.stubs.callModel.inputs.map((i: any) => i.counted)).toEqual([true, true]);
     expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
-    expect(t.context().doom).toEqual({ signature: 's', count: 1 });
+    // The chart counted the call for the doom-loop rule: its name and canonical arguments, once.
+    expect(t.context().doom).toEqual({ signature: 'echo\u0000{}', count: 1 });
   });
 
   it('an invalid call is recorded without authorisation; a rule deny and a missing sandbox are recorded as denied without running', async () => {
     const invalid: ToolResult = { status: 'failed', text: 'bad args', error: { code: 'invalid_arguments', message: 'bad args', retryable: false } };
-    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: { kind: 'invalid', result: invalid, doom: { signature: null, count: 0 }, resolvedName: null } }) } });
+    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: { kind: 'invalid', result: invalid, resolvedName: null } }) } });
     await flush();
     expect(v.stubs.checkToolCall.authorized).toEqual([]);
     expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: invalid, resolvedName: null, executed: false });
@@ -414,20 +415,52 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     });
   });
 
-  it('a doom loop records the call and ends the turn doom_loop, recording the rest of the batch as not run', async () => {
-    const doom: ToolResult = { status: 'failed', text: 'same call three times', error: { code: 'doom_loop', message: 'same', retryable: false } } as never;
-    const t = runTurn([toolCalls('echo', 'echo')], { actors: { checkToolCall: check({ validate: { kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } } }) } });
+  it('the doom-loop rule is the chart\'s guard over the validated call: the same call up to the threshold is refused, the turn ends doom_loop and the rest of the batch is not run', async () => {
+    const limits = { maxModelCalls: 5, doomLoopThreshold: 2 };
+    const text = "doom loop detected for tool 'echo'";
+    const t = runTurn([toolCalls('echo', 'echo', 'echo')], { input: { limits } });
     await flush();
-    expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
+    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    // The second identical call: validated by the actor, refused by the chart before authorisation.
+    expect(t.stubs.checkToolCall.authorized).toEqual([{}]);
+    expect(t.stubs.executeTool.inputs).toHaveLength(1);
+    expect(t.stubs.recordToolResult.inputs[1]).toMatchObject({
+      toolCallId: 'turn_1.tc2',
+      result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } },
+      resolvedName: 'echo',
+      approval: { source: 'system' },
+      executed: false,
+    });
+    expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: text });
     // The batch's last call: its result ends the turn, so it reserves no model call.
-    const last = runTurn([toolCalls('echo')], { actors: { checkToolCall: check({ validate: { kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } } }) } });
+    const last = runTurn([toolCalls('echo', 'echo')], { input: { limits } });
     await flush();
-    expect(last.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
-    expect(last.stubs.recordToolResult.inputs[0]).toMatchObject({ result: doom, reserveModelCall: 0 });
+    last.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    expect(last.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: text });
+    expect(last.stubs.recordToolResult.inputs[1]).toMatchObject({ result: { text }, reserveModelCall: 0 });
     expect(last.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
-    expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc2', call: { callId: 'call_2' } }], parentSpanId: 'turn_1.model1' });
+    // Other arguments start the count again; key order does not count.
+    const args = ['{"a":1,"b":2}', '{"b":2,"a":1}', '{"a":2}'];
+    const varied = runTurn([[{ type: 'model.call_recorded', estimatedInputTokens: 10 }, ...args.map((a, i) => ({ type: 'model.tool_call' as const, callId: `call_${i + 1}`, name: 'echo', arguments: a })), { type: 'model.completed', usage: USAGE }]], {
+      input: { limits: { maxModelCalls: 5, doomLoopThreshold: 3 } },
+      actors: { checkToolCall: check({ validate: (i: { call: { arguments: string } }) => ({ kind: 'registered', args: JSON.parse(i.call.arguments) }) }) },
+    });
+    for (let i = 0; i < 3; i++) {
+      await flush();
+      varied.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    }
+    await flush();
+    expect(varied.stubs.executeTool.inputs).toHaveLength(3);
+    expect(varied.context().doom).toEqual({ signature: 'echo\u0000{"a":2}', count: 1 });
+    // wait_agent is outside identical-call counting: even at a threshold of one it is not refused.
+    const wait = runTurn([toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 1 } }, actors: { checkToolCall: check({ validate: { kind: 'control', args: {} } }) } });
+    await flush();
+    expect(wait.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: {}, doom: { signature: null, count: 0 } });
+    expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc3', call: { callId: 'call_3' } }], parentSpanId: 'turn_1.model1' });
     expect(t.published()).toContainEqual(
-      expect.objectContaining({ type: 'tool_call_finished', toolCallId: 'turn_1.tc2', status: 'cancelled', text: REMAINING_CALL_TEXT }),
+      expect.objectContaining({ type: 'tool_call_finished', toolCallId: 'turn_1.tc3', status: 'cancelled', text: REMAINING_CALL_TEXT }),
     );
   });
 
@@ -446,7 +479,7 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     await flush();
     expect(v.state()).toEqual({ tools: { run: 'validating' } });
     v.child().send({ type: 'turn.cancel' });
-    validating.resolve({ kind: 'registered', args: {}, doom: { signature: null, count: 0 } });
+    validating.resolve({ kind: 'registered', args: {} });
     await flush();
     expect(v.stubs.checkToolCall.authorized).toEqual([]);
     expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
@@ -543,7 +576,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
   it('a card to ask spawns the tool-call machine with what was decided; the Turn shows the card, relays the decision and keeps the grants', async () => {
     const t = runTurn([toolCalls('bash'), answer('ok')], { actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 7 } }) } });
     await flush();
-    expect(t.toolCallLog[0]!.input).toMatchObject({ toolCallId: 'turn_1.tc1', start: { kind: 'card', card: CARD, at: 7, args: {}, doom: { signature: 's', count: 1 } } });
+    expect(t.toolCallLog[0]!.input).toMatchObject({ toolCallId: 'turn_1.tc1', start: { kind: 'card', card: CARD, at: 7, args: {}, doom: { signature: 'bash\u0000{}', count: 1 } } });
     const call = () => t.child().getSnapshot().children.toolCall!;
     call().send({ type: 'stub.send', event: { type: 'toolcall.permission_requested', toolCallId: 'turn_1.tc1', card: CARD } });
     expect(t.state()).toEqual({ tools: { call: 'waiting_permission' } });
@@ -567,9 +600,9 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
 
   it('a cancel or stop reaches the waiting call; its terminal ends the turn', async () => {
     for (const [event, relayed] of [['turn.cancel', 'toolcall.cancel'], ['turn.stop', 'toolcall.stop']] as const) {
-      const t = runTurn([toolCalls('request_user_input')], { actors: { checkToolCall: check({ validate: { kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } } }) } });
+      const t = runTurn([toolCalls('request_user_input')], { actors: { checkToolCall: check({ validate: { kind: 'control', args: { questions: [] } } }) } });
       await flush();
-      expect(t.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } });
+      expect(t.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: { questions: [] }, doom: { signature: 'request_user_input\u0000{"questions":[]}', count: 1 } });
       t.child().send({ type: event });
       expect(t.toolCallLog[0]!.events).toEqual([{ type: relayed }]);
       const code = event === 'turn.cancel' ? 'cancelled' : 'actor_stopped';
@@ -583,7 +616,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
   });
 
   it('consecutive wait_agent timeouts reaching the doom-loop threshold end the turn doom_loop', async () => {
-    const control = check({ validate: { kind: 'control', args: {}, doom: { signature: null, count: 0 } } });
+    const control = check({ validate: { kind: 'control', args: {} } });
     const t = runTurn([toolCalls('wait_agent'), toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 2 } }, actors: { checkToolCall: control } });
     const timedOut = (n: number): ToolCallOutput => ({ waitTimedOut: true, toolCallId: `turn_1.tc${n}`, providerCallId: 'call_1', toolName: 'wait_agent', result: { status: 'succeeded', text: 'timed out' }, recorded: true, terminal: null, doom: { signature: null, count: 0 }, plan: null });
     await flush();

@@ -8,6 +8,7 @@ import type { Phase, SessionUpdate } from '../../protocol/updates.js';
 import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
 import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';
 import { DEFAULT_TOOL_CANCEL_GRACE_MS, TOOL_CANCEL_GRACE } from '../tool-call/cancel-grace.js';
+import { isDoomLoopCall, waitTimeoutsReachThreshold } from '../tool-call/doom-loop.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
@@ -62,7 +63,9 @@ export const turnSetup = setup({
     outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
     outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
     isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
-    isDoomLoop: (_, output: ValidatedCall) => output.kind === 'doom_loop',
+    /** The doom-loop rule (seed 000 §4) over a validated call: the same call, consecutively, up to the threshold. */
+    isDoomLoop: ({ context }, output: ValidatedCall) =>
+      output.kind !== 'invalid' && isDoomLoopCall(context.direct!.doom, context.direct!.call.name, output.args, context.limits.doomLoopThreshold),
     isControl: (_, output: ValidatedCall) => output.kind === 'control',
     isExecute: (_, output: AuthorizationOutput) => output.kind === 'execute',
     isRuleDeny: (_, output: AuthorizationOutput) => output.kind === 'deny',
@@ -70,6 +73,9 @@ export const turnSetup = setup({
       output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
     isNonInteractive: ({ context }) => context.nonInteractive,
     directTerminal: ({ context }) => context.direct?.terminal != null,
+    /** A call that waited ends the turn: its terminal, or one `wait_agent` timeout too many in a row (reference §5.5). */
+    callEndsTurn: ({ context }, output: ToolCallOutput) =>
+      output.terminal !== null || (output.waitTimedOut === true && waitTimeoutsReachThreshold(context.waitTimeouts, context.limits.doomLoopThreshold)),
   },
   delays: { [TOOL_CANCEL_GRACE]: DEFAULT_TOOL_CANCEL_GRACE_MS },
   actions: {

@@ -22,7 +22,6 @@ import { EXPLORER_LIMITS } from '../../../src/services/agents/explorer.js';
 import { contextLimits } from '../../../src/services/context/limits.js';
 import { DEFAULT_CARD_DECISIONS } from '../../../src/services/tool-call-actors.js';
 import { validatePlanArgs } from '../../../src/services/plan/update-plan.js';
-import { canonicalJson } from '../../../src/storage/sql-storage.js';
 import type { TurnSnapshot } from '../../../src/machines/turn.js';
 import { SimSystem, type SimActors, type SimEffects, type ToolCallSnapshot } from './sim.js';
 
@@ -488,7 +487,7 @@ const failedResult = (code: string) => ({ status: 'failed', text: code, error: {
 /** What the `check` actor reports of a call's validation (the decision of services/tool-call-actors.ts). */
 function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfig): { type: string; [k: string]: unknown } {
   const done = (output: unknown) => ({ type: 'tool.validated', output });
-  const invalid = (code: string) => done({ kind: 'invalid', result: failedResult(code), doom: input.doom, resolvedName: null });
+  const invalid = (code: string) => done({ kind: 'invalid', result: failedResult(code), resolvedName: null });
   const control = kind === 'plan' || kind === 'bad_plan' || kind === 'spawn' || kind === 'wait' || kind === 'list' || kind === 'ask';
   switch (kind) {
     case 'bad_json':
@@ -501,17 +500,9 @@ function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfi
     default: {
       // An explorer's tool surface has no control tools at all (reference §5.10 acceptance 17).
       if (control && config.nonInteractive) return invalid('tool_not_found');
+      // The actor only validates; the doom-loop rule is the Turn chart's guard on its answer.
       const args = JSON.parse(input.call.arguments) as unknown;
-      // wait_agent is outside identical-call counting (reference §5.5).
-      if (kind === 'wait') return done({ kind: 'control', args, doom: input.doom });
-      const signature = `${input.call.name}\u0000${canonicalJson(args)}`;
-      const count = input.doom.signature === signature ? input.doom.count + 1 : 1;
-      const doom = { signature, count };
-      if (count >= input.doomLoopThreshold) {
-        const text = `doom loop detected for tool '${input.call.name}'`;
-        return done({ kind: 'doom_loop', result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } }, doom });
-      }
-      return done({ kind: control ? 'control' : 'registered', args, doom });
+      return done({ kind: control ? 'control' : 'registered', args });
     }
   }
 }
