@@ -17,7 +17,12 @@ import { fromEventObservable, SimulatedClock, type AnyEventObject } from 'xstate
 import { cancelGraceDelays, DEFAULT_TOOL_CANCEL_GRACE_MS } from '../../src/machines/tool-call/cancel-grace.js';
 import { directCallStatusOf } from '../../src/machines/turn/context.js';
 import { UNCONFIRMED_STOP_TEXT } from '../../src/protocol/model-texts.js';
-import { CommandError, OpenworkError } from '../../src/errors.js';
+import { CommandError, ModelError, OpenworkError, StorageError } from '../../src/errors.js';
+import { ModelCallSetupFailure } from '../../src/machines/turn/ports.js';
+import { AssemblyError } from '../../src/services/context/assemble.js';
+import { WorldStateError } from '../../src/services/context/world-state.js';
+import { ReloadRequiredError } from '../../src/services/compaction/compaction.js';
+import { CompactionError } from '../../src/services/compaction/runtime-state.js';
 import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
 import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../../src/machines/types.js';
@@ -92,7 +97,7 @@ function scriptedCallModel(steps: ModelStep[]) {
         return;
       }
       const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
-      if ((error as { stage?: string } | undefined)?.stage !== 'sample') subscriber.next({ type: 'model.sampled' });
+      if (!(error instanceof ModelCallSetupFailure && error.stage === 'sample')) subscriber.next({ type: 'model.sampled' });
       for (const event of events) subscriber.next(event);
       if (error !== undefined) subscriber.error(error);
       else subscriber.complete();
@@ -202,15 +207,24 @@ describe('Turn machine (stub actors): the model call', () => {
   });
 
   it('model failures: a stream without completion is model_protocol_error, a provider error model_error, an unassembled request its own code, an unrecorded call persistence_error', async () => {
+    const recorded = [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }];
     const cases: Array<[ModelStep, object]> = [
-      [[{ type: 'model.call_recorded', estimatedInputTokens: 1 }, { type: 'model.text_delta', delta: 'x' }], { code: 'model_protocol_error', message: 'the model stream ended without a completed response' }],
-      [{ events: [{ type: 'model.call_recorded', estimatedInputTokens: 1 }], error: { code: 'rate_limited', message: '429' } }, { code: 'model_error', message: '429' }],
-      [{ events: [], error: { stage: 'assemble', message: 'x', cause: { code: 'project_instruction_error', message: 'AGENTS.md unreadable' } } }, { code: 'project_instruction_error', message: 'AGENTS.md unreadable' }],
-      [{ events: [], error: { stage: 'assemble', message: 'x', cause: new Error('odd') } }, { code: 'model_protocol_error', message: 'odd' }],
-      [{ events: [], error: { stage: 'record', message: 'x', cause: new CommandError('ownership_lost', 'taken') } }, { code: 'ownership_lost', message: 'taken' }],
+      [[...recorded, { type: 'model.text_delta', delta: 'x' }], { code: 'model_protocol_error', message: 'the model stream ended without a completed response' }],
+      [{ events: recorded, error: new ModelError('model_error', '429', { retryable: true }) }, { code: 'model_error', message: '429' }],
+      [{ events: recorded, error: new ModelError('model_protocol_error', 'bad frame') }, { code: 'model_protocol_error', message: 'bad frame' }],
+      // Only ModelError's code counts: a plain object saying model_protocol_error is a provider failure.
+      [{ events: recorded, error: { code: 'model_protocol_error', message: 'plain' } }, { code: 'model_error', message: 'plain' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new WorldStateError('project_instruction_error', 'AGENTS.md unreadable')) }, { code: 'project_instruction_error', message: 'AGENTS.md unreadable' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new OpenworkError('chat_state_error', 'orphan result')) }, { code: 'chat_state_error', message: 'orphan result' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new AssemblyError('system part too large')) }, { code: 'model_protocol_error', message: 'request assembly failed: system part too large' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new Error('odd')) }, { code: 'model_protocol_error', message: 'odd' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', { code: 'project_instruction_error', message: 'plain' }) }, { code: 'model_protocol_error', message: 'plain' }],
+      [{ events: [], error: new ModelCallSetupFailure('record', new CommandError('ownership_lost', 'taken')) }, { code: 'ownership_lost', message: 'taken' }],
       // Only the errors.ts classes count: a plain object that merely says `ownership_lost` is a storage failure.
-      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'ownership_lost', message: 'plain' } } }, { code: 'persistence_error', message: 'plain' }],
-      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'storage_unavailable', message: 'down' } } }, { code: 'persistence_error', message: 'down' }],
+      [{ events: [], error: new ModelCallSetupFailure('record', { code: 'ownership_lost', message: 'plain' }) }, { code: 'persistence_error', message: 'plain' }],
+      [{ events: [], error: new ModelCallSetupFailure('record', new StorageError('down')) }, { code: 'persistence_error', message: 'down' }],
+      // A plain object with a stage is not a setup failure: it is a failure of the call itself.
+      [{ events: [], error: { stage: 'record', message: 'x', cause: new CommandError('ownership_lost', 'taken') } }, { code: 'model_error', message: 'x' }],
     ];
     for (const [step, failure] of cases) {
       const t = runTurn([step]);
@@ -253,12 +267,12 @@ describe('Turn machine (stub actors): the model call', () => {
   });
 
   it('a World State the turn cannot sample fails it with the sampler\'s code; structured output that does not fit fails it output_invalid', async () => {
-    const sample = runTurn([{ events: [], error: { stage: 'sample', message: 'skills', cause: { code: 'skill_catalog_task_error', message: 'skills' } } }]);
+    const sample = runTurn([{ events: [], error: new ModelCallSetupFailure('sample', new WorldStateError('skill_catalog_task_error', 'skills')) }]);
     await flush();
     expect(sample.out().outcome).toEqual({ status: 'failed', code: 'skill_catalog_task_error', message: 'skills' });
     // Begin turn reserved the call that was never made: the end takes it back.
     expect(sample.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 1 });
-    const storage = runTurn([{ events: [], error: { stage: 'sample', message: 'down', cause: { code: 'storage_unavailable', message: 'down' } } }]);
+    const storage = runTurn([{ events: [], error: new ModelCallSetupFailure('sample', new StorageError('down')) }]);
     await flush();
     expect(storage.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'down' });
     const invalid = runTurn([answer('{}')], { actors: { persistAssistantMessage: stubPromise({ messageId: 'm', outputProblem: 'missing field a' }) } });
@@ -319,7 +333,7 @@ describe('Turn machine (stub actors): compaction and steering', () => {
   });
 
   it('a context overflow compacts and resubmits once; a second overflow, or one with compaction off, fails the turn model_error', async () => {
-    const overflow = { events: [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }], error: { code: 'context_overflow', message: 'too long' } };
+    const overflow = { events: [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }], error: new ModelError('context_overflow', 'too long') };
     const once = runTurn([overflow, answer('ok')]);
     await flush();
     expect(once.stubs.compactConversation.inputs[0]).toMatchObject({ trigger: 'overflow', triggerModelSpanId: 'turn_1.model1' });
@@ -331,14 +345,29 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     const off = runTurn([overflow], { input: { compactionEnabled: false } });
     await flush();
     expect(off.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'too long' });
+    // An overflow after output of the call, or one that is not a ModelError, is not compacted.
+    const late = runTurn([{ events: overflow.events, error: new ModelError('context_overflow', 'late', { semanticOutput: true }) }]);
+    await flush();
+    expect(late.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'late' });
+    const plain = runTurn([{ events: overflow.events, error: { code: 'context_overflow', message: 'plain' } }]);
+    await flush();
+    expect(plain.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'plain' });
+    expect([late, plain].flatMap((r) => r.stubs.compactConversation.inputs)).toEqual([]);
   });
 
   it('a failed compaction fails the turn compaction_error, and one that committed but could not install asks for a reload', async () => {
-    const t = runTurn([[{ type: 'model.over_threshold', estimatedInputTokens: 900 }]], {
-      actors: { compactConversation: rejecting({ code: 'reload_required', message: 'installed nothing' }) },
-    });
+    // The scripted model takes its steps from the array it is given: a fresh one per turn.
+    const threshold = () => [[{ type: 'model.over_threshold' as const, estimatedInputTokens: 900 }]];
+    const t = runTurn(threshold(), { actors: { compactConversation: rejecting(new ReloadRequiredError('cp_1', new Error('installed nothing'))) } });
     await flush();
-    expect(t.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'installed nothing' }, reloadRequired: true });
+    expect(t.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'checkpoint cp_1 was committed but could not be installed: installed nothing' }, reloadRequired: true });
+    // Only the errors.ts class asks for a reload: a plain object saying reload_required does not.
+    const plain = runTurn(threshold(), { actors: { compactConversation: rejecting({ code: 'reload_required', message: 'plain' }) } });
+    await flush();
+    expect(plain.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'plain' }, reloadRequired: false });
+    const failed = runTurn(threshold(), { actors: { compactConversation: rejecting(new CompactionError('summary invalid')) } });
+    await flush();
+    expect(failed.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'summary invalid' }, reloadRequired: false });
   });
 
   it('steering input and agent mail are drained before the next model call; a final answer with input waiting takes one more round', async () => {

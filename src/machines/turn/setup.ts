@@ -14,7 +14,7 @@ import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
 import { applyToolOutput, emptyDraft, type TurnContext } from './context.js';
-import { failedOutcome, stopOutcome } from './outcomes.js';
+import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
   CallModelInput,
@@ -25,6 +25,7 @@ import type {
   DrainInput,
   DrainOutput,
   FinishInput,
+  ModelCallStage,
   PersistAssistantInput,
   TurnEvent,
   TurnInput,
@@ -73,6 +74,16 @@ export const turnSetup = setup({
       output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
     isNonInteractive: ({ context }) => context.nonInteractive,
     directTerminal: ({ context }) => context.direct?.terminal != null,
+    /** The model actor failed at `stage`, before the model was asked (`ModelCallSetupFailure`). */
+    failedBeforeCall: (_, params: { error: unknown; stage: ModelCallStage }) => modelCallStage(params.error) === params.stage,
+    /**
+     * The provider refused the context before any output (`isContextOverflow`), and one compaction
+     * may make room: automatic compaction is on (without it there is nothing to resubmit after, and
+     * the turn fails), nothing of the call was kept, and neither a resubmission nor a summary was
+     * tried for this call yet.
+     */
+    overflowToCompact: ({ context }, params: { error: unknown }) =>
+      isContextOverflow(params.error) && context.compactionEnabled && !context.draft.semantic && !context.overflowResubmitted && !context.summarizedThisCall,
     /** A call that waited ends the turn: its terminal, or one `wait_agent` timeout too many in a row (reference §5.5). */
     callEndsTurn: ({ context }, output: ToolCallOutput) =>
       output.terminal !== null || (output.waitTimedOut === true && waitTimeoutsReachThreshold(context.waitTimeouts, context.limits.doomLoopThreshold)),

@@ -15,7 +15,13 @@
  * is pending while the Session is in `maintenance`.
  */
 import type { AnyActorLogic } from 'xstate';
+import { ModelError } from '../../../src/errors.js';
 import type { SessionInput } from '../../../src/machines/session/ports.js';
+import { ModelCallSetupFailure } from '../../../src/machines/turn/ports.js';
+import { ReloadRequiredError } from '../../../src/services/compaction/compaction.js';
+import { CompactionError } from '../../../src/services/compaction/runtime-state.js';
+import { AssemblyError } from '../../../src/services/context/assemble.js';
+import { WorldStateError } from '../../../src/services/context/world-state.js';
 import type { ToolCallInput } from '../../../src/machines/types.js';
 import type { RateLimitSnapshot } from '../../../src/protocol/rate-limits.js';
 import { EXPLORER_LIMITS } from '../../../src/services/agents/explorer.js';
@@ -524,8 +530,8 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       assembled.add(callRef);
       const input = turnWaits.callModel as { thresholdCompaction: boolean; counted: boolean };
       if (config.assembleFails) {
-        const cause = { code: 'model_protocol_error', message: 'request assembly failed: system context part too large' };
-        sim.send('turn', { type: 'xstate.error.actor.callModel', error: { stage: 'assemble', cause, message: cause.message }, actorId: 'callModel' });
+        const error = new ModelCallSetupFailure('assemble', new AssemblyError('system context part too large'));
+        sim.send('turn', { type: 'xstate.error.actor.callModel', error, actorId: 'callModel' });
       } else if (config.compaction === 'threshold' && input.thresholdCompaction) {
         sim.send('turn', { type: 'model.over_threshold', estimatedInputTokens: 50 });
       } else if (input.counted) {
@@ -759,14 +765,14 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
       // The model actor writes the counters itself: their commit is its event, their failure its error.
       return outcome === 'ok'
         ? { target, event: { type: 'model.call_recorded', estimatedInputTokens: 50 } }
-        : { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'record', cause: storageError(actor), message: 'injected failure' }, actorId: 'callModel' } };
+        : { target, event: { type: 'xstate.error.actor.callModel', error: new ModelCallSetupFailure('record', storageError(actor)), actorId: 'callModel' } };
     case 'drainInbox':
       return outcome === 'ok' ? done({ mailboxIds: input.mailbox.map((m: { id: string }) => m.id), inputIds: input.pendingInput.map((m: { id: string }) => m.id) }) : fail();
     case 'sampleWorldState': {
       // The model actor samples World State itself: its end is an event, its failure the actor's error.
       if (outcome === 'ok') return { target, event: { type: 'model.sampled' } };
-      const cause = outcome === 'catalog_error' ? { code: 'skill_catalog_task_error', message: 'cannot build the skill catalog' } : storageError(actor);
-      return { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'sample', cause, message: cause.message }, actorId: 'callModel' } };
+      const cause = outcome === 'catalog_error' ? new WorldStateError('skill_catalog_task_error', 'cannot build the skill catalog') : storageError(actor);
+      return { target, event: { type: 'xstate.error.actor.callModel', error: new ModelCallSetupFailure('sample', cause), actorId: 'callModel' } };
     }
     case 'persistAssistantMessage':
       return outcome === 'ok' ? done({ messageId: 'msg_assistant' }) : fail();
@@ -775,9 +781,9 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
         case 'ok':
           return done({ summarized: true, checkpointId: 'cmp_turn', conversationTokensBefore: 10, conversationTokensAfter: 5 });
         case 'reload':
-          return fail({ code: 'reload_required', message: 'checkpoint committed but not installed' });
+          return fail(new ReloadRequiredError('cmp_turn', new Error('not installed')));
         default:
-          return fail({ code: 'compaction_error', message: 'compaction failed' });
+          return fail(new CompactionError('compaction failed'));
       }
     case 'finishTurn':
       return outcome === 'fail' ? fail() : done(outcome === 'ok');
@@ -846,11 +852,11 @@ function modelEvents(sim: SimSystem, ev: ModelEventKind): Array<{ type: string; 
     case 'end':
       return [limits, { type: 'xstate.done.actor.callModel', output: undefined, actorId: 'callModel' }];
     case 'protocol':
-      return [limits, { type: 'xstate.error.actor.callModel', error: { code: 'model_protocol_error', message: 'protocol', semanticOutput: draft.semantic }, actorId: 'callModel' }];
+      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('model_protocol_error', 'protocol', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
     case 'error':
-      return [limits, { type: 'xstate.error.actor.callModel', error: { code: 'model_error', message: 'provider error', semanticOutput: draft.semantic }, actorId: 'callModel' }];
+      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('model_error', 'provider error', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
     case 'overflow':
-      return [limits, { type: 'xstate.error.actor.callModel', error: { code: 'context_overflow', message: 'overflow', semanticOutput: draft.semantic }, actorId: 'callModel' }];
+      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('context_overflow', 'overflow', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
   }
 }
 
