@@ -14,6 +14,7 @@ export const FAST_FILES = [
   'test/machines/session.test.ts',
   'test/machines/turn.test.ts',
   'test/machines/tool-call.test.ts',
+  'test/machines/{tool-call,turn}/outcomes.test.ts',
   // Pure modules: protocol schemas, request assembly, ids, budgets, the inspector's reducer and charts.
   'test/protocol/**/*.test.ts',
   'test/services/context/assemble.test.ts',

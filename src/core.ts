@@ -12,6 +12,7 @@ import { EXPLORER_SYSTEM_PROMPT, EXPLORER_TOOL_NAMES } from './services/agents/e
 import { MailboxSignal } from './services/agents/signal.js';
 import { InputError } from './errors.js';
 import { sessionMachine } from './machines/session/machine.js';
+import { cancelGraceDelays, DEFAULT_TOOL_CANCEL_GRACE_MS } from './machines/tool-call/cancel-grace.js';
 import { toolCallMachine } from './machines/tool-call/machine.js';
 import { turnMachine } from './machines/turn/machine.js';
 import type { TurnLimits } from './machines/session/ports.js';
@@ -169,7 +170,6 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     clock,
     ids,
     appVersion: options.appVersion ?? APP_VERSION,
-    toolCancelGraceMs: options.toolCancelGraceMs ?? 10_000,
     spillDir: join(openworkHome, 'spill'),
     mailbox,
     agentControl: (sessionId) => agents.control(sessionId),
@@ -184,7 +184,9 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   // The Turn validates, authorises, runs and records a call that needs nobody with these same
   // actors; the tool-call machine gets the ones of a call that waits (issue 14 point 3).
   const { checkToolCall, ...waitingCallActors } = createToolCallActors(services);
-  const toolCallLogic = toolCallMachine.provide({ actors: waitingCallActors });
+  // The cancel grace is an `after` delay of both charts that run a tool (machines/tool-call/cancel-grace.ts).
+  const delays = cancelGraceDelays(options.toolCancelGraceMs ?? DEFAULT_TOOL_CANCEL_GRACE_MS);
+  const toolCallLogic = toolCallMachine.provide({ actors: waitingCallActors, delays });
   const { beforeInstall, ...compactionOptions } = options.compaction || {};
   const compactor = new Compactor(services, { ...DEFAULT_COMPACTION_OPTIONS, ...compactionOptions }, beforeInstall ? { beforeInstall } : {});
   const turnLogic = turnMachine.provide({
@@ -195,6 +197,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
       recordToolResult: waitingCallActors.recordToolResult,
       toolCall: toolCallLogic,
     },
+    delays,
   });
   // Children run the very same Session logic; theirs has no `childSession`, so depth stays at one.
   const childLogic = sessionMachine.provide({ actors: { turn: turnLogic } });

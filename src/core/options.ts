@@ -109,7 +109,10 @@ export interface CoreOptions {
    * `(paths) => runtime.protectRuntimePaths(paths)`.
    */
   protectRuntimePaths?: (paths: readonly string[]) => void;
-  /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
+  /**
+   * How long a cancelled tool may take to stop before its outcome is recorded as unknown (default
+   * 10,000 ms): the `toolCancelGrace` delay of the charts' `executing.stopping` state.
+   */
   toolCancelGraceMs?: number;
   /**
    * Where a tool result over 32,000 bytes is saved whole before it is cut (reference §11.2); pass

@@ -68,12 +68,14 @@ export interface ToolCallOutput {
   plan: TurnPlanSnapshot | null;
 }
 
-/** What the `validateToolCall` actor concludes before authorisation (seed 000 §5 steps 2-6). */
+/**
+ * What the `check` actor concludes of a call's validation (seed 000 §5 steps 2-5): JSON, name and
+ * schema. The doom-loop rule (step 6) is the Turn chart's guard over `tool-call/doom-loop.ts`.
+ */
 export type ValidatedCall =
-  | { kind: 'invalid'; result: ToolResult; doom: DoomState; resolvedName: string | null }
-  | { kind: 'doom_loop'; result: ToolResult; doom: DoomState }
-  | { kind: 'control'; args: unknown; doom: DoomState }
-  | { kind: 'registered'; args: unknown; doom: DoomState };
+  | { kind: 'invalid'; result: ToolResult; resolvedName: string | null }
+  | { kind: 'control'; args: unknown }
+  | { kind: 'registered'; args: unknown };
 
 export type AuthorizationOutput =
   | { kind: 'execute' }

@@ -59,8 +59,6 @@ export interface RuntimeServices {
   clock: Clock;
   ids: IdGenerator;
   appVersion: string;
-  /** How long a cancelled tool may take to stop before its outcome is recorded as unknown. */
-  toolCancelGraceMs: number;
   /** Root of spill files: `<spillDir>/<session-id>/<call-id>.txt` (default ~/.openwork/spill). */
   spillDir: string;
   mailbox: MailboxSignal;

@@ -12,14 +12,13 @@ import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, Pl
 import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
 import type { CheckToolCallEvent, TurnEvent } from '../machines/turn/ports.js';
-import { countCall, isDoomLoop } from '../machines/tool-call/doom-loop.js';
 import { validatePlanArgs } from './plan/update-plan.js';
-import { cancelledAfterText, doomLoopText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText, UNCONFIRMED_STOP_TEXT } from '../protocol/model-texts.js';
+import { cancelledAfterText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText } from '../protocol/model-texts.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
 import type { RuntimeServices } from './runtime.js';
 import { completeCard, normalizeToolResult } from './tools/define.js';
 import { commitToolResult, toolResultMessage } from './tools/result.js';
-import { cancelledResult, failedResult, outcomeUnknownResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
+import { cancelledResult, failedResult, succeededResult, type ToolResult } from '../protocol/tool-result.js';
 import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './tools/output.js';
 import { ProgressBudget } from './updates/progress-budget.js';
 import { isoNow } from './clock.js';
@@ -64,7 +63,7 @@ function spanStatus(result: ToolResult): SpanData['status'] {
 export function createToolCallActors(services: RuntimeServices) {
   /** The tool span is started by validation and ended where the result is stored (or refused). */
   const endToolSpan = (toolCallId: string, patch: Partial<SpanData>, content?: SpanContent) => services.spans.end(toolSpanId(toolCallId), patch, undefined, content);
-  /** Validation of a call (seed 000 §5): the tool span starts, then JSON, name, schema, doom loop. */
+  /** Validation of a call (seed 000 §5): the tool span starts, then JSON, name, schema (the chart applies the doom loop). */
   const validate = (input: ToolCallInput): ValidatedCall => {
     const { call } = input;
     const span = toolSpan({
@@ -82,30 +81,24 @@ export function createToolCallActors(services: RuntimeServices) {
     try {
       args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
     } catch (error) {
-      return { kind: 'invalid', result: invalid(errorMessage(error)), doom: input.doom, resolvedName: null };
+      return { kind: 'invalid', result: invalid(errorMessage(error)), resolvedName: null };
     }
     const session = services.session(input.sessionId);
     const resolved = session.toolset.resolve(call.name);
     if (!resolved) {
-      return { kind: 'invalid', result: failedResult('tool_not_found', toolNotFoundText(call.name)), doom: input.doom, resolvedName: null };
+      return { kind: 'invalid', result: failedResult('tool_not_found', toolNotFoundText(call.name)), resolvedName: null };
     }
     if (resolved.kind === 'registered') {
       const parsed = resolved.tool.parameters.safeParse(args);
-      if (!parsed.success) return { kind: 'invalid', result: invalid(zodText(parsed.error)), doom: input.doom, resolvedName: call.name };
+      if (!parsed.success) return { kind: 'invalid', result: invalid(zodText(parsed.error)), resolvedName: call.name };
       args = parsed.data;
     } else if (resolved.name === 'request_user_input') {
       const checked = validateUserInputArgs(args);
-      if (!checked.ok) return { kind: 'invalid', result: invalid(checked.message), doom: input.doom, resolvedName: call.name };
+      if (!checked.ok) return { kind: 'invalid', result: invalid(checked.message), resolvedName: call.name };
       args = checked.request;
     }
-    // wait_agent is outside identical-call counting; its timeouts have their own streak (reference §5.5).
-    if (call.name === 'wait_agent') return { kind: 'control', args, doom: input.doom };
-    // Doom loop (seed 000 §4): the same name with the same normalised arguments, consecutively.
-    const doom = countCall(input.doom, call.name, args);
-    if (isDoomLoop(doom, input.doomLoopThreshold)) {
-      return { kind: 'doom_loop', result: failedResult('execution_failed', doomLoopText(call.name)), doom };
-    }
-    return resolved.kind === 'control' ? { kind: 'control', args, doom } : { kind: 'registered', args, doom };
+    // The doom-loop rule (seed 000 §4) is the Turn chart's guard on this answer (machines/tool-call/doom-loop.ts).
+    return resolved.kind === 'control' ? { kind: 'control', args } : { kind: 'registered', args };
   };
 
   /** Authorisation of a validated registered call (permissions.md §1): execute, a rule's denial, or a card. */
@@ -171,19 +164,16 @@ export function createToolCallActors(services: RuntimeServices) {
       const resolved = session.toolset.resolve(input.toolName);
       const controller = new AbortController();
       let settled = false;
-      let graceTimer: NodeJS.Timeout | undefined;
       const finish = (result: ToolResult) => {
         if (settled) return;
         settled = true;
-        clearTimeout(graceTimer);
         sendBack({ type: 'tool.finished', result });
       };
+      // The chart's `executing.stopping` asks the tool to stop; its `after` transition, not this
+      // actor, decides when a tool that has not confirmed its stop ends outcome_unknown.
       receive((event) => {
         if (event.type !== 'toolcall.cancel' || controller.signal.aborted) return;
         controller.abort(new Error('the turn was cancelled'));
-        graceTimer = setTimeout(() => {
-          finish(outcomeUnknownResult(UNCONFIRMED_STOP_TEXT));
-        }, services.toolCancelGraceMs);
       });
       if (resolved?.kind !== 'registered') {
         queueMicrotask(() => finish(failedResult('tool_not_found', toolNotFoundText(input.toolName))));
@@ -236,8 +226,8 @@ export function createToolCallActors(services: RuntimeServices) {
           },
         );
       return () => {
-        clearTimeout(graceTimer);
         if (!settled) controller.abort(new Error('the tool call actor stopped'));
+        settled = true;
       };
     }),
 

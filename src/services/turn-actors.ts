@@ -20,6 +20,7 @@ import type {
   PersistAssistantInput,
   TurnEvent,
 } from '../machines/turn/ports.js';
+import { ModelCallSetupFailure } from '../machines/turn/ports.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
 import { assembleRequest, type PreparedModelCall } from './context/assemble.js';
@@ -237,7 +238,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         const failSetup = (stage: 'sample' | 'assemble' | 'record', error: unknown) => {
           if (finished) return;
           finished = true;
-          subscriber.error({ stage, cause: error, message: errorMessage(error) });
+          subscriber.error(new ModelCallSetupFailure(stage, error));
         };
 
         (async () => {

@@ -11,7 +11,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CommandError, OpenworkError, StorageError } from '../../src/errors.js';
+import { SimulatedClock } from 'xstate';
 import { toolCallMachine, USER_DENIED_TEXT, CANCELLED_BEFORE_RUN_TEXT, UNANSWERED_TEXT, ACTOR_STOPPED_TEXT } from '../../src/machines/tool-call.js';
+import { cancelGraceDelays, DEFAULT_TOOL_CANCEL_GRACE_MS } from '../../src/machines/tool-call/cancel-grace.js';
+import { liveToolCallOf } from '../../src/machines/tool-call/machine.js';
+import { UNCONFIRMED_STOP_TEXT } from '../../src/protocol/model-texts.js';
 import type { ToolCallInput, ToolCallOutput } from '../../src/machines/types.js';
 import { answersResultText } from '../../src/protocol/user-input.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
@@ -41,12 +45,18 @@ function input(name: string, start: ToolCallInput['start'], args: unknown = { co
 const cardStart = (args: unknown = { command: 'ls' }): ToolCallInput['start'] => ({ kind: 'card', card: CARD, at: 100, args, doom: DOOM });
 const controlStart = (args: unknown): ToolCallInput['start'] => ({ kind: 'control', args, doom: DOOM });
 
-/** The machine with stub effects: `record` answers the result as stored (the real one makes it storable). */
-function run(callInput: ToolCallInput, actors: Record<string, unknown> = {}) {
+/**
+ * The machine with stub effects: `record` answers the result as stored (the real one makes it
+ * storable). `clock` measures its `after` delays (the cancel grace, `graceMs` when given).
+ */
+function run(callInput: ToolCallInput, actors: Record<string, unknown> = {}, timing: { clock?: SimulatedClock; graceMs?: number } = {}) {
   const execute = stubExecute();
   const record = stubPromise<ToolResult, { result: ToolResult }>((i) => i.result);
-  const logic = toolCallMachine.provide({ actors: { executeTool: execute, recordToolResult: record, ...actors } as never });
-  const running = underParents(logic, callInput);
+  const logic = toolCallMachine.provide({
+    actors: { executeTool: execute, recordToolResult: record, ...actors } as never,
+    ...(timing.graceMs !== undefined ? { delays: cancelGraceDelays(timing.graceMs) } : {}),
+  });
+  const running = underParents(logic, callInput, timing.clock);
   return { ...running, execute, record, state: () => running.child().getSnapshot().value, out: () => running.output() as ToolCallOutput };
 }
 
@@ -83,7 +93,7 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
   it('on allow_for_turn tells its Turn the grant, runs the tool with the approval, publishes its progress to the Session and records its result', async () => {
     const r = run(input('bash', cardStart()));
     r.child().send({ type: 'toolcall.decide', decision: 'allow_for_turn', at: 150 });
-    expect(r.state()).toBe('executing');
+    expect(r.state()).toEqual({ executing: 'running' });
     expect(r.sent('parent', 'toolcall.granted')).toEqual([{ type: 'toolcall.granted', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' }]);
     expect(r.execute.inputs[0]).toMatchObject({
       toolCallId: 'turn_1.tc1',
@@ -144,6 +154,59 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
     s.execute.send({ type: 'tool.finished', result: { status: 'cancelled', text: 'killed' } });
     await flush();
     expect(s.out()).toMatchObject({ terminal: { code: 'actor_stopped' } });
+  });
+
+  it('a cancel enters executing.stopping, which asks the tool to stop once; a tool that confirms within the grace is recorded as it answered', async () => {
+    const clock = new SimulatedClock();
+    const c = run(input('bash', cardStart()), {}, { clock, graceMs: 2_000 });
+    c.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
+    expect(c.state()).toEqual({ executing: 'running' });
+    c.child().send({ type: 'toolcall.cancel' });
+    expect(c.state()).toEqual({ executing: 'stopping' });
+    expect(liveToolCallOf(c.child().getSnapshot())).toEqual({ status: 'executing' });
+    // A second cancel and a stop are noted, not sent again: the tool was asked once.
+    c.child().send({ type: 'toolcall.cancel' });
+    c.child().send({ type: 'toolcall.stop' });
+    expect(c.execute.received).toEqual([{ type: 'toolcall.cancel' }]);
+    clock.increment(1_999);
+    expect(c.state()).toEqual({ executing: 'stopping' });
+    c.execute.send({ type: 'tool.finished', result: { status: 'cancelled', text: '[cancelled; duration 5 ms]' } });
+    await flush();
+    // The grace no longer fires once the call has left `stopping`.
+    clock.increment(10_000);
+    await flush();
+    expect(c.record.inputs).toHaveLength(1);
+    expect(c.out()).toMatchObject({ result: { status: 'cancelled', text: '[cancelled; duration 5 ms]' }, terminal: { code: 'actor_stopped' }, recorded: true });
+  });
+
+  it('a tool that does not confirm its stop within the grace (on the simulated clock) is recorded outcome_unknown, and its late answer is dropped', async () => {
+    const clock = new SimulatedClock();
+    const c = run(input('bash', cardStart()), {}, { clock, graceMs: 2_000 });
+    c.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
+    c.child().send({ type: 'toolcall.cancel' });
+    clock.increment(1_999);
+    await flush();
+    expect(c.state()).toEqual({ executing: 'stopping' });
+    expect(c.record.inputs).toEqual([]);
+    clock.increment(1);
+    await flush();
+    expect(c.record.inputs).toHaveLength(1);
+    expect(c.record.inputs[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT }, executed: true });
+    expect(c.out()).toMatchObject({
+      result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT, error: { code: 'outcome_unknown', message: UNCONFIRMED_STOP_TEXT, retryable: false } },
+      terminal: { code: 'cancelled', message: 'the turn was cancelled' },
+      recorded: true,
+    });
+    // A stop instead of a cancel ends the turn actor_stopped, with the default grace of 10 s.
+    const s = run(input('bash', cardStart()), {}, { clock });
+    s.child().send({ type: 'toolcall.decide', decision: 'allow_once', at: 1 });
+    s.child().send({ type: 'toolcall.stop' });
+    clock.increment(DEFAULT_TOOL_CANCEL_GRACE_MS - 1);
+    await flush();
+    expect(s.state()).toEqual({ executing: 'stopping' });
+    clock.increment(1);
+    await flush();
+    expect(s.out()).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT }, terminal: { code: 'actor_stopped' } });
   });
 
   it('a tool that throws is recorded as failed execution_failed; a tool that reports cancelled ends the turn cancelled', async () => {

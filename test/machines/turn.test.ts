@@ -13,8 +13,16 @@
  */
 import { Observable } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { fromEventObservable, type AnyEventObject } from 'xstate';
-import { CommandError, OpenworkError } from '../../src/errors.js';
+import { fromEventObservable, SimulatedClock, type AnyEventObject } from 'xstate';
+import { cancelGraceDelays, DEFAULT_TOOL_CANCEL_GRACE_MS } from '../../src/machines/tool-call/cancel-grace.js';
+import { directCallStatusOf } from '../../src/machines/turn/context.js';
+import { UNCONFIRMED_STOP_TEXT } from '../../src/protocol/model-texts.js';
+import { CommandError, ModelError, OpenworkError, StorageError } from '../../src/errors.js';
+import { ModelCallSetupFailure } from '../../src/machines/turn/ports.js';
+import { AssemblyError } from '../../src/services/context/assemble.js';
+import { WorldStateError } from '../../src/services/context/world-state.js';
+import { ReloadRequiredError } from '../../src/services/compaction/compaction.js';
+import { CompactionError } from '../../src/services/compaction/runtime-state.js';
 import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
 import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../../src/machines/types.js';
@@ -89,7 +97,7 @@ function scriptedCallModel(steps: ModelStep[]) {
         return;
       }
       const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
-      if ((error as { stage?: string } | undefined)?.stage !== 'sample') subscriber.next({ type: 'model.sampled' });
+      if (!(error instanceof ModelCallSetupFailure && error.stage === 'sample')) subscriber.next({ type: 'model.sampled' });
       for (const event of events) subscriber.next(event);
       if (error !== undefined) subscriber.error(error);
       else subscriber.complete();
@@ -98,7 +106,7 @@ function scriptedCallModel(steps: ModelStep[]) {
   return Object.assign(logic, { inputs, live });
 }
 
-const REGISTERED: ValidatedCall = { kind: 'registered', args: {}, doom: { signature: 's', count: 1 } };
+const REGISTERED: ValidatedCall = { kind: 'registered', args: {} };
 const EXECUTE: AuthorizationOutput = { kind: 'execute' };
 
 /** The `checkToolCall` stub: validation answers `validate` (registered by default), authorisation `authorize` (execute). */
@@ -128,9 +136,10 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
   return { stubs, toolCallLog };
 }
 
-function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; actors?: Record<string, unknown> } = {}) {
+function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; actors?: Record<string, unknown>; clock?: SimulatedClock; graceMs?: number } = {}) {
   const { stubs, toolCallLog } = actors(model, options.actors);
-  const running = underParents(turnMachine.provide({ actors: stubs as never }), turnInput(options.input));
+  const delays = options.graceMs !== undefined ? { delays: cancelGraceDelays(options.graceMs) } : {};
+  const running = underParents(turnMachine.provide({ actors: stubs as never, ...delays }), turnInput(options.input), options.clock);
   const published = () => running.sent('parent', 'session.publish').map((e) => e.update);
   return {
     ...running,
@@ -198,15 +207,24 @@ describe('Turn machine (stub actors): the model call', () => {
   });
 
   it('model failures: a stream without completion is model_protocol_error, a provider error model_error, an unassembled request its own code, an unrecorded call persistence_error', async () => {
+    const recorded = [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }];
     const cases: Array<[ModelStep, object]> = [
-      [[{ type: 'model.call_recorded', estimatedInputTokens: 1 }, { type: 'model.text_delta', delta: 'x' }], { code: 'model_protocol_error', message: 'the model stream ended without a completed response' }],
-      [{ events: [{ type: 'model.call_recorded', estimatedInputTokens: 1 }], error: { code: 'rate_limited', message: '429' } }, { code: 'model_error', message: '429' }],
-      [{ events: [], error: { stage: 'assemble', message: 'x', cause: { code: 'project_instruction_error', message: 'AGENTS.md unreadable' } } }, { code: 'project_instruction_error', message: 'AGENTS.md unreadable' }],
-      [{ events: [], error: { stage: 'assemble', message: 'x', cause: new Error('odd') } }, { code: 'model_protocol_error', message: 'odd' }],
-      [{ events: [], error: { stage: 'record', message: 'x', cause: new CommandError('ownership_lost', 'taken') } }, { code: 'ownership_lost', message: 'taken' }],
+      [[...recorded, { type: 'model.text_delta', delta: 'x' }], { code: 'model_protocol_error', message: 'the model stream ended without a completed response' }],
+      [{ events: recorded, error: new ModelError('model_error', '429', { retryable: true }) }, { code: 'model_error', message: '429' }],
+      [{ events: recorded, error: new ModelError('model_protocol_error', 'bad frame') }, { code: 'model_protocol_error', message: 'bad frame' }],
+      // Only ModelError's code counts: a plain object saying model_protocol_error is a provider failure.
+      [{ events: recorded, error: { code: 'model_protocol_error', message: 'plain' } }, { code: 'model_error', message: 'plain' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new WorldStateError('project_instruction_error', 'AGENTS.md unreadable')) }, { code: 'project_instruction_error', message: 'AGENTS.md unreadable' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new OpenworkError('chat_state_error', 'orphan result')) }, { code: 'chat_state_error', message: 'orphan result' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new AssemblyError('system part too large')) }, { code: 'model_protocol_error', message: 'request assembly failed: system part too large' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', new Error('odd')) }, { code: 'model_protocol_error', message: 'odd' }],
+      [{ events: [], error: new ModelCallSetupFailure('assemble', { code: 'project_instruction_error', message: 'plain' }) }, { code: 'model_protocol_error', message: 'plain' }],
+      [{ events: [], error: new ModelCallSetupFailure('record', new CommandError('ownership_lost', 'taken')) }, { code: 'ownership_lost', message: 'taken' }],
       // Only the errors.ts classes count: a plain object that merely says `ownership_lost` is a storage failure.
-      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'ownership_lost', message: 'plain' } } }, { code: 'persistence_error', message: 'plain' }],
-      [{ events: [], error: { stage: 'record', message: 'x', cause: { code: 'storage_unavailable', message: 'down' } } }, { code: 'persistence_error', message: 'down' }],
+      [{ events: [], error: new ModelCallSetupFailure('record', { code: 'ownership_lost', message: 'plain' }) }, { code: 'persistence_error', message: 'plain' }],
+      [{ events: [], error: new ModelCallSetupFailure('record', new StorageError('down')) }, { code: 'persistence_error', message: 'down' }],
+      // A plain object with a stage is not a setup failure: it is a failure of the call itself.
+      [{ events: [], error: { stage: 'record', message: 'x', cause: new CommandError('ownership_lost', 'taken') } }, { code: 'model_error', message: 'x' }],
     ];
     for (const [step, failure] of cases) {
       const t = runTurn([step]);
@@ -249,12 +267,12 @@ describe('Turn machine (stub actors): the model call', () => {
   });
 
   it('a World State the turn cannot sample fails it with the sampler\'s code; structured output that does not fit fails it output_invalid', async () => {
-    const sample = runTurn([{ events: [], error: { stage: 'sample', message: 'skills', cause: { code: 'skill_catalog_task_error', message: 'skills' } } }]);
+    const sample = runTurn([{ events: [], error: new ModelCallSetupFailure('sample', new WorldStateError('skill_catalog_task_error', 'skills')) }]);
     await flush();
     expect(sample.out().outcome).toEqual({ status: 'failed', code: 'skill_catalog_task_error', message: 'skills' });
     // Begin turn reserved the call that was never made: the end takes it back.
     expect(sample.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 1 });
-    const storage = runTurn([{ events: [], error: { stage: 'sample', message: 'down', cause: { code: 'storage_unavailable', message: 'down' } } }]);
+    const storage = runTurn([{ events: [], error: new ModelCallSetupFailure('sample', new StorageError('down')) }]);
     await flush();
     expect(storage.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'down' });
     const invalid = runTurn([answer('{}')], { actors: { persistAssistantMessage: stubPromise({ messageId: 'm', outputProblem: 'missing field a' }) } });
@@ -315,7 +333,7 @@ describe('Turn machine (stub actors): compaction and steering', () => {
   });
 
   it('a context overflow compacts and resubmits once; a second overflow, or one with compaction off, fails the turn model_error', async () => {
-    const overflow = { events: [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }], error: { code: 'context_overflow', message: 'too long' } };
+    const overflow = { events: [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }], error: new ModelError('context_overflow', 'too long') };
     const once = runTurn([overflow, answer('ok')]);
     await flush();
     expect(once.stubs.compactConversation.inputs[0]).toMatchObject({ trigger: 'overflow', triggerModelSpanId: 'turn_1.model1' });
@@ -327,14 +345,29 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     const off = runTurn([overflow], { input: { compactionEnabled: false } });
     await flush();
     expect(off.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'too long' });
+    // An overflow after output of the call, or one that is not a ModelError, is not compacted.
+    const late = runTurn([{ events: overflow.events, error: new ModelError('context_overflow', 'late', { semanticOutput: true }) }]);
+    await flush();
+    expect(late.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'late' });
+    const plain = runTurn([{ events: overflow.events, error: { code: 'context_overflow', message: 'plain' } }]);
+    await flush();
+    expect(plain.out().outcome).toEqual({ status: 'failed', code: 'model_error', message: 'plain' });
+    expect([late, plain].flatMap((r) => r.stubs.compactConversation.inputs)).toEqual([]);
   });
 
   it('a failed compaction fails the turn compaction_error, and one that committed but could not install asks for a reload', async () => {
-    const t = runTurn([[{ type: 'model.over_threshold', estimatedInputTokens: 900 }]], {
-      actors: { compactConversation: rejecting({ code: 'reload_required', message: 'installed nothing' }) },
-    });
+    // The scripted model takes its steps from the array it is given: a fresh one per turn.
+    const threshold = () => [[{ type: 'model.over_threshold' as const, estimatedInputTokens: 900 }]];
+    const t = runTurn(threshold(), { actors: { compactConversation: rejecting(new ReloadRequiredError('cp_1', new Error('installed nothing'))) } });
     await flush();
-    expect(t.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'installed nothing' }, reloadRequired: true });
+    expect(t.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'checkpoint cp_1 was committed but could not be installed: installed nothing' }, reloadRequired: true });
+    // Only the errors.ts class asks for a reload: a plain object saying reload_required does not.
+    const plain = runTurn(threshold(), { actors: { compactConversation: rejecting({ code: 'reload_required', message: 'plain' }) } });
+    await flush();
+    expect(plain.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'plain' }, reloadRequired: false });
+    const failed = runTurn(threshold(), { actors: { compactConversation: rejecting(new CompactionError('summary invalid')) } });
+    await flush();
+    expect(failed.out()).toMatchObject({ outcome: { status: 'failed', code: 'compaction_error', message: 'summary invalid' }, reloadRequired: false });
   });
 
   it('steering input and agent mail are drained before the next model call; a final answer with input waiting takes one more round', async () => {
@@ -358,7 +391,7 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
   it('validates, authorizes, runs and records a call, publishing its start and end, then asks the model again', async () => {
     const t = runTurn([toolCalls('echo'), answer('done')]);
     await flush();
-    expect(t.state()).toEqual({ tools: { run: 'executing' } });
+    expect(t.state()).toEqual({ tools: { run: { executing: 'running' } } });
     expect(t.stubs.checkToolCall.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', call: { callId: 'call_1', name: 'echo' }, parentSpanId: 'turn_1.model1', doomLoopThreshold: 3 });
     // One check actor: validated at once, then asked to authorise the parsed arguments.
     expect(t.stubs.checkToolCall.authorized).toEqual([{}]);
@@ -376,12 +409,13 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'done' });
     expect(t.stubs.callModel.inputs.map((i: any) => i.counted)).toEqual([true, true]);
     expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
-    expect(t.context().doom).toEqual({ signature: 's', count: 1 });
+    // The chart counted the call for the doom-loop rule: its name and canonical arguments, once.
+    expect(t.context().doom).toEqual({ signature: 'echo\u0000{}', count: 1 });
   });
 
   it('an invalid call is recorded without authorisation; a rule deny and a missing sandbox are recorded as denied without running', async () => {
     const invalid: ToolResult = { status: 'failed', text: 'bad args', error: { code: 'invalid_arguments', message: 'bad args', retryable: false } };
-    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: { kind: 'invalid', result: invalid, doom: { signature: null, count: 0 }, resolvedName: null } }) } });
+    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: { kind: 'invalid', result: invalid, resolvedName: null } }) } });
     await flush();
     expect(v.stubs.checkToolCall.authorized).toEqual([]);
     expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: invalid, resolvedName: null, executed: false });
@@ -410,20 +444,52 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     });
   });
 
-  it('a doom loop records the call and ends the turn doom_loop, recording the rest of the batch as not run', async () => {
-    const doom: ToolResult = { status: 'failed', text: 'same call three times', error: { code: 'doom_loop', message: 'same', retryable: false } } as never;
-    const t = runTurn([toolCalls('echo', 'echo')], { actors: { checkToolCall: check({ validate: { kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } } }) } });
+  it('the doom-loop rule is the chart\'s guard over the validated call: the same call up to the threshold is refused, the turn ends doom_loop and the rest of the batch is not run', async () => {
+    const limits = { maxModelCalls: 5, doomLoopThreshold: 2 };
+    const text = "doom loop detected for tool 'echo'";
+    const t = runTurn([toolCalls('echo', 'echo', 'echo')], { input: { limits } });
     await flush();
-    expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
+    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    // The second identical call: validated by the actor, refused by the chart before authorisation.
+    expect(t.stubs.checkToolCall.authorized).toEqual([{}]);
+    expect(t.stubs.executeTool.inputs).toHaveLength(1);
+    expect(t.stubs.recordToolResult.inputs[1]).toMatchObject({
+      toolCallId: 'turn_1.tc2',
+      result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } },
+      resolvedName: 'echo',
+      approval: { source: 'system' },
+      executed: false,
+    });
+    expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: text });
     // The batch's last call: its result ends the turn, so it reserves no model call.
-    const last = runTurn([toolCalls('echo')], { actors: { checkToolCall: check({ validate: { kind: 'doom_loop', result: doom, doom: { signature: 's', count: 3 } } }) } });
+    const last = runTurn([toolCalls('echo', 'echo')], { input: { limits } });
     await flush();
-    expect(last.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: 'same call three times' });
-    expect(last.stubs.recordToolResult.inputs[0]).toMatchObject({ result: doom, reserveModelCall: 0 });
+    last.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    expect(last.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: text });
+    expect(last.stubs.recordToolResult.inputs[1]).toMatchObject({ result: { text }, reserveModelCall: 0 });
     expect(last.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
-    expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc2', call: { callId: 'call_2' } }], parentSpanId: 'turn_1.model1' });
+    // Other arguments start the count again; key order does not count.
+    const args = ['{"a":1,"b":2}', '{"b":2,"a":1}', '{"a":2}'];
+    const varied = runTurn([[{ type: 'model.call_recorded', estimatedInputTokens: 10 }, ...args.map((a, i) => ({ type: 'model.tool_call' as const, callId: `call_${i + 1}`, name: 'echo', arguments: a })), { type: 'model.completed', usage: USAGE }]], {
+      input: { limits: { maxModelCalls: 5, doomLoopThreshold: 3 } },
+      actors: { checkToolCall: check({ validate: (i: { call: { arguments: string } }) => ({ kind: 'registered', args: JSON.parse(i.call.arguments) }) }) },
+    });
+    for (let i = 0; i < 3; i++) {
+      await flush();
+      varied.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    }
+    await flush();
+    expect(varied.stubs.executeTool.inputs).toHaveLength(3);
+    expect(varied.context().doom).toEqual({ signature: 'echo\u0000{"a":2}', count: 1 });
+    // wait_agent is outside identical-call counting: even at a threshold of one it is not refused.
+    const wait = runTurn([toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 1 } }, actors: { checkToolCall: check({ validate: { kind: 'control', args: {} } }) } });
+    await flush();
+    expect(wait.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: {}, doom: { signature: null, count: 0 } });
+    expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc3', call: { callId: 'call_3' } }], parentSpanId: 'turn_1.model1' });
     expect(t.published()).toContainEqual(
-      expect.objectContaining({ type: 'tool_call_finished', toolCallId: 'turn_1.tc2', status: 'cancelled', text: REMAINING_CALL_TEXT }),
+      expect.objectContaining({ type: 'tool_call_finished', toolCallId: 'turn_1.tc3', status: 'cancelled', text: REMAINING_CALL_TEXT }),
     );
   });
 
@@ -442,7 +508,7 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     await flush();
     expect(v.state()).toEqual({ tools: { run: 'validating' } });
     v.child().send({ type: 'turn.cancel' });
-    validating.resolve({ kind: 'registered', args: {}, doom: { signature: null, count: 0 } });
+    validating.resolve({ kind: 'registered', args: {} });
     await flush();
     expect(v.stubs.checkToolCall.authorized).toEqual([]);
     expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
@@ -455,6 +521,50 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     await flush();
     expect(r.out().outcome).toEqual({ status: 'cancelled' });
     expect(r.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
+  });
+
+  it('a cancel while its tool runs enters tools.run.executing.stopping and asks the tool once; a tool that confirms within the grace is recorded as it answered', async () => {
+    const clock = new SimulatedClock();
+    const t = runTurn([toolCalls('bash')], { clock, graceMs: 3_000 });
+    await flush();
+    t.child().send({ type: 'turn.cancel' });
+    expect(t.state()).toEqual({ tools: { run: { executing: 'stopping' } } });
+    expect(directCallStatusOf(t.child().getSnapshot())).toEqual({ toolCallId: 'turn_1.tc1', status: 'executing' });
+    t.child().send({ type: 'turn.cancel' });
+    expect(t.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
+    clock.increment(2_999);
+    t.stubs.executeTool.send({ type: 'tool.finished', result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' } });
+    await flush();
+    clock.increment(10_000);
+    await flush();
+    expect(t.stubs.recordToolResult.inputs).toHaveLength(1);
+    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' }, executed: true });
+    expect(t.out().outcome).toEqual({ status: 'cancelled' });
+  });
+
+  it('a tool that does not confirm its stop within the grace (on the simulated clock) is recorded outcome_unknown; a stop ends the turn actor_stopped', async () => {
+    const clock = new SimulatedClock();
+    const t = runTurn([toolCalls('bash', 'echo')], { clock, graceMs: 3_000 });
+    await flush();
+    t.child().send({ type: 'turn.cancel' });
+    clock.increment(2_999);
+    await flush();
+    expect(t.state()).toEqual({ tools: { run: { executing: 'stopping' } } });
+    expect(t.stubs.recordToolResult.inputs).toEqual([]);
+    clock.increment(1);
+    await flush();
+    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT, error: { code: 'outcome_unknown' } }, executed: true });
+    expect(t.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
+    expect(t.out().outcome).toEqual({ status: 'cancelled' });
+    // A stop, with the default grace.
+    const s = runTurn([toolCalls('bash')], { clock });
+    await flush();
+    s.child().send({ type: 'turn.stop' });
+    expect(s.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
+    clock.increment(DEFAULT_TOOL_CANCEL_GRACE_MS);
+    await flush();
+    expect(s.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT } });
+    expect(s.out().outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
   });
 
   it('a result that cannot be recorded ends the turn with the write\'s code, and validation or authorisation that throws is a failed result', async () => {
@@ -495,7 +605,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
   it('a card to ask spawns the tool-call machine with what was decided; the Turn shows the card, relays the decision and keeps the grants', async () => {
     const t = runTurn([toolCalls('bash'), answer('ok')], { actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 7 } }) } });
     await flush();
-    expect(t.toolCallLog[0]!.input).toMatchObject({ toolCallId: 'turn_1.tc1', start: { kind: 'card', card: CARD, at: 7, args: {}, doom: { signature: 's', count: 1 } } });
+    expect(t.toolCallLog[0]!.input).toMatchObject({ toolCallId: 'turn_1.tc1', start: { kind: 'card', card: CARD, at: 7, args: {}, doom: { signature: 'bash\u0000{}', count: 1 } } });
     const call = () => t.child().getSnapshot().children.toolCall!;
     call().send({ type: 'stub.send', event: { type: 'toolcall.permission_requested', toolCallId: 'turn_1.tc1', card: CARD } });
     expect(t.state()).toEqual({ tools: { call: 'waiting_permission' } });
@@ -519,9 +629,9 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
 
   it('a cancel or stop reaches the waiting call; its terminal ends the turn', async () => {
     for (const [event, relayed] of [['turn.cancel', 'toolcall.cancel'], ['turn.stop', 'toolcall.stop']] as const) {
-      const t = runTurn([toolCalls('request_user_input')], { actors: { checkToolCall: check({ validate: { kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } } }) } });
+      const t = runTurn([toolCalls('request_user_input')], { actors: { checkToolCall: check({ validate: { kind: 'control', args: { questions: [] } } }) } });
       await flush();
-      expect(t.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: { questions: [] }, doom: { signature: null, count: 0 } });
+      expect(t.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: { questions: [] }, doom: { signature: 'request_user_input\u0000{"questions":[]}', count: 1 } });
       t.child().send({ type: event });
       expect(t.toolCallLog[0]!.events).toEqual([{ type: relayed }]);
       const code = event === 'turn.cancel' ? 'cancelled' : 'actor_stopped';
@@ -535,7 +645,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
   });
 
   it('consecutive wait_agent timeouts reaching the doom-loop threshold end the turn doom_loop', async () => {
-    const control = check({ validate: { kind: 'control', args: {}, doom: { signature: null, count: 0 } } });
+    const control = check({ validate: { kind: 'control', args: {} } });
     const t = runTurn([toolCalls('wait_agent'), toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 2 } }, actors: { checkToolCall: control } });
     const timedOut = (n: number): ToolCallOutput => ({ waitTimedOut: true, toolCallId: `turn_1.tc${n}`, providerCallId: 'call_1', toolName: 'wait_agent', result: { status: 'succeeded', text: 'timed out' }, recorded: true, terminal: null, doom: { signature: null, count: 0 }, plan: null });
     await flush();

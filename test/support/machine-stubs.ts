@@ -4,7 +4,7 @@
  * or emit when the test says, and runs under parents that only record what it sends them. No
  * storage, model or tool runs: these tests check the charts' decisions alone, in milliseconds.
  */
-import { assign, createActor, fromCallback, fromPromise, sendParent, setup, type AnyActorLogic, type AnyActorRef, type AnyEventObject } from 'xstate';
+import { assign, createActor, fromCallback, fromPromise, sendParent, setup, type AnyActorLogic, type AnyActorRef, type AnyEventObject, type SimulatedClock } from 'xstate';
 import type { PermissionCard } from '../../src/protocol/updates.js';
 
 /** A promise the test settles by hand, for an actor that should stay busy until told. */
@@ -142,7 +142,7 @@ export interface Running {
  * to its Turn (`sendParent`) and to its Session (the Turn's parent); the Turn sends to its Session.
  * Both parents only record; the child's output is kept when it finishes.
  */
-export function underParents(logic: AnyActorLogic, input: unknown): Running {
+export function underParents(logic: AnyActorLogic, input: unknown, clock?: SimulatedClock): Running {
   const received: Received[] = [];
   let output: unknown;
   const record = (to: Received['to']) => ({ event }: { event: AnyEventObject }) => {
@@ -163,7 +163,8 @@ export function underParents(logic: AnyActorLogic, input: unknown): Running {
     invoke: { id: 'parent', src: 'parent' },
     on: { '*': { actions: [record('grandparent'), assign({})] } },
   });
-  const actor = createActor(grandparent);
+  // The system's clock measures every `after` delay of the machine under test (`SimulatedClock`).
+  const actor = createActor(grandparent, clock ? { clock } : {});
   actor.start();
   // Kept from the start: a child that reached its final state is no longer among its parent's children.
   const parentRef = actor.getSnapshot().children.parent as AnyActorRef;

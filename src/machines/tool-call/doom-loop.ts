@@ -2,7 +2,10 @@
  * @module machines/tool-call/doom-loop
  * The doom-loop rule (seed 000 §4) as pure functions: the same tool called with the same
  * arguments (compared as canonical JSON, so key order does not matter) consecutively, until the
- * turn's threshold, ends the turn. Any other call starts the count again at one.
+ * turn's threshold, ends the turn. Any other call starts the count again at one. `wait_agent` is
+ * outside identical-call counting; its timeouts have a streak of their own (reference §5.5). The
+ * Turn's chart applies the rule as guards (`isDoomLoop`, `waitTimeoutsReachedThreshold`) over these
+ * functions once the `check` actor has validated a call; the actor only validates.
  */
 import { canonicalJson } from '../../protocol/canonical-json.js';
 import type { DoomState } from '../types.js';
@@ -16,4 +19,19 @@ export function countCall(doom: DoomState, name: string, args: unknown): DoomSta
 /** Whether the count reached the threshold: this call is refused and the turn ends `doom_loop`. */
 export function isDoomLoop(doom: DoomState, threshold: number): boolean {
   return doom.count >= threshold;
+}
+
+/** The count after a validated call of `name`: `wait_agent` leaves it as it was. */
+export function countValidatedCall(doom: DoomState, name: string, args: unknown): DoomState {
+  return name === 'wait_agent' ? doom : countCall(doom, name, args);
+}
+
+/** Whether a validated call of `name` with `args` is refused as a doom loop (`wait_agent` never is). */
+export function isDoomLoopCall(doom: DoomState, name: string, args: unknown, threshold: number): boolean {
+  return name !== 'wait_agent' && isDoomLoop(countCall(doom, name, args), threshold);
+}
+
+/** Whether one more `wait_agent` timeout in a row reaches the threshold: the turn ends `doom_loop`. */
+export function waitTimeoutsReachThreshold(timeoutsInARow: number, threshold: number): boolean {
+  return timeoutsInARow + 1 >= threshold;
 }

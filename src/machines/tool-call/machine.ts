@@ -42,7 +42,8 @@ import {
   type PlanCommitOutput,
   type RecordInput,
 } from './ports.js';
-import { actorFailureResult, failureText, recordFailureTerminal, stopBeforeRun, storageTerminalCode, terminalAfterRun } from './outcomes.js';
+import { DEFAULT_TOOL_CANCEL_GRACE_MS, TOOL_CANCEL_GRACE } from './cancel-grace.js';
+import { actorFailureResult, failureText, recordFailureTerminal, stopBeforeRun, storageTerminalCode, terminalAfterRun, unconfirmedStop } from './outcomes.js';
 
 
 /** The texts this machine writes as results live with every other text the model sees. */
@@ -84,7 +85,9 @@ export function liveToolCallOf(snapshot: { value: unknown; context: ToolCallCont
     const result = snapshot.context.result;
     return snapshot.context.recorded && result ? { status: 'finished', result: { status: result.status, text: result.text } } : { status: 'recording' };
   }
-  if (value === 'waiting_permission' || value === 'executing' || value === 'recording') return { status: value };
+  if (value === 'waiting_permission' || value === 'recording') return { status: value };
+  // A tool asked to stop (`executing.stopping`) is still executing until it reports how it ended.
+  if ((value as { executing?: unknown } | null)?.executing !== undefined) return { status: 'executing' };
   const control = (value as { control?: unknown } | null)?.control;
   return { status: control === 'user_input' ? 'waiting_user_input' : 'validating' };
 }
@@ -111,6 +114,7 @@ const toolCallSetup = setup({
   guards: {
     planCommitted: (_, output: PlanCommitOutput) => output.ok,
   },
+  delays: { [TOOL_CANCEL_GRACE]: DEFAULT_TOOL_CANCEL_GRACE_MS },
   actions: {
     recordStopBeforeRun: assign(({ context, event }) => stopBeforeRun(event.type === 'toolcall.stop' || context.stopRequest === 'stop')),
     announceResolved: sendParent(({ context }, decision: PermissionDecision) => ({
@@ -259,11 +263,24 @@ export const toolCallMachine = toolCallSetup.createMachine({
             terminal: terminalAfterRun(context.stopRequest, event.result),
           })),
         },
-        // The tool gets its abort and reports how it ended; a process tree must be killed, not orphaned.
-        'toolcall.cancel': {
-          actions: [assign({ stopRequest: ({ context }) => context.stopRequest ?? 'cancel' }), 'abortExecution'],
+      },
+      initial: 'running',
+      states: {
+        running: {
+          on: {
+            'toolcall.cancel': { target: 'stopping', actions: assign({ stopRequest: ({ context }) => context.stopRequest ?? 'cancel' }) },
+            'toolcall.stop': { target: 'stopping', actions: assign({ stopRequest: () => 'stop' as const }) },
+          },
         },
-        'toolcall.stop': { actions: [assign({ stopRequest: () => 'stop' as const }), 'abortExecution'] },
+        // The tool got its abort (bash kills its process group at once) and reports how it ended; a
+        // tool that has not confirmed its stop when the grace elapses ends outcome_unknown, and
+        // leaving this state stops its actor. A second cancel or a stop is noted by the root handlers.
+        stopping: {
+          entry: 'abortExecution',
+          after: {
+            [TOOL_CANCEL_GRACE]: { target: '#toolCall.recording', actions: assign(({ context }) => unconfirmedStop(context.stopRequest)) },
+          },
+        },
       },
     },
     control: {

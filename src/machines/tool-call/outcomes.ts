@@ -5,7 +5,7 @@
  * Turn's own run of a call (`tools.run`), so the two end a call the same way.
  */
 import { CommandError, isOpenworkError } from '../../errors.js';
-import { ACTOR_STOPPED_TEXT, CANCELLED_BEFORE_RUN_TEXT } from '../../protocol/model-texts.js';
+import { ACTOR_STOPPED_TEXT, CANCELLED_BEFORE_RUN_TEXT, UNCONFIRMED_STOP_TEXT } from '../../protocol/model-texts.js';
 import { cancelledResult, failedResult, outcomeUnknownResult, type ToolResult } from '../../protocol/tool-result.js';
 import type { ToolCallTerminal } from '../types.js';
 
@@ -57,4 +57,15 @@ export function stopBeforeRun(stop: boolean): { stopRequest: 'cancel' | 'stop'; 
   return stop
     ? { stopRequest: 'stop', result: outcomeUnknownResult(ACTOR_STOPPED_TEXT), terminal: { code: 'actor_stopped', message: 'the session actor stopped' } }
     : { stopRequest: 'cancel', result: cancelledResult(CANCELLED_BEFORE_RUN_TEXT), terminal: { code: 'cancelled', message: 'the turn was cancelled' } };
+}
+
+/**
+ * The result and terminal of a call whose tool was asked to stop and did not confirm it within the
+ * cancel grace (the `after` transition of `executing.stopping`, in the tool-call machine and in the
+ * Turn's `tools.run` alike): its outcome is unknown, it counts as run, and the turn ends as the
+ * stop asked (cancelled, or actor_stopped).
+ */
+export function unconfirmedStop(stopRequest: 'cancel' | 'stop' | null): { result: ToolResult; executed: true; terminal: ToolCallTerminal | null } {
+  const result = outcomeUnknownResult(UNCONFIRMED_STOP_TEXT);
+  return { result, executed: true, terminal: terminalAfterRun(stopRequest, result) };
 }

@@ -106,7 +106,10 @@ export function directCallStatusOf(snapshot: { value: unknown; context: TurnCont
   const direct = snapshot.context.direct;
   const tools = (snapshot.value as { tools?: unknown } | null)?.tools;
   const run = (tools as { run?: unknown } | null | undefined)?.run;
-  if (!direct || typeof run !== 'string') return null;
+  if (!direct || run === undefined || run === null) return null;
+  // A tool asked to stop (`executing.stopping`) is still executing until it reports how it ended.
+  if (typeof run === 'object' && 'executing' in run) return { toolCallId: direct.toolCallId, status: 'executing' };
+  if (typeof run !== 'string') return null;
   return { toolCallId: direct.toolCallId, status: run as LiveToolCall['status'] };
 }
 

@@ -6,6 +6,7 @@
  * cancelled remainder of a batch and the end. `services/turn-actors.ts` implements them against
  * these types. Only plain, serialisable data: handles never enter machine context.
  */
+import { errorMessage } from '../../errors.js';
 import type { NewMessage, TextBlock, ToolCallBlock } from '../../protocol/content.js';
 import type { AgentMessage } from '../../protocol/agent-message.js';
 import type { PermissionDecision, PermissionMode, PermissionModeOrigin } from '../../protocol/input.js';
@@ -177,13 +178,6 @@ export interface CallModelInput {
   counted: boolean;
 }
 
-/** How a model call fails before the model is asked: `stage` says where, `cause` is the error. */
-export interface ModelCallSetupFailure {
-  stage: 'sample' | 'assemble' | 'record';
-  cause: unknown;
-  message: string;
-}
-
 export interface PersistAssistantInput {
   sessionId: string;
   turnId: string;
@@ -228,13 +222,20 @@ export interface FinishInput {
   unmadeModelCall: number;
 }
 
-/** A failure as the model actor reports it (a `ModelError` or anything thrown). */
-export interface ModelFailure {
-  code?: string;
-  message?: string;
-  semanticOutput?: boolean;
-  /** Set when the call failed before the model was asked: its World State, request or counters. */
-  stage?: 'sample' | 'assemble' | 'record';
-  cause?: unknown;
+/** Where a model call failed before the model was asked: its World State, its request or its counters. */
+export type ModelCallStage = 'sample' | 'assemble' | 'record';
+
+/**
+ * How the model actor fails before the model was asked: the stage, and what that stage threw
+ * (`cause`). A failure of the call itself is the `ModelError` the actor throws (`errors.ts`).
+ * `machines/turn/outcomes.ts` maps both to the Turn's outcome.
+ */
+export class ModelCallSetupFailure extends Error {
+  readonly stage: ModelCallStage;
+  constructor(stage: ModelCallStage, cause: unknown) {
+    super(errorMessage(cause), { cause });
+    this.name = 'ModelCallSetupFailure';
+    this.stage = stage;
+  }
 }
 

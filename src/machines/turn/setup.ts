@@ -7,12 +7,14 @@ import { assign, enqueueActions, fromCallback, fromEventObservable, fromPromise,
 import type { Phase, SessionUpdate } from '../../protocol/updates.js';
 import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
 import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';
+import { DEFAULT_TOOL_CANCEL_GRACE_MS, TOOL_CANCEL_GRACE } from '../tool-call/cancel-grace.js';
+import { isDoomLoopCall, waitTimeoutsReachThreshold } from '../tool-call/doom-loop.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
 import { applyToolOutput, emptyDraft, type TurnContext } from './context.js';
-import { failedOutcome, stopOutcome } from './outcomes.js';
+import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
   CallModelInput,
@@ -23,6 +25,7 @@ import type {
   DrainInput,
   DrainOutput,
   FinishInput,
+  ModelCallStage,
   PersistAssistantInput,
   TurnEvent,
   TurnInput,
@@ -61,7 +64,9 @@ export const turnSetup = setup({
     outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
     outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
     isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
-    isDoomLoop: (_, output: ValidatedCall) => output.kind === 'doom_loop',
+    /** The doom-loop rule (seed 000 §4) over a validated call: the same call, consecutively, up to the threshold. */
+    isDoomLoop: ({ context }, output: ValidatedCall) =>
+      output.kind !== 'invalid' && isDoomLoopCall(context.direct!.doom, context.direct!.call.name, output.args, context.limits.doomLoopThreshold),
     isControl: (_, output: ValidatedCall) => output.kind === 'control',
     isExecute: (_, output: AuthorizationOutput) => output.kind === 'execute',
     isRuleDeny: (_, output: AuthorizationOutput) => output.kind === 'deny',
@@ -69,7 +74,21 @@ export const turnSetup = setup({
       output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
     isNonInteractive: ({ context }) => context.nonInteractive,
     directTerminal: ({ context }) => context.direct?.terminal != null,
+    /** The model actor failed at `stage`, before the model was asked (`ModelCallSetupFailure`). */
+    failedBeforeCall: (_, params: { error: unknown; stage: ModelCallStage }) => modelCallStage(params.error) === params.stage,
+    /**
+     * The provider refused the context before any output (`isContextOverflow`), and one compaction
+     * may make room: automatic compaction is on (without it there is nothing to resubmit after, and
+     * the turn fails), nothing of the call was kept, and neither a resubmission nor a summary was
+     * tried for this call yet.
+     */
+    overflowToCompact: ({ context }, params: { error: unknown }) =>
+      isContextOverflow(params.error) && context.compactionEnabled && !context.draft.semantic && !context.overflowResubmitted && !context.summarizedThisCall,
+    /** A call that waited ends the turn: its terminal, or one `wait_agent` timeout too many in a row (reference §5.5). */
+    callEndsTurn: ({ context }, output: ToolCallOutput) =>
+      output.terminal !== null || (output.waitTimedOut === true && waitTimeoutsReachThreshold(context.waitTimeouts, context.limits.doomLoopThreshold)),
   },
+  delays: { [TOOL_CANCEL_GRACE]: DEFAULT_TOOL_CANCEL_GRACE_MS },
   actions: {
     /** Emits `phase_changed` only when the phase really changes: the chart is the source of phases. */
     enterPhase: enqueueActions(({ context, enqueue }, phase: Phase) => {

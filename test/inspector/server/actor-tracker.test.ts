@@ -100,8 +100,8 @@ describe('inspection of sessions', () => {
       [{ running_model: { streaming: 'requesting' } }, { running_model: { streaming: 'receiving' } }, 'model.call_recorded'],
     ]);
     expect(turnMoves).toContainEqual([{ running_model: 'persisting' }, { tools: { run: 'validating' } }, 'xstate.done.actor.persistAssistantMessage']);
-    expect(turnMoves).toContainEqual([{ tools: { run: 'authorizing' } }, { tools: { run: 'executing' } }, 'tool.authorized']);
-    expect(turnMoves).toContainEqual([{ tools: { run: 'executing' } }, { tools: { run: 'recording' } }, 'tool.finished']);
+    expect(turnMoves).toContainEqual([{ tools: { run: 'authorizing' } }, { tools: { run: { executing: 'running' } } }, 'tool.authorized']);
+    expect(turnMoves).toContainEqual([{ tools: { run: { executing: 'running' } } }, { tools: { run: 'recording' } }, 'tool.finished']);
     expect(turnMoves.at(-1)).toEqual(['ending', 'completed', 'xstate.done.actor.finishTurn']);
     // The phase field follows the chart, and every change was published in order.
     const phases = changes

@@ -73,6 +73,14 @@ describe('machineChart', () => {
       [{ id: 'record', src: 'recordToolResult' }],
     ]);
     expect(nodes.get('tools.call')!.invoke).toEqual([{ id: 'toolCall', src: 'toolCall' }]);
+    // The cancel grace is an `after` edge of the stop the Turn and the tool-call machine wait for.
+    const graces = [machineChart(turnMachine), machineChart(toolCallMachine)].flatMap((c) =>
+      c.edges.filter((e) => e.kind === 'after').map((e) => [e.source, e.event.split('.')[2], e.target]),
+    );
+    expect(graces).toEqual([
+      ['turn.tools.run.executing.stopping', 'toolCancelGrace', 'turn.tools.run.recording'],
+      ['toolCall.executing.stopping', 'toolCancelGrace', 'toolCall.recording'],
+    ]);
     const toMachine = chart.edges.filter((e) => e.target === 'turn.tools.call' && e.source.startsWith('turn.tools.run')).map((e) => [e.source, e.event, e.guard]);
     expect(toMachine).toEqual([
       ['turn.tools.run.validating', 'tool.validated', 'isControl'],

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CommandError, StorageError } from '../../../src/errors.js';
-import { countCall, isDoomLoop } from '../../../src/machines/tool-call/doom-loop.js';
+import { countCall, countValidatedCall, isDoomLoop, isDoomLoopCall, waitTimeoutsReachThreshold } from '../../../src/machines/tool-call/doom-loop.js';
 import { actorFailureResult, recordFailureTerminal, stopBeforeRun, storageTerminalCode, terminalAfterRun } from '../../../src/machines/tool-call/outcomes.js';
 import { ACTOR_STOPPED_TEXT, CANCELLED_BEFORE_RUN_TEXT } from '../../../src/protocol/model-texts.js';
 import { cancelledResult, succeededResult } from '../../../src/protocol/tool-result.js';
@@ -52,5 +52,18 @@ describe('doom loop', () => {
     expect(isDoomLoop(countCall(doom, 'read', { path: 'a', offset: 1 }), 3)).toBe(true);
     expect(countCall(doom, 'read', { path: 'b', offset: 1 }).count).toBe(1);
     expect(countCall(doom, 'grep', { path: 'a', offset: 1 }).count).toBe(1);
+  });
+
+  it('the guards\' rule over a validated call: wait_agent is never counted nor refused; its timeouts have a streak of their own', () => {
+    const two = countCall(countCall({ signature: null, count: 0 }, 'read', { path: 'a' }), 'read', { path: 'a' });
+    expect(isDoomLoopCall(two, 'read', { path: 'a' }, 3)).toBe(true);
+    expect(isDoomLoopCall(two, 'read', { path: 'b' }, 3)).toBe(false);
+    expect(isDoomLoopCall(two, 'read', { path: 'a' }, 4)).toBe(false);
+    expect(countValidatedCall(two, 'read', { path: 'a' })).toEqual({ signature: 'read\u0000{"path":"a"}', count: 3 });
+    const waits = countCall(countCall({ signature: null, count: 0 }, 'wait_agent', {}), 'wait_agent', {});
+    expect(countValidatedCall(waits, 'wait_agent', {})).toBe(waits);
+    expect(isDoomLoopCall(waits, 'wait_agent', {}, 1)).toBe(false);
+    expect(waitTimeoutsReachThreshold(1, 3)).toBe(false);
+    expect(waitTimeoutsReachThreshold(2, 3)).toBe(true);
   });
 });

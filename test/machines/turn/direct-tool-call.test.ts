@@ -12,6 +12,7 @@ import { defineTool } from '../../../src/services/tools/define.js';
 import type { PermissionMode } from '../../../src/protocol/input.js';
 import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
+import { UNCONFIRMED_STOP_TEXT } from '../../../src/protocol/model-texts.js';
 import { harness, updateTypes } from '../../support/harness.js';
 
 /** Records every actor the runtime creates, by machine id (`turn`, `toolCall`) or invoke id. */
@@ -43,7 +44,7 @@ describe('a tool call run by the Turn itself', () => {
 
     expect(log.named('machine toolCall')).toEqual([]);
     const turn = log.named('machine turn').at(-1)!.ref;
-    expect(turn.getSnapshot().value).toEqual({ tools: { run: 'executing' } });
+    expect(turn.getSnapshot().value).toEqual({ tools: { run: { executing: 'running' } } });
     expect(h.session.snapshot().runtime).toMatchObject({ type: 'running', phase: 'running_tools', toolCalls: [{ providerCallId: 's', toolName: 'slow', status: 'executing' }] });
     // One actor validates and authorises the call, another runs it: both the Turn's.
     for (const id of ['check', 'execute']) expect(log.named(id).map((a) => a.ref._parent)).toEqual([turn]);
@@ -57,6 +58,47 @@ describe('a tool call run by the Turn itself', () => {
     const stored = await storage.listMessages(h.session.sessionId);
     expect(stored.filter((m) => m.role === 'tool').map((m) => m.providerCallId)).toEqual(['s']);
     expect(log.named('machine toolCall')).toEqual([]);
+  });
+
+  it('a tool that ignores its abort: the cancel grace is an after transition of executing.stopping, on the Turn and on the tool-call machine alike, and the call is stored outcome_unknown', async () => {
+    // Never settles and never looks at its signal: a stop it cannot confirm.
+    const stubborn = defineTool({
+      name: 'stubborn',
+      description: 'Ignores its abort.',
+      parameters: z.object({ ask: z.boolean().default(false) }),
+      authorize: ({ ask }) =>
+        ask
+          ? { kind: 'card', card: { toolName: 'stubborn', kind: 'approval', summary: 'run stubborn', environmentId: 'local', grantKey: 'stubborn' } }
+          : { kind: 'execute' },
+      execute: () => new Promise<string>(() => undefined),
+    });
+    for (const ask of [false, true]) {
+      const moves: string[] = [];
+      const inspect = (event: InspectionEvent) => {
+        if (event.type !== '@xstate.snapshot') return;
+        const value = (event.snapshot as { value?: unknown }).value;
+        if (value !== undefined) moves.push(JSON.stringify(value));
+      };
+      const h = await harness(storage, [{ toolCalls: [{ name: 'stubborn', arguments: { ask }, callId: 'u' }] }], { tools: [stubborn], toolCancelGraceMs: 150, inspect });
+      const turnId = await h.start('stop it');
+      if (ask) {
+        const requested = await h.waitFor((e) => e.update.type === 'permission_requested');
+        await h.session.resolvePermission(turnId, (requested.update as { toolCallId: string }).toolCallId, 'allow_once');
+      }
+      await h.waitFor((e) => e.update.type === 'tool_call_started');
+      const stopping = ask ? JSON.stringify({ executing: 'stopping' }) : JSON.stringify({ tools: { run: { executing: 'stopping' } } });
+      while (!moves.includes(stopping.replace('stopping', 'running'))) await new Promise((r) => setTimeout(r, 5));
+      const cancelledAt = Date.now();
+      await h.session.cancelTurn(turnId);
+      expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'cancelled' });
+      expect(Date.now() - cancelledAt).toBeGreaterThanOrEqual(140);
+      // The chart showed the stop it waited for: the Turn's own run, or the tool-call machine's.
+      expect(moves).toContain(stopping);
+      const finished = h.updates.find((e) => e.update.type === 'tool_call_finished')!.update;
+      expect(finished).toMatchObject({ providerCallId: 'u', status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT });
+      const stored = await storage.listMessages(h.session.sessionId);
+      expect(stored.filter((m) => m.role === 'tool').map((m) => (m.content[0] as { status: string }).status)).toEqual(['outcome_unknown']);
+    }
   });
 
   it('a mode switch while the call is being authorised does not reach its run: it runs and is recorded under the mode it was authorised in', async () => {

@@ -15,14 +15,19 @@
  * is pending while the Session is in `maintenance`.
  */
 import type { AnyActorLogic } from 'xstate';
+import { ModelError } from '../../../src/errors.js';
 import type { SessionInput } from '../../../src/machines/session/ports.js';
+import { ModelCallSetupFailure } from '../../../src/machines/turn/ports.js';
+import { ReloadRequiredError } from '../../../src/services/compaction/compaction.js';
+import { CompactionError } from '../../../src/services/compaction/runtime-state.js';
+import { AssemblyError } from '../../../src/services/context/assemble.js';
+import { WorldStateError } from '../../../src/services/context/world-state.js';
 import type { ToolCallInput } from '../../../src/machines/types.js';
 import type { RateLimitSnapshot } from '../../../src/protocol/rate-limits.js';
 import { EXPLORER_LIMITS } from '../../../src/services/agents/explorer.js';
 import { contextLimits } from '../../../src/services/context/limits.js';
 import { DEFAULT_CARD_DECISIONS } from '../../../src/services/tool-call-actors.js';
 import { validatePlanArgs } from '../../../src/services/plan/update-plan.js';
-import { canonicalJson } from '../../../src/storage/sql-storage.js';
 import type { TurnSnapshot } from '../../../src/machines/turn.js';
 import { SimSystem, type SimActors, type SimEffects, type ToolCallSnapshot } from './sim.js';
 
@@ -488,7 +493,7 @@ const failedResult = (code: string) => ({ status: 'failed', text: code, error: {
 /** What the `check` actor reports of a call's validation (the decision of services/tool-call-actors.ts). */
 function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfig): { type: string; [k: string]: unknown } {
   const done = (output: unknown) => ({ type: 'tool.validated', output });
-  const invalid = (code: string) => done({ kind: 'invalid', result: failedResult(code), doom: input.doom, resolvedName: null });
+  const invalid = (code: string) => done({ kind: 'invalid', result: failedResult(code), resolvedName: null });
   const control = kind === 'plan' || kind === 'bad_plan' || kind === 'spawn' || kind === 'wait' || kind === 'list' || kind === 'ask';
   switch (kind) {
     case 'bad_json':
@@ -501,17 +506,9 @@ function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfi
     default: {
       // An explorer's tool surface has no control tools at all (reference §5.10 acceptance 17).
       if (control && config.nonInteractive) return invalid('tool_not_found');
+      // The actor only validates; the doom-loop rule is the Turn chart's guard on its answer.
       const args = JSON.parse(input.call.arguments) as unknown;
-      // wait_agent is outside identical-call counting (reference §5.5).
-      if (kind === 'wait') return done({ kind: 'control', args, doom: input.doom });
-      const signature = `${input.call.name}\u0000${canonicalJson(args)}`;
-      const count = input.doom.signature === signature ? input.doom.count + 1 : 1;
-      const doom = { signature, count };
-      if (count >= input.doomLoopThreshold) {
-        const text = `doom loop detected for tool '${input.call.name}'`;
-        return done({ kind: 'doom_loop', result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } }, doom });
-      }
-      return done({ kind: control ? 'control' : 'registered', args, doom });
+      return done({ kind: control ? 'control' : 'registered', args });
     }
   }
 }
@@ -533,8 +530,8 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       assembled.add(callRef);
       const input = turnWaits.callModel as { thresholdCompaction: boolean; counted: boolean };
       if (config.assembleFails) {
-        const cause = { code: 'model_protocol_error', message: 'request assembly failed: system context part too large' };
-        sim.send('turn', { type: 'xstate.error.actor.callModel', error: { stage: 'assemble', cause, message: cause.message }, actorId: 'callModel' });
+        const error = new ModelCallSetupFailure('assemble', new AssemblyError('system context part too large'));
+        sim.send('turn', { type: 'xstate.error.actor.callModel', error, actorId: 'callModel' });
       } else if (config.compaction === 'threshold' && input.thresholdCompaction) {
         sim.send('turn', { type: 'model.over_threshold', estimatedInputTokens: 50 });
       } else if (input.counted) {
@@ -768,14 +765,14 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
       // The model actor writes the counters itself: their commit is its event, their failure its error.
       return outcome === 'ok'
         ? { target, event: { type: 'model.call_recorded', estimatedInputTokens: 50 } }
-        : { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'record', cause: storageError(actor), message: 'injected failure' }, actorId: 'callModel' } };
+        : { target, event: { type: 'xstate.error.actor.callModel', error: new ModelCallSetupFailure('record', storageError(actor)), actorId: 'callModel' } };
     case 'drainInbox':
       return outcome === 'ok' ? done({ mailboxIds: input.mailbox.map((m: { id: string }) => m.id), inputIds: input.pendingInput.map((m: { id: string }) => m.id) }) : fail();
     case 'sampleWorldState': {
       // The model actor samples World State itself: its end is an event, its failure the actor's error.
       if (outcome === 'ok') return { target, event: { type: 'model.sampled' } };
-      const cause = outcome === 'catalog_error' ? { code: 'skill_catalog_task_error', message: 'cannot build the skill catalog' } : storageError(actor);
-      return { target, event: { type: 'xstate.error.actor.callModel', error: { stage: 'sample', cause, message: cause.message }, actorId: 'callModel' } };
+      const cause = outcome === 'catalog_error' ? new WorldStateError('skill_catalog_task_error', 'cannot build the skill catalog') : storageError(actor);
+      return { target, event: { type: 'xstate.error.actor.callModel', error: new ModelCallSetupFailure('sample', cause), actorId: 'callModel' } };
     }
     case 'persistAssistantMessage':
       return outcome === 'ok' ? done({ messageId: 'msg_assistant' }) : fail();
@@ -784,9 +781,9 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
         case 'ok':
           return done({ summarized: true, checkpointId: 'cmp_turn', conversationTokensBefore: 10, conversationTokensAfter: 5 });
         case 'reload':
-          return fail({ code: 'reload_required', message: 'checkpoint committed but not installed' });
+          return fail(new ReloadRequiredError('cmp_turn', new Error('not installed')));
         default:
-          return fail({ code: 'compaction_error', message: 'compaction failed' });
+          return fail(new CompactionError('compaction failed'));
       }
     case 'finishTurn':
       return outcome === 'fail' ? fail() : done(outcome === 'ok');
@@ -855,11 +852,11 @@ function modelEvents(sim: SimSystem, ev: ModelEventKind): Array<{ type: string; 
     case 'end':
       return [limits, { type: 'xstate.done.actor.callModel', output: undefined, actorId: 'callModel' }];
     case 'protocol':
-      return [limits, { type: 'xstate.error.actor.callModel', error: { code: 'model_protocol_error', message: 'protocol', semanticOutput: draft.semantic }, actorId: 'callModel' }];
+      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('model_protocol_error', 'protocol', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
     case 'error':
-      return [limits, { type: 'xstate.error.actor.callModel', error: { code: 'model_error', message: 'provider error', semanticOutput: draft.semantic }, actorId: 'callModel' }];
+      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('model_error', 'provider error', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
     case 'overflow':
-      return [limits, { type: 'xstate.error.actor.callModel', error: { code: 'context_overflow', message: 'overflow', semanticOutput: draft.semantic }, actorId: 'callModel' }];
+      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('context_overflow', 'overflow', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
   }
 }
 

@@ -4,7 +4,7 @@
  * sampled again.
  */
 import { assign, enqueueActions } from 'xstate';
-import { errorText, failedOutcome } from '../outcomes.js';
+import { compactionFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
 export const compactingState = turnSetup.createStateConfig({
@@ -49,10 +49,7 @@ export const compactingState = turnSetup.createStateConfig({
     },
     onError: {
       target: 'ending',
-      actions: assign(({ event }) => ({
-        outcome: failedOutcome('compaction_error', errorText(event.error)),
-        reloadRequired: (event.error as { code?: string })?.code === 'reload_required',
-      })),
+      actions: assign(({ event }) => compactionFailure(event.error)),
     },
   },
 });

@@ -8,8 +8,7 @@ import { assign, enqueueActions, sendParent } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { emptyDraft, toolCallIdFor } from '../context.js';
-import { errorText, failedOutcome, stopOutcome, storageFailure } from '../outcomes.js';
-import type { ModelFailure } from '../ports.js';
+import { assemblyFailure, counterWriteFailure, failedOutcome, modelFailure, samplingFailure, stopOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
 export const runningModelState = turnSetup.createStateConfig({
@@ -92,61 +91,32 @@ export const runningModelState = turnSetup.createStateConfig({
         onError: [
           {
             // World State could not be sampled (reference §2.3): nothing was asked.
-            guard: ({ event }) => (event.error as ModelFailure)?.stage === 'sample',
+            guard: { type: 'failedBeforeCall', params: ({ event }) => ({ error: event.error, stage: 'sample' as const }) },
             target: '#turn.ending',
-            actions: assign({
-              outcome: ({ event }) => {
-                const cause = (event.error as ModelFailure).cause;
-                const code = (cause as { code?: string } | null)?.code;
-                const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error'];
-                return code && known.includes(code) ? failedOutcome(code, errorText(cause)) : storageFailure(cause);
-              },
-            }),
+            actions: assign({ outcome: ({ event }) => samplingFailure(event.error) }),
           },
           {
             // The request could not be assembled (reference §2.7): nothing was recorded or sent.
-            guard: ({ event }) => (event.error as ModelFailure)?.stage === 'assemble',
+            guard: { type: 'failedBeforeCall', params: ({ event }) => ({ error: event.error, stage: 'assemble' as const }) },
             target: '#turn.ending',
             actions: assign({
-              outcome: ({ context, event }) => {
-                if (context.stopRequest !== null) return stopOutcome(context.stopRequest);
-                const failure = (event.error as ModelFailure).cause as { code?: string } | undefined;
-                const known = ['user_project_context_error', 'project_instruction_error', 'skill_catalog_task_error', 'chat_state_error'];
-                const code = failure?.code && known.includes(failure.code) ? failure.code : 'model_protocol_error';
-                return failedOutcome(code, errorText(failure));
-              },
+              outcome: ({ context, event }) => (context.stopRequest !== null ? stopOutcome(context.stopRequest) : assemblyFailure(event.error)),
             }),
           },
           {
             // The call's counters could not be written: the model was not asked.
-            guard: ({ event }) => (event.error as ModelFailure)?.stage === 'record',
+            guard: { type: 'failedBeforeCall', params: ({ event }) => ({ error: event.error, stage: 'record' as const }) },
             target: '#turn.ending',
-            actions: assign({ outcome: ({ event }) => storageFailure((event.error as ModelFailure).cause) }),
+            actions: assign({ outcome: ({ event }) => counterWriteFailure(event.error) }),
           },
           {
-            guard: ({ context, event }) =>
-              (event.error as ModelFailure)?.code === 'context_overflow' &&
-              // Without automatic compaction there is nothing to resubmit after: the turn fails.
-              context.compactionEnabled &&
-              !(event.error as ModelFailure).semanticOutput &&
-              !context.draft.semantic &&
-              !context.overflowResubmitted &&
-              !context.summarizedThisCall,
+            guard: { type: 'overflowToCompact', params: ({ event }) => ({ error: event.error }) },
             target: '#turn.compacting',
             actions: ['discardDraft', assign({ compactionTrigger: 'overflow', overflowResubmitted: true })],
           },
           {
             target: '#turn.ending',
-            actions: [
-              'discardDraft',
-              assign({
-                outcome: ({ event }) => {
-                  const failure = event.error as ModelFailure;
-                  const code = failure?.code === 'model_protocol_error' ? 'model_protocol_error' : 'model_error';
-                  return failedOutcome(code, errorText(event.error));
-                },
-              }),
-            ],
+            actions: ['discardDraft', assign({ outcome: ({ event }) => modelFailure(event.error) })],
           },
         ],
       },

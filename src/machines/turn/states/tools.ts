@@ -5,13 +5,14 @@
  * terminal is recorded as cancelled (`cancelling_remaining`).
  */
 import { assign, enqueueActions, sendParent, sendTo } from 'xstate';
-import { authorizationFailedText, NON_INTERACTIVE_REFUSAL_TEXT, REMAINING_CALL_TEXT, validationFailedText } from '../../../protocol/model-texts.js';
-import { cancelledResult, deniedResult, failedResult, toolCallFinishedUpdate } from '../../../protocol/tool-result.js';
-import { recordFailureTerminal, terminalAfterRun } from '../../tool-call/outcomes.js';
+import { authorizationFailedText, REMAINING_CALL_TEXT, validationFailedText } from '../../../protocol/model-texts.js';
+import { cancelledResult, failedResult, toolCallFinishedUpdate } from '../../../protocol/tool-result.js';
+import { TOOL_CANCEL_GRACE } from '../../tool-call/cancel-grace.js';
+import { recordFailureTerminal, terminalAfterRun, unconfirmedStop } from '../../tool-call/outcomes.js';
 import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
-import type { AuthorizationOutput, ValidatedCall } from '../../types.js';
 import { addGrant } from '../../grants.js';
 import { applyToolOutput, nextModelCall, toolCallInputOf } from '../context.js';
+import { cardToAsk, countedCall, doomLoopCall, grantedCard, invalidCall, nonInteractiveRefusal, ruleDenial } from '../direct-call.js';
 import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
@@ -71,46 +72,27 @@ export const toolsState = turnSetup.createStateConfig({
               {
                 guard: { type: 'isInvalid', params: ({ event }) => event.output },
                 target: 'recording',
-                actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<ValidatedCall, { kind: 'invalid' }>;
-                  return { direct: { ...context.direct!, result: out.result, doom: out.doom, resolvedName: out.resolvedName } };
-                }),
+                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...invalidCall(event.output) } })),
               },
               {
+                // The doom-loop rule (seed 000 §4) over the validated arguments: machines/tool-call/doom-loop.ts.
                 guard: { type: 'isDoomLoop', params: ({ event }) => event.output },
                 target: 'recording',
-                actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<ValidatedCall, { kind: 'doom_loop' }>;
-                  const d = context.direct!;
-                  return {
-                    direct: {
-                      ...d,
-                      result: out.result,
-                      doom: out.doom,
-                      resolvedName: d.call.name,
-                      terminal: { code: 'doom_loop' as const, message: out.result.text },
-                      approval: { ...d.approval, source: 'system' },
-                    },
-                  };
-                }),
+                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...doomLoopCall(context.direct!, event.output) } })),
               },
               { guard: 'stopRequested', target: 'recording', actions: 'directStopBeforeRun' },
               {
                 guard: { type: 'isControl', params: ({ event }) => event.output },
                 target: '#tools.call',
                 actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<ValidatedCall, { kind: 'control' }>;
-                  return {
-                    direct: { ...context.direct!, args: out.args, doom: out.doom, resolvedName: context.direct!.call.name, start: { kind: 'control' as const, args: out.args, doom: out.doom } },
-                  };
+                  const d = context.direct!;
+                  const { args, doom } = countedCall(d, event.output);
+                  return { direct: { ...d, args, doom, resolvedName: d.call.name, start: { kind: 'control' as const, args, doom } } };
                 }),
               },
               {
                 target: 'authorizing',
-                actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<ValidatedCall, { kind: 'registered' }>;
-                  return { direct: { ...context.direct!, args: out.args, doom: out.doom, resolvedName: context.direct!.call.name } };
-                }),
+                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...countedCall(context.direct!, event.output), resolvedName: context.direct!.call.name } })),
               },
             ],
             'tool.check_failed': {
@@ -131,52 +113,22 @@ export const toolsState = turnSetup.createStateConfig({
               {
                 guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
                 target: 'recording',
-                actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<AuthorizationOutput, { kind: 'deny' }>;
-                  // Reference §4.6: bash without a sandbox is not run and answers sandbox_unavailable.
-                  const code = out.source === 'sandbox_unavailable' ? ('sandbox_unavailable' as const) : ('permission_denied' as const);
-                  const d = context.direct!;
-                  return {
-                    direct: {
-                      ...d,
-                      result: deniedResult(out.text, code),
-                      approval: { ...d.approval, source: out.source },
-                    },
-                  };
-                }),
+                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...ruleDenial(context.direct!, event.output) } })),
               },
               {
                 guard: { type: 'isGranted', params: ({ event }) => event.output },
                 target: 'executing',
-                actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
-                  const d = context.direct!;
-                  return { direct: { ...d, approval: { ...d.approval, decision: 'grant' as const, source: 'user', card: out.card } } };
-                }),
+                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...grantedCard(context.direct!, event.output) } })),
               },
               {
                 guard: 'isNonInteractive',
                 target: 'recording',
-                actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
-                  const d = context.direct!;
-                  return {
-                    direct: {
-                      ...d,
-                      result: deniedResult(NON_INTERACTIVE_REFUSAL_TEXT),
-                      approval: { ...d.approval, source: 'non_interactive', card: out.card },
-                    },
-                  };
-                }),
+                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...nonInteractiveRefusal(context.direct!, event.output) } })),
               },
               {
                 // A card to ask: the call waits, so it becomes a tool-call machine.
                 target: '#tools.call',
-                actions: assign(({ context, event }) => {
-                  const out = event.output as Extract<AuthorizationOutput, { kind: 'card' }>;
-                  const d = context.direct!;
-                  return { direct: { ...d, start: { kind: 'card' as const, card: out.card, at: out.at, args: d.args, doom: d.doom } } };
-                }),
+                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...cardToAsk(context.direct!, event.output) } })),
               },
             ],
             'tool.check_failed': {
@@ -212,9 +164,27 @@ export const toolsState = turnSetup.createStateConfig({
                 },
               })),
             },
-            // The tool gets its abort and reports how it ended; a process tree must be killed, not orphaned.
-            'turn.cancel': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
-            'turn.stop': { actions: ['requestStop', sendTo('execute', { type: 'toolcall.cancel' })] },
+          },
+          initial: 'running',
+          states: {
+            running: {
+              on: {
+                'turn.cancel': { target: 'stopping', actions: 'requestStop' },
+                'turn.stop': { target: 'stopping', actions: 'requestStop' },
+              },
+            },
+            // As the tool-call machine's `executing.stopping` (machines/tool-call/cancel-grace.ts): the
+            // tool got its abort (bash kills its process group at once) and reports how it ended, or
+            // ends outcome_unknown when the grace elapses. A second cancel or a stop is noted at the root.
+            stopping: {
+              entry: sendTo('execute', { type: 'toolcall.cancel' }),
+              after: {
+                [TOOL_CANCEL_GRACE]: {
+                  target: '#tools.run.recording',
+                  actions: assign(({ context }) => ({ direct: { ...context.direct!, ...unconfirmedStop(context.stopRequest) } })),
+                },
+              },
+            },
           },
         },
         recording: {
@@ -262,8 +232,7 @@ export const toolsState = turnSetup.createStateConfig({
         input: ({ context }) => ({ ...toolCallInputOf(context), start: context.direct!.start! }),
         onDone: [
           {
-            guard: ({ context, event }) =>
-              event.output.terminal !== null || (event.output.waitTimedOut === true && context.waitTimeouts + 1 >= context.limits.doomLoopThreshold),
+            guard: { type: 'callEndsTurn', params: ({ event }) => event.output },
             target: 'cancelling_remaining',
             actions: assign(({ context, event }) => ({ ...applyToolOutput(context, event.output, true), direct: null })),
           },
