@@ -21,7 +21,7 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
 import { type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
-const TIMEOUT_MS = 1_000;
+const TIMEOUT_MS = 3_000;
 /**
  * Matching `*a*a*a*a*a*b` against this name takes many seconds (over 10 s), so the deadline always
  * stops it in the worker, and with the matching back on the main thread the test still ends (and

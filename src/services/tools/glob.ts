@@ -53,7 +53,8 @@ export function globTool(runtime: ToolRuntime): SandboxedTool {
         if (!entry.isDirectory) files.push(entry);
       }
       if (state.stopped === 'aborted' || ctx.signal.aborted) throw ctx.signal.reason ?? new Error('cancelled');
-      const outcome = await matchPaths(compiled, files.map((f) => f.relative), { signal: ctx.signal, deadline: started + runtime.grepTimeoutMs });
+      // The pattern's own budget starts with its matching: a long walk does not eat into it.
+      const outcome = await matchPaths(compiled, files.map((f) => f.relative), { signal: ctx.signal, deadline: Date.now() + runtime.grepTimeoutMs });
       if (outcome.kind === 'aborted') throw ctx.signal.reason ?? new Error('cancelled');
       if (outcome.kind === 'deadline') {
         const message = globTimeoutText(runtime.grepTimeoutMs, pattern);
