@@ -26,6 +26,7 @@ import { Spinner } from './spinner.js';
 import { storageLabel } from './storage.js';
 import { turnUsage, usageLine } from './usage-line.js';
 import type { EarlyStore } from './early-store.js';
+import { terminalText } from './terminal-text.js';
 
 export interface ChatIO {
   input: NodeJS.ReadableStream;
@@ -183,8 +184,8 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
     const exchanges = lastExchanges(await session.messages().catch(() => []), SHOWN_EXCHANGES);
     if (exchanges.length > 0) print(style.dim(`last ${exchanges.length === 1 ? 'exchange' : `${exchanges.length} exchanges`}:`));
     for (const exchange of exchanges) {
-      for (const [i, line] of shorten(exchange.user, 3, 160).entries()) print(style.bold(`${i === 0 ? '> ' : '  '}${line}`));
-      for (const line of shorten(exchange.answer ?? '(no answer)', 6, 160)) print(`  ${line}`);
+      for (const [i, line] of shorten(exchange.user, 3, 160).entries()) print(style.bold(`${i === 0 ? '> ' : '  '}${terminalText(line)}`));
+      for (const line of shorten(exchange.answer ?? '(no answer)', 6, 160)) print(`  ${terminalText(line)}`);
     }
   }
 
@@ -412,7 +413,7 @@ export async function runChat(options: ChatOptions, io: ChatIO, early?: EarlySto
           if (stored.length === 0) print('no sessions with a turn yet');
           for (const s of stored) {
             const current = s.id === session.sessionId ? ' (this one)' : '';
-            print(`${s.id}  ${(s.lastTurnAt ?? s.updatedAt).replace(/\.\d+Z$/, 'Z')}  ${s.title ?? '(untitled)'}${current}`);
+            print(`${s.id}  ${(s.lastTurnAt ?? s.updatedAt).replace(/\.\d+Z$/, 'Z')}  ${terminalText(s.title ?? '(untitled)', { singleLine: true })}${current}`);
           }
           print(style.dim('continue one with: openwork chat --session <id>'));
           return true;

@@ -6,6 +6,7 @@
  */
 import { structuredPatch } from 'diff';
 import type { Style } from './style.js';
+import { terminalText } from './terminal-text.js';
 
 /** The diff lines shown at most: a terminal's height less room for the prompt, 40 on a pipe. */
 export function diffLineBudget(rows: number | undefined): number {
@@ -25,17 +26,19 @@ export function diffLines(path: string, before: string | null, after: string, st
     body.push(style.cyan(`@@ -${hunk.oldStart},${hunk.oldLines} +${hunk.newStart},${hunk.newLines} @@`));
     for (const line of hunk.lines) {
       if (line.startsWith('\\')) continue; // "\ No newline at end of file": noise in a terminal.
+      // File contents are the model's (or a hostile file's): their control characters are shown, not run.
+      const shown = terminalText(line);
       if (line.startsWith('+')) {
         added += 1;
-        body.push(style.green(line));
+        body.push(style.green(shown));
       } else if (line.startsWith('-')) {
         removed += 1;
-        body.push(style.red(line));
-      } else body.push(style.dim(line));
+        body.push(style.red(shown));
+      } else body.push(style.dim(shown));
     }
   }
   if (body.length === 0) return [];
-  const header = style.bold(`${before === null ? 'created' : 'changed'} ${path} (+${added} -${removed})`);
+  const header = style.bold(`${before === null ? 'created' : 'changed'} ${terminalText(path, { singleLine: true })} (+${added} -${removed})`);
   const shown = body.slice(0, maxLines);
   const more = body.length - shown.length;
   return [header, ...shown.map((l) => `  ${l}`), ...(more > 0 ? [style.dim(`  … ${more} more line${more === 1 ? '' : 's'}`)] : [])];

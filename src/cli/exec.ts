@@ -13,6 +13,7 @@ import { EXIT, type ChatIO } from './chat.js';
 import { LineInput } from './line-input.js';
 import type { ApprovePolicy, ExecOptions } from './options.js';
 import { cardLines, styleFor } from './render.js';
+import { terminalText } from './terminal-text.js';
 import { openCliRuntime, openCliSession } from './runtime.js';
 import type { EarlyStore } from './early-store.js';
 
@@ -103,7 +104,9 @@ export async function runExec(options: ExecOptions, io: ChatIO, early?: EarlySto
       exitCode = EXIT.turnFailed;
       if (!options.json) io.error.write(`openwork: the turn failed (${outcome.code}): ${outcome.message}\n`);
     } else if (!options.json) {
-      io.output.write(outcome.finalText.endsWith('\n') ? outcome.finalText : `${outcome.finalText}\n`);
+      // On a terminal the answer's control characters are shown, not run; a pipe gets it byte for byte.
+      const finalText = (io.output as { isTTY?: boolean }).isTTY === true ? terminalText(outcome.finalText) : outcome.finalText;
+      io.output.write(finalText.endsWith('\n') ? finalText : `${finalText}\n`);
     }
   } catch (error) {
     io.error.write(`openwork: ${errorMessage(error)}\n`);

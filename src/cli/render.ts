@@ -5,7 +5,7 @@
  * its result in one line, what write and edit changed as a diff, cards, plans and the outcome; the
  * spinner says what the turn waits for between them.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { PermissionCard, SessionUpdateEnvelope } from '../protocol/updates.js';
 import type { UserInputQuestion } from '../protocol/user-input.js';
@@ -13,12 +13,14 @@ import { diffLines } from './diff-view.js';
 import { MarkdownStream } from './markdown.js';
 import type { Spinner } from './spinner.js';
 import type { Style } from './style.js';
+import { terminalText } from './terminal-text.js';
+import { kernelInterfaceRoot } from '../services/permissions/tiers.js';
 
 // The terminal styling moved to cli/style.ts (diff-view.ts needs it, and render.ts needs the diff view).
 export { styleFor, type Style } from './style.js';
 
 function brief(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  const flat = terminalText(text.replace(/\s+/g, ' ').trim(), { singleLine: true });
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
@@ -32,23 +34,32 @@ function resultLine(text: string): string {
 /** What a network card warns about (issue 12.3); the inspector page shows the same words. */
 export const NETWORK_CARD_NOTE = "this command may reach the internet and the services of this machine (127.0.0.1, unix sockets, a local database)";
 
+/**
+ * A card field as the user reads it: control characters made visible (so a carriage return or an
+ * erase sequence cannot hide part of a command), and each further line marked as part of the field,
+ * so text inside it cannot pass for a line of the card or its question.
+ */
+function cardField(text: string): string {
+  return terminalText(text).split('\n').join('\n    │ ');
+}
+
 /** The lines of a permission card, before the question. */
 export function cardLines(card: PermissionCard, style: Style): string[] {
-  const lines = [style.yellow(`? ${card.toolName} asks: ${card.summary}`)];
-  if (card.reason) lines.push(style.dim(`  why: ${card.reason}`));
-  if (card.command) lines.push(style.dim(`  command: ${card.command}`));
-  if (card.path) lines.push(style.dim(`  path: ${card.path}`));
-  if (card.mcp) lines.push(style.dim(`  arguments: ${card.mcp.arguments}`));
+  const lines = [style.yellow(`? ${terminalText(card.toolName, { singleLine: true })} asks: ${cardField(card.summary)}`)];
+  if (card.reason) lines.push(style.dim(`  why: ${cardField(card.reason)}`));
+  if (card.command) lines.push(style.dim(`  command: ${cardField(card.command)}`));
+  if (card.path) lines.push(style.dim(`  path: ${cardField(card.path)}`));
+  if (card.mcp) lines.push(style.dim(`  arguments: ${cardField(card.mcp.arguments)}`));
   if (card.network) lines.push(style.red(`  network: ${NETWORK_CARD_NOTE}`));
-  if (card.dangerNote) lines.push(style.red(`  danger: ${card.dangerNote}`));
+  if (card.dangerNote) lines.push(style.red(`  danger: ${cardField(card.dangerNote)}`));
   return lines;
 }
 
 /** The lines of one question of request_user_input, its options numbered from 1. */
 export function questionLines(q: UserInputQuestion, style: Style): string[] {
-  const lines = [style.yellow(`? ${q.header ? `${q.header}: ` : ''}${q.question}`)];
+  const lines = [style.yellow(`? ${q.header ? `${cardField(q.header)}: ` : ''}${cardField(q.question)}`)];
   for (const [i, option] of (q.options ?? []).entries()) {
-    lines.push(`  ${i + 1}. ${option.label}${option.description ? style.dim(` (${option.description})`) : ''}`);
+    lines.push(`  ${i + 1}. ${cardField(option.label)}${option.description ? style.dim(` (${cardField(option.description)})`) : ''}`);
   }
   if (q.options) lines.push(style.dim('  type a number, or answer in your own words'));
   return lines;
@@ -72,6 +83,34 @@ export interface RenderOptions {
   /** Diff lines shown at most before "… n more lines". */
   diffLines?: number;
   spinner?: Spinner;
+}
+
+/** Files larger than this are not diffed (the CLI reads them whole, twice). */
+const DIFF_MAX_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The content of a regular file of at most `DIFF_MAX_FILE_BYTES`, else null. The path comes from the
+ * model's arguments and is read before the tool has judged it, so nothing here may block or grow
+ * without bound: the open does not wait (a FIFO), and devices (`/dev/zero`), directories and large
+ * files are left alone; `/proc` and the like are not files at all (services/permissions/tiers.ts).
+ */
+function readForDiff(path: string): string | null {
+  if (kernelInterfaceRoot(path, process.platform === 'darwin' ? 'darwin' : 'linux') !== null) return null;
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch {
+    return null;
+  }
+  try {
+    const info = fstatSync(fd);
+    if (!info.isFile() || info.size > DIFF_MAX_FILE_BYTES) return null;
+    return readFileSync(fd, 'utf8');
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The tools whose successful calls are shown as a diff of the file they changed. */
@@ -145,25 +184,15 @@ export class UpdateRenderer {
     }
     if (typeof path !== 'string' || path === '') return;
     const absolute = resolve(this.options.workingDirectory, path);
-    let content: string | null = null;
-    try {
-      content = readFileSync(absolute, 'utf8');
-    } catch {
-      content = null;
-    }
-    this.before.set(toolCallId, { path: absolute, shown: path, content });
+    this.before.set(toolCallId, { path: absolute, shown: path, content: readForDiff(absolute) });
   }
 
   private diffAfter(toolCallId: string, succeeded: boolean): void {
     const before = this.before.get(toolCallId);
     this.before.delete(toolCallId);
     if (!before || !succeeded) return;
-    let after: string;
-    try {
-      after = readFileSync(before.path, 'utf8');
-    } catch {
-      return;
-    }
+    const after = readForDiff(before.path);
+    if (after === null) return;
     for (const l of diffLines(before.shown, before.content, after, this.style, this.options.diffLines ?? 40)) this.line(l);
   }
 
@@ -171,7 +200,7 @@ export class UpdateRenderer {
     const u = envelope.update;
     switch (u.type) {
       case 'text_delta':
-        this.text(u.delta);
+        this.text(terminalText(u.delta));
         return;
       case 'reasoning_delta':
         if (this.streaming !== 'reasoning') {
@@ -180,7 +209,7 @@ export class UpdateRenderer {
           this.write(this.style.dim('thinking: '));
           this.streaming = 'reasoning';
         }
-        this.write(this.style.dim(u.delta));
+        this.write(this.style.dim(terminalText(u.delta)));
         return;
       case 'draft_cleared':
         if (u.reason === 'discarded') {
@@ -190,12 +219,12 @@ export class UpdateRenderer {
         return;
       case 'tool_call_started':
         this.noteBefore(u.toolCallId, u.toolName, u.arguments);
-        this.line(this.style.dim(`→ ${u.toolName} ${brief(u.arguments, 120)}`));
-        this.wait(`running ${u.toolName}`);
+        this.line(this.style.dim(`→ ${brief(u.toolName, 80)} ${brief(u.arguments, 120)}`));
+        this.wait(`running ${brief(u.toolName, 80)}`);
         return;
       case 'tool_call_finished': {
         const mark = u.status === 'succeeded' ? this.style.green('✓') : this.style.red('✗');
-        this.line(`${mark} ${u.toolName} ${u.status === 'succeeded' ? '' : `${u.status}: `}${this.style.dim(resultLine(u.text))}`);
+        this.line(`${mark} ${brief(u.toolName, 80)} ${u.status === 'succeeded' ? '' : `${u.status}: `}${this.style.dim(resultLine(u.text))}`);
         this.diffAfter(u.toolCallId, u.status === 'succeeded');
         return;
       }
@@ -203,7 +232,7 @@ export class UpdateRenderer {
         this.line(this.style.dim(`  permission: ${u.decision}`));
         return;
       case 'plan_updated':
-        this.line(`plan: ${u.plan.map((s) => `${s.status === 'completed' ? '[x]' : s.status === 'in_progress' ? '[>]' : '[ ]'} ${s.step}`).join('  ')}`);
+        this.line(`plan: ${u.plan.map((s) => `${s.status === 'completed' ? '[x]' : s.status === 'in_progress' ? '[>]' : '[ ]'} ${brief(s.step, 200)}`).join('  ')}`);
         return;
       case 'phase_changed':
         if (u.phase === 'compacting') this.line(this.style.dim('(compacting the conversation)'));

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { errorMessage } from '../errors.js';
 import type { SessionsOptions } from './options.js';
 import { openStorage, storageLabel, storeLockedLine } from './storage.js';
+import { terminalText } from './terminal-text.js';
 
 export async function runSessions(options: SessionsOptions, out: NodeJS.WritableStream, err: NodeJS.WritableStream): Promise<number> {
   if (!options.databaseUrl && !existsSync(options.dataDir)) {
@@ -23,7 +24,7 @@ export async function runSessions(options: SessionsOptions, out: NodeJS.Writable
     }
     for (const s of sessions) {
       const when = (s.lastTurnAt ?? s.updatedAt).replace(/\.\d+Z$/, 'Z');
-      const title = s.title ?? '(untitled)';
+      const title = terminalText(s.title ?? '(untitled)', { singleLine: true });
       out.write(`${s.id}  ${when}  ${s.defaultModelId ?? '-'}  ${title}  [${s.workingDirectory}]\n`);
     }
     out.write(`continue one with: openwork chat --session <id>\n`);

@@ -57,6 +57,11 @@ export function runtimePathText(path: string): string {
   return `[sandbox: ${path} belongs to the runtime (its session store or configuration) and cannot be read or written by any tool in any mode; do not retry]`;
 }
 
+/** A file tool reaching `/proc`, `/sys` or `/dev`: a rule denial, no card. */
+export function kernelPathText(path: string): string {
+  return `[sandbox: ${path} is a kernel interface (process state, devices or kernel settings), not a workspace file; the file tools cannot read or write /proc, /sys or /dev in any mode. Use bash, whose sandbox has its own /proc and /dev; do not retry]`;
+}
+
 /**
  * Added to an escalation card's summary when a write grant covers a `.git` directory: what the
  * grant does not open, so the user knows that approving it does not let the agent run code.

@@ -23,7 +23,7 @@ import { deletesFiles, type DangerHit } from './danger.js';
 import { hasEscalation, validateEscalation } from './escalation.js';
 import { PathResolutionError, resolveToolPath } from './paths.js';
 import type { PathGrant, SandboxPolicy } from './policy.js';
-import { GIT_GRANT_NOTE, protectedPathText, runtimePathText, sandboxUnavailableText } from '../../protocol/model-texts.js';
+import { GIT_GRANT_NOTE, kernelPathText, protectedPathText, runtimePathText, sandboxUnavailableText } from '../../protocol/model-texts.js';
 
 /** The policy's own cards name every field; only hosts' cards lean on the defaults. */
 type Card = Omit<PermissionCard, 'decisions'>;
@@ -146,8 +146,8 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
       const spec = tool.sandboxed;
       const policy = runtime.policy(ctx.permissionMode, ctx.workingDirectory);
 
-      // 1. A file tool reaching the runtime's own files, or writing a hard-protected path: refused by
-      //    rule, whatever else the call asks.
+      // 1. A file tool reaching the runtime's own files or a kernel interface (/proc, /sys, /dev), or
+      //    writing a hard-protected path: refused by rule, whatever else the call asks.
       for (const target of spec.targets(args)) {
         let path: string;
         try {
@@ -158,6 +158,7 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
         }
         const tier = policy.tier(path);
         if (tier === 'runtime_private') return { kind: 'deny', text: runtimePathText(path), source: 'builtin' };
+        if (tier === 'kernel_interface' && spec.actor === 'file_tool') return { kind: 'deny', text: kernelPathText(path), source: 'builtin' };
         if (target.access === 'write' && tier === 'hard_protected') return { kind: 'deny', text: protectedPathText(path), source: 'builtin' };
       }
 

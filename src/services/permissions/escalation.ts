@@ -101,6 +101,9 @@ export function validateEscalation(request: EscalationRequest, policy: SandboxPo
     if (tier === 'runtime_private') {
       return refused(`${grant.path} belongs to the runtime (its session store or configuration) and cannot be read or written in any mode; do not retry`);
     }
+    if (tier === 'kernel_interface') {
+      return refused(`${grant.path} is a kernel interface (/proc, /sys or /dev), which no grant opens: the file tools never touch it, and bash already has the sandbox's own /proc and /dev; do not retry`);
+    }
     if (tier === 'hard_protected' && grant.access === 'write') {
       return refused(`${grant.path} is protected and cannot be written in any mode; do not retry`);
     }

@@ -9,6 +9,8 @@ import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 
 const MAX_SYMLINK_HOPS = 40;
+/** Linux's PATH_MAX, counting bytes. */
+const MAX_PATH_BYTES = 4_096;
 
 export class PathResolutionError extends Error {
   readonly code = 'invalid_arguments';
@@ -24,6 +26,10 @@ export class PathResolutionError extends Error {
  * a file through one is judged at its target.
  */
 export function canonicalize(path: string): string {
+  // No file name holds a NUL byte, and the kernel refuses paths past PATH_MAX: both are bad input,
+  // answered as such, not file-system errors thrown from deep inside a tool.
+  if (path.includes('\0')) throw new PathResolutionError(`path ${JSON.stringify(path.slice(0, 200))} contains a NUL byte`);
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw new PathResolutionError(`path is ${Buffer.byteLength(path)} bytes long, more than ${MAX_PATH_BYTES}`);
   if (!isAbsolute(path)) throw new PathResolutionError(`path ${JSON.stringify(path)} is not absolute`);
   const pending = resolve(path).split(sep).filter((c) => c !== '');
   let current: string = sep;

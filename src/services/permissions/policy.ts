@@ -22,7 +22,7 @@ export interface PathGrant {
 }
 
 /** Why an access is refused; the model-visible text is chosen from it. */
-export type DenialReason = 'runtime_private' | 'hard_protected' | 'credential' | 'sensitive' | 'outside_workspace' | 'workspace_not_writable_by_bash';
+export type DenialReason = 'runtime_private' | 'kernel_interface' | 'hard_protected' | 'credential' | 'sensitive' | 'outside_workspace' | 'workspace_not_writable_by_bash';
 
 export interface SandboxPolicyInit {
   mode: PermissionMode;
@@ -96,6 +96,12 @@ export class SandboxPolicy {
       case 'runtime_private':
         // The runtime's own store and configuration: no grant exists for them, whatever the access.
         return 'runtime_private';
+      case 'kernel_interface':
+        // The file tools run in the runtime's process, so these would be its own state: refused by
+        // rule, in every mode, whatever the grant. bash sees the sandbox's own /proc and /dev (and
+        // /sys read-only), so for it these are ordinary outside paths: readable, not writable.
+        if (actor === 'file_tool') return 'kernel_interface';
+        return access === 'read' ? null : 'outside_workspace';
       case 'hard_protected':
         return access === 'read' ? null : 'hard_protected';
       case 'credential':

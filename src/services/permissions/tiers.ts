@@ -2,13 +2,37 @@
  * @module services/permissions/tiers
  * The path tiers of reference §4.3, with the Linux credential directories added (DECISIONS §5)
  * and a fifth tier above them all: the runtime's private paths (its store and configuration),
- * which no tool reads or writes. In-workspace tier names match ASCII case-insensitively.
+ * which no tool reads or writes, and the kernel's interfaces (`/proc`, `/sys`, `/dev`), which the
+ * in-process file tools never touch. In-workspace tier names match ASCII case-insensitively.
  */
 import { join } from 'node:path';
 import type { SandboxEnvironment } from './environment.js';
 import { componentsBelow, isWithin } from './paths.js';
 
-export type Tier = 'runtime_private' | 'hard_protected' | 'credential' | 'sensitive' | 'normal';
+export type Tier = 'runtime_private' | 'kernel_interface' | 'hard_protected' | 'credential' | 'sensitive' | 'normal';
+
+/**
+ * The kernel's interfaces: process state, devices and kernel settings, not files. The file tools run
+ * in the runtime's own process, so `/proc/self/environ`, `/proc/self/fd/N`, `/proc/<pid>/mem` or the
+ * shared-memory segments in `/dev/shm` would be the runtime's (and its neighbours') secrets and
+ * memory, not the workspace's. bash is unaffected: its sandbox mounts a `/proc` of its own PID
+ * namespace, a minimal `/dev` and a private `/dev/shm`, and `/sys` read-only.
+ */
+export const KERNEL_INTERFACE_ROOTS: readonly string[] = Object.freeze(['/proc', '/sys', '/dev']);
+
+/**
+ * System-wide facts below a kernel root that the file tools may still read: they describe the
+ * machine, never a process, a descriptor or a device.
+ */
+export const KERNEL_READABLE_FILES: readonly string[] = Object.freeze(['/proc/cpuinfo', '/proc/meminfo', '/proc/version', '/proc/loadavg', '/proc/uptime']);
+
+/** The kernel root `path` (canonical) lies in, or `null` (also for the readable system facts). */
+export function kernelInterfaceRoot(path: string, platform: SandboxEnvironment['platform']): string | null {
+  // macOS has only /dev (devfs), on a case-insensitive root; compare as the file system does.
+  const subject = platform === 'darwin' ? path.toLowerCase() : path;
+  if (KERNEL_READABLE_FILES.includes(subject)) return null;
+  return KERNEL_INTERFACE_ROOTS.find((root) => isWithin(subject, root)) ?? null;
+}
 
 /**
  * Credential paths relative to `$HOME`: never readable or writable without a grant naming them.
@@ -113,6 +137,9 @@ function withinHomePath(path: string, root: string, environment: SandboxEnvironm
 export function tierOf(path: string, workspaceRoot: string, environment: SandboxEnvironment): TierAnswer {
   // The store and configuration first: they may sit below `~/.openwork` or in the workspace.
   for (const root of environment.runtimePaths) if (withinHomePath(path, root, environment)) return { tier: 'runtime_private', root };
+  // Whatever the workspace or a grant says: a workspace at `/` does not make `/proc/self/mem` a file.
+  const kernelRoot = kernelInterfaceRoot(path, environment.platform);
+  if (kernelRoot !== null) return { tier: 'kernel_interface', root: kernelRoot };
   if (withinHomePath(path, environment.openworkHome, environment)) return { tier: 'hard_protected', root: environment.openworkHome };
   for (const root of environment.skillRoots) if (withinHomePath(path, root, environment)) return { tier: 'hard_protected', root };
   // Every `.git` counts, in the workspace or not: a grant outside it must not open a hook either.

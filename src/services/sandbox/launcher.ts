@@ -34,10 +34,20 @@ export interface SandboxLauncher {
 }
 
 /**
+ * Closes every descriptor above 2 of the sandbox's shell before the command starts. Node opens its
+ * own descriptors close-on-exec, but a host process may hold inherited ones without that flag (a
+ * socket from systemd socket activation, a supervisor's pipe, a native module's connection), and
+ * bubblewrap and sandbox-exec pass them on: an inherited unix socket would cross the network
+ * namespace and the seccomp filter alike. `exec {n}>&-` closes the descriptor numbered `$n` (bash
+ * 4.1+); the glob's own directory descriptor is closed already when the loop runs.
+ */
+export const CLOSE_INHERITED_DESCRIPTORS = 'for f in /dev/fd/*; do n=${f##*/}; case $n in 0|1|2) ;; *) exec {n}>&- ;; esac; done; unset f n; ';
+
+/**
  * Runs `command` in a fresh bash whose stderr is joined to stdout, so the output keeps its order;
  * the launcher's own stderr stays apart and tells a sandbox failure from the command's output.
+ * The wrapper is bash (not sh): dash handles neither descriptors above 9 nor `ulimit -u`.
  */
 export function shellArgv(command: string, prefix = ''): string[] {
-  // A prefix (bash's `ulimit -u`) needs bash itself as the wrapper: dash spells the option differently.
-  return prefix === '' ? ['/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', command] : ['/bin/bash', '-c', `${prefix}exec /bin/bash -c "$0" 2>&1`, command];
+  return ['/bin/bash', '-c', `${CLOSE_INHERITED_DESCRIPTORS}${prefix}exec /bin/bash -c "$0" 2>&1`, command];
 }

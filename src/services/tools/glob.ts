@@ -1,12 +1,14 @@
 /**
  * @module services/tools/glob
  * `glob`: files whose path matches a glob pattern (picomatch), newest first, at most 100, in 30 s.
+ * The pattern is matched in a worker thread with a deadline (`path-matcher.ts`), never on the main
+ * thread: a backtracking pattern costs the call a timeout, not the host its event loop.
  */
 import { stat } from 'node:fs/promises';
-import picomatch from 'picomatch';
 import { z } from 'zod';
 import { boundResultText, spillPath } from './output.js';
-import { callPolicy, type SandboxedTool } from './sandboxed.js';
+import { matchPaths, pathPattern } from './path-matcher.js';
+import { callPolicy, invalidArguments, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
 import { displayPath, searchRoot, SEARCH_TIMEOUT_MS, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
@@ -14,6 +16,11 @@ import { defineWorkspaceTool } from './workspace-tool.js';
 import { walk, type WalkState } from './walk.js';
 
 export const GLOB_MAX_RESULTS = 100;
+
+/** What the model reads when a pattern (glob's, or grep's include) ran out of time. */
+export function globTimeoutText(timeoutMs: number, pattern: string): string {
+  return `matching the pattern ${JSON.stringify(pattern)} stopped after ${timeoutMs / 1000} s: it is too slow on these file names (nested extglobs such as +(+(a|aa)) or many stars backtrack on long names). Simplify the pattern or narrow the path.`;
+}
 
 const baseParameters = {
   pattern: z.string().min(1).describe('A glob such as "**/*.ts" or "src/**/index.{js,ts}", relative to path. Without a "/", it matches file names at any depth.'),
@@ -33,22 +40,36 @@ export function globTool(runtime: ToolRuntime): SandboxedTool {
     access: 'read',
     async execute(args, ctx) {
       const { pattern, path } = args;
-      const matches = picomatch(pattern, { dot: true, basename: !pattern.includes('/') });
+      const compiled = pathPattern(pattern);
+      if (!compiled.ok) return invalidArguments(`pattern: ${compiled.message}`);
       const policy = callPolicy(runtime, ctx);
       const root = await searchRoot(runtime, ctx, policy, path);
       if (!root.ok) return root.result;
       if (!root.isDirectory) return failedResult('execution_failed', `${root.path} is not a directory.`);
       const state: WalkState = { skipped: 0, stopped: null };
+      const started = Date.now();
+      const files: Array<{ path: string; relative: string; real: string }> = [];
+      for await (const entry of walk(root.path, { policy, signal: ctx.signal, deadline: started + SEARCH_TIMEOUT_MS, now: Date.now }, state)) {
+        if (!entry.isDirectory) files.push(entry);
+      }
+      if (state.stopped === 'aborted' || ctx.signal.aborted) throw ctx.signal.reason ?? new Error('cancelled');
+      // The pattern's own budget starts with its matching: a long walk does not eat into it.
+      const outcome = await matchPaths(compiled, files.map((f) => f.relative), { signal: ctx.signal, deadline: Date.now() + runtime.grepTimeoutMs });
+      if (outcome.kind === 'aborted') throw ctx.signal.reason ?? new Error('cancelled');
+      if (outcome.kind === 'deadline') {
+        const message = globTimeoutText(runtime.grepTimeoutMs, pattern);
+        return failedResult('timeout', message, { message });
+      }
+      if (outcome.kind === 'failed') return failedResult('execution_failed', `glob could not match ${JSON.stringify(pattern)}: ${outcome.message}`);
       const found: Array<{ path: string; mtime: number }> = [];
-      for await (const entry of walk(root.path, { policy, signal: ctx.signal, deadline: Date.now() + SEARCH_TIMEOUT_MS, now: Date.now }, state)) {
-        if (entry.isDirectory || !matches(entry.relative)) continue;
+      for (const [i, file] of files.entries()) {
+        if (!outcome.matched[i]) continue;
         try {
-          found.push({ path: entry.path, mtime: (await stat(entry.real)).mtimeMs });
+          found.push({ path: file.path, mtime: (await stat(file.real)).mtimeMs });
         } catch {
           // Gone since the walk saw it.
         }
       }
-      if (state.stopped === 'aborted' || ctx.signal.aborted) throw ctx.signal.reason ?? new Error('cancelled');
       found.sort((a, b) => b.mtime - a.mtime || (a.path < b.path ? -1 : 1));
       const shown = found.slice(0, GLOB_MAX_RESULTS).map((f) => displayPath(policy, f.path));
       const more = found.length > GLOB_MAX_RESULTS ? `\n(showing ${GLOB_MAX_RESULTS} of ${found.length} matches, newest first; narrow the pattern)` : '';

@@ -6,10 +6,11 @@
  * The regex runs in a worker thread (`grep-matcher.ts`) that is terminated at the deadline or on
  * cancel, so a catastrophic pattern costs one call a timeout, never the host its event loop.
  */
-import picomatch from 'picomatch';
 import { z } from 'zod';
 import { type ToolResult } from './define.js';
+import { globTimeoutText } from './glob.js';
 import { LineMatcher } from './grep-matcher.js';
+import { matchPaths, pathPattern } from './path-matcher.js';
 import { boundResultText, spillPath } from './output.js';
 import { callPolicy, invalidArguments, type SandboxedTool } from './sandboxed.js';
 import { failedResult } from '../../protocol/tool-result.js';
@@ -66,7 +67,8 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
       } catch (error) {
         return invalidArguments(`pattern: ${(error as Error).message}`);
       }
-      const matchesInclude = include ? picomatch(include, { dot: true, basename: !include.includes('/') }) : null;
+      const includePattern = include ? pathPattern(include) : null;
+      if (includePattern && !includePattern.ok) return invalidArguments(`include: ${includePattern.message}`);
       const policy = callPolicy(runtime, ctx);
       const root = await searchRoot(runtime, ctx, policy, path);
       if (!root.ok) return root.result;
@@ -82,6 +84,19 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
         files.push({ path: root.path, relative: root.path.split('/').pop()! });
       }
       if (state.stopped === 'aborted' || ctx.signal.aborted) throw ctx.signal.reason ?? new Error('cancelled');
+      if (includePattern?.ok) {
+        // Off the main thread, like the pattern itself: a backtracking glob costs this call a timeout.
+        const included = await matchPaths(includePattern, files.map((f) => f.relative), { signal: ctx.signal, deadline });
+        if (included.kind === 'aborted') throw ctx.signal.reason ?? new Error('cancelled');
+        if (included.kind === 'deadline') {
+          const message = globTimeoutText(timeoutMs, include!);
+          return failedResult('timeout', message, { message });
+        }
+        if (included.kind === 'failed') return failedResult('execution_failed', `grep could not match include ${JSON.stringify(include)}: ${included.message}`);
+        const kept = files.filter((_, i) => included.matched[i]);
+        files.length = 0;
+        files.push(...kept);
+      }
       const out: string[] = [];
       let matchedFiles = 0;
       let tooLarge = 0;
@@ -96,7 +111,6 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
             state.stopped = 'deadline';
             break;
           }
-          if (matchesInclude && !matchesInclude(file.relative)) continue;
           // Opened first, then judged (verified-open.ts): a file swapped for a link out is skipped.
           const opened = await openForRead({ runtime, ctx, policy }, file.path);
           if (!opened.ok) continue;

@@ -7,7 +7,7 @@
 import type { AnyTool, ToolContext, ToolResult } from './define.js';
 import type { Access, Actor, PathGrant, SandboxPolicy } from '../permissions/policy.js';
 import { PathResolutionError, resolveToolPath } from '../permissions/paths.js';
-import { fileDenialText, invalidInputText, protectedPathText, runtimePathText } from '../../protocol/model-texts.js';
+import { fileDenialText, invalidInputText, kernelPathText, protectedPathText, runtimePathText } from '../../protocol/model-texts.js';
 import { deniedResult, failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 
@@ -59,15 +59,16 @@ export function resolvePath(runtime: ToolRuntime, policy: SandboxPolicy, raw: st
 }
 
 /**
- * The file-tool fence (reference §4.4): in-process, on the canonical path. A hard-protected write
- * and any access to the runtime's own store or configuration are rule denials; any other refusal
+ * The file-tool fence (reference §4.4): in-process, on the canonical path. A hard-protected write,
+ * any access to the runtime's own store or configuration and any access to a kernel interface
+ * (`/proc`, `/sys`, `/dev`) are rule denials; any other refusal
  * is a sandbox denial with the escalation hint.
  */
 export function fence(runtime: ToolRuntime, ctx: ToolContext, policy: SandboxPolicy, path: string, access: Access): ToolResult | null {
   const reason = policy.denial(path, access, 'file_tool');
   if (reason === null) return null;
-  if (reason === 'hard_protected' || reason === 'runtime_private') {
-    const text = reason === 'hard_protected' ? protectedPathText(path) : runtimePathText(path);
+  if (reason === 'hard_protected' || reason === 'runtime_private' || reason === 'kernel_interface') {
+    const text = reason === 'hard_protected' ? protectedPathText(path) : reason === 'runtime_private' ? runtimePathText(path) : kernelPathText(path);
     return deniedResult(text);
   }
   const text = fileDenialText(access, path, policy.mode, runtime.launcher !== null);

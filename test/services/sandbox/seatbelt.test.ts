@@ -7,6 +7,7 @@ import { detectEnvironment } from '../../../src/services/permissions/environment
 import { SandboxPolicy } from '../../../src/services/permissions/policy.js';
 import { CREDENTIAL_PATHS } from '../../../src/services/permissions/tiers.js';
 import { escapeRegex, seatbeltLauncher, seatbeltProfile } from '../../../src/services/sandbox/seatbelt.js';
+import { CLOSE_INHERITED_DESCRIPTORS } from '../../../src/services/sandbox/launcher.js';
 
 const environment = detectEnvironment({ home: '/Users/ada', tempDirs: ['/private/tmp', '/private/var/folders/x/T'], platform: 'darwin' });
 
@@ -48,6 +49,6 @@ describe('Seatbelt profile', () => {
     const spec = seatbeltLauncher().prepare(new SandboxPolicy({ mode: 'auto', workspaceRoot: '/Users/ada/work/app', environment }), 'make test');
     expect(spec.file).toBe('/usr/bin/sandbox-exec');
     expect(spec.args[0]).toBe('-p');
-    expect(spec.args.slice(-5)).toEqual(['--', '/bin/sh', '-c', 'exec /bin/bash -c "$0" 2>&1', 'make test']);
+    expect(spec.args.slice(-5)).toEqual(['--', '/bin/bash', '-c', `${CLOSE_INHERITED_DESCRIPTORS}exec /bin/bash -c "$0" 2>&1`, 'make test']);
   });
 });
