@@ -44,7 +44,7 @@ describe('fork bomb (issue 12.11)', () => {
     requireSandbox(ctx, env.runtime);
     expect(env.runtime.sandbox.detail).toContain(`process limit ${LIMIT} (pids cgroup)`);
     const model = scriptedModel([{ toolCalls: [{ name: 'bash', arguments: { command: FORK_LOOP } }] }, { text: 'done' }]);
-    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, worldState: false, ...workspaceToolOptions(env.runtime) });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, ...workspaceToolOptions(env.runtime), worldState: false });
     cores.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
     let ticks = 0;

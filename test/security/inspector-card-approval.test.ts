@@ -153,7 +153,7 @@ describe('attack: a sandboxed tool approves its own card through the inspector',
       }
       return { text: 'done' };
     });
-    core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, worldState: false, inspect: tracker.inspect, ...workspaceToolOptions(env.runtime) });
+    core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, inspect: tracker.inspect, ...workspaceToolOptions(env.runtime), worldState: false });
     server = await startInspectorServer({ core, tracker });
     root = await core.createSession({ workingDirectory: env.ws });
     cardSeen = cardOf(root.sessionId);

@@ -115,7 +115,7 @@ async function session() {
     const args = steps[index++];
     return (args ? { toolCalls: [{ name: 'bash', arguments: args }] } : { text: 'done' }) as ScriptedStep;
   });
-  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, worldState: false, ...workspaceToolOptions(env.runtime) });
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, ...workspaceToolOptions(env.runtime), worldState: false });
   cores.push(core);
   const handle = await core.createSession({ workingDirectory: env.ws });
   let decide: (card: PermissionCard) => PermissionDecision = () => 'deny';

@@ -33,7 +33,7 @@ export interface AttackOutcome {
 /** Runs one turn in which the model makes `calls`, one per step, then answers "done". */
 export async function scriptedAttack(env: ToolEnv, storage: SessionStorage, calls: ScriptedToolCall[], options: AttackOptions = {}): Promise<AttackOutcome> {
   const model = scriptedModel([...calls.map((call) => ({ toolCalls: [call] })), { text: 'done' }]);
-  const core = await createCore({ plan: true, conversationHistory: true, storage, model, closeStorageOnShutdown: false, worldState: false, agents: false, ...workspaceToolOptions(env.runtime) });
+  const core = await createCore({ plan: true, conversationHistory: true, storage, model, closeStorageOnShutdown: false, agents: false, ...workspaceToolOptions(env.runtime), worldState: false });
   try {
     const session = await core.createSession({ workingDirectory: env.ws, permissionMode: options.mode ?? 'auto' });
     const cards: PermissionCard[] = [];

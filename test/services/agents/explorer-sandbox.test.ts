@@ -37,7 +37,7 @@ describe('explorers and skills on the real tools', () => {
     let r = 0;
     let c = 0;
     const model = scriptedModel((request) => (isChild(request) ? child(request, c++) : root(request, r++)));
-    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, worldState: false, ...workspaceToolOptions(env.runtime) });
+    const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, ...workspaceToolOptions(env.runtime), worldState: false });
     cores.push(core);
     const session = await core.createSession({ workingDirectory: env.ws });
     const run = async (text: string) => {

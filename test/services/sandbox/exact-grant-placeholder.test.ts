@@ -31,7 +31,7 @@ afterAll(async () => {
 async function approvedCall(command: string, target: string): Promise<string> {
   const args = { command, sandboxPermissions: { paths: [{ path: target, access: 'write', scope: 'exact' }] }, justification: 'the command creates this file' };
   const model = scriptedModel([{ toolCalls: [{ name: 'bash', arguments: args }] }, { text: 'done' }]);
-  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, worldState: false, ...workspaceToolOptions(env.runtime) });
+  const core = await createCore({ plan: true, conversationHistory: true, agents: true, storage, model, closeStorageOnShutdown: false, ...workspaceToolOptions(env.runtime), worldState: false });
   cores.push(core);
   const session = await core.createSession({ workingDirectory: env.ws, permissionMode: 'accept_edits' });
   session.updates$.subscribe((e) => {
