@@ -23,6 +23,19 @@ import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { acquireStoreLock, type StoreLock } from './store-lock.js';
 import { migrate } from './migrate.js';
 import { PgliteProtocol } from './pglite-protocol.js';
+import { installBuiltinArrayTypes } from './pglite-array-types.js';
+
+/**
+ * PGlite, minus the catalog query its start ends with: the array types come from a table
+ * (pglite-array-types.ts says why), so the store answers its first statement sooner. PGlite calls
+ * this method once at the end of its start; `refreshArrayTypes()` (force) still asks the catalog.
+ */
+class StorePGlite extends PGlite {
+  override async _initArrayTypes(options: { force?: boolean } = {}): Promise<void> {
+    if (options.force) return super._initArrayTypes(options);
+    installBuiltinArrayTypes(this);
+  }
+}
 
 /** Where the build puts the seed: beside this module in `dist/storage/`. */
 export const SHIPPED_PGLITE_SEED = fileURLToPath(new URL('./pglite-seed.tar.gz', import.meta.url));
@@ -73,7 +86,7 @@ export class PgliteDatabase implements SqlDatabase {
     const startParams = [...PGlite.defaultStartParams, ...extra];
     try {
       const seed = seedFor(options);
-      this.db = new PGlite({
+      this.db = new StorePGlite({
         ...(options.dataDir ? { dataDir: options.dataDir } : {}),
         ...(extra.length > 0 ? { startParams } : {}),
         ...(seed ? { loadDataDir: new Blob([seed]) } : {}),
