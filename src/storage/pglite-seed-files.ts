@@ -7,9 +7,11 @@
  * Why not PGlite's `loadDataDir`: it inflates the 40 MB of the tarball and unpacks it on the main
  * thread and writes every file through the Emscripten file system, which cost a new store about 2 s
  * of main-thread CPU more than opening an existing one (docs/benchmarks.md, "The store ready
- * sooner"). Here zlib inflates it in one native call and the files are written with plain
- * synchronous writes: about a quarter of that. (The asynchronous zlib and file system, measured too,
- * cost the main thread more than this in callbacks and buffer copies, for 1,000 small files.)
+ * sooner"). Here a worker thread inflates it in one native zlib call and writes the files with
+ * plain synchronous writes, off the main thread, which meanwhile goes on (the CLI shows its prompt
+ * and loads the runtime's modules). Measured on the main thread: the synchronous version cost about
+ * 1 s of it, and the asynchronous zlib and `fs/promises` as much (callbacks and buffer copies for
+ * about 1,000 files).
  *
  * A store half written by a killed process is never taken for a store: `PG_VERSION`, the file by
  * which both PGlite and pglite.ts tell an existing data directory, is written last, and a directory
@@ -17,81 +19,61 @@
  */
 import type { PGlite } from '@electric-sql/pglite';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
-import { mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve, isAbsolute } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { Worker } from 'node:worker_threads';
 import { OpenworkError } from '../errors.js';
-
-const BLOCK = 512;
-
-/** One member of the tarball: a directory, or a file with its bytes and modification time. */
-interface Member {
-  path: string;
-  directory: boolean;
-  data: Uint8Array;
-  mtimeSeconds: number;
-}
-
-function field(header: Uint8Array, start: number, length: number): string {
-  const bytes = header.subarray(start, start + length);
-  const end = bytes.indexOf(0);
-  return Buffer.from(end < 0 ? bytes : bytes.subarray(0, end)).toString('utf8');
-}
-
-function octal(header: Uint8Array, start: number, length: number): number {
-  const text = field(header, start, length).trim();
-  return text === '' ? 0 : parseInt(text, 8);
-}
-
-/** The members of a ustar archive (what PGlite's `dumpDataDir` writes): files and directories only. */
-function* members(tar: Uint8Array): Generator<Member> {
-  for (let at = 0; at + BLOCK <= tar.length; ) {
-    const header = tar.subarray(at, at + BLOCK);
-    if (header.every((b) => b === 0)) return;
-    const name = field(header, 0, 100);
-    const prefix = field(header, 345, 155);
-    const size = octal(header, 124, 12);
-    const type = String.fromCharCode(header[156]!);
-    const path = prefix ? `${prefix}/${name}` : name;
-    const data = tar.subarray(at + BLOCK, at + BLOCK + size);
-    at += BLOCK + Math.ceil(size / BLOCK) * BLOCK;
-    if (type === '5') yield { path, directory: true, data, mtimeSeconds: 0 };
-    else if (type === '0' || type === '\0') yield { path, directory: false, data, mtimeSeconds: octal(header, 136, 12) };
-    else throw new OpenworkError('persistence_error', `the PGlite seed holds an entry of type '${type}' (${path}); only files and directories are expected`);
-  }
-}
-
-/** `path` of a member inside `dataDir`; a member that would land outside it is refused. */
-function inside(dataDir: string, path: string): string {
-  const target = resolve(dataDir, path.replace(/^\/+/, ''));
-  const rel = relative(dataDir, target);
-  if (rel.startsWith('..') || isAbsolute(rel)) throw new OpenworkError('persistence_error', `the PGlite seed holds a path outside the data directory: ${path}`);
-  return target;
-}
 
 /**
  * Writes the seed at `seedPath` into `dataDir` (which exists and has no `PG_VERSION`), files and
- * their modification times as PGlite's `loadDataDir` writes them, `PG_VERSION` last.
+ * their modification times as PGlite's `loadDataDir` writes them, `PG_VERSION` last. Runs in a
+ * worker thread (`writeSeedInto`), so it is self-contained: it reaches Node only through `require`.
  */
-export function writeSeedInto(seedPath: string, dataDir: string): void {
-  const tar = gunzipSync(readFileSync(seedPath));
-  const root = resolve(dataDir);
-  let version: Member | null = null;
-  for (const member of members(tar)) {
-    const target = inside(root, member.path);
+function seedWriter({ seedPath, dataDir }: { seedPath: string; dataDir: string }): void {
+  const fs = require('node:fs') as typeof import('node:fs');
+  const path = require('node:path') as typeof import('node:path');
+  const zlib = require('node:zlib') as typeof import('node:zlib');
+  const tar = zlib.gunzipSync(fs.readFileSync(seedPath));
+  const root = path.resolve(dataDir);
+  const text = (at: number, length: number) => {
+    const bytes = tar.subarray(at, at + length);
+    const end = bytes.indexOf(0);
+    return (end < 0 ? bytes : bytes.subarray(0, end)).toString('utf8');
+  };
+  const octal = (at: number, length: number) => parseInt(text(at, length).trim() || '0', 8);
+  const write = (target: string, data: Uint8Array, mtime: number) => {
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    fs.writeFileSync(target, data);
+    fs.utimesSync(target, mtime, mtime);
+  };
+  let version: { data: Uint8Array; mtime: number } | null = null;
+  for (let at = 0; at + 512 <= tar.length; ) {
+    if (tar.subarray(at, at + 512).every((b) => b === 0)) break;
+    const prefix = text(at + 345, 155);
+    const name = prefix ? `${prefix}/${text(at, 100)}` : text(at, 100);
+    const size = octal(at + 124, 12);
+    const mtime = octal(at + 136, 12);
+    const type = String.fromCharCode(tar[at + 156]!);
+    const data = tar.subarray(at + 512, at + 512 + size);
+    at += 512 + Math.ceil(size / 512) * 512;
+    const target = path.resolve(root, name.replace(/^\/+/, ''));
+    const rel = path.relative(root, target);
+    if (rel.startsWith('..') || path.isAbsolute(rel)) throw new Error(`the PGlite seed holds a path outside the data directory: ${name}`);
     if (target === root) continue;
-    if (member.directory) mkdirSync(target, { recursive: true });
-    else if (target === join(root, 'PG_VERSION')) version = member;
-    else writeMember(target, member);
+    if (type === '5') fs.mkdirSync(target, { recursive: true });
+    else if (type !== '0' && type !== '\0') throw new Error(`the PGlite seed holds an entry of type '${type}' (${name}); only files and directories are expected`);
+    else if (target === path.join(root, 'PG_VERSION')) version = { data, mtime };
+    else write(target, data, mtime);
   }
-  if (!version) throw new OpenworkError('persistence_error', `the PGlite seed ${seedPath} has no PG_VERSION`);
-  writeMember(join(root, 'PG_VERSION'), version);
+  if (!version) throw new Error(`the PGlite seed ${seedPath} has no PG_VERSION`);
+  write(path.join(root, 'PG_VERSION'), version.data, version.mtime);
 }
 
-function writeMember(target: string, member: Member): void {
-  mkdirSync(dirname(target), { recursive: true });
-  writeFileSync(target, member.data);
-  utimesSync(target, member.mtimeSeconds, member.mtimeSeconds);
+/** `seedWriter` in a worker thread; its failure is a `persistence_error`. */
+export function writeSeedInto(seedPath: string, dataDir: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(`(${seedWriter.toString()})(require('node:worker_threads').workerData)`, { eval: true, workerData: { seedPath, dataDir } });
+    worker.once('error', (error) => reject(new OpenworkError('persistence_error', error.message, { cause: error })));
+    worker.once('exit', (code) => (code === 0 ? resolve() : reject(new OpenworkError('persistence_error', `writing the PGlite seed into ${dataDir} stopped (exit ${code})`))));
+  });
 }
 
 /**
@@ -108,10 +90,7 @@ export class SeededNodeFS extends NodeFS {
   }
 
   override async init(pg: PGlite, options: Parameters<NodeFS['init']>[1]): ReturnType<NodeFS['init']> {
-    // PGlite calls this from its constructor: the writes wait for the next turn of the event loop,
-    // so that whoever constructed the store (the CLI, about to show its prompt) goes on first.
-    await new Promise((resolve) => setImmediate(resolve));
-    writeSeedInto(this.seedPath, this.rootDir);
+    await writeSeedInto(this.seedPath, this.rootDir);
     return super.init(pg, options);
   }
 }
