@@ -70,7 +70,9 @@ function seedWriter({ seedPath, dataDir }: { seedPath: string; dataDir: string }
 /** `seedWriter` in a worker thread; its failure is a `persistence_error`. */
 export function writeSeedInto(seedPath: string, dataDir: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(`(${seedWriter.toString()})(require('node:worker_threads').workerData)`, { eval: true, workerData: { seedPath, dataDir } });
+    // `__name`: tsx and esbuild's keepNames wrap functions in a helper that the worker lacks.
+    const source = `var __name = (f) => f; (${seedWriter.toString()})(require('node:worker_threads').workerData)`;
+    const worker = new Worker(source, { eval: true, workerData: { seedPath, dataDir } });
     worker.once('error', (error) => reject(new OpenworkError('persistence_error', error.message, { cause: error })));
     worker.once('exit', (code) => (code === 0 ? resolve() : reject(new OpenworkError('persistence_error', `writing the PGlite seed into ${dataDir} stopped (exit ${code})`))));
   });
