@@ -1,7 +1,7 @@
 /**
  * @module storage/pglite
  * The embedded default: PGlite, a real Postgres compiled to WebAssembly. With pglite-protocol.ts (how
- * statements reach it), the only module that imports it.
+ * statements reach it), pglite-array-types.ts and pglite-seed-files.ts, the only module that imports it.
  *
  * What it guarantees: PGlite runs Postgres with `fsync` off. In a directory, every committed write has
  * reached the operating system, so it survives a killed process, but not a power cut or a kernel crash.
@@ -9,9 +9,10 @@
  * A directory belongs to one process at a time: a second opener gets `store_locked` (store-lock.ts).
  *
  * Start-up: a new store (a new directory, or memory) starts from the seed, a data directory that
- * `npm run build` initialised and migrated once and shipped as `dist/storage/pglite-seed.tar.gz`.
- * Loading it skips PGlite's `initdb` (most of a new store's start-up, see docs/benchmarks.md). The
- * migrations still run on every open as usual, so a seed older than the code is brought up to date
+ * `npm run build` initialised and migrated once and shipped as `dist/storage/pglite-seed.tar.gz`;
+ * a new directory gets its files written before PGlite starts (pglite-seed-files.ts), memory loads
+ * it through PGlite's `loadDataDir`. Either skips PGlite's `initdb` (most of a new store's start-up,
+ * see docs/benchmarks.md). The migrations still run on every open as usual, so a seed older than the code is brought up to date
  * by the migration table like any other store. Without a seed (running from `src/`), initdb runs.
  */
 import { PGlite } from '@electric-sql/pglite';
@@ -23,6 +24,20 @@ import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { acquireStoreLock, type StoreLock } from './store-lock.js';
 import { migrate } from './migrate.js';
 import { PgliteProtocol } from './pglite-protocol.js';
+import { installBuiltinArrayTypes } from './pglite-array-types.js';
+import { SeededNodeFS } from './pglite-seed-files.js';
+
+/**
+ * PGlite, minus the catalog query its start ends with: the array types come from a table
+ * (pglite-array-types.ts says why), so the store answers its first statement sooner. PGlite calls
+ * this method once at the end of its start; `refreshArrayTypes()` (force) still asks the catalog.
+ */
+class StorePGlite extends PGlite {
+  override async _initArrayTypes(options: { force?: boolean } = {}): Promise<void> {
+    if (options.force) return super._initArrayTypes(options);
+    installBuiltinArrayTypes(this);
+  }
+}
 
 /** Where the build puts the seed: beside this module in `dist/storage/`. */
 export const SHIPPED_PGLITE_SEED = fileURLToPath(new URL('./pglite-seed.tar.gz', import.meta.url));
@@ -73,15 +88,20 @@ export class PgliteDatabase implements SqlDatabase {
     const startParams = [...PGlite.defaultStartParams, ...extra];
     try {
       const seed = seedFor(options);
-      this.db = new PGlite({
-        ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+      // A new directory gets the seed's files as PGlite's start begins (pglite-seed-files.ts says
+      // why); memory has no directory to write, so PGlite loads the tarball itself.
+      this.db = new StorePGlite({
+        ...(options.dataDir ? (seed ? { fs: new SeededNodeFS(options.dataDir, seed) } : { dataDir: options.dataDir }) : {}),
         ...(extra.length > 0 ? { startParams } : {}),
-        ...(seed ? { loadDataDir: new Blob([seed]) } : {}),
+        ...(seed && !options.dataDir ? { loadDataDir: new Blob([readFileSync(seed)]) } : {}),
       });
     } catch (error) {
       this.lock?.release();
       throw error;
     }
+    // A failed start (a seed that cannot be written, a damaged directory) reaches the first statement,
+    // which awaits the same promise; until then it must not count as an unhandled rejection.
+    this.db.waitReady.catch(() => undefined);
     this.protocol = new PgliteProtocol(this.db);
   }
 
@@ -113,14 +133,14 @@ export class PgliteDatabase implements SqlDatabase {
 }
 
 /**
- * The seed's bytes when this open creates a new store and a seed is there, else null. An existing
- * directory (it has `PG_VERSION`) is opened as it is: PGlite refuses to load a tarball over it.
+ * The seed's path when this open creates a new store and a seed is there, else null. An existing
+ * directory (it has `PG_VERSION`) is opened as it is.
  */
-function seedFor(options: PgliteStorageOptions): Uint8Array | null {
+function seedFor(options: PgliteStorageOptions): string | null {
   const path = options.seed === undefined ? SHIPPED_PGLITE_SEED : options.seed;
   if (path === null || !existsSync(path)) return null;
   if (options.dataDir && existsSync(join(options.dataDir, 'PG_VERSION'))) return null;
-  return readFileSync(path);
+  return path;
 }
 
 /**

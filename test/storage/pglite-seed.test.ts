@@ -3,13 +3,36 @@
  * at build time instead of running initdb. A store made from it must be exactly the store the
  * migrations make from scratch and keep its sessions across reopen.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadMigrations } from '../../src/storage/migrate.js';
 import { PGLITE_DEFAULT_SETTINGS, createPgliteSeed, pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+
+/** A gzipped ustar archive of regular files, as PGlite's dumpDataDir writes one (name, bytes). */
+function tarball(files: Array<[string, string]>): Buffer {
+  const blocks: Buffer[] = [];
+  for (const [name, text] of files) {
+    const data = Buffer.from(text);
+    const header = Buffer.alloc(512);
+    header.write(name, 0, 100);
+    header.write('0000644\0', 100);
+    header.write(`${data.length.toString(8).padStart(11, '0')}\0`, 124);
+    header.write(`${Math.floor(Date.now() / 1000).toString(8).padStart(11, '0')}\0`, 136);
+    header.write('0', 156);
+    header.write('ustar\0' + '00', 257);
+    header.fill(' ', 148, 156);
+    let sum = 0;
+    for (const b of header) sum += b;
+    header.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+    blocks.push(header, data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return gzipSync(Buffer.concat(blocks));
+}
 
 /** Everything the migrations define in `public`, as sorted text lines, to compare two stores. */
 async function schemaDump(storage: SqlSessionStorage): Promise<string[]> {
@@ -84,6 +107,39 @@ describe('PGlite seed', () => {
     } finally {
       await second.close();
     }
+  }, 120_000);
+
+  it('a directory that a killed first start left without PG_VERSION gets the seed again and opens as a new store', async () => {
+    const dataDir = join(dir, 'db-half-written');
+    // What a process killed while it wrote the seed leaves: some files, never PG_VERSION (written last).
+    mkdirSync(join(dataDir, 'base', '5'), { recursive: true });
+    writeFileSync(join(dataDir, 'base', '5', '1259'), 'torn');
+    writeFileSync(join(dataDir, 'postgresql.conf'), '');
+    const storage = pgliteStorage({ dataDir, seed: seedPath });
+    try {
+      const all = (await loadMigrations()).map((m) => m.id);
+      expect(await storage.migrate()).toEqual({ applied: [], alreadyApplied: all });
+      await storage.createSession({ id: 'after-torn-seed', workingDirectory: '/work' });
+      expect((await storage.getSession('after-torn-seed'))?.workingDirectory).toBe('/work');
+    } finally {
+      await storage.close();
+    }
+    expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(true);
+  }, 120_000);
+
+  it('a seed whose entries point outside the data directory is refused (persistence_error) and writes nothing there', async () => {
+    const bad = join(dir, 'bad-seed.tar.gz');
+    writeFileSync(bad, tarball([['PG_VERSION', '18\n'], ['base/ok', 'fine'], ['../escaped', 'outside']]));
+    const dataDir = join(dir, 'db-bad-seed');
+    const storage = pgliteStorage({ dataDir, seed: bad });
+    try {
+      await expect(storage.migrate()).rejects.toMatchObject({ code: 'persistence_error' });
+    } finally {
+      await storage.close().catch(() => undefined);
+    }
+    expect(existsSync(join(dir, 'escaped'))).toBe(false);
+    // Never taken for a store: PG_VERSION, written last, is not there.
+    expect(readdirSync(dataDir)).not.toContain('PG_VERSION');
   }, 120_000);
 
   it('an in-memory store starts from the seed too', async () => {
