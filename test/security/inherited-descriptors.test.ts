@@ -12,44 +12,26 @@
  * command writes to every descriptor it finds; nothing may arrive at the other end.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
-import { prepareToolRuntime, type ToolRuntime } from '../../src/services/tools/tool-runtime.js';
-import { ROOT, cleanEnv, ensureBuilt } from '../support/cli-process.js';
-import { createTestDatabase } from '../support/databases.js';
-import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
+import { describe, expect, it, type TestContext } from 'vitest';
+import { ROOT, cleanEnv } from '../support/cli-process.js';
+import { useCliBed } from '../support/cli-bed.js';
 import { requireSandbox } from '../support/tool-env.js';
 
 /** Writes to every open descriptor above 2 and lists what was open. */
 const HOSTILE = 'for f in /dev/fd/*; do n=${f##*/}; if [ "$n" -gt 2 ] && { echo "LEAK through $n" >&$n; } 2>/dev/null; then echo "wrote $n"; fi; done; echo "open: $(ls /dev/fd | tr "\\n" " ")"';
 
 describe('bash does not inherit the host\'s descriptors', { timeout: 180_000 }, () => {
-  let server: FakeOpenAIServer;
-  let databaseUrl: string;
-  let probe: ToolRuntime;
-  let dir: string;
+  const bed = useCliBed('openwork-fd-attack-');
 
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'openwork-fd-attack-'));
-    probe = await prepareToolRuntime({ home: dir, tempDirs: [dir] });
-    ensureBuilt();
-    server = await startFakeOpenAI();
-    databaseUrl = await createTestDatabase();
-  }, 300_000);
-  afterAll(async () => {
-    await server?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
 
   it('a socket the host inherited as descriptor 6 cannot be used by the command', async (ctx: TestContext) => {
-    requireSandbox(ctx, probe);
-    server.script({ toolCalls: [{ name: 'bash', arguments: { command: HOSTILE }, callId: 'fds' }] }, { text: 'Listed.' });
-    const args = [join(ROOT, 'bin', 'openwork.js'), 'exec', '--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl, 'list the descriptors'];
+    requireSandbox(ctx, bed.probe);
+    bed.server.script({ toolCalls: [{ name: 'bash', arguments: { command: HOSTILE }, callId: 'fds' }] }, { text: 'Listed.' });
+    const args = [join(ROOT, 'bin', 'openwork.js'), 'exec', '--base-url', bed.server.url, '--model', 'fake-model', '--database-url', bed.databaseUrl, 'list the descriptors'];
     // Descriptors 3 and 4 of bubblewrap are its own (status, seccomp program); a host's from 5 up pass through.
-    const child = spawn(process.execPath, args, { cwd: dir, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, args, { cwd: bed.dir, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'ignore', 'pipe'] });
     const inherited = (child.stdio as unknown as Duplex[])[6]!;
     let received = '';
     inherited.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
@@ -61,7 +43,7 @@ describe('bash does not inherit the host\'s descriptors', { timeout: 180_000 }, 
     expect({ exit, stderr }).toEqual({ exit: 0, stderr: '' });
     expect(stdout).toBe('Listed.\n');
     // What the model got back: the bash result inside the second request.
-    const output = JSON.stringify(server.requests.at(-1)!.body);
+    const output = JSON.stringify(bed.server.requests.at(-1)!.body);
     // Only ls's own descriptor for the directory it lists is above 2.
     expect(output).toContain('open: 0 1 2 3 \\n[exit 0;');
     expect(output).not.toMatch(/wrote \d/);

@@ -12,20 +12,18 @@
  */
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { describe, expect, it, type TestContext } from 'vitest';
 import { UpdateRenderer, type Style } from '../../src/cli/render.js';
 import { createCore } from '../../src/core.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { prepareToolRuntime, type ToolRuntime } from '../../src/services/tools/tool-runtime.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { ROOT, cleanEnv, ensureBuilt } from '../support/cli-process.js';
-import { createTestDatabase, usePglite } from '../support/databases.js';
-import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
+import { ROOT, cleanEnv } from '../support/cli-process.js';
+import { usePglite } from '../support/databases.js';
+import { useCliBed } from '../support/cli-bed.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 /** Every terminal control character the attacks below use, and the C1 / bidi ranges. */
@@ -34,34 +32,20 @@ const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2
 const SGR = /\u001b\[[0-9;]*m/g;
 
 describe('openwork exec on a terminal: an approval card shows the command that will run', { timeout: 180_000 }, () => {
-  let server: FakeOpenAIServer;
-  let databaseUrl: string;
-  let probe: ToolRuntime;
-  let dir: string;
+  const bed = useCliBed('openwork-tty-attack-');
 
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'openwork-tty-attack-'));
-    probe = await prepareToolRuntime({ home: dir, tempDirs: [dir] });
-    ensureBuilt();
-    server = await startFakeOpenAI();
-    databaseUrl = await createTestDatabase();
-  }, 300_000);
-  afterAll(async () => {
-    await server?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
 
   it('a carriage return and erase sequences in a dangerous command are shown, not run; the answer cannot write the clipboard', async (ctx: TestContext) => {
-    requireSandbox(ctx, probe);
-    const cwd = join(dir, 'ws');
+    requireSandbox(ctx, bed.probe);
+    const cwd = join(bed.dir, 'ws');
     mkdirSync(cwd, { recursive: true });
     // What a terminal would show of this card line: only "echo hello", on the line above.
     const command = 'rm -rf victim\r\u001b[2K\u001b[1Aecho hello \u202e#';
-    server.script(
+    bed.server.script(
       { toolCalls: [{ name: 'bash', arguments: { command }, callId: 'spoof' }] },
       { text: '\u001b]52;c;cm0gLXJmIH4=\u0007\u001b[2J\u001b[HAll good.\u009b31m' },
     );
-    const args = [process.execPath, join(ROOT, 'bin', 'openwork.js'), 'exec', '--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl, '--approve', 'on-request', 'clean up'];
+    const args = [process.execPath, join(ROOT, 'bin', 'openwork.js'), 'exec', '--base-url', bed.server.url, '--model', 'fake-model', '--database-url', bed.databaseUrl, '--approve', 'on-request', 'clean up'];
     const shell = args.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
     const child = spawn('script', ['-qfec', shell, '/dev/null'], { cwd, env: cleanEnv({ TERM: 'xterm-256color' }), stdio: 'pipe' });
     let out = '';
@@ -83,7 +67,7 @@ describe('openwork exec on a terminal: an approval card shows the command that w
     // line (CSI G and J) and echoes the typed "\r"; beyond that, and colours, nothing reaches the terminal.
     const written = out.replace(/\r+\n/g, '\n').replace(SGR, '').replace(/\u001b\[\d*[GJ]/g, '');
     expect(written).not.toMatch(CONTROL);
-    expect(server.unexpected).toHaveLength(0);
+    expect(bed.server.unexpected).toHaveLength(0);
   });
 });
 
