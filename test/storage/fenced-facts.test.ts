@@ -16,20 +16,7 @@ import type { WriteFence } from '../../src/storage/fence.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { backends, createTestDatabase } from '../support/databases.js';
-
-let counter = 0;
-function uid(prefix: string): string {
-  counter += 1;
-  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 8)}`;
-}
-
-function user(text: string): NewMessage {
-  return { id: uid('msg'), role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
-}
-
-function toolResult(callId: string): NewMessage {
-  return { id: uid('msg'), role: 'tool', kind: 'normal', content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'ok' }], providerCallId: callId, toolName: 'echo' };
-}
+import { uid, userMessage as user, toolResultMessage as toolResult } from '../support/storage-fixtures.js';
 
 function assistant(callId: string): NewMessage {
   return { id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'tool_call', callId, name: 'echo', arguments: '{}' }] };

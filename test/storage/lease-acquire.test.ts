@@ -8,22 +8,12 @@
  * racing for the same unleased sessions on separate connections must never both win.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NewMessage } from '../../src/protocol/content.js';
 import { SqlSessionLeases } from '../../src/storage/leases.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlDatabase } from '../../src/storage/sql.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { backends, createTestDatabase } from '../support/databases.js';
-
-let counter = 0;
-function uid(prefix: string): string {
-  counter += 1;
-  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 8)}`;
-}
-
-function user(text: string): NewMessage {
-  return { id: uid('msg'), role: 'user', kind: 'normal', content: [{ type: 'text', text }] };
-}
+import { uid, userMessage as user } from '../support/storage-fixtures.js';
 
 const LEASE_MS = 60_000;
 
