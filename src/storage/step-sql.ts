@@ -277,15 +277,22 @@ const SPAN_INSERT = `INSERT INTO trace_spans (id, trace_id, session_id, turn_id,
       resolved_model_name, provider_request_id, provider_call_id, requested_tool_name, resolved_tool_name,
       attempt_count, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, response_message_id,
       permission_wait_ms, started_at, ended_at, error_code, error_message, COALESCE(attributes, '{}'::jsonb)`;
-export const SPAN_END_UPDATE = `UPDATE SET status = EXCLUDED.status, ended_at = EXCLUDED.ended_at,
-      resolved_model_name = COALESCE(EXCLUDED.resolved_model_name, trace_spans.resolved_model_name),
-      provider_request_id = COALESCE(EXCLUDED.provider_request_id, trace_spans.provider_request_id),
-      resolved_tool_name = COALESCE(EXCLUDED.resolved_tool_name, trace_spans.resolved_tool_name),
-      attempt_count = EXCLUDED.attempt_count, input_tokens = EXCLUDED.input_tokens,
-      output_tokens = EXCLUDED.output_tokens, cached_input_tokens = EXCLUDED.cached_input_tokens,
-      reasoning_tokens = EXCLUDED.reasoning_tokens, response_message_id = EXCLUDED.response_message_id,
-      permission_wait_ms = EXCLUDED.permission_wait_ms, error_code = EXCLUDED.error_code,
-      error_message = EXCLUDED.error_message, attributes = trace_spans.attributes || EXCLUDED.attributes`;
+/**
+ * What an ended span sets over its stored start, read from the row `src` (`EXCLUDED` in the
+ * one-by-one upsert, `r` in the batch): names and ids only when the end knows them, attributes merged.
+ */
+function spanEndAssignments(src: 'EXCLUDED' | 'r'): string {
+  return `status = ${src}.status, ended_at = ${src}.ended_at,
+      resolved_model_name = COALESCE(${src}.resolved_model_name, trace_spans.resolved_model_name),
+      provider_request_id = COALESCE(${src}.provider_request_id, trace_spans.provider_request_id),
+      resolved_tool_name = COALESCE(${src}.resolved_tool_name, trace_spans.resolved_tool_name),
+      attempt_count = ${src}.attempt_count, input_tokens = ${src}.input_tokens,
+      output_tokens = ${src}.output_tokens, cached_input_tokens = ${src}.cached_input_tokens,
+      reasoning_tokens = ${src}.reasoning_tokens, response_message_id = ${src}.response_message_id,
+      permission_wait_ms = ${src}.permission_wait_ms, error_code = ${src}.error_code,
+      error_message = ${src}.error_message, attributes = trace_spans.attributes || COALESCE(${src}.attributes, '{}'::jsonb)`;
+}
+const SPAN_END_UPDATE = `UPDATE SET ${spanEndAssignments('EXCLUDED')}`;
 
 /** One statement per table for the one-by-one path (a savepoint per signal); `isEnd` upserts. */
 export const UPSERT_SPANS_START = statement(
@@ -317,15 +324,7 @@ export const WRITE_TRACE_BATCH = statement(
     FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
   ),
   ended_existing AS (
-    UPDATE trace_spans SET status = r.status, ended_at = r.ended_at,
-      resolved_model_name = COALESCE(r.resolved_model_name, trace_spans.resolved_model_name),
-      provider_request_id = COALESCE(r.provider_request_id, trace_spans.provider_request_id),
-      resolved_tool_name = COALESCE(r.resolved_tool_name, trace_spans.resolved_tool_name),
-      attempt_count = r.attempt_count, input_tokens = r.input_tokens,
-      output_tokens = r.output_tokens, cached_input_tokens = r.cached_input_tokens,
-      reasoning_tokens = r.reasoning_tokens, response_message_id = r.response_message_id,
-      permission_wait_ms = r.permission_wait_ms, error_code = r.error_code,
-      error_message = r.error_message, attributes = trace_spans.attributes || COALESCE(r.attributes, '{}'::jsonb)
+    UPDATE trace_spans SET ${spanEndAssignments('r')}
     FROM ended_rows r WHERE r.stored AND trace_spans.id = r.id
   ),
   ended_new AS (
