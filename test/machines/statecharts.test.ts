@@ -7,12 +7,11 @@
  * answer to the command and the same updates; after every path the invariants hold and the session
  * accepts a new turn. Transition coverage per machine is printed, measured in the running runtime.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { AnyStateMachine } from 'xstate';
 import { sessionMachine } from '../../src/machines/session/machine.js';
 import { toolCallMachine } from '../../src/machines/tool-call.js';
 import { turnMachine } from '../../src/machines/turn.js';
-import { pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { CONFIGS, DEEP_CONFIGS } from '../support/model/configs.js';
 import { coveringPaths, traverse, type ModelPath } from '../support/model/model-paths.js';
@@ -21,6 +20,7 @@ import { atRest } from '../support/model/stimuli.js';
 import { coverageReport, formatCoverage, machineOf } from '../support/model/transitions.js';
 import { World } from '../support/model/world.js';
 import { assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequences, assertStoredInvariants } from '../support/invariants.js';
+import { usePglite } from '../support/databases.js';
 
 /** Transitions no stimulus can fire, and why (docs/verification.md lists them too). */
 export const UNREACHABLE: Record<string, string> = {
@@ -73,13 +73,9 @@ describe('statechart paths on the real runtime (PGlite)', () => {
   const fired = new Set<string>();
   let serial = 0;
 
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
+  usePglite((s) => (storage = s));
 
   afterAll(async () => {
-    await storage.close();
     const lines = [`statechart paths${DEEP ? ' (deep)' : ''}: ${generated.length} generated in ${generationMs} ms`, ...graphs.map((g) => `  ${g}`)];
     for (const machine of MACHINES) {
       const own = new Set([...fired].filter((k) => machineOf(k) === machine.id));

@@ -6,13 +6,13 @@
  * records it.
  */
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from '../../../src/services/tools/define.js';
 import type { PermissionMode } from '../../../src/protocol/input.js';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { UNCONFIRMED_STOP_TEXT } from '../../../src/protocol/model-texts.js';
+import { usePglite } from '../../support/databases.js';
 import { harness, updateTypes } from '../../support/harness.js';
 
 /** Records every actor the runtime creates, by machine id (`turn`, `toolCall`) or invoke id. */
@@ -30,11 +30,7 @@ function actorLog() {
 
 describe('a tool call run by the Turn itself', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('runs without a tool-call machine, shows as executing in the Turn and the snapshot, and a cancel mid-call stops and records it', async () => {
     const log = actorLog();

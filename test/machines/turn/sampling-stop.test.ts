@@ -4,18 +4,14 @@
  * written and before the model is asked, as it did when sampling was an actor of its own.
  */
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pgliteStorage } from '../../../src/storage/pglite.js';
+import { describe, expect, it } from 'vitest';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
+import { usePglite } from '../../support/databases.js';
 import { harness } from '../../support/harness.js';
 
 describe('a cancel while World State is sampled', () => {
   let storage: SqlSessionStorage;
-  beforeAll(async () => {
-    storage = pgliteStorage();
-    await storage.migrate();
-  });
-  afterAll(() => storage.close());
+  usePglite((s) => (storage = s));
 
   it('ends the turn in sampling: no model-call counter is written and the model is never asked', async () => {
     let cancel: ((turnId: string) => void) | null = null;
