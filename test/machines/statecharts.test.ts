@@ -39,9 +39,9 @@ export const UNREACHABLE: Record<string, string> = {
   'turn.tools.run.executing|xstate.error.actor.execute|0':
     'the same executeTool, run by the Turn for a call that needs nobody: it reports every tool failure as a result and throws only if the session is gone',
   'toolCall.executing.stopping|xstate.after.toolCancelGrace.toolCall.executing.stopping|0':
-    'every tool of the model world confirms its stop at once; the grace is driven on a SimulatedClock in test/machines/tool-call.test.ts and on the real runtime in test/runtime/direct-tool-call.test.ts',
+    'every tool of the model world confirms its stop at once; the grace is driven on a SimulatedClock in test/machines/tool-call.test.ts and on the real runtime in test/machines/turn/direct-tool-call.test.ts',
   'turn.tools.run.executing.stopping|xstate.after.toolCancelGrace.turn.tools.run.executing.stopping|0':
-    'the same grace on the Turn\'s own run of a call: every tool of the model world confirms its stop at once; test/machines/turn.test.ts and test/runtime/direct-tool-call.test.ts drive it',
+    'the same grace on the Turn\'s own run of a call: every tool of the model world confirms its stop at once; test/machines/turn.test.ts and test/machines/turn/direct-tool-call.test.ts drive it',
   'toolCall.control.agent|xstate.error.actor.runAgentTool|0':
     'agent control reports every failure as a failed result; wait_agent rejects only on its abort, after the call has left this state',
 };
