@@ -6,7 +6,13 @@
  * position, and the server processes' CPU time. Prints one table and each figure as a ratio to the
  * floor (raw pg, or raw PGlite of the same kind) and to LangGraph + PostgresSaver (sync).
  *
- * Knobs: BENCH_PEERS_TURNS (serial turns, 30), BENCH_PEERS_SESSIONS (sessions at once, 100),
+ * Every system runs BENCH_PEERS_ROUNDS times (3), in rounds: each round runs every system once, in
+ * an order rotated by one from the round before, and each figure printed is the median of a system's
+ * rounds. A machine whose speed drifts over minutes (a shared VM: the same statement's server time
+ * was seen to double between two runs minutes apart) then shifts every system alike instead of
+ * whichever ran in the slow minutes.
+ *
+ * Knobs: BENCH_PEERS_ROUNDS (3), BENCH_PEERS_TURNS (serial turns, 30), BENCH_PEERS_SESSIONS (sessions at once, 100),
  * BENCH_PEERS_WARMUP (5), BENCH_PEERS_ONLY (comma-separated system names), BENCH_K (tool steps, 10),
  * BENCH_PEERS_JSON (write the raw results to this file), BENCH_PEERS_CPU_PROF (a directory: each
  * child writes a CPU profile of its serial phase there; read it with profile.mjs).
@@ -42,9 +48,9 @@ async function walBytes(from, to) {
   return Number(rows[0].bytes);
 }
 
-function runChild(name) {
+function runChild(name, round) {
   return new Promise((resolve, reject) => {
-    const db = `peers_${name.replace(/-/g, '_')}`;
+    const db = `peers_${name.replace(/-/g, '_')}_${round}`;
     const child = fork(join(here, 'child.mjs'), [name], { env: { ...process.env, BENCH_PG_URL: server.url(db) }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const result = { name, phases: {} };
     let before = null;
@@ -79,12 +85,31 @@ function runChild(name) {
 }
 
 const SESSIONS = Number(process.env.BENCH_PEERS_SESSIONS ?? 100);
-const results = {};
+const ROUNDS = Math.max(1, Number(process.env.BENCH_PEERS_ROUNDS ?? 3));
+const runs = Object.fromEntries(names.map((n) => [n, []]));
 const started = new Date();
-for (const name of names) {
-  process.stderr.write(`running ${name} ...\n`);
-  results[name] = await runChild(name);
+for (let round = 0; round < ROUNDS; round += 1) {
+  const order = names.map((_, i) => names[(i + round) % names.length]);
+  for (const name of order) {
+    process.stderr.write(`round ${round + 1}/${ROUNDS}: running ${name} ...\n`);
+    runs[name].push(await runChild(name, round));
+  }
 }
+
+/** The median of each figure over a system's rounds (the mean of the middle two for an even count). */
+function median(values) {
+  const v = [...values].sort((a, b) => a - b);
+  const mid = v.length >> 1;
+  return v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+function medianRun(list) {
+  const phases = {};
+  for (const phase of Object.keys(list[0].phases)) {
+    phases[phase] = Object.fromEntries(Object.keys(list[0].phases[phase]).map((key) => [key, median(list.map((r) => r.phases[phase][key]))]));
+  }
+  return { name: list[0].name, phases, maxRssMb: median(list.map((r) => r.maxRssMb)) };
+}
+const results = Object.fromEntries(names.map((n) => [n, medianRun(runs[n])]));
 await admin.end();
 server.stop();
 
@@ -119,7 +144,7 @@ const byName = Object.fromEntries(rows.map((r) => [r.name, r]));
 
 const out = [];
 out.push(`peers benchmark, ${started.toISOString()}: Node ${process.version}, PostgreSQL ${version} (${settings.map((s) => `${s.name}=${s.setting}`).join(', ')}), ${cpus().length} cores, load average at end ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
-out.push(`scenario: K=${K} tool steps per turn (${K + 1} model calls), a fresh session/thread per turn; serial ${results[names[0]].phases.serial.turns} turns; ${results[names[0]].phases.concurrent.turns} sessions at once, 1 turn each`);
+out.push(`scenario: K=${K} tool steps per turn (${K + 1} model calls), a fresh session/thread per turn; serial ${results[names[0]].phases.serial.turns} turns; ${results[names[0]].phases.concurrent.turns} sessions at once, 1 turn each; each figure the median of ${ROUNDS} round${ROUNDS === 1 ? '' : 's'} (systems interleaved)`);
 out.push('');
 out.push(`| system | wall/step ms | Node CPU/step ms | PG CPU/step ms | commits/step | WAL B/step | ${SESSIONS} at once: s | turns/s | Node CPU/step at once ms | peak RSS MB | durable |`);
 out.push('|---|---|---|---|---|---|---|---|---|---|---|');
@@ -138,5 +163,5 @@ for (const r of rows) {
   out.push(`| ${r.label} | ${pair('wall')} | ${pair('cpu')} | ${pair('pgCpu')} | ${pair('commits')} | ${pair('wal')} | ${pair('concWall')} | ${pair('rss')} |`);
 }
 console.log(out.join('\n'));
-if (process.env.BENCH_PEERS_JSON) writeFileSync(process.env.BENCH_PEERS_JSON, JSON.stringify({ started, results }, null, 2));
+if (process.env.BENCH_PEERS_JSON) writeFileSync(process.env.BENCH_PEERS_JSON, JSON.stringify({ started, rounds: runs, results }, null, 2));
 process.exit(0);
