@@ -16,7 +16,7 @@ import type { WriteFence } from '../../src/storage/fence.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { backends, createTestDatabase } from '../support/databases.js';
-import { uid, userMessage as user, toolResultMessage as toolResult } from '../support/storage-fixtures.js';
+import { countRoundTrips, uid, userMessage as user, toolResultMessage as toolResult } from '../support/storage-fixtures.js';
 
 function assistant(callId: string): NewMessage {
   return { id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'tool_call', callId, name: 'echo', arguments: '{}' }] };
@@ -67,28 +67,7 @@ describe.each(backends)('fenced fact statements on $name', (backend) => {
     return rows[0]?.lease_token === null ? null : Number(rows[0]!.lease_token);
   }
 
-  /** Counts what `fn` sends through the storage's database handle. */
-  async function counted(fn: () => Promise<unknown>): Promise<{ queries: number; transactions: number }> {
-    const db = storage.db;
-    const query = db.query.bind(db);
-    const transaction = db.transaction.bind(db);
-    const seen = { queries: 0, transactions: 0 };
-    db.query = ((...args: Parameters<typeof query>) => {
-      seen.queries += 1;
-      return query(...args);
-    }) as typeof db.query;
-    db.transaction = ((fn2: Parameters<typeof transaction>[0]) => {
-      seen.transactions += 1;
-      return transaction(fn2);
-    }) as typeof db.transaction;
-    try {
-      await fn();
-    } finally {
-      db.query = query;
-      db.transaction = transaction;
-    }
-    return seen;
-  }
+  const counted = (fn: () => Promise<unknown>) => countRoundTrips(storage, fn);
 
   it('under a held lease each fact is still one statement, and the turn records the token it began under', async () => {
     const { sessionId, turnId, token } = await leasedTurn();

@@ -10,7 +10,7 @@ import type { NewMessage } from '../../src/protocol/content.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import { backends, createTestDatabase } from '../support/databases.js';
-import { beginRunningTurn, toolResultMessage, uid, userMessage } from '../support/storage-fixtures.js';
+import { countRoundTrips, beginRunningTurn, toolResultMessage, uid, userMessage } from '../support/storage-fixtures.js';
 
 const user = (text: string): NewMessage => userMessage(text);
 const toolResult = toolResultMessage;
@@ -34,28 +34,7 @@ describe.each(backends)('the writes of a step on $name', (backend) => {
 
   const runningTurn = () => beginRunningTurn(storage);
 
-  /** Counts what `fn` sends through the storage's database handle. */
-  async function counted(fn: () => Promise<unknown>): Promise<{ queries: number; transactions: number }> {
-    const db = storage.db;
-    const query = db.query.bind(db);
-    const transaction = db.transaction.bind(db);
-    const seen = { queries: 0, transactions: 0 };
-    db.query = ((...args: Parameters<typeof query>) => {
-      seen.queries += 1;
-      return query(...args);
-    }) as typeof db.query;
-    db.transaction = ((fn2: Parameters<typeof transaction>[0]) => {
-      seen.transactions += 1;
-      return transaction(fn2);
-    }) as typeof db.transaction;
-    try {
-      await fn();
-    } finally {
-      db.query = query;
-      db.transaction = transaction;
-    }
-    return seen;
-  }
+  const counted = (fn: () => Promise<unknown>) => countRoundTrips(storage, fn);
 
   it('each fact of a step is one statement: no BEGIN/COMMIT round trips', async () => {
     const { sessionId, turnId } = await runningTurn();

@@ -5,6 +5,7 @@
  */
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 
 let counter = 0;
 
@@ -46,4 +47,30 @@ export async function beginRunningTurn(
     ...(options.reserveModelCall !== undefined ? { reserveModelCall: options.reserveModelCall } : {}),
   });
   return { sessionId, turnId };
+}
+
+/**
+ * Counts what `fn` sends through the storage's database handle: each `query` is one round trip, each
+ * `transaction` a BEGIN … COMMIT around the queries it runs.
+ */
+export async function countRoundTrips(storage: SqlSessionStorage, fn: () => Promise<unknown>): Promise<{ queries: number; transactions: number }> {
+  const db = storage.db;
+  const query = db.query.bind(db);
+  const transaction = db.transaction.bind(db);
+  const seen = { queries: 0, transactions: 0 };
+  db.query = ((...args: Parameters<typeof query>) => {
+    seen.queries += 1;
+    return query(...args);
+  }) as typeof db.query;
+  db.transaction = ((inner: Parameters<typeof transaction>[0]) => {
+    seen.transactions += 1;
+    return transaction(inner);
+  }) as typeof db.transaction;
+  try {
+    await fn();
+  } finally {
+    db.query = query;
+    db.transaction = transaction;
+  }
+  return seen;
 }
