@@ -4,7 +4,7 @@
  * parent snapshots the Postgres server's counters between the messages), and reports wall time and
  * its own CPU time per phase and its peak RSS at the end.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,6 +42,7 @@ await system.drain?.();
 // BENCH_PEERS_CPU_PROF=<dir>: a CPU profile (the format of --cpu-prof) of the serial phase alone,
 // so that set-up and warm-up do not dilute the per-step breakdown (bench/peers/profile.mjs).
 const profDir = process.env.BENCH_PEERS_CPU_PROF;
+if (profDir) mkdirSync(profDir, { recursive: true });
 const inspector = profDir ? new Session() : null;
 await phase('serial', SERIAL, async () => {
   if (inspector) {
