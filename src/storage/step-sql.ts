@@ -254,9 +254,9 @@ export const SESSION_OWNERSHIP = statement(
 );
 
 /**
- * A trace batch in one statement: spans that start ($1: inserted, `ON CONFLICT DO NOTHING`), spans
- * that end ($2: upserted), payload bodies ($3, deduplicated by hash) and their mappings ($4). The
- * foreign keys between them are checked at the end of the statement, when every CTE has run.
+ * A trace batch in one statement (`WRITE_TRACE_BATCH`): spans, the ends of spans stored earlier,
+ * payload bodies (deduplicated by hash) and their mappings. The foreign keys between them are
+ * checked at the end of the statement, when every CTE has run.
  *
  * The trace is not a durability guarantee (reference §11.1: a bounded, lossy queue): the batch's
  * transaction commits without waiting for its WAL flush (`synchronous_commit = off` for this
@@ -305,41 +305,46 @@ export const UPSERT_SPANS_END = statement(
 );
 
 /**
- * The batch statement. Rows this process knows to be new are inserted without `ON CONFLICT`, behind
- * a `NOT EXISTS` test instead: an `ON CONFLICT` insert is a speculative insertion, which writes one
- * more WAL record per row (about 50 bytes, five rows a step). There is one writer per process; a
- * row that another process inserted between the test and the insert fails the whole statement, and
- * the batch goes through the one-by-one path, which keeps `ON CONFLICT` (reference §11.1).
- * Ended spans whose start is already stored are updated (`ended_existing`), the others inserted
- * whole (`ended_new`): a span that starts and ends within one batch is one insert.
+ * The batch statement. The writer knows which spans it already stored as `running` (an earlier
+ * batch of this process wrote their start, `SqlTraceStore`), so the statement tests nothing row by
+ * row: every other span ($1, started or ended, a span that starts and ends within one batch being
+ * one row) and every payload mapping ($5) is a plain insert, without `ON CONFLICT` (a speculative
+ * insertion writes one more WAL record per row) and without a `NOT EXISTS` probe (the insert's own
+ * unique check probes the same index). A row that is already there after all (another process, a
+ * batch whose commit was reported lost) fails the whole statement, and the batch goes through the
+ * one-by-one path, whose upserts keep reference §11.1's semantics.
+ *
+ * The ends of stored spans ($2, ids in $3) update their row, found through the primary key (`= ANY`:
+ * a join of the whole table against the recordset was a sequential scan of trace_spans on a plan
+ * made while the table was small); an end whose row is not there after all (the start's write was
+ * lost) is inserted whole (`ended_late`). Payload bodies ($4) are sent only when this process has
+ * not written their hash lately and keep their `NOT EXISTS` test: bodies are shared across
+ * sessions and processes. (docs/decisions.md, "The trace batch's shape".)
  */
 export const WRITE_TRACE_BATCH = statement(
   'trace_batch',
-  `WITH started AS (
+  `WITH spans AS (
     ${SPAN_INSERT} FROM jsonb_to_recordset($1::jsonb) ${SPAN_RECORD}
-    WHERE NOT EXISTS (SELECT 1 FROM trace_spans e WHERE e.id = r.id)
   ),
-  ended_rows AS (
-    SELECT r.*, EXISTS (SELECT 1 FROM trace_spans e WHERE e.id = r.id) AS stored
-    FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
-  ),
-  ended_existing AS (
+  ended_stored AS (
     UPDATE trace_spans SET ${spanEndAssignments('r')}
-    FROM ended_rows r WHERE r.stored AND trace_spans.id = r.id
+    FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
+    WHERE trace_spans.id = ANY ($3::text[]) AND trace_spans.id = r.id
+    RETURNING trace_spans.id
   ),
-  ended_new AS (
-    ${SPAN_INSERT} FROM ended_rows r WHERE NOT r.stored
+  ended_late AS (
+    ${SPAN_INSERT} FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
+    WHERE NOT EXISTS (SELECT 1 FROM ended_stored u WHERE u.id = r.id)
   ),
   bodies AS (
     INSERT INTO trace_payloads (hash, body, byte_size)
-    SELECT hash, body::jsonb, byte_size FROM jsonb_to_recordset($3::jsonb) AS r(hash text, body text, byte_size bigint)
+    SELECT hash, body::jsonb, byte_size FROM jsonb_to_recordset($4::jsonb) AS r(hash text, body text, byte_size bigint)
     WHERE NOT EXISTS (SELECT 1 FROM trace_payloads e WHERE e.hash = r.hash)
   ),
   mappings AS (
     INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size)
     SELECT span_id, slot, payload_hash, truncated, original_byte_size
-    FROM jsonb_to_recordset($4::jsonb) AS r(span_id text, slot text, payload_hash text, truncated boolean, original_byte_size bigint)
-    WHERE NOT EXISTS (SELECT 1 FROM trace_span_payloads e WHERE e.span_id = r.span_id AND e.slot = r.slot)
+    FROM jsonb_to_recordset($5::jsonb) AS r(span_id text, slot text, payload_hash text, truncated boolean, original_byte_size bigint)
   )
   SELECT set_config('synchronous_commit', 'off', true) AS commit_mode`,
 );

@@ -69,24 +69,29 @@ export class SqlTraceStore {
   }
 
   /**
-   * The fast path: signals coalesced per span, then the whole batch as ONE statement (spans started,
-   * spans ended, payload bodies, mappings: `WRITE_TRACE_BATCH`), one round trip and one implicit
-   * transaction that does not wait for its WAL flush.
+   * The fast path: signals coalesced per span, then the whole batch as ONE statement (spans, ends of
+   * spans stored earlier, payload bodies, mappings: `WRITE_TRACE_BATCH`), one round trip and one
+   * implicit transaction that does not wait for its WAL flush. A span whose start an earlier batch
+   * stored as `running` is updated by its end; every other span is one inserted row.
    */
   private async writeTraceBatch(signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
-    const ended = new Map<string, SpanData>();
-    const started = new Map<string, SpanData>();
+    const spans = new Map<string, SpanData>();
+    const ends = new Map<string, SpanData>();
     const payloads = new Map<string, { spanId: string; payload: SpanPayload }>();
     for (const signal of signals) {
+      const { id } = signal.span;
       if (signal.type === 'span_ended') {
-        ended.set(signal.span.id, { ...signal.span, attributes: { ...(started.get(signal.span.id)?.attributes ?? ended.get(signal.span.id)?.attributes ?? {}), ...signal.span.attributes } });
-        started.delete(signal.span.id);
-      } else if (!ended.has(signal.span.id) && !started.has(signal.span.id)) {
-        started.set(signal.span.id, signal.span);
+        const stored = this.storedRunning.has(id);
+        const target = stored ? ends : spans;
+        // Attributes of the start (or of an earlier end) in this batch stay under the end's.
+        const earlier = target.get(id)?.attributes;
+        target.set(id, earlier ? { ...signal.span, attributes: { ...earlier, ...signal.span.attributes } } : signal.span);
+      } else if (!spans.has(id) && !this.storedRunning.has(id)) {
+        spans.set(id, signal.span);
       }
       for (const payload of signal.payloads ?? []) {
-        const key = `${signal.span.id}\u0000${payload.slot}`;
-        if (!payloads.has(key)) payloads.set(key, { spanId: signal.span.id, payload });
+        const key = `${id}\u0000${payload.slot}`;
+        if (!payloads.has(key)) payloads.set(key, { spanId: id, payload });
       }
     }
     const bodies = new Map<string, { body: string; size: number }>();
@@ -106,13 +111,29 @@ export class SqlTraceStore {
     // meantime only sends the batch to the one-by-one path, which writes it.
     const bodyRows = [...bodies.entries()].filter(([hash]) => !this.knownPayloads.has(hash)).map(([hash, b]) => ({ hash, body: b.body, byte_size: b.size }));
     await this.ctx.db.query(WRITE_TRACE_BATCH, [
-      JSON.stringify([...started.values()].map(spanRow)),
-      JSON.stringify([...ended.values()].map(spanRow)),
+      JSON.stringify([...spans.values()].map(spanRow)),
+      JSON.stringify([...ends.values()].map(spanRow)),
+      [...ends.keys()],
       JSON.stringify(bodyRows),
       JSON.stringify(mappings),
     ]);
     for (const hash of bodies.keys()) this.rememberPayload(hash);
+    for (const id of ends.keys()) this.storedRunning.delete(id);
+    for (const span of spans.values()) if (span.status === 'running') this.rememberRunning(span.id);
     return { written: signals.length, failed: 0 };
+  }
+
+  /**
+   * Spans this process stored as `running` and has not seen end yet: their end updates the row
+   * instead of inserting it. Bounded like the payload LRU; a span that falls out of it (or that
+   * another process stored) makes its end's insert fail, and that batch takes the one-by-one path,
+   * whose upsert is right either way.
+   */
+  private readonly storedRunning = new Set<string>();
+
+  private rememberRunning(id: string): void {
+    this.storedRunning.add(id);
+    if (this.storedRunning.size > 4096) this.storedRunning.delete(this.storedRunning.values().next().value!);
   }
 
   private async writeTraceOneByOne(tx: SqlExecutor, signals: readonly TraceSignal[]): Promise<TraceWriteReport> {
@@ -125,6 +146,10 @@ export class SqlTraceStore {
         await this.upsertSpans(tx, [signal.span], signal.type === 'span_ended');
         await tx.query(`RELEASE SAVEPOINT s${i}`);
         written += 1;
+        // Only once its transaction commits is the row really there; a rollback of the whole
+        // transaction leaves an id here whose end then inserts the row whole (`ended_late`).
+        if (signal.type === 'span_ended') this.storedRunning.delete(signal.span.id);
+        else this.rememberRunning(signal.span.id);
       } catch {
         await tx.query(`ROLLBACK TO SAVEPOINT s${i}`);
         failed += 1;
