@@ -39,8 +39,8 @@ const CONSTRAINTS = [
 const INDEXES = [
   'idx_sessions_status_updated', 'idx_sessions_default_model', 'uq_sessions_parent_task_name', 'idx_sessions_parent',
   'uq_turns_one_running_per_session', 'uq_messages_tool_result',
-  'idx_conversation_compactions_session_sequence', 'idx_trace_spans_session_started',
-  'idx_trace_spans_turn_started', 'idx_trace_span_payloads_hash', 'uq_trace_annotations_target',
+  'idx_conversation_compactions_session_sequence', 'idx_trace_spans_session_turn_started',
+  'idx_trace_span_payloads_hash', 'uq_trace_annotations_target',
   'idx_trace_annotations_session_created',
 ];
 
@@ -53,9 +53,11 @@ const DROPPED_DUPLICATE_INDEXES = ['idx_turns_session_sequence', 'idx_messages_s
 /**
  * Also listed by reference §9.1, dropped by migration 0007: no statement reads trace spans by trace id
  * (idx_trace_spans_trace_started; the step-writes test checks the reads still use an index), and
- * turn_plans_turn_id_idx duplicates turn_plans' primary key.
+ * turn_plans_turn_id_idx duplicates turn_plans' primary key. Migration 0008 replaces the session and
+ * the turn index of trace spans by one (session_id, turn_id, started_at) that serves both reads
+ * (test/storage/trace-batch.test.ts checks the turn trace and the cascades use it).
  */
-const DROPPED_UNUSED_INDEXES = ['idx_trace_spans_trace_started', 'turn_plans_turn_id_idx'];
+const DROPPED_UNUSED_INDEXES = ['idx_trace_spans_trace_started', 'turn_plans_turn_id_idx', 'idx_trace_spans_session_started', 'idx_trace_spans_turn_started'];
 
 const TABLES = [
   'sessions', 'turns', 'messages', 'conversation_compactions', 'trace_spans', 'trace_payloads', 'trace_span_payloads',

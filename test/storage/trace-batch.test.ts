@@ -149,42 +149,68 @@ describe.each(backends)('the trace batch on $name', (backend) => {
   });
 });
 
-describe('the trace batch on a Postgres server, on a generic plan', () => {
-  it('reads no trace table from end to end, however many spans and mappings are stored', async () => {
+describe('the trace tables on a Postgres server, on generic plans', () => {
+  let storage: SqlSessionStorage;
+  let sessionId: string;
+  let turnId: string;
+
+  /** The tables a plan reads from end to end (its sequential scans). */
+  async function seqScans(sql: string): Promise<string[]> {
+    const { rows } = await storage.db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${sql}`);
+    const scanned: string[] = [];
+    const walk = (node: Record<string, unknown>) => {
+      if (node['Node Type'] === 'Seq Scan') scanned.push(String(node['Relation Name']));
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk((rows[0]!['QUERY PLAN'] as Array<{ Plan: Record<string, unknown> }>)[0]!.Plan);
+    return scanned.filter((name) => name.startsWith('trace_span'));
+  }
+  const literal = (value: string) => `'${value.replace(/'/g, "''")}'`;
+
+  beforeAll(async () => {
     // A named statement runs on a generic plan planned once per connection, often while the trace
-    // tables are small; the batch used to test its rows with anti-joins that read the whole of
-    // trace_spans and trace_span_payloads on every write. Statistics say the tables are large here.
-    const storage = postgresStorage({ connectionString: await createTestDatabase(), max: 1, pool: { options: '-c plan_cache_mode=force_generic_plan' } });
-    try {
-      await storage.migrate();
-      const { sessionId, turnId } = await beginRunningTurn(storage);
-      await storage.db.query(`INSERT INTO trace_spans (id, trace_id, session_id, kind, name, status, started_at, ended_at)
-        SELECT 'old' || g, 'trace-old', $1, 'compaction', 'session.compact', 'succeeded', now(), now() FROM generate_series(1, 20000) g`, [sessionId]);
-      await storage.db.query(`INSERT INTO trace_payloads (hash, body, byte_size) VALUES ('old', '{}', 2)`);
-      await storage.db.query(`INSERT INTO trace_span_payloads (span_id, slot, payload_hash) SELECT id, 'request', 'old' FROM trace_spans WHERE trace_id = 'trace-old'`);
-      await storage.db.query('ANALYZE');
-      const span = modelSpan(sessionId, turnId);
-      // Prepares the statement on the connection, as the runtime does, and stores a running span.
-      await storage.writeTraceSignals([{ type: 'span_started', span, payloads: startPayloads }]);
-      const later = modelSpan(sessionId, turnId, { modelCallIndex: 2 });
-      const literal = (value: string) => `'${value.replace(/'/g, "''")}'`;
-      const args = [
-        JSON.stringify([{ id: later.id }]),
-        JSON.stringify([{ id: span.id }]),
-        `{${span.id}}`,
-        '[]',
-        JSON.stringify([{ span_id: later.id, slot: 'request' }]),
-      ].map(literal);
-      const { rows } = await storage.db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) EXECUTE ow_trace_batch(${args.join(', ')})`);
-      const scanned: string[] = [];
-      const walk = (node: Record<string, unknown>) => {
-        if (node['Node Type'] === 'Seq Scan') scanned.push(String(node['Relation Name']));
-        for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
-      };
-      walk((rows[0]!['QUERY PLAN'] as Array<{ Plan: Record<string, unknown> }>)[0]!.Plan);
-      expect(scanned.filter((name) => name.startsWith('trace_span'))).toEqual([]);
-    } finally {
-      await storage.close();
-    }
+    // tables are small. Here they hold 20,000 older spans of 200 sessions with a payload mapping
+    // each, analysed, and every plan on the one connection is generic.
+    storage = postgresStorage({ connectionString: await createTestDatabase(), max: 1, pool: { options: '-c plan_cache_mode=force_generic_plan' } });
+    await storage.migrate();
+    ({ sessionId, turnId } = await beginRunningTurn(storage));
+    await storage.db.query(`INSERT INTO sessions (id, working_directory) SELECT 'old' || g, '/work' FROM generate_series(1, 200) g`);
+    await storage.db.query(`INSERT INTO trace_spans (id, trace_id, session_id, kind, name, status, started_at, ended_at)
+      SELECT 'old' || g, 'trace-old', 'old' || (g % 200 + 1), 'compaction', 'session.compact', 'succeeded', now(), now() FROM generate_series(1, 20000) g`);
+    await storage.db.query(`INSERT INTO trace_payloads (hash, body, byte_size) VALUES ('old', '{}', 2)`);
+    await storage.db.query(`INSERT INTO trace_span_payloads (span_id, slot, payload_hash) SELECT id, 'request', 'old' FROM trace_spans WHERE trace_id = 'trace-old'`);
+    await storage.db.query('ANALYZE');
+  }, 120_000);
+  afterAll(async () => {
+    await storage?.close();
+  });
+
+  it('the batch reads no trace table from end to end, however many spans and mappings are stored', async () => {
+    // The batch used to test its rows with anti-joins that read the whole of trace_spans on every write.
+    const span = modelSpan(sessionId, turnId);
+    // Prepares the statement on the connection, as the runtime does, and stores a running span.
+    await storage.writeTraceSignals([{ type: 'span_started', span, payloads: startPayloads }]);
+    const later = modelSpan(sessionId, turnId, { modelCallIndex: 2 });
+    const args = [
+      JSON.stringify([{ id: later.id }]),
+      JSON.stringify([{ id: span.id }]),
+      `{${span.id}}`,
+      '[]',
+      JSON.stringify([{ span_id: later.id, slot: 'request' }]),
+    ].map(literal);
+    expect(await seqScans(`EXECUTE ow_trace_batch(${args.join(', ')})`)).toEqual([]);
+  });
+
+  it('a turn\'s trace, a session\'s spans and the cascades of a turn or session delete find spans through an index', async () => {
+    const span = modelSpan(sessionId, turnId);
+    await storage.writeTraceSignals([{ type: 'span_started', span }, { type: 'span_ended', span: ended(span) }]);
+    expect((await storage.listTraceSpans({ turnId })).map((s) => s.id)).toContain(span.id);
+    expect((await storage.listTraceSpans({ sessionId })).map((s) => s.id)).toContain(span.id);
+    const [turn, session] = [literal(turnId), literal(sessionId)];
+    // The reads of trace-store.ts, and what the foreign keys' ON DELETE CASCADE runs.
+    expect(await seqScans(`SELECT * FROM trace_spans WHERE session_id = (SELECT t.session_id FROM turns t WHERE t.id = ${turn}) AND turn_id = ${turn} ORDER BY started_at, id`)).toEqual([]);
+    expect(await seqScans(`SELECT * FROM trace_spans WHERE session_id = ${session} ORDER BY started_at, id`)).toEqual([]);
+    expect(await seqScans(`DELETE FROM ONLY trace_spans WHERE turn_id = ${turn} AND session_id = ${session}`)).toEqual([]);
+    expect(await seqScans(`DELETE FROM ONLY trace_spans WHERE session_id = ${session}`)).toEqual([]);
   });
 });

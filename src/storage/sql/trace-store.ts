@@ -222,8 +222,14 @@ export class SqlTraceStore {
 
   listTraceSpans(filter: { turnId?: string; sessionId?: string }): Promise<TraceSpanRecord[]> {
     return this.ctx.run('list trace spans', async () => {
+      // A turn's spans by (session_id, turn_id), the one index of both reads (migration 0008): the
+      // composite foreign key keeps every span of a turn in the turn's session.
       const { rows } = filter.turnId
-        ? await this.ctx.db.query('SELECT * FROM trace_spans WHERE turn_id = $1 ORDER BY started_at, id', [filter.turnId])
+        ? await this.ctx.db.query(
+            `SELECT * FROM trace_spans WHERE session_id = (SELECT t.session_id FROM turns t WHERE t.id = $1) AND turn_id = $1
+             ORDER BY started_at, id`,
+            [filter.turnId],
+          )
         : await this.ctx.db.query('SELECT * FROM trace_spans WHERE session_id = $1 ORDER BY started_at, id', [filter.sessionId]);
       return rows.map(spanFromRow);
     });
