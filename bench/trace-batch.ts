@@ -77,6 +77,13 @@ if (PREFILL > 0) {
 }
 // Warm-up: three turns (prepared statement, payload hashes already known).
 for (const signals of turns.slice(0, 3)) await write(signals);
+// The text the batches send: their parameters' characters.
+let sent = 0;
+const query = storage.db.query.bind(storage.db);
+storage.db.query = ((text: never, params?: unknown[]) => {
+  for (const p of params ?? []) sent += typeof p === 'string' ? p.length : JSON.stringify(p).length;
+  return query(text, params);
+}) as typeof storage.db.query;
 await probe.query('SELECT pg_stat_statements_reset()');
 const { rows: lsn0 } = await probe.query('SELECT pg_current_wal_lsn() AS lsn');
 const cpu0 = process.cpuUsage();
@@ -90,6 +97,7 @@ const { rows } = await probe.query(`SELECT query, calls, total_exec_time, wal_re
     AND query NOT LIKE '%pg_stat%' AND query NOT LIKE '%pg_current_wal_lsn%' ORDER BY wal_bytes DESC`);
 const per = (n: unknown, digits = 2) => (Number(n) / steps).toFixed(digits);
 console.log(`turns ${TURNS}, steps ${steps}, ${(signalCount / steps).toFixed(2)} signals a step, ${SPLIT} batch(es) a turn`);
+console.log(`parameters sent ${Math.round(sent / steps)} characters a step`);
 console.log(`Node CPU of the writes ${((cpu.user + cpu.system) / 1000 / steps).toFixed(3)} ms a step`);
 console.log('  calls  exec ms  WAL rec   WAL B  blocks  statement');
 for (const r of rows) console.log(`${per(r.calls).padStart(7)} ${per(r.total_exec_time, 3).padStart(8)} ${per(r.wal_records, 1).padStart(8)} ${per(r.wal_bytes, 0).padStart(7)} ${per(r.blocks, 0).padStart(7)}  ${String(r.query).replace(/\s+/g, ' ').trim().slice(0, 60)}`);
