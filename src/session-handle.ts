@@ -406,7 +406,7 @@ export class SessionHandle {
 
   /** The in-memory snapshot (seed 000 §8), composed from the Session and Turn actors' snapshots. */
   snapshot(): SessionSnapshot {
-    return sessionSnapshot(this.deps.actor, this.sessionId, this.deps.sandbox);
+    return sessionSnapshot(this.deps.actor, this.sessionId, this.deps.sandbox, this.updateStream.lastPublishedSequence);
   }
 
   /** The host-facing status (seed 004): idle, active with flags, or system_error. */

@@ -11,8 +11,9 @@ import type { TurnPlanSnapshot } from '../protocol/plan.js';
 import type { RateLimitSnapshot } from '../protocol/rate-limits.js';
 import type { LiveToolCall, PendingApproval } from '../protocol/snapshot.js';
 import type { PendingUserInput, UserInputAnswers } from '../protocol/user-input.js';
-import type { PermissionCard, SessionUpdate, ToolProgress } from '../protocol/updates.js';
+import type { PermissionCard, ToolProgress } from '../protocol/updates.js';
 import type { ToolResult } from '../protocol/tool-result.js';
+import type { PublishEvent } from './publish.js';
 import type { Grants } from './session/ports.js';
 
 // The grant table and the turn limits are the Session's; this keeps their old import path working.
@@ -99,7 +100,7 @@ export type ToolCallEvent =
   | { type: 'tool.finished'; result: ToolResult };
 
 export type SessionParentEvent =
-  | { type: 'session.publish'; update: SessionUpdate }
+  | PublishEvent
   | { type: 'turn.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   | { type: 'turn.rate_limits_reported'; snapshot: RateLimitSnapshot };
 

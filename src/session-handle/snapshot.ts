@@ -14,8 +14,14 @@ import type { SandboxStatus, SessionRuntimeSnapshot, SessionSnapshot, SessionSta
 import { SESSION_UPDATE_VERSION, type TurnOutcome } from '../protocol/updates.js';
 import type { TurnRecord } from '../storage/storage.js';
 
-/** The in-memory snapshot (seed 000 §8), composed from the Session and Turn actors' snapshots. */
-export function sessionSnapshot(actor: ActorRefFrom<typeof sessionMachine>, sessionId: string, sandbox: SandboxStatus): SessionSnapshot {
+/**
+ * The in-memory snapshot (seed 000 §8), composed from the Session and Turn actors' snapshots.
+ * `lastUpdateSequence` is the last update the host's stream has published: the Session sequences a
+ * Turn macrostep's updates in one step (machines/publish.ts) and emits them one by one after it, so
+ * a host that reads the snapshot while it is handed one of them must be told that one, not the
+ * last of its batch, or `replayUpdates(lastUpdateSequence)` would refuse a sequence not yet out.
+ */
+export function sessionSnapshot(actor: ActorRefFrom<typeof sessionMachine>, sessionId: string, sandbox: SandboxStatus, lastUpdateSequence: number): SessionSnapshot {
   const snap = actor.getSnapshot();
   const ctx = snap.context;
   let runtime: SessionRuntimeSnapshot = { type: 'idle' };
@@ -41,7 +47,7 @@ export function sessionSnapshot(actor: ActorRefFrom<typeof sessionMachine>, sess
   return {
     version: SESSION_UPDATE_VERSION,
     sessionId,
-    lastUpdateSequence: ctx.sequence,
+    lastUpdateSequence,
     permissionMode: ctx.permissionMode,
     sandbox,
     reloadRequired: ctx.reloadRequired,

@@ -29,6 +29,11 @@ export class UpdateStream {
     this.global.next(envelope);
   }
 
+  /** The sequence of the last update this stream published (0 before the first). */
+  get lastPublishedSequence(): number {
+    return this.lastSequence;
+  }
+
   /** Updates after `afterSequence` from the 512-entry ring buffer; `snapshot_required` when it no longer reaches back. */
   replay(afterSequence: number): SessionUpdateEnvelope[] {
     if (!Number.isInteger(afterSequence) || afterSequence < 0) {

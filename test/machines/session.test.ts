@@ -167,6 +167,37 @@ describe('Session machine (stub Turn)', () => {
     ]);
   });
 
+  it('sequences the updates of one session.publish one by one, in order, and applies what each changes (issue 14: one event a Turn macrostep)', () => {
+    const s = startSession();
+    s.start();
+    const ASK = { question: 'which?', options: [] } as never;
+    s.turnRef().send({
+      type: 'stub.send',
+      event: {
+        type: 'session.publish',
+        updates: [
+          { type: 'phase_changed', phase: 'waiting_permission' },
+          { type: 'permission_requested', toolCallId: 'turn_1.tc1', card: CARD },
+          { type: 'permission_resolved', toolCallId: 'turn_1.tc1', decision: 'allow_once' },
+          { type: 'user_input_requested', toolCallId: 'turn_1.tc2', request: ASK },
+        ],
+      },
+    });
+    expect(s.updates.map((u) => [u.sequence, u.turnId, u.update.type])).toEqual([
+      [1, 'turn_1', 'turn_started'],
+      [2, 'turn_1', 'phase_changed'],
+      [3, 'turn_1', 'permission_requested'],
+      [4, 'turn_1', 'permission_resolved'],
+      [5, 'turn_1', 'user_input_requested'],
+    ]);
+    expect(s.context().sequence).toBe(5);
+    // The card was asked and resolved inside the batch; the question still waits.
+    expect(s.context().pendingApproval).toBeNull();
+    expect(s.context().pendingUserInput).toEqual({ turnId: 'turn_1', toolCallId: 'turn_1.tc2', request: ASK });
+    s.turnRef().send({ type: 'stub.publish', update: { type: 'phase_changed', phase: 'running_tools' } });
+    expect(s.updates.at(-1)).toMatchObject({ sequence: 6 });
+  });
+
   it('grant scopes: a Turn\'s session grant is kept by the session, a turn grant is not; allow (once) grants nothing', () => {
     const s = startSession();
     s.start();

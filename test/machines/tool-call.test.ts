@@ -77,7 +77,7 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
       executed: false,
     });
     expect(r.out()).toMatchObject({ recorded: true, terminal: { code: 'permission_denied', message: 'the user denied a tool call' }, doom: DOOM });
-    expect(r.sent('grandparent', 'session.publish').map((e) => e.update)).toEqual([
+    expect(r.sent('grandparent', 'session.publish').flatMap((e) => e.updates)).toEqual([
       {
         type: 'tool_call_finished',
         toolCallId: 'turn_1.tc1',
@@ -109,7 +109,7 @@ describe('tool-call machine (stub actors): a call that waits for a card', () => 
     // Only the Turn's direct call reserves the next model call with its result; a waiting call does not.
     expect((r.record.inputs[0] as { reserveModelCall?: number }).reserveModelCall ?? 0).toBe(0);
     expect(r.out()).toMatchObject({ recorded: true, terminal: null, result: OK, waitTimedOut: null, plan: null });
-    expect(r.sent('grandparent', 'session.publish').map((e) => e.update.type)).toEqual(['tool_call_progress', 'tool_call_finished']);
+    expect(r.sent('grandparent', 'session.publish').flatMap((e) => e.updates.map((u: { type: string }) => u.type))).toEqual(['tool_call_progress', 'tool_call_finished']);
   });
 
   it('allow_for_session is a session grant; a plain allow grants nothing', () => {
@@ -252,7 +252,7 @@ describe('tool-call machine (stub actors): control tools', () => {
     expect(commit.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', providerCallId: 'call_1', args: { plan: [] }, permissionMode: 'auto' });
     expect(r.record.inputs).toEqual([]);
     expect(r.out()).toMatchObject({ recorded: true, plan: PLAN, terminal: null });
-    expect(r.sent('grandparent', 'session.publish').map((e) => e.update.type)).toEqual(['plan_updated', 'tool_call_finished']);
+    expect(r.sent('grandparent', 'session.publish').flatMap((e) => e.updates.map((u: { type: string }) => u.type))).toEqual(['plan_updated', 'tool_call_finished']);
   });
 
   it('a plan the store refused is recorded as the call\'s result; a failed plan write ends the turn', async () => {

@@ -27,6 +27,7 @@ import { REMAINING_CALL_TEXT, turnMachine } from '../../src/machines/turn.js';
 import { NON_INTERACTIVE_REFUSAL_TEXT } from '../../src/machines/tool-call.js';
 import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../../src/machines/types.js';
 import type { TurnEvent, TurnInput, TurnOutput } from '../../src/machines/turn/ports.js';
+import type { SessionUpdate } from '../../src/protocol/updates.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
 import { CARD, deferred, flush, rejecting, stubCheck, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
 
@@ -140,7 +141,7 @@ function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; acto
   const { stubs, toolCallLog } = actors(model, options.actors);
   const delays = options.graceMs !== undefined ? { delays: cancelGraceDelays(options.graceMs) } : {};
   const running = underParents(turnMachine.provide({ actors: stubs as never, ...delays }), turnInput(options.input), options.clock);
-  const published = () => running.sent('parent', 'session.publish').map((e) => e.update);
+  const published = () => running.sent('parent', 'session.publish').flatMap((e) => e.updates);
   return {
     ...running,
     stubs: stubs as typeof stubs & Record<string, any>,
@@ -411,6 +412,27 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
     // The chart counted the call for the doom-loop rule: its name and canonical arguments, once.
     expect(t.context().doom).toEqual({ signature: 'echo\u0000{}', count: 1 });
+  });
+
+  it('sends the updates of one macrostep as one session.publish, in the order the chart announced them (issue 14)', async () => {
+    const t = runTurn([toolCalls('echo'), answer('done')]);
+    await flush();
+    t.stubs.executeTool.send({ type: 'tool.progress', progress: { kind: 'stdout', chunk: 'x' } });
+    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    await flush();
+    const batches = t.sent('parent', 'session.publish').map((e) => e.updates.map((u: SessionUpdate) => (u.type === 'phase_changed' ? `phase:${u.phase}` : u.type)));
+    expect(batches).toEqual([
+      ['phase:starting'],
+      ['phase:running_model'],
+      // The answer is stored: its draft is cleared, the phase changes and the call starts, in one event.
+      ['draft_cleared', 'phase:running_tools', 'tool_call_started'],
+      ['tool_call_progress'],
+      // The result is stored: the call finishes and the next model call begins, in one event.
+      ['tool_call_finished', 'phase:running_model'],
+      ['text_delta'],
+      ['draft_cleared'],
+      ['phase:completed', 'turn_finished'],
+    ]);
   });
 
   it('an invalid call is recorded without authorisation; a rule deny and a missing sandbox are recorded as denied without running', async () => {

@@ -28,6 +28,24 @@ describe('updates, replay and snapshot', () => {
     expect(h.session.snapshot().lastUpdateSequence).toBe(h.updates.length);
   });
 
+  it('a host that reads the snapshot while it is handed an update is told that update\'s sequence, and replay from it answers (one Turn step\'s updates are sequenced together, issue 14)', async () => {
+    const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }]);
+    const seen: Array<{ sequence: number; told: number; replayed: number | string }> = [];
+    h.session.updates$.subscribe((e) => {
+      const told = h.session.snapshot().lastUpdateSequence;
+      let replayed: number | string;
+      try {
+        replayed = h.session.replayUpdates(told).length;
+      } catch (error) {
+        replayed = (error as { code: string }).code;
+      }
+      seen.push({ sequence: e.sequence, told, replayed });
+    });
+    await h.run('go');
+    expect(seen.length).toBeGreaterThan(5);
+    expect(seen).toEqual(seen.map((s) => ({ sequence: s.sequence, told: s.sequence, replayed: 0 })));
+  });
+
   it('replays from any sequence still in the 512-entry buffer, and asks for the snapshot beyond it', async () => {
     const long = 'x'.repeat(700);
     const h = await harness(storage, [{ text: long, chunk: 1 }]);

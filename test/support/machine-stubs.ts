@@ -204,7 +204,7 @@ export function stubChild<Output>(log: Array<{ input: any; events: AnyEventObjec
     states: {
       running: {
         on: {
-          'stub.publish': { actions: sendParent(({ event }) => ({ type: 'session.publish', update: event.update })) },
+          'stub.publish': { actions: sendParent(({ event }) => ({ type: 'session.publish', updates: [event.update] })) },
           'stub.send': { actions: sendParent(({ event }) => event.event) },
           'stub.finish': { target: 'done', actions: assign({ output: ({ event }) => event.output }) },
           '*': { actions: ({ event }) => void log.at(-1)!.events.push(event) },

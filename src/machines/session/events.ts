@@ -10,6 +10,7 @@ import type { AgentMessage } from '../../protocol/agent-message.js';
 import type { RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import type { SessionUpdate } from '../../protocol/updates.js';
 import type { UserInputAnswers } from '../../protocol/user-input.js';
+import type { PublishEvent } from '../publish.js';
 import type { SessionInput } from './ports.js';
 
 /** A command the session's state refuses; `activeTurnId` names the turn a `busy` answer is busy with. */
@@ -41,8 +42,11 @@ export type SessionEvent =
   /** Spawns a sub-agent's Session actor under this (root) session with a per-agent system id. */
   | { type: 'session.spawn_child'; childId: string; systemId: string; input: SessionInput }
   | { type: 'session.stop_child'; childId: string }
-  /** An update of the active turn or one of its tool calls, sent here directly to be sequenced. */
-  | { type: 'session.publish'; update: SessionUpdate }
+  /**
+   * The updates one macrostep of the active turn or of one of its tool calls announced, in order,
+   * sent here directly to be sequenced one by one (machines/publish.ts).
+   */
+  | PublishEvent
   | { type: 'turn.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
   | { type: 'turn.rate_limits_reported'; snapshot: RateLimitSnapshot };
 

@@ -16,6 +16,7 @@ import type { AgentMessage } from '../../protocol/agent-message.js';
 import { addUsage } from '../../protocol/usage.js';
 import { turnMachine } from '../turn.js';
 import type { TurnOutput } from '../turn/ports.js';
+import { takeUpdates } from '../publish.js';
 import type { SessionEmitted, SessionEvent } from './events.js';
 import { busyRefusal, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal } from './outcomes.js';
 import { addGrant } from '../grants.js';
@@ -85,12 +86,21 @@ const sessionSetup = setup({
       context.pendingUserInput.toolCallId === event.toolCallId,
   },
   actions: {
-    /** The only place where sequence numbers are assigned (seed 000 §7). */
-    publish: enqueueActions(({ context, enqueue }, params: { turnId: string | null; update: SessionUpdate; patch?: Partial<SessionContext> }) => {
-      const sequence = context.sequence + 1;
-      // One context copy per update: what the update changes in the session goes with its sequence.
-      enqueue.assign(params.patch ? { ...params.patch, sequence } : { sequence });
-      enqueue.emit({ type: 'session.published', sequence, turnId: params.turnId, update: params.update });
+    /**
+     * The only place where sequence numbers are assigned (seed 000 §7): one each, in order. The
+     * updates of one `session.publish` (machines/publish.ts) take one context copy: what they change
+     * in the session (`pendingOf`) goes with the last sequence.
+     */
+    publish: enqueueActions(({ context, enqueue }, params: { turnId: string | null; updates: readonly SessionUpdate[] }) => {
+      let sequence = context.sequence;
+      let patch: Partial<SessionContext> | undefined;
+      for (const update of params.updates) {
+        sequence += 1;
+        const changed = params.turnId === null ? undefined : pendingOf(patch ? { ...context, ...patch } : context, update);
+        if (changed) patch = { ...patch, ...changed };
+        enqueue.emit({ type: 'session.published', sequence, turnId: params.turnId, update });
+      }
+      enqueue.assign(patch ? { ...patch, sequence } : { sequence });
     }),
     replyDuplicate: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'session.start_turn') return;
@@ -234,7 +244,7 @@ export const sessionMachine = sessionSetup.createMachine({
               })),
               {
                 type: 'publish',
-                params: ({ event }) => ({ turnId: event.turnId, update: { type: 'turn_started', clientRequestId: event.clientRequestId } }),
+                params: ({ event }) => ({ turnId: event.turnId, updates: [{ type: 'turn_started', clientRequestId: event.clientRequestId }] }),
               },
               enqueueActions(({ event, enqueue }) => {
                 enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: { ok: true, turnId: event.turnId } });
@@ -266,7 +276,7 @@ export const sessionMachine = sessionSetup.createMachine({
         },
         ...refuseTurnCommands,
         'session.maintenance_update': {
-          actions: { type: 'publish', params: ({ event }) => ({ turnId: null, update: event.update }) },
+          actions: { type: 'publish', params: ({ event }) => ({ turnId: null, updates: [event.update] }) },
         },
         'session.end_maintenance': [
           // A shutdown asked for during maintenance waited for it to end; it takes effect now.
@@ -400,7 +410,7 @@ export const sessionMachine = sessionSetup.createMachine({
         'session.publish': {
           actions: {
             type: 'publish',
-            params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, update: event.update, patch: pendingOf(context, event.update) }),
+            params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, updates: takeUpdates(event) }),
           },
         },
         'turn.rate_limits_reported': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },

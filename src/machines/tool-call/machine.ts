@@ -32,6 +32,7 @@ import type {
   ToolCallOutput,
   ToolCallTerminal,
 } from '../types.js';
+import { batchUpdate } from '../publish.js';
 import {
   executeInputOf,
   recordInputOf,
@@ -126,9 +127,12 @@ const toolCallSetup = setup({
     /**
      * Hands an update to the session directly (one hop): the session sequences it and builds the
      * envelope. The session is the Turn's parent, the Turn this call's parent; nothing in between
-     * relays or changes an update.
+     * relays or changes an update. The updates of one macrostep go as one event (machines/publish.ts).
      */
-    publish: sendTo(({ self }) => sessionOf(self), (_, update: SessionUpdate) => ({ type: 'session.publish' as const, update })),
+    publish: enqueueActions(({ self, event, enqueue }, update: SessionUpdate) => {
+      const batch = batchUpdate(self, event, update);
+      if (batch !== null) enqueue.sendTo(sessionOf(self), batch);
+    }),
     announceGrant: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'toolcall.decide') return;
       if (event.decision !== 'allow_for_turn' && event.decision !== 'allow_for_session') return;
@@ -139,20 +143,16 @@ const toolCallSetup = setup({
         grantKey: context.card!.grantKey,
       });
     }),
-    announceFinished: enqueueActions(({ context, self, enqueue }) => {
+    announceFinished: enqueueActions(({ context, self, event, enqueue }) => {
       if (!context.recorded || !context.result) return;
       const result = context.result;
-      if (context.plan) {
-        // Reference §6.4: plan_updated (full snapshot) after the commit, then tool_call_finished.
-        enqueue.sendTo(sessionOf(self), {
-          type: 'session.publish',
-          update: { type: 'plan_updated', explanation: context.plan.explanation, plan: context.plan.steps, updatedAt: context.plan.updatedAt },
-        });
-      }
-      enqueue.sendTo(sessionOf(self), {
-        type: 'session.publish',
-        update: toolCallFinishedUpdate({ toolCallId: context.toolCallId, providerCallId: context.call.callId, toolName: context.call.name }, result),
-      });
+      const publish = (update: SessionUpdate) => {
+        const batch = batchUpdate(self, event, update);
+        if (batch !== null) enqueue.sendTo(sessionOf(self), batch);
+      };
+      // Reference §6.4: plan_updated (full snapshot) after the commit, then tool_call_finished.
+      if (context.plan) publish({ type: 'plan_updated', explanation: context.plan.explanation, plan: context.plan.steps, updatedAt: context.plan.updatedAt });
+      publish(toolCallFinishedUpdate({ toolCallId: context.toolCallId, providerCallId: context.call.callId, toolName: context.call.name }, result));
     }),
   },
 });

@@ -9,6 +9,7 @@ import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
 import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';
 import { DEFAULT_TOOL_CANCEL_GRACE_MS, TOOL_CANCEL_GRACE } from '../tool-call/cancel-grace.js';
 import { isDoomLoopCall, waitTimeoutsReachThreshold } from '../tool-call/doom-loop.js';
+import { announceToParent } from '../publish.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
@@ -91,24 +92,24 @@ export const turnSetup = setup({
   delays: { [TOOL_CANCEL_GRACE]: DEFAULT_TOOL_CANCEL_GRACE_MS },
   actions: {
     /** Emits `phase_changed` only when the phase really changes: the chart is the source of phases. */
-    enterPhase: enqueueActions(({ context, enqueue }, phase: Phase) => {
+    enterPhase: enqueueActions(({ context, self, event, enqueue }, phase: Phase) => {
       if (context.phase === phase) return;
       enqueue.assign({ phase });
-      enqueue.sendParent({ type: 'session.publish', update: { type: 'phase_changed', phase } });
+      announceToParent(enqueue, self, event, { type: 'phase_changed', phase });
     }),
-    emit: sendParent((_, update: SessionUpdate) => ({ type: 'session.publish' as const, update })),
+    /** Every update the Turn announces goes through here (or `announceToParent`): one `session.publish` a macrostep. */
+    emit: enqueueActions(({ self, event, enqueue }, update: SessionUpdate) => announceToParent(enqueue, self, event, update)),
     requestStop: assign({
       stopRequest: ({ context, event }) => (event.type === 'turn.stop' ? 'stop' : (context.stopRequest ?? 'cancel')),
     }),
     outcomeFromStop: assign({ outcome: ({ context, event }) => stopOutcome(event.type === 'turn.stop' ? 'stop' : context.stopRequest) }),
-    announceFinished: sendParent(({ context }) => ({
-      type: 'session.publish' as const,
-      update: {
-        type: 'turn_finished' as const,
+    announceFinished: enqueueActions(({ context, self, event, enqueue }) =>
+      announceToParent(enqueue, self, event, {
+        type: 'turn_finished',
         outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
         usage: context.usage,
-      },
-    })),
+      }),
+    ),
     /** The fact that asked for a reservation has committed: the call's counters are written. */
     reservationCommitted: assign(({ context }) => (context.reserving === 0 ? {} : { reservedCall: context.reserving, reserving: 0 })),
     beginLogicalCall: assign({
@@ -149,16 +150,13 @@ export const turnSetup = setup({
       return { ...applyToolOutput(context, output, d.terminal !== null), ...reservation, direct: null };
     }),
     /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
-    announceDirectFinished: sendParent(({ context }, result: ToolResult) => {
+    announceDirectFinished: enqueueActions(({ context, self, event, enqueue }, result: ToolResult) => {
       const d = context.direct!;
-      return {
-        type: 'session.publish' as const,
-        update: toolCallFinishedUpdate({ toolCallId: d.toolCallId, providerCallId: d.call.callId, toolName: d.call.name }, result),
-      };
+      announceToParent(enqueue, self, event, toolCallFinishedUpdate({ toolCallId: d.toolCallId, providerCallId: d.call.callId, toolName: d.call.name }, result));
     }),
-    discardDraft: enqueueActions(({ context, enqueue }) => {
+    discardDraft: enqueueActions(({ context, self, event, enqueue }) => {
       if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
-        enqueue.sendParent({ type: 'session.publish', update: { type: 'draft_cleared', reason: 'discarded' } });
+        announceToParent(enqueue, self, event, { type: 'draft_cleared', reason: 'discarded' });
       }
       enqueue.assign({ draft: emptyDraft() });
     }),

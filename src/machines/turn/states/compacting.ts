@@ -4,6 +4,7 @@
  * sampled again.
  */
 import { assign, enqueueActions } from 'xstate';
+import { announceToParent } from '../../publish.js';
 import { compactionFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
@@ -27,17 +28,14 @@ export const compactingState = turnSetup.createStateConfig({
     onDone: {
       target: 'running_model.streaming',
       actions: [
-        enqueueActions(({ event, context, enqueue }) => {
+        enqueueActions(({ event, context, self, enqueue }) => {
           if (!event.output.checkpointId) return;
-          enqueue.sendParent({
-            type: 'session.publish',
-            update: {
-              type: 'conversation_compacted',
-              compactionId: event.output.checkpointId,
-              kind: context.compactionTrigger ?? 'threshold',
-              conversationTokensBefore: event.output.conversationTokensBefore,
-              conversationTokensAfter: event.output.conversationTokensAfter,
-            },
+          announceToParent(enqueue, self, event, {
+            type: 'conversation_compacted',
+            compactionId: event.output.checkpointId,
+            kind: context.compactionTrigger ?? 'threshold',
+            conversationTokensBefore: event.output.conversationTokensBefore,
+            conversationTokensAfter: event.output.conversationTokensAfter,
           });
         }),
         assign(({ context, event }) => ({

@@ -4,9 +4,10 @@
  * receiving) and persist its answer, which ends the turn, loops for steering input or starts the
  * tool batch.
  */
-import { assign, enqueueActions, sendParent } from 'xstate';
+import { assign, enqueueActions } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
+import { announceToParent } from '../../publish.js';
 import { emptyDraft, toolCallIdFor } from '../context.js';
 import { assemblyFailure, counterWriteFailure, failedOutcome, modelFailure, samplingFailure, stopOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
@@ -158,13 +159,13 @@ export const runningModelState = turnSetup.createStateConfig({
           on: {
             'model.text_delta': {
               // Another output message opens a text block of its own; the live text shows it as a paragraph.
-              actions: enqueueActions(({ context, event, enqueue }) => {
+              actions: enqueueActions(({ context, self, event, enqueue }) => {
                 const blocks = context.draft.textBlocks;
                 const last = blocks.at(-1);
                 if (event.delta === '') {
                   // Nothing to show or store: no block is opened for it.
                   enqueue.assign({ draft: { ...context.draft, semantic: true } });
-                  enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: '' } });
+                  announceToParent(enqueue, self, event, { type: 'text_delta', delta: '' });
                   return;
                 }
                 const opens = last === undefined || (event.newBlock === true && last.text !== '');
@@ -174,13 +175,13 @@ export const runningModelState = turnSetup.createStateConfig({
                   ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
                   : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
                 enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
-                enqueue.sendParent({ type: 'session.publish', update: { type: 'text_delta', delta: shown } });
+                announceToParent(enqueue, self, event, { type: 'text_delta', delta: shown });
               }),
             },
             'model.reasoning_delta': {
               actions: [
                 assign({ draft: ({ context, event }) => ({ ...context.draft, reasoning: context.draft.reasoning + event.delta, semantic: true }) }),
-                sendParent(({ event }) => ({ type: 'session.publish', update: { type: 'reasoning_delta', delta: event.delta } })),
+                { type: 'emit', params: ({ event }) => ({ type: 'reasoning_delta', delta: event.delta }) },
               ],
             },
             'model.tool_call': {

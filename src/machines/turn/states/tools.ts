@@ -11,6 +11,7 @@ import { TOOL_CANCEL_GRACE } from '../../tool-call/cancel-grace.js';
 import { recordFailureTerminal, terminalAfterRun, unconfirmedStop } from '../../tool-call/outcomes.js';
 import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
 import { addGrant } from '../../grants.js';
+import { announceToParent } from '../../publish.js';
 import { applyToolOutput, nextModelCall, toolCallInputOf } from '../context.js';
 import { cardToAsk, countedCall, doomLoopCall, grantedCard, invalidCall, nonInteractiveRefusal, ruleDenial } from '../direct-call.js';
 import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
@@ -258,14 +259,14 @@ export const toolsState = turnSetup.createStateConfig({
           target: '.running_tools',
           actions: [
             assign({ pendingApprovals: [] }),
-            sendParent(({ event }) => ({
-              type: 'session.publish',
-              update: {
-                type: 'permission_resolved',
+            {
+              type: 'emit',
+              params: ({ event }) => ({
+                type: 'permission_resolved' as const,
                 toolCallId: event.toolCallId,
-                decision: event.decision === 'actor_stopped' ? 'cancelled' : event.decision,
-              },
-            })),
+                decision: event.decision === 'actor_stopped' ? ('cancelled' as const) : event.decision,
+              }),
+            },
           ],
         },
         'toolcall.granted': {
@@ -286,15 +287,15 @@ export const toolsState = turnSetup.createStateConfig({
           target: '.running_tools',
           actions: [
             assign({ pendingUserInput: [] }),
-            sendParent(({ event }) => ({
-              type: 'session.publish',
-              update: {
-                type: 'user_input_resolved',
+            {
+              type: 'emit',
+              params: ({ event }) => ({
+                type: 'user_input_resolved' as const,
                 toolCallId: event.toolCallId,
                 outcome: event.outcome,
                 ...(event.answers ? { answers: event.answers } : {}),
-              },
-            })),
+              }),
+            },
           ],
         },
         'turn.decide': { actions: sendTo('toolCall', ({ event }) => ({ type: 'toolcall.decide', decision: event.decision, at: event.at })) },
@@ -307,19 +308,19 @@ export const toolsState = turnSetup.createStateConfig({
         waiting_permission: {
           entry: [
             { type: 'enterPhase', params: 'waiting_permission' },
-            sendParent(({ context }) => ({
-              type: 'session.publish' as const,
-              update: { type: 'permission_requested' as const, toolCallId: context.pendingApprovals[0]!.toolCallId, card: context.pendingApprovals[0]!.card },
-            })),
+            {
+              type: 'emit',
+              params: ({ context }) => ({ type: 'permission_requested' as const, toolCallId: context.pendingApprovals[0]!.toolCallId, card: context.pendingApprovals[0]!.card }),
+            },
           ],
         },
         waiting_user_input: {
           entry: [
             { type: 'enterPhase', params: 'waiting_user_input' },
-            sendParent(({ context }) => ({
-              type: 'session.publish' as const,
-              update: { type: 'user_input_requested' as const, toolCallId: context.pendingUserInput[0]!.toolCallId, request: context.pendingUserInput[0]!.request },
-            })),
+            {
+              type: 'emit',
+              params: ({ context }) => ({ type: 'user_input_requested' as const, toolCallId: context.pendingUserInput[0]!.toolCallId, request: context.pendingUserInput[0]!.request }),
+            },
           ],
         },
       },
@@ -339,16 +340,15 @@ export const toolsState = turnSetup.createStateConfig({
         onDone: {
           target: '#turn.ending',
           actions: [
-            enqueueActions(({ context, enqueue }) => {
+            enqueueActions(({ context, self, event, enqueue }) => {
               for (const [i, call] of (context.batch?.calls ?? []).entries()) {
                 if (i < context.batchIndex) continue;
-                enqueue.sendParent({
-                  type: 'session.publish',
-                  update: toolCallFinishedUpdate(
-                    { toolCallId: context.batch!.toolCallIds[i]!, providerCallId: call.callId, toolName: call.name },
-                    cancelledResult(REMAINING_CALL_TEXT),
-                  ),
-                });
+                announceToParent(
+                  enqueue,
+                  self,
+                  event,
+                  toolCallFinishedUpdate({ toolCallId: context.batch!.toolCallIds[i]!, providerCallId: call.callId, toolName: call.name }, cancelledResult(REMAINING_CALL_TEXT)),
+                );
               }
             }),
             assign(({ context }) => ({
