@@ -32,10 +32,30 @@ export function storableText(text: string): string {
 
 /**
  * A JSON-like value with every string in it (object keys included) made storable. Values that are
- * already storable come back as the same object, so the common case allocates nothing.
+ * already storable come back as the same object, so the common case allocates nothing: they are
+ * first read through without a copy (the copy-as-you-go `clean` built a new array or object for
+ * every level even when it then returned the original; issue 14, perf-alloc).
  */
 export function storableValue<T>(value: T): T {
-  return clean(value) as T;
+  return isStorableValue(value) ? value : (clean(value) as T);
+}
+
+/** True when `clean` would return `value` itself: every string in it, object keys included, is storable. */
+function isStorableValue(value: unknown): boolean {
+  if (typeof value === 'string') return isStorableText(value);
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i += 1) if (!isStorableValue(value[i])) return false;
+    return true;
+  }
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    // `for...in` with the own-key test visits what `Object.entries` lists, without the array.
+    for (const key in value) {
+      if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
+      if (!isStorableText(key) || !isStorableValue((value as Record<string, unknown>)[key])) return false;
+    }
+    return true;
+  }
+  return true;
 }
 
 function clean(value: unknown): unknown {

@@ -123,10 +123,12 @@ export class SqlSessionStorage implements SessionStorage {
    */
   attachFence(fence: WriteFence): void {
     this.fences.add(fence);
+    this.ctx.fencesChanged();
   }
 
   detachFence(fence: WriteFence): void {
     this.fences.delete(fence);
+    this.ctx.fencesChanged();
   }
 
   /** The database handle, opened on first use. */

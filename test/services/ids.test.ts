@@ -43,6 +43,9 @@ describe('isoString', () => {
     const random = () => ((seed = (seed * 48271) % 2147483647) / 2147483647);
     for (let i = 0; i < 20_000; i += 1) times.push(Math.floor(random() * 253_402_300_800_000));
     for (let day = 0; day < 366 * 8; day += 1) times.push(day * 86_400_000 - 1, day * 86_400_000, 946_684_800_000 + day * 86_400_000 + 43_210_987);
+    // Runs within one second and back and forth across seconds: the kept text of a second is reused only for its own.
+    const now = Date.now();
+    for (let i = 0; i < 3_000; i += 1) times.push(now + (i % 7) * 1_000 + (i % 997), now + i, now - i * 333);
     const wrong = times.filter((t) => isoString(t) !== new Date(t).toISOString()).slice(0, 5);
     expect(wrong).toEqual([]);
   });

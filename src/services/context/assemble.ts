@@ -51,17 +51,26 @@ export function buildSystemContext(agentPrompt: string, toolRules: string): Syst
   return [{ key: SYSTEM_CONTEXT_KEY, content }];
 }
 
+/**
+ * The content each system part had when it was last checked. A part's checks (its token estimate
+ * serialises the whole prompt) run again only when its content changed: the parts are shared values
+ * reused by every model call (issue 14, perf-alloc).
+ */
+const checkedParts = new WeakMap<SystemPart, string>();
+
 function validateSystem(parts: readonly SystemPart[]): void {
-  const keys = new Set<string>();
-  for (const part of parts) {
+  for (let i = 0; i < parts.length; i += 1) {
+    const part = parts[i]!;
     if (part.key.trim() === '') throw new AssemblyError('system context key is empty');
-    if (keys.has(part.key)) throw new AssemblyError(`duplicate system context key ${part.key}`);
-    keys.add(part.key);
+    // A handful of parts: a pairwise look needs no set per call.
+    for (let j = 0; j < i; j += 1) if (parts[j]!.key === part.key) throw new AssemblyError(`duplicate system context key ${part.key}`);
+    if (checkedParts.get(part) === part.content) continue;
     if (part.content.trim() === '') throw new AssemblyError(`system context part ${part.key} is empty`);
     const tokens = estimateTokens(part.content);
     if (tokens >= SYSTEM_PART_MAX_TOKENS) {
       throw new AssemblyError(`system context part ${part.key} is ${tokens} tokens, limit ${SYSTEM_PART_MAX_TOKENS}`);
     }
+    checkedParts.set(part, part.content);
   }
 }
 
@@ -103,60 +112,144 @@ export interface RequestCopyOptions {
   spillDir?: string | null;
 }
 
+/** What `normalizeConversation` returns: the request copy and, per message, where it came from. */
+export interface NormalizedConversation {
+  messages: ModelMessage[];
+  provenance: string[];
+  projection: PreparedModelCall['projection'];
+  /** The JSON byte length of each message of `messages`. */
+  bytes: number[];
+  sequences: Array<number | null>;
+  prunedToolResults: number;
+}
+
+/**
+ * The normalised form of a prefix of one conversation array: every group of it (a message, or an
+ * assistant message with the results that follow it) that nothing appended later can change.
+ * The next model call of the same conversation normalises only what was appended since (issue 14,
+ * perf-alloc: rebuilding every message's entry, a wrapper per item and a map of results per
+ * assistant message on every call was the assembly's allocation, O(history) per step).
+ */
+interface NormalizedPrefix extends NormalizedConversation {
+  /** The items the prefix covers, by identity: the prefix is reused only while they are unchanged. */
+  items: Array<ConversationItem | StoredMessage>;
+  watermark: number;
+  spillDir: string | null | undefined;
+}
+
+const normalizedPrefixes = new WeakMap<readonly (ConversationItem | StoredMessage)[], NormalizedPrefix>();
+
+/** The prefix of `items` normalised before, when its items, watermark and spill directory are the same; else an empty one. */
+function prefixOf(items: readonly (ConversationItem | StoredMessage)[], watermark: number, spillDir: string | null | undefined): NormalizedPrefix {
+  const cached = normalizedPrefixes.get(items);
+  if (cached && cached.watermark === watermark && cached.spillDir === spillDir && cached.items.length <= items.length) {
+    let same = true;
+    for (let i = 0; i < cached.items.length && same; i += 1) same = cached.items[i] === items[i];
+    if (same) return cached;
+  }
+  const fresh: NormalizedPrefix = {
+    items: [],
+    watermark,
+    spillDir,
+    messages: [],
+    provenance: [],
+    sequences: [],
+    bytes: [],
+    projection: { truncatedToolResults: 0, originalToolResultTokens: 0, projectedToolResultTokens: 0 },
+    prunedToolResults: 0,
+  };
+  normalizedPrefixes.set(items, fresh);
+  return fresh;
+}
+
 /**
  * The request copy of the conversation (reference §2.5): old long results pruned, single results
  * projected to 8,000 tokens, then normalised — each assistant message's tool results directly follow
  * it in call order; misplaced, duplicate and orphan results are dropped; a call without a result
  * gets the constant `interrupted` result.
+ *
+ * Every group but an assistant message whose results run to the end of `items` is final: what is
+ * appended after it cannot change it. Final groups are kept per conversation array (by identity, and
+ * only while every item they cover is still the same object at the same index and the watermark
+ * and spill directory are the same), so a call normalises only the groups from the first one that
+ * was not final; the arrays returned are always new.
  */
 export function normalizeConversation(
   items: readonly (ConversationItem | StoredMessage)[],
   options: RequestCopyOptions = {},
-): {
-  messages: ModelMessage[];
-  provenance: string[];
-  projection: PreparedModelCall['projection'];
-  bytes: number[];
-  sequences: Array<number | null>;
-  prunedToolResults: number;
-} {
-  const out: ModelMessage[] = [];
-  const provenance: string[] = [];
-  const sequences: Array<number | null> = [];
-  const bytes: number[] = [];
-  const projection = { truncatedToolResults: 0, originalToolResultTokens: 0, projectedToolResultTokens: 0 };
-  let prunedToolResults = 0;
+): NormalizedConversation {
   const watermark = options.pruneWatermark ?? 0;
+  const prefix = prefixOf(items, watermark, options.spillDir);
+  // The last group, while it is not final: appended to the returned copies only.
+  let open: NormalizedConversation | null = null;
+  let target: NormalizedConversation = prefix;
   const push = (message: ModelMessage, source: StoredMessage | null, size: number) => {
-    out.push(message);
-    provenance.push(source ? source.id : 'synthetic');
-    sequences.push(source ? source.sequence : null);
-    bytes.push(size);
+    target.messages.push(message);
+    target.provenance.push(source ? source.id : 'synthetic');
+    target.sequences.push(source ? source.sequence : null);
+    target.bytes.push(size);
   };
-  const list = items.map((item) => ('message' in item ? item : { message: item as StoredMessage }));
-  let i = 0;
-  while (i < list.length) {
-    const item = list[i]!;
-    const message = item.message;
+  const messageAt = (i: number): StoredMessage => {
+    const item = items[i]!;
+    return 'message' in item ? item.message : item;
+  };
+  const syntheticAt = (i: number): ConversationItem['synthetic'] => {
+    const item = items[i]!;
+    return 'message' in item ? item.synthetic : undefined;
+  };
+  let i = prefix.items.length;
+  while (i < items.length) {
+    const groupStart = i;
+    const message = messageAt(i);
+    const synthetic = syntheticAt(i);
     i += 1;
-    if (item.synthetic && item.synthetic.reason !== 'last_user_request_replay') {
+    if (synthetic && synthetic.reason !== 'last_user_request_replay') {
       const projected = project(message, 'synthetic');
       push(projected.message, null, projected.bytes);
-      continue;
+    } else if (message.role !== 'tool') {
+      // A tool result not directly after its assistant message (misplaced or orphan) is dropped.
+      const projected = project(message, message.kind);
+      if (message.role === 'assistant') {
+        let end = i;
+        while (end < items.length && messageAt(end).role === 'tool' && !syntheticAt(end)) end += 1;
+        if (end === items.length) {
+          // Results may still be appended to this group: it is normalised onto the returned copies only.
+          open = copyOf(prefix);
+          target = open;
+        }
+        push(projected.message, message, projected.bytes);
+        appendResults(projected.message as Extract<ModelMessage, { role: 'assistant' }>, i, end);
+        i = end;
+      } else {
+        push(projected.message, message, projected.bytes);
+      }
     }
-    if (message.role === 'tool') continue; // Not directly after its assistant message: misplaced or orphan.
-    const projected = project(message, message.kind);
-    push(projected.message, message, projected.bytes);
-    if (message.role !== 'assistant') continue;
-    const calls = (projected.message as Extract<ModelMessage, { role: 'assistant' }>).content.filter((b): b is ToolCallBlock => b.type === 'tool_call');
-    const results = new Map<string, StoredMessage>();
-    while (i < list.length && list[i]!.message.role === 'tool' && !list[i]!.synthetic) {
-      const result = list[i]!.message;
-      i += 1;
-      if (result.providerCallId && !results.has(result.providerCallId)) results.set(result.providerCallId, result);
+    if (target === prefix) for (let k = groupStart; k < i; k += 1) prefix.items.push(items[k]!);
+  }
+
+  /** The results of the assistant message `assistant`, items [from, to): one per call, in call order. */
+  function appendResults(assistant: Extract<ModelMessage, { role: 'assistant' }>, from: number, to: number): void {
+    // The first result of each call id; a map only for a long run of results (a scan is cheaper).
+    let results: Map<string, StoredMessage> | null = null;
+    if (to - from > 8) {
+      results = new Map();
+      for (let k = from; k < to; k += 1) {
+        const result = messageAt(k);
+        if (result.providerCallId && !results.has(result.providerCallId)) results.set(result.providerCallId, result);
+      }
     }
-    for (const call of calls) {
-      const result = results.get(call.callId);
+    const resultOf = (callId: string): StoredMessage | undefined => {
+      if (results) return results.get(callId);
+      for (let k = from; k < to; k += 1) {
+        const result = messageAt(k);
+        if (result.providerCallId && result.providerCallId === callId) return result;
+      }
+      return undefined;
+    };
+    for (const block of assistant.content) {
+      if (block.type !== 'tool_call') continue;
+      const call = block;
+      const result = resultOf(call.callId);
       const prune = result !== undefined && result.sequence <= watermark;
       const cached = result ? projectResult(result, call, prune ? (options.spillDir ?? null) : undefined) : undefined;
       if (!result || !cached) {
@@ -164,16 +257,29 @@ export function normalizeConversation(
         push(synthetic, null, jsonBytes(synthetic));
         continue;
       }
-      if (cached.pruned) prunedToolResults += 1;
+      if (cached.pruned) target.prunedToolResults += 1;
       if (cached.truncated) {
-        projection.truncatedToolResults += 1;
-        projection.originalToolResultTokens += cached.originalTokens;
-        projection.projectedToolResultTokens += cached.projectedTokens;
+        target.projection.truncatedToolResults += 1;
+        target.projection.originalToolResultTokens += cached.originalTokens;
+        target.projection.projectedToolResultTokens += cached.projectedTokens;
       }
       push(cached.message, result, cached.bytes);
     }
   }
-  return { messages: out, provenance, projection, bytes, sequences, prunedToolResults };
+
+  return open ?? copyOf(prefix);
+}
+
+/** New arrays and counters with the content of `from`'s. */
+function copyOf(from: NormalizedConversation): NormalizedConversation {
+  return {
+    messages: from.messages.slice(),
+    provenance: from.provenance.slice(),
+    sequences: from.sequences.slice(),
+    bytes: from.bytes.slice(),
+    projection: { ...from.projection },
+    prunedToolResults: from.prunedToolResults,
+  };
 }
 
 interface Projected {
@@ -247,7 +353,8 @@ export interface AssembleInput extends RequestCopyOptions {
 /** Deterministic: the same sources in the same order give a byte-identical request. */
 export function assembleRequest(input: AssembleInput): PreparedModelCall {
   validateSystem(input.system);
-  for (const item of input.conversation) {
+  for (let i = 0; i < input.conversation.length; i += 1) {
+    const item = input.conversation[i]!;
     const message = 'message' in item ? item.message : item;
     if ((message.role as string) === 'system') throw new AssemblyError('a system message is in the conversation');
   }

@@ -6,7 +6,7 @@
  * would cost O(n) per step.
  */
 import { OpenworkError } from '../../errors.js';
-import type { StoredMessage, ToolCallBlock } from '../../protocol/content.js';
+import type { StoredMessage } from '../../protocol/content.js';
 import type { CheckpointRecord } from '../../storage/storage.js';
 
 export class ChatStateError extends OpenworkError {
@@ -97,18 +97,41 @@ export class ChatState {
    * before a message is written, so that the database never holds what the conversation refuses.
    */
   assertAppendable(messages: ReadonlyArray<Pick<StoredMessage, 'role' | 'content' | 'turnId' | 'providerCallId'>>): void {
-    const open = new Set(this.openCalls);
-    for (const message of messages) {
+    // What the messages before the one at hand opened and closed is kept apart from `openCalls`
+    // instead of in a copy of it, and only while more messages follow: a step appends one message,
+    // and copying the set for it was the chat state's whole allocation (issue 14, perf-alloc).
+    let opened: Set<string> | null = null;
+    let closed: Set<string> | null = null;
+    const last = messages.length - 1;
+    for (let i = 0; i <= last; i += 1) {
+      const message = messages[i]!;
       if ((message.role as string) === 'system') throw new ChatStateError('system messages never enter the conversation');
       if (message.role === 'tool') {
         const key = `${message.turnId}:${message.providerCallId}`;
-        if (!open.has(key)) throw new ChatStateError(`tool result ${message.providerCallId} does not answer an open tool call`);
-        open.delete(key);
+        const open = opened?.has(key) || (this.openCalls.has(key) && !closed?.has(key));
+        if (!open) throw new ChatStateError(`tool result ${message.providerCallId} does not answer an open tool call`);
+        if (i < last) {
+          opened?.delete(key);
+          (closed ??= new Set()).add(key);
+        }
       }
       if (message.role === 'assistant') {
-        const ids = message.content.filter((b): b is ToolCallBlock => b.type === 'tool_call').map((b) => b.callId);
-        if (new Set(ids).size !== ids.length) throw new ChatStateError('tool call ids must be unique within a response');
-        for (const id of ids) open.add(`${message.turnId}:${id}`);
+        let first: string | null = null;
+        let ids: Set<string> | null = null;
+        for (const block of message.content) {
+          if (block.type !== 'tool_call') continue;
+          if (first === null) {
+            first = block.callId;
+            continue;
+          }
+          ids ??= new Set([first]);
+          if (ids.has(block.callId)) throw new ChatStateError('tool call ids must be unique within a response');
+          ids.add(block.callId);
+        }
+        if (first !== null && i < last) {
+          opened ??= new Set();
+          for (const id of ids ?? [first]) opened.add(`${message.turnId}:${id}`);
+        }
       }
     }
   }

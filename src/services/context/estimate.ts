@@ -27,6 +27,6 @@ export function cachedJsonBytes(value: object): number {
 /** The exact estimate of a JSON array from the byte lengths of its items: `[` + items joined by `,` + `]`. */
 export function estimateArrayTokens(itemBytes: readonly number[]): number {
   let total = 2 + Math.max(0, itemBytes.length - 1);
-  for (const b of itemBytes) total += b;
+  for (let i = 0; i < itemBytes.length; i += 1) total += itemBytes[i]!;
   return Math.ceil(total / 4);
 }

@@ -42,9 +42,21 @@ export class SqlContext {
     return best ?? [null, null];
   }
 
-  /** The owners parameter of a turn-keyed write (the token is the turn's own `lease_token`). */
-  get fenceOwners(): string[] | null {
-    return this.fences.size === 0 ? null : [...this.fences].map((f) => f.ownerId);
+  /** `fenceOwners` as last computed; undefined until the first write and after the fences change. */
+  private owners: readonly string[] | null | undefined;
+
+  /**
+   * The owners parameter of a turn-keyed write (the token is the turn's own `lease_token`): one
+   * frozen array until `fencesChanged`, not two new arrays for every fact (issue 14, perf-alloc).
+   */
+  get fenceOwners(): readonly string[] | null {
+    if (this.owners === undefined) this.owners = this.fences.size === 0 ? null : Object.freeze([...this.fences].map((f) => f.ownerId));
+    return this.owners;
+  }
+
+  /** Called by the storage object when a fence is attached or detached. */
+  fencesChanged(): void {
+    this.owners = undefined;
   }
 
   /** Tells every fence that `sessionId`'s write was refused, and returns the `ownership_lost` error to throw. */
@@ -110,10 +122,14 @@ export class SqlContext {
   /**
    * A turn-keyed fact statement: its fenced text, with the owner ids as the last parameter, when a
    * fence is attached (issue 15), so the lease check rides in the statement's `locked` CTE.
+   * `params` must be a new array made for this call: the owner ids are pushed onto it.
    */
-  fact(stmt: FactStatement, params: readonly unknown[]): Promise<Row[]> {
+  fact(stmt: FactStatement, params: unknown[]): Promise<Row[]> {
     const owners = this.fenceOwners;
-    return owners === null ? this.retrying(stmt.plain, params) : this.retrying(stmt.fenced, [...params, owners]);
+    if (owners === null) return this.retrying(stmt.plain, params);
+    // The caller's array is its own, built for this one statement: the owners go on its end.
+    params.push(owners);
+    return this.retrying(stmt.fenced, params);
   }
 
   /**

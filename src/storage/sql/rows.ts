@@ -214,12 +214,14 @@ export function messageRecord(message: NewMessage, index: number): Record<string
 
 /** The parameters $2..$7 of the single-message statements. */
 export function messageParams(message: NewMessage): unknown[] {
-  return [
-    message.id,
-    message.role,
-    JSON.stringify(message.content),
-    message.kind,
-    message.providerCallId ?? null,
-    message.toolName ?? null,
-  ];
+  return pushMessageParams([], message);
+}
+
+/**
+ * Pushes the parameters $2..$7 of the single-message statements onto `params` (which holds $1) and
+ * returns it: a fact's parameters are built in one array, not spread from two (issue 14, perf-alloc).
+ */
+export function pushMessageParams(params: unknown[], message: NewMessage): unknown[] {
+  params.push(message.id, message.role, JSON.stringify(message.content), message.kind, message.providerCallId ?? null, message.toolName ?? null);
+  return params;
 }

@@ -211,7 +211,7 @@ export function loadSession(ctx: SqlContext, sessionId: string): Promise<LoadedS
  * then corrects the session's rows. Sessions first here deadlocked with a turn beginning on the
  * owning core (CI, stop 14: `begin turn failed: deadlock detected`).
  */
-async function refuseDeleteOwnedElsewhere(tx: SqlExecutor, sessionId: string, owners: string[]): Promise<void> {
+async function refuseDeleteOwnedElsewhere(tx: SqlExecutor, sessionId: string, owners: readonly string[]): Promise<void> {
   const treeSql = `WITH RECURSIVE tree(id) AS (
        SELECT id FROM sessions WHERE id = $1
        UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_session_id = t.id

@@ -24,12 +24,14 @@ import {
 } from '../step-sql.js';
 import type { BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
 import type { SqlContext } from './context.js';
-import { TURN_COLUMNS, messageFromRow, messageParams, messageRecord, turnFromRow } from './rows.js';
+import { TURN_COLUMNS, messageFromRow, messageRecord, pushMessageParams, turnFromRow } from './rows.js';
 import { getSession } from './sessions.js';
 
 /** One message of a running turn, through one of the single-message fact statements. */
-async function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, message: NewMessage, extra: readonly unknown[] = []): Promise<StoredMessage> {
-  const rows = await ctx.fact(stmt, [turnId, ...messageParams(message), ...extra]);
+async function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, message: NewMessage, ...extra: unknown[]): Promise<StoredMessage> {
+  const params = pushMessageParams([turnId], message);
+  for (const value of extra) params.push(value);
+  const rows = await ctx.fact(stmt, params);
   if (!rows[0]) return ctx.notRunning(turnId);
   return messageFromRow(rows[0]);
 }
@@ -85,18 +87,12 @@ export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallI
 
 export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
   return ctx.run('commit assistant message', () =>
-    commitOne(ctx, turnId, COMMIT_ASSISTANT_MESSAGE, message, [
-      usage.inputTokens,
-      usage.outputTokens,
-      usage.cachedInputTokens,
-      usage.reasoningTokens,
-      toolCallCount,
-    ]),
+    commitOne(ctx, turnId, COMMIT_ASSISTANT_MESSAGE, message, usage.inputTokens, usage.outputTokens, usage.cachedInputTokens, usage.reasoningTokens, toolCallCount),
   );
 }
 
 export function commitToolResult(ctx: SqlContext, turnId: string, message: NewMessage, reserveModelCall = 0): Promise<StoredMessage> {
-  return ctx.run('commit tool result', () => commitOne(ctx, turnId, COMMIT_TOOL_RESULT, message, [reserveModelCall]));
+  return ctx.run('commit tool result', () => commitOne(ctx, turnId, COMMIT_TOOL_RESULT, message, reserveModelCall));
 }
 
 export function commitPlanUpdate(ctx: SqlContext, 
@@ -109,7 +105,7 @@ export function commitPlanUpdate(ctx: SqlContext,
     return Promise.reject(new StorageError('a plan update must carry exactly one tool result block'));
   }
   return ctx.run('commit plan update', () =>
-    commitOne(ctx, turnId, COMMIT_PLAN_UPDATE, message, [plan.explanation, JSON.stringify(plan.steps), plan.updatedAt]),
+    commitOne(ctx, turnId, COMMIT_PLAN_UPDATE, message, plan.explanation, JSON.stringify(plan.steps), plan.updatedAt),
   );
 }
 

@@ -1,0 +1,103 @@
+/**
+ * ChatState's append check (issue 14, perf-alloc): `assertAppendable` no longer copies the set of
+ * open tool calls for every append; it keeps what earlier messages of the same batch opened and
+ * closed apart. It must refuse and accept exactly what the copying check did, batch by batch, and a
+ * refused batch must leave the conversation unchanged.
+ */
+import { describe, expect, it } from 'vitest';
+import type { StoredMessage } from '../../../src/protocol/content.js';
+import { ChatState, ChatStateError } from '../../../src/services/context/chat-state.js';
+
+/** The former check: a copy of the open calls, updated message by message. */
+class CopyingCheck {
+  readonly open = new Set<string>();
+
+  accepts(messages: readonly StoredMessage[]): boolean {
+    const open = new Set(this.open);
+    for (const message of messages) {
+      if (message.role === 'tool') {
+        const key = `${message.turnId}:${message.providerCallId}`;
+        if (!open.has(key)) return false;
+        open.delete(key);
+      }
+      if (message.role === 'assistant') {
+        const ids = message.content.flatMap((b) => (b.type === 'tool_call' ? [b.callId] : []));
+        if (new Set(ids).size !== ids.length) return false;
+        for (const id of ids) open.add(`${message.turnId}:${id}`);
+      }
+    }
+    return true;
+  }
+
+  append(messages: readonly StoredMessage[]): void {
+    for (const message of messages) {
+      if (message.role === 'assistant') {
+        for (const b of message.content) if (b.type === 'tool_call') this.open.add(`${message.turnId}:${b.callId}`);
+      } else if (message.role === 'tool' && message.providerCallId) {
+        this.open.delete(`${message.turnId}:${message.providerCallId}`);
+      }
+    }
+  }
+}
+
+let sequence = 0;
+function message(role: StoredMessage['role'], turnId: string, extra: Partial<StoredMessage> = {}): StoredMessage {
+  sequence += 1;
+  return { id: `m${sequence}`, sessionId: 's', turnId, sequence, role, kind: 'normal', content: [], createdAt: '2026-01-01T00:00:00.000Z', ...extra };
+}
+const assistant = (turnId: string, callIds: string[]) =>
+  message('assistant', turnId, { content: callIds.map((callId) => ({ type: 'tool_call' as const, callId, name: 't', arguments: '{}' })) });
+const result = (turnId: string, callId: string) =>
+  message('tool', turnId, { providerCallId: callId, content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'ok' }] });
+
+/** mulberry32: a failure names its seed. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('ChatState.assertAppendable', () => {
+  it('refuses a second result for one call within one batch, and a result for a call opened and closed in it', () => {
+    const chat = new ChatState();
+    chat.append([assistant('t', ['a'])]);
+    expect(() => chat.append([result('t', 'a'), result('t', 'a')])).toThrow(ChatStateError);
+    expect(chat.length).toBe(1);
+    expect(() => chat.append([assistant('t', ['b']), result('t', 'b'), result('t', 'b')])).toThrow(ChatStateError);
+    expect(() => chat.append([assistant('t', ['c', 'c'])])).toThrow('unique');
+    expect(chat.length).toBe(1);
+    chat.append([result('t', 'a'), assistant('t', ['a']), result('t', 'a')]);
+    expect(chat.length).toBe(4);
+    expect(() => chat.append([result('t', 'a')])).toThrow(ChatStateError);
+  });
+
+  it('accepts and refuses exactly what the copying check did, over 3,000 random batches', () => {
+    const next = random(7);
+    const pick = <T,>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
+    for (let run = 0; run < 100; run += 1) {
+      const chat = new ChatState();
+      const reference = new CopyingCheck();
+      for (let step = 0; step < 30; step += 1) {
+        const batch = Array.from({ length: 1 + Math.floor(next() * 4) }, () => {
+          const turnId = pick(['t1', 't2']);
+          return next() < 0.4 ? assistant(turnId, Array.from({ length: Math.floor(next() * 3) }, () => pick(['a', 'b', 'c']))) : result(turnId, pick(['a', 'b', 'c']));
+        });
+        const accepts = reference.accepts(batch);
+        const before = chat.length;
+        if (accepts) {
+          chat.append(batch);
+          reference.append(batch);
+          expect(chat.length, `run ${run} step ${step}`).toBe(before + batch.length);
+        } else {
+          expect(() => chat.append(batch), `run ${run} step ${step}`).toThrow(ChatStateError);
+          expect(chat.length).toBe(before);
+        }
+      }
+    }
+  });
+});
