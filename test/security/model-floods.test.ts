@@ -1,6 +1,6 @@
 /**
  * A hostile model floods the runtime through its own response (played through the public API with
- * the built-in tools): one tool call with 10 million characters of arguments, a response of 300
+ * the built-in tools): one tool call with 4.5 million characters of arguments, a response of 300
  * distinct tool calls, an endless text stream, a tool name of a megabyte. Each ends bounded: the
  * oversized call gets `invalid_arguments` and the turn goes on, the others end the model call as
  * `model_protocol_error` before any tool runs; nothing of the flood is stored or sent again.
@@ -40,8 +40,8 @@ async function runTurn(steps: ScriptedStep[]) {
 }
 
 describe('the model floods the runtime through its response', () => {
-  it('a tool call with 10 million characters of arguments is refused as invalid_arguments, stored as a marker, and the turn goes on', async () => {
-    const huge = JSON.stringify({ path: 'huge.txt', content: 'x'.repeat(10_000_000) });
+  it('a tool call with 4.5 million characters of arguments is refused as invalid_arguments, stored as a marker, and the turn goes on', async () => {
+    const huge = JSON.stringify({ path: 'huge.txt', content: 'x'.repeat(4_500_000) });
     expect(huge.length).toBeGreaterThan(MAX_TOOL_ARGUMENTS_CHARS);
     const started = Date.now();
     const { outcome, model, messages } = await runTurn([

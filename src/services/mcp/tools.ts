@@ -25,6 +25,19 @@ import { mcpToolResult } from './results.js';
 export const MCP_CALL_TIMEOUT_MS = 600_000;
 /** How long a model call waits for a catalog refresh before it goes on with the old catalog. */
 export const MCP_REFRESH_WAIT_MS = 5_000;
+/** Default longest run of one call, progress or not: an hour. */
+export const MCP_CALL_MAX_MS = 3_600_000;
+/**
+ * The most `tools/list` pages and tools taken from one server. A server whose pages never end (every
+ * page names a next cursor) kept `mcpTools` and every catalog refresh listing forever; past either
+ * bound the listing fails with `mcp_server_unavailable`.
+ */
+export const MCP_MAX_LIST_PAGES = 100;
+export const MCP_MAX_TOOLS = 1_000;
+/** Characters of a server's tool description the model sees (it rides on every request). */
+export const MCP_DESCRIPTION_CHARS = 4_096;
+/** Characters of a server-chosen tool title or name a card's summary quotes. */
+const CARD_NAME_CHARS = 120;
 /** Characters of the arguments a card shows. */
 const CARD_ARGUMENTS_CHARS = 4_000;
 
@@ -59,9 +72,25 @@ function hints(annotations: Annotations): string {
   return said.length > 0 ? ` (the server says: ${said.join(', ')})` : ' (the server says nothing about what it changes)';
 }
 
+/**
+ * A server-chosen title or name as a card's summary quotes it: control, format and bidirectional
+ * characters replaced, cut to `CARD_NAME_CHARS`, and JSON-quoted, so that a title such as
+ * `x" of the MCP server "trusted" (read-only)` or one with a newline or an escape sequence
+ * cannot pass for the card's own words.
+ */
+function quotedName(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = text.replace(/[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g, '\ufffd');
+  return JSON.stringify(clean.length <= CARD_NAME_CHARS ? clean : `${clean.slice(0, CARD_NAME_CHARS)}…`);
+}
+
 function argumentsText(args: unknown): string {
   const text = JSON.stringify(args) ?? '{}';
   return text.length <= CARD_ARGUMENTS_CHARS ? text : `${text.slice(0, CARD_ARGUMENTS_CHARS)}…`;
+}
+
+function boundedDescription(text: string): string {
+  return text.length <= MCP_DESCRIPTION_CHARS ? text : `${text.slice(0, MCP_DESCRIPTION_CHARS)}…`;
 }
 
 /** The card of one call: an approval of this tool on this server, with what the server says of it. */
@@ -71,7 +100,7 @@ function approvalCard(server: string, tool: McpToolDefinition, modelName: string
   return {
     toolName: modelName,
     kind: 'approval',
-    summary: `call the tool "${title ?? tool.name}" of the MCP server "${server}"${hints(annotations)}`,
+    summary: `call the tool ${quotedName(title ?? tool.name)} of the MCP server ${JSON.stringify(server)}${hints(annotations)}`,
     mcp: {
       server,
       tool: tool.name,
@@ -133,6 +162,7 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
   const config = parsed.data;
   const trust = config.trust ?? 'ask';
   const callTimeoutMs = config.callTimeoutMs ?? MCP_CALL_TIMEOUT_MS;
+  const callMaxMs = config.callMaxMs ?? MCP_CALL_MAX_MS;
 
   let stale = false;
   let refreshing: Promise<void> | null = null;
@@ -154,6 +184,7 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
         onprogress: (progress) => ctx.progress({ kind: 'message', message: progressText(progress) }),
         timeout: callTimeoutMs,
         resetTimeoutOnProgress: true,
+        maxTotalTimeout: callMaxMs,
       });
     };
     try {
@@ -178,7 +209,9 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
         return failed('mcp_server_exited', `the MCP server "${name}" went away during the call${tail}; ${again}`);
       }
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
-        return failedResult('timeout', `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms; the call was cancelled`, { retryable: true });
+        const whole = /total timeout/i.test(error.message);
+        const text = whole ? `the MCP server "${name}" did not answer within ${callMaxMs} ms in all` : `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms`;
+        return failedResult('timeout', `${text}; the call was cancelled`, { retryable: true });
       }
       if (error instanceof McpError) {
         return failed('mcp_protocol_error', `the MCP server "${name}" refused the call of "${tool.name}": ${error.message}`);
@@ -196,7 +229,7 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
         const modelName = names.get(tool.name)!;
         return {
           name: modelName,
-          description: tool.description ?? tool.title ?? `The tool "${tool.name}" of the MCP server "${name}".`,
+          description: boundedDescription(tool.description ?? tool.title ?? `The tool "${tool.name}" of the MCP server "${name}".`),
           parameters: argumentsSchema,
           inputJsonSchema: tool.inputSchema as Record<string, unknown>,
           authorize: (args) => authorization(trust, name, tool, modelName, args),
@@ -209,11 +242,16 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
   const list = async (): Promise<McpToolDefinition[]> => {
     const client = await connection.client();
     const listed: McpToolDefinition[] = [];
+    const cursors = new Set<string>();
     let cursor: string | undefined;
     do {
+      if (cursors.size >= MCP_MAX_LIST_PAGES) throw new McpServerError(name, `the MCP server "${name}" listed its tools in more than ${MCP_MAX_LIST_PAGES} pages`);
       const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: config.connectTimeoutMs ?? 30_000 });
       listed.push(...page.tools);
+      if (listed.length > MCP_MAX_TOOLS) throw new McpServerError(name, `the MCP server "${name}" listed more than ${MCP_MAX_TOOLS} tools`);
       cursor = page.nextCursor;
+      if (cursor !== undefined && cursors.has(cursor)) throw new McpServerError(name, `the MCP server "${name}" listed the page ${JSON.stringify(cursor.slice(0, 64))} twice`);
+      if (cursor !== undefined) cursors.add(cursor);
     } while (cursor !== undefined);
     return listed;
   };
