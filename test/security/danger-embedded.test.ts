@@ -52,8 +52,9 @@ describe('danger detection: deletions written inside strings', () => {
     const presentAtCard: boolean[] = [];
     session.updates$.subscribe((u: SessionUpdateEnvelope) => {
       if (u.update.type !== 'permission_requested') return;
-      cards.push(u.update.card);
-      const attack = EMBEDDED.find((e) => e.command === u.update.card.command);
+      const card = u.update.card;
+      cards.push(card);
+      const attack = EMBEDDED.find((e) => e.command === card.command);
       presentAtCard.push(attack !== undefined && existsSync(join(env.ws, attack.victim, 'nested', 'file.txt')));
       const toolCallId = u.update.toolCallId;
       queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, 'allow_once'));

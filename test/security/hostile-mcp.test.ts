@@ -77,3 +77,26 @@ describe('a hostile MCP server', () => {
     expect(h.updates.filter((e) => e.update.type === 'tool_call_progress').length).toBeGreaterThan(5);
   }, 30_000);
 });
+
+describe('a hostile MCP server: answers nested 20,000 levels deep', () => {
+  it('a tool whose input schema nests 20,000 levels is left out, so model calls still work and its sibling runs', async () => {
+    const server = await connect('deep-schema', { trust: 'trusted' });
+    expect(server.tools().map((t) => t.name)).toEqual(['hostile__fine']);
+    const h = await harness(storage, [{ toolCalls: [{ name: 'hostile__fine', arguments: {} }] }, { text: 'done' }], { tools: [server] });
+    const { outcome } = await h.run('go');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'done' });
+    const finished = h.updates.flatMap((e) => (e.update.type === 'tool_call_finished' ? [e.update] : []));
+    expect(finished.map((f) => [f.status, f.text])).toEqual([['succeeded', 'fine']]);
+  }, 60_000);
+
+  it('a tool result nested 20,000 levels deep ends that call with a typed failure at once', async () => {
+    const server = await connect('deep', { trust: 'trusted' });
+    const h = await harness(storage, [{ toolCalls: [{ name: 'hostile__deepresult', arguments: {} }] }, { text: 'done' }], { tools: [server] });
+    const started = Date.now();
+    const { outcome } = await h.run('go');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'done' });
+    expect(Date.now() - started).toBeLessThan(20_000);
+    const finished = h.updates.flatMap((e) => (e.update.type === 'tool_call_finished' ? [e.update] : []));
+    expect(finished.map((f) => f.status)).toEqual(['failed']);
+  }, 60_000);
+});

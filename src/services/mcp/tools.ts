@@ -34,6 +34,14 @@ export const MCP_CALL_MAX_MS = 3_600_000;
  */
 export const MCP_MAX_LIST_PAGES = 100;
 export const MCP_MAX_TOOLS = 1_000;
+/**
+ * The deepest nesting and the most values a tool's input schema may have. The schema is sent to the
+ * provider on every request; one nested 20,000 levels deep made serialising the request overflow the
+ * stack, so every model call of every session using the server failed. A tool past either bound is
+ * left out of the catalog (its siblings stay).
+ */
+export const MCP_SCHEMA_MAX_DEPTH = 64;
+export const MCP_SCHEMA_MAX_NODES = 20_000;
 /** Characters of a server's tool description the model sees (it rides on every request). */
 export const MCP_DESCRIPTION_CHARS = 4_096;
 /** Characters of a server-chosen tool title or name a card's summary quotes. */
@@ -87,6 +95,20 @@ function quotedName(text: string): string {
 function argumentsText(args: unknown): string {
   const text = JSON.stringify(args) ?? '{}';
   return text.length <= CARD_ARGUMENTS_CHARS ? text : `${text.slice(0, CARD_ARGUMENTS_CHARS)}…`;
+}
+
+/** Whether a JSON value stays within the schema bounds, walked without recursion. */
+function schemaFits(schema: unknown): boolean {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value: schema, depth: 0 }];
+  let nodes = 0;
+  while (stack.length > 0) {
+    const { value, depth } = stack.pop()!;
+    nodes += 1;
+    if (nodes > MCP_SCHEMA_MAX_NODES || depth > MCP_SCHEMA_MAX_DEPTH) return false;
+    if (value === null || typeof value !== 'object') continue;
+    for (const child of Object.values(value as Record<string, unknown>)) stack.push({ value: child, depth: depth + 1 });
+  }
+  return true;
 }
 
 function boundedDescription(text: string): string {
@@ -222,7 +244,8 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
     }
   };
 
-  const build = (listed: readonly McpToolDefinition[]): readonly AnyTool[] => {
+  const build = (all: readonly McpToolDefinition[]): readonly AnyTool[] => {
+    const listed = all.filter((tool) => schemaFits(tool.inputSchema));
     const names = namespacedToolNames(name, listed.map((t) => t.name));
     return Object.freeze(
       listed.map((tool): AnyTool => {
