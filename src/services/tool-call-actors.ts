@@ -23,6 +23,12 @@ import { boundResultText, cutResultText, MAX_RESULT_BYTES, spillPath } from './t
 import { ProgressBudget } from './updates/progress-budget.js';
 import { isoNow } from './clock.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
+import { MAX_TOOL_ARGUMENTS_CHARS, oversizedArgumentsChars } from './model/stream-events.js';
+
+/** What the model is told of arguments over the size limit. */
+function oversizedArgumentsText(chars: number): string {
+  return `the arguments were ${chars} characters, over the limit of ${MAX_TOOL_ARGUMENTS_CHARS}; nothing was run. Send smaller calls`;
+}
 
 export const DEFAULT_CARD_DECISIONS: PermissionCard['decisions'] = ['allow_once', 'deny', 'allow_for_turn', 'allow_for_session'];
 
@@ -77,6 +83,9 @@ export function createToolCallActors(services: RuntimeServices) {
     });
     services.spans.start(span, undefined, { toolArguments: call.arguments });
 
+    // Arguments over the size limit reached here only as a marker (services/model/stream-events).
+    const oversized = oversizedArgumentsChars(call.arguments);
+    if (oversized !== null) return { kind: 'invalid', result: invalid(oversizedArgumentsText(oversized)), resolvedName: null };
     let args: unknown;
     try {
       args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);

@@ -31,7 +31,7 @@ import type { RuntimeServices } from './runtime.js';
 import { recordCancelledCallsActor } from './cancelled-calls.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
-import { checkModelStreamEvent, describeEvent } from './model/stream-events.js';
+import { checkModelStreamEvent, describeEvent, MAX_RESPONSE_CHARS, MAX_TOOL_CALLS_PER_RESPONSE } from './model/stream-events.js';
 import { outputProblem } from './model/output-schema.js';
 
 /** `error_message` of a turn closed as `interrupted` by the next start of its session (issue 13.1). */
@@ -169,6 +169,8 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
         let semantic = false;
         let completions = 0;
+        // Characters of text, reasoning and tool-call arguments this response carried (MAX_RESPONSE_CHARS).
+        let responseChars = 0;
         let attempts = 1;
         let firstTokenMs: number | null = null;
         let partial = { text: '', reasoning: '', toolCalls: 0 };
@@ -315,6 +317,11 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
               case 'tool_call':
                 if (firstTokenMs === null) firstTokenMs = services.clock.now() - started;
                 semantic = true;
+                responseChars += event.type === 'tool_call' ? event.arguments.length : event.delta.length;
+                if (responseChars > MAX_RESPONSE_CHARS) {
+                  fail(new ModelError('model_protocol_error', `the model response carried more than ${MAX_RESPONSE_CHARS} characters of text, reasoning and tool-call arguments`, { semanticOutput: true }));
+                  return;
+                }
                 break;
               default:
                 break;
@@ -333,6 +340,10 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
                 emitReasoning(reasoningStream.push(event.delta));
                 break;
               case 'tool_call':
+                if (partial.toolCalls >= MAX_TOOL_CALLS_PER_RESPONSE) {
+                  fail(new ModelError('model_protocol_error', `the model response made more than ${MAX_TOOL_CALLS_PER_RESPONSE} tool calls`, { semanticOutput: true }));
+                  return;
+                }
                 partial = { ...partial, toolCalls: partial.toolCalls + 1 };
                 subscriber.next({ type: 'model.tool_call', callId: event.callId, name: event.name, arguments: event.arguments });
                 break;

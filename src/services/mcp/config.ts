@@ -24,6 +24,11 @@ const commonFields = {
   trust: mcpTrustSchema.optional(),
   /** How long one call may run without progress before it fails with `timeout` (default 600,000 ms). */
   callTimeoutMs: z.number().int().positive().optional(),
+  /**
+   * How long one call may run in all, progress or not, before it fails with `timeout` (default
+   * 3,600,000 ms): a server that sends progress forever would otherwise hold the turn forever.
+   */
+  callMaxMs: z.number().int().positive().optional(),
   /** How long connecting and listing the tools may take (default 30,000 ms). */
   connectTimeoutMs: z.number().int().positive().optional(),
 };

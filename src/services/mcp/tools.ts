@@ -25,6 +25,27 @@ import { mcpToolResult } from './results.js';
 export const MCP_CALL_TIMEOUT_MS = 600_000;
 /** How long a model call waits for a catalog refresh before it goes on with the old catalog. */
 export const MCP_REFRESH_WAIT_MS = 5_000;
+/** Default longest run of one call, progress or not: an hour. */
+export const MCP_CALL_MAX_MS = 3_600_000;
+/**
+ * The most `tools/list` pages and tools taken from one server. A server whose pages never end (every
+ * page names a next cursor) kept `mcpTools` and every catalog refresh listing forever; past either
+ * bound the listing fails with `mcp_server_unavailable`.
+ */
+export const MCP_MAX_LIST_PAGES = 100;
+export const MCP_MAX_TOOLS = 1_000;
+/**
+ * The deepest nesting and the most values a tool's input schema may have. The schema is sent to the
+ * provider on every request; one nested 20,000 levels deep made serialising the request overflow the
+ * stack, so every model call of every session using the server failed. A tool past either bound is
+ * left out of the catalog (its siblings stay).
+ */
+export const MCP_SCHEMA_MAX_DEPTH = 64;
+export const MCP_SCHEMA_MAX_NODES = 20_000;
+/** Characters of a server's tool description the model sees (it rides on every request). */
+export const MCP_DESCRIPTION_CHARS = 4_096;
+/** Characters of a server-chosen tool title or name a card's summary quotes. */
+const CARD_NAME_CHARS = 120;
 /** Characters of the arguments a card shows. */
 const CARD_ARGUMENTS_CHARS = 4_000;
 
@@ -59,9 +80,39 @@ function hints(annotations: Annotations): string {
   return said.length > 0 ? ` (the server says: ${said.join(', ')})` : ' (the server says nothing about what it changes)';
 }
 
+/**
+ * A server-chosen title or name as a card's summary quotes it: control, format and bidirectional
+ * characters replaced, cut to `CARD_NAME_CHARS`, and JSON-quoted, so that a title such as
+ * `x" of the MCP server "trusted" (read-only)` or one with a newline or an escape sequence
+ * cannot pass for the card's own words.
+ */
+function quotedName(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = text.replace(/[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g, '\ufffd');
+  return JSON.stringify(clean.length <= CARD_NAME_CHARS ? clean : `${clean.slice(0, CARD_NAME_CHARS)}…`);
+}
+
 function argumentsText(args: unknown): string {
   const text = JSON.stringify(args) ?? '{}';
   return text.length <= CARD_ARGUMENTS_CHARS ? text : `${text.slice(0, CARD_ARGUMENTS_CHARS)}…`;
+}
+
+/** Whether a JSON value stays within the schema bounds, walked without recursion. */
+function schemaFits(schema: unknown): boolean {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value: schema, depth: 0 }];
+  let nodes = 0;
+  while (stack.length > 0) {
+    const { value, depth } = stack.pop()!;
+    nodes += 1;
+    if (nodes > MCP_SCHEMA_MAX_NODES || depth > MCP_SCHEMA_MAX_DEPTH) return false;
+    if (value === null || typeof value !== 'object') continue;
+    for (const child of Object.values(value as Record<string, unknown>)) stack.push({ value: child, depth: depth + 1 });
+  }
+  return true;
+}
+
+function boundedDescription(text: string): string {
+  return text.length <= MCP_DESCRIPTION_CHARS ? text : `${text.slice(0, MCP_DESCRIPTION_CHARS)}…`;
 }
 
 /** The card of one call: an approval of this tool on this server, with what the server says of it. */
@@ -71,7 +122,7 @@ function approvalCard(server: string, tool: McpToolDefinition, modelName: string
   return {
     toolName: modelName,
     kind: 'approval',
-    summary: `call the tool "${title ?? tool.name}" of the MCP server "${server}"${hints(annotations)}`,
+    summary: `call the tool ${quotedName(title ?? tool.name)} of the MCP server ${JSON.stringify(server)}${hints(annotations)}`,
     mcp: {
       server,
       tool: tool.name,
@@ -133,6 +184,7 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
   const config = parsed.data;
   const trust = config.trust ?? 'ask';
   const callTimeoutMs = config.callTimeoutMs ?? MCP_CALL_TIMEOUT_MS;
+  const callMaxMs = config.callMaxMs ?? MCP_CALL_MAX_MS;
 
   let stale = false;
   let refreshing: Promise<void> | null = null;
@@ -154,6 +206,7 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
         onprogress: (progress) => ctx.progress({ kind: 'message', message: progressText(progress) }),
         timeout: callTimeoutMs,
         resetTimeoutOnProgress: true,
+        maxTotalTimeout: callMaxMs,
       });
     };
     try {
@@ -178,7 +231,9 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
         return failed('mcp_server_exited', `the MCP server "${name}" went away during the call${tail}; ${again}`);
       }
       if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
-        return failedResult('timeout', `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms; the call was cancelled`, { retryable: true });
+        const whole = /total timeout/i.test(error.message);
+        const text = whole ? `the MCP server "${name}" did not answer within ${callMaxMs} ms in all` : `the MCP server "${name}" sent nothing for ${callTimeoutMs} ms`;
+        return failedResult('timeout', `${text}; the call was cancelled`, { retryable: true });
       }
       if (error instanceof McpError) {
         return failed('mcp_protocol_error', `the MCP server "${name}" refused the call of "${tool.name}": ${error.message}`);
@@ -189,14 +244,15 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
     }
   };
 
-  const build = (listed: readonly McpToolDefinition[]): readonly AnyTool[] => {
+  const build = (all: readonly McpToolDefinition[]): readonly AnyTool[] => {
+    const listed = all.filter((tool) => schemaFits(tool.inputSchema));
     const names = namespacedToolNames(name, listed.map((t) => t.name));
     return Object.freeze(
       listed.map((tool): AnyTool => {
         const modelName = names.get(tool.name)!;
         return {
           name: modelName,
-          description: tool.description ?? tool.title ?? `The tool "${tool.name}" of the MCP server "${name}".`,
+          description: boundedDescription(tool.description ?? tool.title ?? `The tool "${tool.name}" of the MCP server "${name}".`),
           parameters: argumentsSchema,
           inputJsonSchema: tool.inputSchema as Record<string, unknown>,
           authorize: (args) => authorization(trust, name, tool, modelName, args),
@@ -209,11 +265,16 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
   const list = async (): Promise<McpToolDefinition[]> => {
     const client = await connection.client();
     const listed: McpToolDefinition[] = [];
+    const cursors = new Set<string>();
     let cursor: string | undefined;
     do {
+      if (cursors.size >= MCP_MAX_LIST_PAGES) throw new McpServerError(name, `the MCP server "${name}" listed its tools in more than ${MCP_MAX_LIST_PAGES} pages`);
       const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: config.connectTimeoutMs ?? 30_000 });
       listed.push(...page.tools);
+      if (listed.length > MCP_MAX_TOOLS) throw new McpServerError(name, `the MCP server "${name}" listed more than ${MCP_MAX_TOOLS} tools`);
       cursor = page.nextCursor;
+      if (cursor !== undefined && cursors.has(cursor)) throw new McpServerError(name, `the MCP server "${name}" listed the page ${JSON.stringify(cursor.slice(0, 64))} twice`);
+      if (cursor !== undefined) cursors.add(cursor);
     } while (cursor !== undefined);
     return listed;
   };

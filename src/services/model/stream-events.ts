@@ -10,6 +10,53 @@ import { ModelError } from '../../errors.js';
 import { storableText, storableValue } from '../../protocol/storable-text.js';
 import type { FinishReason, ModelStreamEvent } from './port.js';
 
+/**
+ * The largest arguments text of one tool call, in UTF-16 characters (4 Mi: about a million tokens,
+ * past any real model's output, and four times `write`'s own content limit). A hostile or broken
+ * port sending more used to carry the whole text through storage, every later request copy and the
+ * trace (200 MB took two minutes and 3.7 GB of memory); now the call keeps only a small marker,
+ * and validation answers it with `invalid_arguments`, so the turn goes on and the model can retry
+ * smaller.
+ */
+export const MAX_TOOL_ARGUMENTS_CHARS = 4 * 1024 * 1024;
+
+/**
+ * The most text one model response may carry in all (text, reasoning and tool-call arguments
+ * together, in UTF-16 characters). Past it the call ends as `model_protocol_error`: no real
+ * response is this large, and an endless stream would otherwise grow the runtime's memory until it
+ * failed.
+ */
+export const MAX_RESPONSE_CHARS = 16 * 1024 * 1024;
+
+/**
+ * The most tool calls one model response may make. Each call runs serially and its result (up to
+ * 32,000 bytes) enters every later request, so thousands of distinct calls in one response wedged
+ * the turn for minutes and grew the next request past any context window. Past it the call ends as
+ * `model_protocol_error` before any of its tools runs.
+ */
+export const MAX_TOOL_CALLS_PER_RESPONSE = 256;
+
+/** Tool names and call ids longer than this end the call as `model_protocol_error` (providers use at most 64 and a few dozen). */
+export const MAX_TOOL_CALL_ID_CHARS = 1024;
+
+const OVERSIZED_KEY = 'openwork_oversized_arguments';
+
+/** The arguments a tool call keeps in place of a text over `MAX_TOOL_ARGUMENTS_CHARS`. */
+export function oversizedArguments(chars: number): string {
+  return JSON.stringify({ [OVERSIZED_KEY]: chars });
+}
+
+/** The length of the arguments the marker stands for, or null when `text` is not the marker. */
+export function oversizedArgumentsChars(text: string): number | null {
+  if (text.length > 64 || !text.startsWith(`{"${OVERSIZED_KEY}":`)) return null;
+  try {
+    const value = (JSON.parse(text) as Record<string, unknown>)[OVERSIZED_KEY];
+    return typeof value === 'number' ? value : null;
+  } catch {
+    return null;
+  }
+}
+
 /** A token count: a finite, non-negative integer (NaN, Infinity and fractions are refused). */
 const tokenCount = z.number().int().nonnegative();
 
@@ -158,8 +205,17 @@ export function checkModelStreamEvent(event: unknown, semanticOutput: boolean): 
       };
     case 'retry':
       return { ...checked, reason: storableText(checked.reason) };
-    case 'tool_call':
-      return { type: 'tool_call', callId: storableText(checked.callId), name: storableText(checked.name), arguments: storableText(checked.arguments) };
+    case 'tool_call': {
+      if (checked.callId.length > MAX_TOOL_CALL_ID_CHARS || checked.name.length > MAX_TOOL_CALL_ID_CHARS) {
+        throw new ModelError(
+          'model_protocol_error',
+          `the model stream sent a tool call whose ${checked.callId.length > MAX_TOOL_CALL_ID_CHARS ? 'call id' : 'name'} is longer than ${MAX_TOOL_CALL_ID_CHARS} characters`,
+          { semanticOutput },
+        );
+      }
+      const args = checked.arguments.length > MAX_TOOL_ARGUMENTS_CHARS ? oversizedArguments(checked.arguments.length) : storableText(checked.arguments);
+      return { type: 'tool_call', callId: storableText(checked.callId), name: storableText(checked.name), arguments: args };
+    }
     case 'provider_opaque':
       return { type: 'provider_opaque', provider: storableText(checked.provider), data: storableValue(checked.data) };
     default: {

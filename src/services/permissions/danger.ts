@@ -72,7 +72,21 @@ interface Arg {
   name: string | null;
   /** True when the word contains a command or process substitution. */
   substitution: boolean;
+  /** True when the word is split at run time by an unquoted `$IFS` (`rm${IFS}-rf${IFS}x` is three words). */
+  split?: boolean;
 }
+
+/**
+ * A deleting `rm` written inside one string operand: the code of an interpreter (`awk
+ * 'BEGIN{system("rm -rf x")}'`, `perl -e`, `python -c 'os.system(…)'`), a command string of a
+ * program that runs one (`su -c`, `script -c`, `flock -c`, `vim -c ':!…'`), or a git setting that
+ * runs a command (`git -c core.fsmonitor='rm -rf x' status`, `alias.x=!…`). It is a heuristic on
+ * the text, so it errs towards asking: a commit message that mentions `rm -rf` asks too.
+ */
+const EMBEDDED_RM = /(?:^|[^\w./-])(?:[\w./-]*\/)?rm\s+(?:-[a-zA-Z]*\s+)*(?:-[a-zA-Z]*[rRf][a-zA-Z]*|--(?:recu|forc)[a-z]*)(?=[\s'")\];,`|&]|$)/;
+
+/** Files that are a shell's standard input or an inherited pipe: `. /dev/stdin` runs what a pipe feeds it. */
+const STDIN_FILES = /^(?:-|\/dev\/stdin|\/dev\/fd\/\d+|\/proc\/(?:self|\d+)\/fd\/\d+)$/;
 
 function unescapeWord(text: string): string {
   return text.replace(/\\(.)/gs, '$1');
@@ -124,7 +138,9 @@ function hasSubstitution(node: Node): boolean {
 
 function argOf(node: Node): Arg {
   const value = literal(node);
-  return { value, name: value === null ? null : basename(value), substitution: hasSubstitution(node) };
+  // An unquoted `$IFS` inside a word splits it when it runs: the detector cannot know its words.
+  const split = value === null && node.type !== 'string' && node.type !== 'raw_string' && /\$\{?IFS\b/.test(node.text);
+  return { value, name: value === null ? null : basename(value), substitution: hasSubstitution(node), ...(split ? { split } : {}) };
 }
 
 function argvOf(command: Node): Arg[] | null {
@@ -196,6 +212,11 @@ function gitCleanHit(args: Arg[]): boolean {
     if (isShortCluster(value) && value.slice(1).includes('f')) return true;
   }
   return false;
+}
+
+/** The first operand carrying a deleting `rm` in its text (see `EMBEDDED_RM`). */
+function embeddedHit(args: Arg[], text: string, span: { start: number; end: number }): DangerHit | null {
+  return args.some((a) => a.value !== null && EMBEDDED_RM.test(a.value)) ? { key: 'rm_recursive_or_force', match: text, span } : null;
 }
 
 /** `env -S 'a b'` splits its string into words that continue the command line. */
@@ -284,7 +305,7 @@ class TreeSitterDangerDetector implements DangerDetector {
     if (head.value === null) {
       // `$(…)` as the program runs whatever the substitution prints. A variable (`$CMD -rf x`) is
       // not checked (reference §4.10 acc 28): it runs in the sandbox like any command.
-      return head.substitution ? dynamic : null;
+      return head.substitution || head.split ? dynamic : null;
     }
     const name = head.name!;
     const args = argv.slice(1);
@@ -294,7 +315,25 @@ class TreeSitterDangerDetector implements DangerDetector {
       case 'find':
         return this.checkFind(args, text, depth, span);
       case 'git':
-        return gitCleanHit(args) ? { key: 'git_clean_force', match: text, span } : null;
+        return gitCleanHit(args) ? { key: 'git_clean_force', match: text, span } : embeddedHit(args, text, span);
+      case 'alias': {
+        // With `shopt -s expand_aliases` the value runs wherever the name is used later.
+        for (const { value } of args) {
+          const eq = value?.indexOf('=') ?? -1;
+          if (value === null || eq <= 0) continue;
+          const hit = this.nested(value.slice(eq + 1), text, depth, span);
+          if (hit && hit.key !== 'unparsable') return hit;
+        }
+        return null;
+      }
+      case 'source':
+      case '.': {
+        // `… | . /dev/stdin` is `… | sh`; a script file is not checked, like `bash script.sh`.
+        const file = args.find((a) => a.value === null || !a.value.startsWith('-') || a.value === '-');
+        if (file === undefined) return null;
+        if (file.value === null) return file.substitution ? dynamic : null;
+        return STDIN_FILES.test(file.value) ? dynamic : null;
+      }
       case 'eval': {
         if (args.length === 0) return null;
         // The joined words are what eval runs; a more specific hit inside is reported as such.
@@ -342,10 +381,11 @@ class TreeSitterDangerDetector implements DangerDetector {
     for (let i = 0; i < args.length; i += 1) {
       const value = args[i]!.value;
       if (value === null) {
-        // `sudo $(which rm) -rf x`: the inner program is chosen at run time.
-        if (args[i]!.substitution) return { key: 'dynamic_command', match: text, span };
+        // `sudo $(which rm) -rf x`: the inner program is chosen at run time; `sudo rm${IFS}-rf${IFS}x` splits at run time.
+        if (args[i]!.substitution || args[i]!.split) return { key: 'dynamic_command', match: text, span };
         continue;
       }
+      if (EMBEDDED_RM.test(value)) return { key: 'rm_recursive_or_force', match: text, span };
       const name = args[i]!.name!;
       if (!HEADS.has(name)) continue;
       const hit = this.checkArgv(args.slice(i), text, depth, span);

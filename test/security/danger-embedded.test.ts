@@ -1,0 +1,70 @@
+/**
+ * Deleting commands that danger detection did not see, played through the public API like
+ * danger-bypass.test.ts: an `rm -rf` inside an interpreter's code (awk, perl, python), inside a
+ * command string of another program (`script -c`), inside a git setting that runs a command
+ * (`alias.x=!…`), in an alias, fed to `. /dev/stdin`, or spelled with `${IFS}` so that it is split
+ * only when it runs. Each must raise a danger card while its victim still exists; approved, it runs
+ * in real bubblewrap and deletes it (so each is a real deletion the card gated).
+ */
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Core } from '../../src/core.js';
+import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
+import { scriptedModel } from '../../src/services/model/scripted.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { usePglite } from '../support/databases.js';
+import { builtinToolsCore } from '../support/scripted-attack.js';
+
+let storage: SqlSessionStorage;
+let env: ToolEnv;
+usePglite((s) => (storage = s));
+useToolEnv((e) => (env = e));
+const open: Core[] = [];
+afterEach(async () => {
+  while (open.length > 0) await open.pop()!.shutdown();
+});
+
+const EMBEDDED: Array<{ victim: string; command: string; key: string }> = [
+  { victim: 'v-awk', command: `awk 'BEGIN{system("rm -rf v-awk")}'`, key: 'rm_recursive_or_force' },
+  { victim: 'v-perl', command: `perl -e 'system q(rm -rf v-perl)'`, key: 'rm_recursive_or_force' },
+  { victim: 'v-py', command: `python3 -c 'import os; os.system("rm -rf v-py")'`, key: 'rm_recursive_or_force' },
+  { victim: 'v-script', command: `script -qc 'rm -rf v-script' /dev/null`, key: 'rm_recursive_or_force' },
+  { victim: 'v-gitalias', command: `git -c alias.zap='!rm -rf v-gitalias' zap`, key: 'rm_recursive_or_force' },
+  { victim: 'v-alias', command: `shopt -s expand_aliases\nalias zap='rm -rf v-alias'\nzap`, key: 'rm_recursive_or_force' },
+  { victim: 'v-stdin', command: `echo 'rm -rf v-stdin' | . /dev/stdin`, key: 'dynamic_command' },
+  { victim: 'v-ifs', command: 'rm${IFS}-rf${IFS}v-ifs', key: 'dynamic_command' },
+];
+
+describe('danger detection: deletions written inside strings', () => {
+  it('each raises a danger card before it runs; approved, it runs in the sandbox and deletes', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    for (const { victim } of EMBEDDED) {
+      mkdirSync(join(env.ws, victim, 'nested'), { recursive: true });
+      writeFileSync(join(env.ws, victim, 'nested', 'file.txt'), 'keep me\n');
+    }
+    const model = scriptedModel([...EMBEDDED.map(({ command }) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] })), { text: 'done' }]);
+    const core = await builtinToolsCore(env, storage, model);
+    open.push(core);
+    const session = await core.createSession({ workingDirectory: env.ws });
+    const cards: PermissionCard[] = [];
+    const presentAtCard: boolean[] = [];
+    session.updates$.subscribe((u: SessionUpdateEnvelope) => {
+      if (u.update.type !== 'permission_requested') return;
+      const card = u.update.card;
+      cards.push(card);
+      const attack = EMBEDDED.find((e) => e.command === card.command);
+      presentAtCard.push(attack !== undefined && existsSync(join(env.ws, attack.victim, 'nested', 'file.txt')));
+      const toolCallId = u.update.toolCallId;
+      queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, 'allow_once'));
+    });
+    const { turnId } = await session.startTurn({ clientRequestId: 'req-embedded', input: [{ type: 'text', text: 'clean up' }] });
+    expect(await session.waitForTurn(turnId)).toMatchObject({ status: 'completed' });
+    expect(cards.map((c) => ({ kind: c.kind, command: c.command, dangerMatch: c.dangerMatch }))).toEqual(
+      EMBEDDED.map(({ command, key }) => ({ kind: 'danger', command, dangerMatch: key })),
+    );
+    expect(presentAtCard).toEqual(EMBEDDED.map(() => true));
+    expect(EMBEDDED.filter(({ victim }) => existsSync(join(env.ws, victim)))).toEqual([]);
+  }, 60_000);
+});
