@@ -18,6 +18,7 @@
  * the next. Run: `npm run bench -- scale`.
  */
 import { execFile } from 'node:child_process';
+import net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -105,6 +106,25 @@ async function idleLoaded(url: string, ids: string[]): Promise<{ one: Memory; al
   return { one, all };
 }
 
+/**
+ * Socket writes that reach the kernel (one write or writev syscall each) while `fn` runs: every one
+ * passes `net.Socket`'s `_writeGeneric`.
+ */
+async function countingWrites<T>(fn: () => Promise<T>): Promise<T & { writes: number }> {
+  const proto = net.Socket.prototype as unknown as { _writeGeneric: (...args: unknown[]) => unknown };
+  const generic = proto._writeGeneric;
+  let writes = 0;
+  proto._writeGeneric = function (this: unknown, ...args: unknown[]) {
+    writes += 1;
+    return generic.apply(this, args);
+  };
+  try {
+    return { ...(await fn()), writes };
+  } finally {
+    proto._writeGeneric = generic;
+  }
+}
+
 /** The library under test: this checkout's sources, or another build's `dist/` (`SCALE_BASE_DIST`). */
 async function library(dist: string | undefined) {
   if (!dist) return { createCore, postgresStorage, scriptedModel, instant };
@@ -114,7 +134,14 @@ async function library(dist: string | undefined) {
   return { createCore: lib.createCore, postgresStorage: lib.postgresStorage, scriptedModel: testing.scriptedModel, instant: tool };
 }
 
-async function runtimeAtOnce(url: string, sessions: number, dist?: string, profile?: string): Promise<{ wallMs: number; cpuMs: number }> {
+interface Measured {
+  wallMs: number;
+  cpuMs: number;
+  /** Socket writes (syscalls) in the measured phase. */
+  writes: number;
+}
+
+async function runtimeAtOnce(url: string, sessions: number, dist?: string, profile?: string): Promise<Measured> {
   const { createCore, postgresStorage, scriptedModel, instant } = await library(dist);
   const model = () =>
     scriptedModel(
@@ -141,6 +168,7 @@ async function runtimeAtOnce(url: string, sessions: number, dist?: string, profi
     await inspector.post('Profiler.setSamplingInterval', { interval: 500 });
     await inspector.post('Profiler.start');
   }
+  const { wallMs, cpuMs, writes } = await countingWrites(async () => {
   const cpu = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
@@ -151,8 +179,9 @@ async function runtimeAtOnce(url: string, sessions: number, dist?: string, profi
     }),
   );
   await core.flushTrace(120_000);
-  const wallMs = performance.now() - t0;
   const used = process.cpuUsage(cpu);
+  return { wallMs: performance.now() - t0, cpuMs: (used.user + used.system) / 1000 };
+  });
   if (inspector) {
     const { profile: data } = await inspector.post('Profiler.stop');
     mkdirSync(profile!, { recursive: true });
@@ -160,15 +189,16 @@ async function runtimeAtOnce(url: string, sessions: number, dist?: string, profi
     inspector.disconnect();
   }
   await core.shutdown();
-  return { wallMs, cpuMs: (used.user + used.system) / 1000 };
+  return { wallMs, cpuMs, writes };
 }
 
-async function floorAtOnce(url: string, sessions: number): Promise<{ wallMs: number; cpuMs: number }> {
+async function floorAtOnce(url: string, sessions: number): Promise<Measured> {
   const pool = new pg.Pool({ connectionString: url, max: POOL });
   await pool.query(`CREATE TABLE IF NOT EXISTS floor_messages (
     thread_id text NOT NULL, seq integer NOT NULL, role text NOT NULL, content jsonb NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (thread_id, seq))`);
   global.gc?.();
+  return countingWrites(async () => {
   const cpu = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
@@ -189,6 +219,7 @@ async function floorAtOnce(url: string, sessions: number): Promise<{ wallMs: num
   const used = process.cpuUsage(cpu);
   await pool.end();
   return { wallMs, cpuMs: (used.user + used.system) / 1000 };
+  });
 }
 
 /** Runs this file in a child process for one part; its JSON answer is the last stdout line. */
@@ -228,16 +259,16 @@ export async function runScaleBench(): Promise<string[]> {
     if (TURNS === 0) return lines;
     // Warm-up of the server's caches for both databases, then the measured runs.
     await part('floor', { url: url('scale_floor'), sessions: 20 });
-    const rt = await part<{ wallMs: number; cpuMs: number }>('runtime', { url: url('scale_runtime'), sessions: TURNS, dist: DIST, profile: PROFILE });
-    const floor = await part<{ wallMs: number; cpuMs: number }>('floor', { url: url('scale_floor'), sessions: TURNS });
+    const rt = await part<Measured>('runtime', { url: url('scale_runtime'), sessions: TURNS, dist: DIST, profile: PROFILE });
+    const floor = await part<Measured>('floor', { url: url('scale_floor'), sessions: TURNS });
     lines.push(`concurrent: ${TURNS} sessions at once, 1 turn x ${STEPS} tool steps each, pg pool ${POOL}, fsync on (target: within 1.5x of the floor)`);
-    lines.push(`  runtime  ${(rt.wallMs / 1000).toFixed(2)} s total, ${((TURNS * 1000) / rt.wallMs).toFixed(1)} turns/s, node CPU ${(rt.cpuMs / 1000).toFixed(2)} s`);
-    lines.push(`  floor    ${(floor.wallMs / 1000).toFixed(2)} s total, ${((TURNS * 1000) / floor.wallMs).toFixed(1)} turns/s, node CPU ${(floor.cpuMs / 1000).toFixed(2)} s`);
+    lines.push(`  runtime  ${(rt.wallMs / 1000).toFixed(2)} s total, ${((TURNS * 1000) / rt.wallMs).toFixed(1)} turns/s, node CPU ${(rt.cpuMs / 1000).toFixed(2)} s, ${(rt.writes / (TURNS * STEPS)).toFixed(2)} socket writes/step`);
+    lines.push(`  floor    ${(floor.wallMs / 1000).toFixed(2)} s total, ${((TURNS * 1000) / floor.wallMs).toFixed(1)} turns/s, node CPU ${(floor.cpuMs / 1000).toFixed(2)} s, ${(floor.writes / (TURNS * STEPS)).toFixed(2)} socket writes/step`);
     const ratio = rt.wallMs / floor.wallMs;
     lines.push(`  runtime / floor  ${ratio.toFixed(2)}x wall (${ratio <= 1.5 ? 'met' : 'not met'}), ${(rt.cpuMs / floor.cpuMs).toFixed(2)}x CPU`);
     if (BASE_DIST) {
-      const base = await part<{ wallMs: number; cpuMs: number }>('runtime', { url: url('scale_base'), sessions: TURNS, dist: BASE_DIST, profile: PROFILE });
-      lines.push(`  base     ${(base.wallMs / 1000).toFixed(2)} s total, node CPU ${(base.cpuMs / 1000).toFixed(2)} s (${BASE_DIST})`);
+      const base = await part<Measured>('runtime', { url: url('scale_base'), sessions: TURNS, dist: BASE_DIST, profile: PROFILE });
+      lines.push(`  base     ${(base.wallMs / 1000).toFixed(2)} s total, node CPU ${(base.cpuMs / 1000).toFixed(2)} s, ${(base.writes / (TURNS * STEPS)).toFixed(2)} socket writes/step (${BASE_DIST})`);
       lines.push(`  base / floor  ${(base.wallMs / floor.wallMs).toFixed(2)}x wall, ${(base.cpuMs / floor.cpuMs).toFixed(2)}x CPU`);
     }
   } finally {
