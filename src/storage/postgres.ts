@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
+import { StatementLanes, type LaneQuery } from './pg-lanes.js';
 
 let loaded: typeof pg | undefined;
 
@@ -70,14 +71,16 @@ async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) =>
   }
 }
 
-function clientExecutor(client: pg.PoolClient | pg.Pool): SqlExecutor {
+/** `pg`'s query config: a named statement is parsed and planned once per connection, then only bound and executed. */
+function queryConfig(text: string | NamedStatement, params?: readonly unknown[]): LaneQuery {
+  const values = params as unknown[] | undefined;
+  return typeof text === 'string' ? { text, values } : { name: text.name, text: text.text, values };
+}
+
+function clientExecutor(client: pg.PoolClient | StatementLanes): SqlExecutor {
   return {
     async query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-      // A named statement is parsed and planned once per connection, then only bound and executed.
-      const result =
-        typeof text === 'string'
-          ? await client.query(text, params as unknown[] | undefined)
-          : await client.query({ name: text.name, text: text.text, values: params as unknown[] | undefined });
+      const result = await client.query(queryConfig(text, params));
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
   };
@@ -87,19 +90,27 @@ export class PostgresDatabase implements SqlDatabase {
   readonly kind = 'postgres' as const;
   // Private, so that the published declarations never name a `pg` type.
   private readonly pool: pg.Pool;
+  private readonly lanes: StatementLanes;
+  private readonly laneExecutor: SqlExecutor;
 
   constructor(options: PostgresStorageOptions) {
-    this.pool = new (loadPg().Pool)({
+    const config: pg.PoolConfig = {
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.max ?? 10,
       ...(options.pool as pg.PoolConfig | undefined),
-    });
+      // Pipeline mode lets a lane carry several single statements at once (storage/pg-lanes.ts); a
+      // connection checked out for a transaction is used one statement at a time, as before.
+      pipeline: true,
+    } as pg.PoolConfig;
+    this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
+    this.lanes = new StatementLanes(this.pool, config.max ?? 10);
+    this.laneExecutor = clientExecutor(this.lanes);
   }
 
   query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-    return clientExecutor(this.pool).query<R>(text, params);
+    return this.laneExecutor.query<R>(text, params);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
