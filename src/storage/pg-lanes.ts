@@ -39,6 +39,9 @@ interface Lane {
 /** The query `pg` takes: a text, or a named statement to parse once per connection. */
 export type LaneQuery = { text: string; name?: string; values?: unknown[] };
 
+/** Sends one query on one client and answers its result (storage/postgres.ts `send`). */
+export type SendQuery = (client: pg.PoolClient, query: LaneQuery) => Promise<pg.QueryResult>;
+
 export class StatementLanes {
   private readonly lanes: Lane[] = [];
   /**
@@ -50,6 +53,7 @@ export class StatementLanes {
   constructor(
     private readonly pool: pg.Pool,
     poolSize: number,
+    private readonly send: SendQuery,
   ) {
     this.maxLanes = Math.max(1, poolSize - 1);
   }
@@ -61,7 +65,7 @@ export class StatementLanes {
       const client = lane.client ?? (await lane.ready);
       if (lane.broken) throw lane.broken;
       this.corkUntilNextTick(lane, client);
-      return await client.query(config);
+      return await this.send(client, config);
     } finally {
       lane.inFlight -= 1;
       // A drained lane goes back to the pool at once: a lone statement costs what a pool query did,

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
-import { StatementLanes, type LaneQuery } from './pg-lanes.js';
+import { StatementLanes, type LaneQuery, type SendQuery } from './pg-lanes.js';
 
 let loaded: typeof pg | undefined;
 
@@ -77,10 +77,28 @@ function queryConfig(text: string | NamedStatement, params?: readonly unknown[])
   return typeof text === 'string' ? { text, values } : { name: text.name, text: text.text, values };
 }
 
+/**
+ * Sends one query on `client`. The query object is built from the text (then named), not from a
+ * config object: `pg` copies a config object property by property through its descriptors
+ * (`cloneQueryConfig`), which measured about 15 µs a query against 0.2 µs from a text (Node 20,
+ * pg 8.23; 0.10-0.14 ms of Node CPU a step in the profiles). The promise and the callback are what
+ * `client.query(config)` would have made; a query `pg` refuses (a client no longer queryable, a bad
+ * bind value) still answers through the callback.
+ */
+const send: SendQuery = (client, config) => {
+  const query = new (loadPg().Query)(config.text, config.values) as pg.Query & { name?: string; callback?: (error: Error | null, result: pg.QueryResult) => void };
+  if (config.name) query.name = config.name;
+  return new Promise((resolve, reject) => {
+    query.callback = (error, result) => (error ? reject(error) : resolve(result));
+    client.query(query);
+  });
+};
+
 function clientExecutor(client: pg.PoolClient | StatementLanes): SqlExecutor {
+  const run = client instanceof StatementLanes ? (config: LaneQuery) => client.query(config) : (config: LaneQuery) => send(client, config);
   return {
     async query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-      const result = await client.query(queryConfig(text, params));
+      const result = await run(queryConfig(text, params));
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
   };
@@ -105,7 +123,7 @@ export class PostgresDatabase implements SqlDatabase {
     this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
-    this.lanes = new StatementLanes(this.pool, config.max ?? 10);
+    this.lanes = new StatementLanes(this.pool, config.max ?? 10, send);
     this.laneExecutor = clientExecutor(this.lanes);
   }
 
