@@ -6,7 +6,6 @@ import { createRequire } from 'node:module';
 import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
-import { StatementLanes, type LaneQuery, type SendQuery } from './pg-lanes.js';
 
 let loaded: typeof pg | undefined;
 
@@ -71,34 +70,37 @@ async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) =>
   }
 }
 
-/** `pg`'s query config: a named statement is parsed and planned once per connection, then only bound and executed. */
-function queryConfig(text: string | NamedStatement, params?: readonly unknown[]): LaneQuery {
-  const values = params as unknown[] | undefined;
-  return typeof text === 'string' ? { text, values } : { name: text.name, text: text.text, values };
+/**
+ * `pg`'s query, built from the text and then named: a named statement is parsed and planned once per
+ * connection, then only bound and executed. Not from a config object: `pg` copies one property by
+ * property through its descriptors (`cloneQueryConfig`), which measured about 15 µs a query against
+ * 0.2 µs from a text (Node 20, pg 8.23; 0.10-0.14 ms of Node CPU a step in the profiles).
+ */
+function makeQuery(text: string | NamedStatement, params?: readonly unknown[]): pg.Query {
+  const query = new (loadPg().Query)(typeof text === 'string' ? text : text.text, params as unknown[] | undefined) as pg.Query & { name?: string };
+  if (typeof text !== 'string') query.name = text.name;
+  return query;
 }
 
 /**
- * Sends one query on `client`. The query object is built from the text (then named), not from a
- * config object: `pg` copies a config object property by property through its descriptors
- * (`cloneQueryConfig`), which measured about 15 µs a query against 0.2 µs from a text (Node 20,
- * pg 8.23; 0.10-0.14 ms of Node CPU a step in the profiles). The promise and the callback are what
- * `client.query(config)` would have made; a query `pg` refuses (a client no longer queryable, a bad
- * bind value) still answers through the callback.
+ * Sends one query on a checked-out client and answers its result: the promise and the callback are
+ * what `client.query(config)` makes; a query `pg` refuses (a client no longer queryable, a bad bind
+ * value) still answers through the callback.
  */
-const send: SendQuery = (client, config) => {
-  const query = new (loadPg().Query)(config.text, config.values) as pg.Query & { name?: string; callback?: (error: Error | null, result: pg.QueryResult) => void };
-  if (config.name) query.name = config.name;
+function send(client: pg.PoolClient, query: pg.Query): Promise<pg.QueryResult> {
+  const q = query as pg.Query & { callback?: (error: Error | null, result: pg.QueryResult) => void };
   return new Promise((resolve, reject) => {
-    query.callback = (error, result) => (error ? reject(error) : resolve(result));
-    client.query(query);
+    q.callback = (error, result) => (error ? reject(error) : resolve(result));
+    client.query(q);
   });
-};
+}
 
-function clientExecutor(client: pg.PoolClient | StatementLanes): SqlExecutor {
-  const run = client instanceof StatementLanes ? (config: LaneQuery) => client.query(config) : (config: LaneQuery) => send(client, config);
+function clientExecutor(client: pg.PoolClient | pg.Pool): SqlExecutor {
   return {
     async query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-      const result = await run(queryConfig(text, params));
+      const query = makeQuery(text, params);
+      // The pool's own query checks a client out, sets the callback and releases the client.
+      const result = 'release' in client ? await send(client, query) : ((await client.query(query as never)) as unknown as pg.QueryResult);
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
   };
@@ -108,27 +110,19 @@ export class PostgresDatabase implements SqlDatabase {
   readonly kind = 'postgres' as const;
   // Private, so that the published declarations never name a `pg` type.
   private readonly pool: pg.Pool;
-  private readonly lanes: StatementLanes;
-  private readonly laneExecutor: SqlExecutor;
 
   constructor(options: PostgresStorageOptions) {
-    const config: pg.PoolConfig = {
+    this.pool = new (loadPg().Pool)({
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.max ?? 10,
       ...(options.pool as pg.PoolConfig | undefined),
-      // Pipeline mode lets a lane carry several single statements at once (storage/pg-lanes.ts); a
-      // connection checked out for a transaction is used one statement at a time, as before.
-      pipeline: true,
-    } as pg.PoolConfig;
-    this.pool = new (loadPg().Pool)(config);
+    });
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
-    this.lanes = new StatementLanes(this.pool, config.max ?? 10, send);
-    this.laneExecutor = clientExecutor(this.lanes);
   }
 
   query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-    return this.laneExecutor.query<R>(text, params);
+    return clientExecutor(this.pool).query<R>(text, params);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
