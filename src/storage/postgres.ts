@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
+import { isAnswerTimeout, poolTimeouts, type PostgresTimeouts } from './postgres-timeouts.js';
 
 let loaded: typeof pg | undefined;
 
@@ -51,6 +52,12 @@ export interface PostgresStorageOptions extends StorageOptions {
   connectionString?: string;
   /** Pool size; defaults to 10. */
   max?: number;
+  /**
+   * Bounds on every wait for the server (see `postgres-timeouts.ts`): statement 30 s, answer 35 s,
+   * connection or free client 30 s, idle transaction 60 s. A database that hangs fails the write
+   * (`persistence_error`) instead of wedging the session.
+   */
+  timeouts?: PostgresTimeouts;
   pool?: PostgresPoolOptions;
 }
 
@@ -65,7 +72,10 @@ async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) =>
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: Error) => broken(rollbackError));
+    // A statement that never answered leaves the connection unusable: discard it, no ROLLBACK
+    // (it would wait behind that statement; the server ends the transaction when the socket closes).
+    if (isAnswerTimeout(error)) broken(error as Error);
+    else await client.query('ROLLBACK').catch((rollbackError: Error) => broken(rollbackError));
     throw error;
   }
 }
@@ -92,6 +102,8 @@ export class PostgresDatabase implements SqlDatabase {
     this.pool = new (loadPg().Pool)({
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.max ?? 10,
+      // Bounded waits by default (faults-review): pg alone waits forever on a hung server.
+      ...poolTimeouts(options.timeouts),
       ...(options.pool as pg.PoolConfig | undefined),
     });
     // An idle client losing its server connection must not crash the host process.
@@ -128,6 +140,10 @@ export class PostgresDatabase implements SqlDatabase {
     client.on('error', onError);
     try {
       return await fn(client, onError);
+    } catch (error) {
+      // A statement that never answered: the client must not go back to the pool (faults-review).
+      if (isAnswerTimeout(error)) lost ??= error as Error;
+      throw error;
     } finally {
       client.off('error', onError);
       client.release(lost);
@@ -146,6 +162,8 @@ export class PostgresDatabase implements SqlDatabase {
  * const core = await createCore({ storage: postgresStorage({ connectionString: process.env.DATABASE_URL }), model });
  */
 export function postgresStorage(options: PostgresStorageOptions = {}): SqlSessionStorage {
+  // Bad timeouts are a configuration error now, not at the first statement.
+  poolTimeouts(options.timeouts);
   // Leases get a pool of one of their own (issue 15): renewals never wait behind the turns' queries.
   return new SqlSessionStorage(() => new PostgresDatabase(options), options, () => new PostgresDatabase({ ...options, max: 1 }));
 }
