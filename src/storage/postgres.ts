@@ -7,6 +7,7 @@ import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { isAnswerTimeout, poolTimeouts, type PostgresTimeouts } from './postgres-timeouts.js';
+import { refusedForNow, retryRefusedConnect } from './postgres-connect.js';
 
 let loaded: typeof pg | undefined;
 
@@ -98,20 +99,33 @@ export class PostgresDatabase implements SqlDatabase {
   // Private, so that the published declarations never name a `pg` type.
   private readonly pool: pg.Pool;
 
+  /** How long a connection the server refuses for now is asked for again (the pool's connection bound). */
+  private readonly connectBoundMs: number;
+
   constructor(options: PostgresStorageOptions) {
-    this.pool = new (loadPg().Pool)({
+    const config: pg.PoolConfig = {
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.max ?? 10,
       // Bounded waits by default (faults-review): pg alone waits forever on a hung server.
       ...poolTimeouts(options.timeouts),
       ...(options.pool as pg.PoolConfig | undefined),
-    });
+    };
+    this.connectBoundMs = config.connectionTimeoutMillis ?? 0;
+    this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
   }
 
   query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-    return clientExecutor(this.pool).query<R>(text, params);
+    const run = () => clientExecutor(this.pool).query<R>(text, params);
+    // Only the failure path costs more: a connection refused for now is asked for again (faults-review).
+    return run().catch((error: unknown) => this.afterRefused(error, run));
+  }
+
+  /** `error` again, unless it is a connection the server refused for now: then `again` is retried (postgres-connect.ts). */
+  private afterRefused<T>(error: unknown, again: () => Promise<T>): Promise<T> {
+    if (!refusedForNow(error)) return Promise.reject(error as Error);
+    return retryRefusedConnect(again, this.connectBoundMs);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -132,7 +146,7 @@ export class PostgresDatabase implements SqlDatabase {
    * so the pool opens fresh connections once the server is back (issue 13.1): no restart needed.
    */
   private async checkedOut<T>(fn: (client: pg.PoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await this.pool.connect().catch((error: unknown) => this.afterRefused(error, () => this.pool.connect()));
     let lost: Error | undefined;
     const onError = (error: Error) => {
       lost = error;
