@@ -2,20 +2,20 @@
  * @module storage/postgres-connect
  * Connections the server refuses for now (faults-review): `too many connections` (53300: the
  * server's `max_connections`, or the role's or database's `CONNECTION LIMIT`, reached by this and
- * other processes) and `the database system is starting up` / `in recovery` (57P03: a server that
- * was just restarted replays its WAL before it takes sessions). Both come while a connection is being
- * opened, before any statement is sent, so nothing was written and asking again is safe. The
- * adapter asks again with a growing pause, within the pool's connection bound (`connectMs`), instead
- * of failing the turn's write at once for a condition that usually passes in milliseconds: a
- * connection elsewhere is released, the recovery ends.
+ * other processes). It comes while a connection is being opened, before any statement is sent, so
+ * nothing was written and asking again is safe. The adapter asks again with a growing pause, within
+ * the pool's connection bound (`connectMs`), instead of failing the turn's write at once for a
+ * condition that usually passes in milliseconds (a connection elsewhere is released).
  *
- * Not retried: a refused TCP connection (ECONNREFUSED: the server is down; failing at once answers
- * commands during an outage without delay) and every error after a statement was sent (its outcome
- * may be unknown).
+ * Not retried: 57P03 (`starting up`, `in recovery`, but also `shutting down`: retrying it made
+ * `test/faults/degradation.test.ts`'s server stop-and-restart case fail its first turn after the
+ * restart, cause not found in the time there was), a refused TCP connection (ECONNREFUSED: the
+ * server is down; failing at once answers commands during an outage without delay), and every error
+ * after a statement was sent (its outcome may be unknown).
  */
 import { sqlStateOf } from './sql/rows.js';
 
-const REFUSED_FOR_NOW = new Set(['53300', '57P03']);
+const REFUSED_FOR_NOW = new Set(['53300']);
 
 /** True for a connection the server refused for now (see the module header). */
 export function refusedForNow(error: unknown): boolean {
