@@ -6,6 +6,8 @@ import { createRequire } from 'node:module';
 import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
+import { isAnswerTimeout, poolTimeouts, type PostgresTimeouts } from './postgres-timeouts.js';
+import { refusedForNow, retryRefusedConnect } from './postgres-connect.js';
 
 let loaded: typeof pg | undefined;
 
@@ -51,6 +53,12 @@ export interface PostgresStorageOptions extends StorageOptions {
   connectionString?: string;
   /** Pool size; defaults to 10. */
   max?: number;
+  /**
+   * Bounds on every wait for the server (see `postgres-timeouts.ts`): statement 30 s, answer 35 s,
+   * connection or free client 30 s, idle transaction 60 s. A database that hangs fails the write
+   * (`persistence_error`) instead of wedging the session.
+   */
+  timeouts?: PostgresTimeouts;
   pool?: PostgresPoolOptions;
 }
 
@@ -65,7 +73,10 @@ async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) =>
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: Error) => broken(rollbackError));
+    // A statement that never answered leaves the connection unusable: discard it, no ROLLBACK
+    // (it would wait behind that statement; the server ends the transaction when the socket closes).
+    if (isAnswerTimeout(error)) broken(error as Error);
+    else await client.query('ROLLBACK').catch((rollbackError: Error) => broken(rollbackError));
     throw error;
   }
 }
@@ -111,18 +122,33 @@ export class PostgresDatabase implements SqlDatabase {
   // Private, so that the published declarations never name a `pg` type.
   private readonly pool: pg.Pool;
 
+  /** How long a connection the server refuses for now is asked for again (the pool's connection bound). */
+  private readonly connectBoundMs: number;
+
   constructor(options: PostgresStorageOptions) {
-    this.pool = new (loadPg().Pool)({
+    const config: pg.PoolConfig = {
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.max ?? 10,
+      // Bounded waits by default (faults-review): pg alone waits forever on a hung server.
+      ...poolTimeouts(options.timeouts),
       ...(options.pool as pg.PoolConfig | undefined),
-    });
+    };
+    this.connectBoundMs = config.connectionTimeoutMillis ?? 0;
+    this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
   }
 
   query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-    return clientExecutor(this.pool).query<R>(text, params);
+    const run = () => clientExecutor(this.pool).query<R>(text, params);
+    // Only the failure path costs more: a connection refused for now is asked for again (faults-review).
+    return run().catch((error: unknown) => this.afterRefused(error, run));
+  }
+
+  /** `error` again, unless it is a connection the server refused for now: then `again` is retried (postgres-connect.ts). */
+  private afterRefused<T>(error: unknown, again: () => Promise<T>): Promise<T> {
+    if (!refusedForNow(error)) return Promise.reject(error as Error);
+    return retryRefusedConnect(again, this.connectBoundMs);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -143,7 +169,7 @@ export class PostgresDatabase implements SqlDatabase {
    * so the pool opens fresh connections once the server is back (issue 13.1): no restart needed.
    */
   private async checkedOut<T>(fn: (client: pg.PoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await this.pool.connect().catch((error: unknown) => this.afterRefused(error, () => this.pool.connect()));
     let lost: Error | undefined;
     const onError = (error: Error) => {
       lost = error;
@@ -151,6 +177,10 @@ export class PostgresDatabase implements SqlDatabase {
     client.on('error', onError);
     try {
       return await fn(client, onError);
+    } catch (error) {
+      // A statement that never answered: the client must not go back to the pool (faults-review).
+      if (isAnswerTimeout(error)) lost ??= error as Error;
+      throw error;
     } finally {
       client.off('error', onError);
       client.release(lost);
@@ -169,6 +199,8 @@ export class PostgresDatabase implements SqlDatabase {
  * const core = await createCore({ storage: postgresStorage({ connectionString: process.env.DATABASE_URL }), model });
  */
 export function postgresStorage(options: PostgresStorageOptions = {}): SqlSessionStorage {
+  // Bad timeouts are a configuration error now, not at the first statement.
+  poolTimeouts(options.timeouts);
   // Leases get a pool of one of their own (issue 15): renewals never wait behind the turns' queries.
   return new SqlSessionStorage(() => new PostgresDatabase(options), options, () => new PostgresDatabase({ ...options, max: 1 }));
 }

@@ -9,6 +9,7 @@ import { fenceSql, ownershipLost, type WriteFence } from '../fence.js';
 import { numOrNull, type NamedStatement, type Row, type SqlDatabase, type SqlExecutor } from '../sql.js';
 import { TURN_OWNERSHIP, TURN_STATUS, type FactStatement } from '../step-sql.js';
 import { lostSequenceRace, sqlStateOf } from './rows.js';
+import { rolledBackWhole } from './rolled-back.js';
 
 /** How often a fact statement runs again after losing a sequence race (see `step-sql.ts`). */
 const SEQUENCE_RACE_ATTEMPTS = 8;
@@ -114,7 +115,8 @@ export class SqlContext {
       try {
         return (await this.db.query(stmt, params)).rows;
       } catch (error) {
-        if (attempt >= SEQUENCE_RACE_ATTEMPTS || !lostSequenceRace(error)) throw error;
+        // Also again after a deadlock or serialization failure: the server rolled it back whole (faults-review).
+        if (attempt >= SEQUENCE_RACE_ATTEMPTS || !(lostSequenceRace(error) || rolledBackWhole(error))) throw error;
       }
     }
   }
