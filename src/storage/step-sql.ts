@@ -102,17 +102,26 @@ export const RECORD_MODEL_CALL_START = factStatement(
   SELECT (SELECT count(*) FROM counted)::int AS counted`,
 );
 
-/** The assistant message with its tool calls, its tokens and tool call count on the turn: one statement. */
+/**
+ * The assistant message with its tool calls, its tokens and tool call count on the turn: one
+ * statement. With $13 true (a final answer the Turn knows ends the turn) the same UPDATE ends the
+ * turn as `completed`, with $14 its unfinished plan steps, as `finishTurn` writes it: the answer and
+ * the end commit together, and the end costs no round trip of its own (docs/decisions.md, "The end
+ * of a turn in its final answer's statement").
+ */
 export const COMMIT_ASSISTANT_MESSAGE = factStatement(
   'commit_assistant',
-  '$13',
+  '$15',
   (owners) => `WITH ${lockedTurn(owners)},
   counted AS (
     UPDATE turns SET
       input_tokens = COALESCE(input_tokens, 0) + $8, output_tokens = COALESCE(output_tokens, 0) + $9,
       cached_input_tokens = COALESCE(cached_input_tokens, 0) + $10,
       reasoning_tokens = COALESCE(reasoning_tokens, 0) + $11,
-      tool_call_count = tool_call_count + $12, updated_at = now()
+      tool_call_count = tool_call_count + $12, updated_at = now(),
+      status = CASE WHEN $13::boolean THEN 'completed' ELSE status END,
+      ended_at = CASE WHEN $13::boolean THEN GREATEST(now(), started_at) ELSE ended_at END,
+      plan_unfinished_step_count = CASE WHEN $13::boolean THEN $14::int ELSE plan_unfinished_step_count END
     WHERE id = $1 AND EXISTS (SELECT 1 FROM locked)
   ),
   ${INSERT_ONE_MESSAGE}

@@ -22,7 +22,7 @@ import {
   SESSION_OWNERSHIP,
   type FactStatement,
 } from '../step-sql.js';
-import type { BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
+import type { AnswerEnd, BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
 import type { SqlContext } from './context.js';
 import { TURN_COLUMNS, messageFromRow, messageParams, messageRecord, turnFromRow } from './rows.js';
 import { getSession } from './sessions.js';
@@ -83,7 +83,7 @@ export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallI
   });
 }
 
-export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
+export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number, end?: AnswerEnd): Promise<StoredMessage> {
   return ctx.run('commit assistant message', () =>
     commitOne(ctx, turnId, COMMIT_ASSISTANT_MESSAGE, message, [
       usage.inputTokens,
@@ -91,6 +91,8 @@ export function commitAssistantMessage(ctx: SqlContext, turnId: string, message:
       usage.cachedInputTokens,
       usage.reasoningTokens,
       toolCallCount,
+      end !== undefined,
+      end?.planUnfinishedStepCount ?? null,
     ]),
   );
 }
