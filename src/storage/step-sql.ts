@@ -71,14 +71,18 @@ function lockedTurn(owners: string | null): string {
   )`;
 }
 
-/** One message ($2..$7) at the session's next sequence, for the turn in `locked`. */
+/**
+ * One message ($2..$7) at the session's next sequence, for the turn in `locked`. It returns only what
+ * the statement decided (`STORED_COLUMNS`): the caller has the rest, and sending the content back
+ * cost the server its jsonb output and the client its parse, on every fact.
+ */
 const INSERT_ONE_MESSAGE = `message AS (
     INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
     SELECT $2, locked.session_id, $1,
       (SELECT COALESCE(MAX(m.sequence), 0) + 1 FROM messages m WHERE m.session_id = locked.session_id),
       $3, $4::jsonb, $5, $6, $7
     FROM locked
-    RETURNING ${MESSAGE_COLUMNS}
+    RETURNING session_id, sequence, created_at
   )`;
 
 /**

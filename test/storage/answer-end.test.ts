@@ -70,6 +70,22 @@ describe.each(backends)('the end of a turn in its final answer\'s statement on $
     expect(await storage.finishTurn(turnId, { status: 'completed', planUnfinishedStepCount: null })).toBe(false);
   });
 
+  it('storage: a single-message fact returns only what it decided, and the message it hands back is the one read back', async () => {
+    const { sessionId, turnId } = await beginRunningTurn(storage);
+    const call: NewMessage = { id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'text', text: 'let me look' }, { type: 'tool_call', callId: 'c1', name: 'echo', arguments: '{"text":"hi"}' }] };
+    const result: NewMessage = { id: uid('msg'), role: 'tool', kind: 'normal', content: [{ type: 'tool_result', callId: 'c1', status: 'succeeded', text: 'hi' }], providerCallId: 'c1', toolName: 'echo' };
+    const plan: NewMessage = { id: uid('msg'), role: 'tool', kind: 'normal', content: [{ type: 'tool_result', callId: 'c2', status: 'succeeded', text: 'planned' }], providerCallId: 'c2', toolName: 'update_plan' };
+    const handed = [
+      await storage.commitAssistantMessage(turnId, call, usage, 1),
+      await storage.commitToolResult(turnId, result),
+      await storage.commitPlanUpdate(turnId, { explanation: null, steps: [{ step: 'a', status: 'pending' }], updatedAt: new Date().toISOString() }, plan),
+      await storage.commitAssistantMessage(turnId, answer('done'), usage, 0, { planUnfinishedStepCount: 1 }),
+    ];
+    const read = await storage.listMessages(sessionId);
+    expect(handed).toEqual(read.slice(1));
+    expect(handed.map((m) => m.sequence)).toEqual([2, 3, 4, 5]);
+  });
+
   it('a final answer ends its turn in its own statement: no end write follows, one round trip a turn fewer', async () => {
     const faulty = faultyStorage(storage);
     const h = await harness(faulty, [{ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }, { text: 'done' }]);

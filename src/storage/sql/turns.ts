@@ -24,14 +24,14 @@ import {
 } from '../step-sql.js';
 import type { AnswerEnd, BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
 import type { SqlContext } from './context.js';
-import { TURN_COLUMNS, messageFromRow, messageParams, messageRecord, turnFromRow } from './rows.js';
+import { TURN_COLUMNS, messageFromRow, messageParams, messageRecord, storedMessage, turnFromRow } from './rows.js';
 import { getSession } from './sessions.js';
 
 /** One message of a running turn, through one of the single-message fact statements. */
 async function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, message: NewMessage, extra: readonly unknown[] = []): Promise<StoredMessage> {
   const rows = await ctx.fact(stmt, [turnId, ...messageParams(message), ...extra]);
   if (!rows[0]) return ctx.notRunning(turnId);
-  return messageFromRow(rows[0]);
+  return storedMessage(message, turnId, rows[0]);
 }
 
 export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMessage[]> {
