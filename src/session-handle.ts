@@ -204,6 +204,8 @@ export class SessionHandle {
       clientRequestId,
       messages: [...skillMessages, userMessage],
       disabledSkillNames: disabled,
+      // A judged answer cannot end the turn in its own statement: the judgement comes after it is stored.
+      ...(format ? { answerJudged: true } : {}),
     });
     // Refused, or an earlier turn answered again for the same clientRequestId: this id never ran.
     if (!reply.ok || (reply as { turnId: string }).turnId !== turnId) formats?.delete(turnId);

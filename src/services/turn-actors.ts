@@ -425,7 +425,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         const chat = services.session(input.sessionId).chat;
         // A response the conversation would refuse (duplicate call ids) is never written.
         chat.assertAppendable([{ ...message, turnId: input.turnId }]);
-        const stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length);
+        const stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length, input.end ?? undefined);
         chat.append([stored]);
       } catch (error) {
         endModelSpan(input.spanId, {
@@ -490,6 +490,12 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         unmadeModelCall: input.unmadeModelCall,
       };
       const entry = unrecorded.get(input.sessionId)?.get(input.turnId);
+      if (input.recorded) {
+        // Written with the final answer (the chart asked for it): nothing is left to write.
+        unrecorded.get(input.sessionId)?.delete(input.turnId);
+        void services.trace.flush().catch(() => undefined);
+        return true;
+      }
       let recorded: boolean;
       try {
         recorded = await services.storage.finishTurn(input.turnId, end);

@@ -37,6 +37,7 @@ import type {
   TranscriptPage,
   TurnStatus,
   CorrectionReport,
+  AnswerEnd,
   FinishTurn,
   LoadedSession,
   NewSession,
@@ -193,8 +194,8 @@ export class SqlSessionStorage implements SessionStorage {
     return turns.recordModelCallStart(this.ctx, turnId, modelCallIndex);
   }
 
-  commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
-    return turns.commitAssistantMessage(this.ctx, turnId, message, usage, toolCallCount);
+  commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number, end?: AnswerEnd): Promise<StoredMessage> {
+    return turns.commitAssistantMessage(this.ctx, turnId, message, usage, toolCallCount, end);
   }
 
   commitToolResult(turnId: string, message: NewMessage, reserveModelCall?: number): Promise<StoredMessage> {

@@ -71,14 +71,18 @@ function lockedTurn(owners: string | null): string {
   )`;
 }
 
-/** One message ($2..$7) at the session's next sequence, for the turn in `locked`. */
+/**
+ * One message ($2..$7) at the session's next sequence, for the turn in `locked`. It returns only what
+ * the statement decided (`STORED_COLUMNS`): the caller has the rest, and sending the content back
+ * cost the server its jsonb output and the client its parse, on every fact.
+ */
 const INSERT_ONE_MESSAGE = `message AS (
     INSERT INTO messages (id, session_id, turn_id, sequence, role, content, message_kind, provider_call_id, tool_name)
     SELECT $2, locked.session_id, $1,
       (SELECT COALESCE(MAX(m.sequence), 0) + 1 FROM messages m WHERE m.session_id = locked.session_id),
       $3, $4::jsonb, $5, $6, $7
     FROM locked
-    RETURNING ${MESSAGE_COLUMNS}
+    RETURNING session_id, sequence, created_at
   )`;
 
 /**
@@ -102,17 +106,26 @@ export const RECORD_MODEL_CALL_START = factStatement(
   SELECT (SELECT count(*) FROM counted)::int AS counted`,
 );
 
-/** The assistant message with its tool calls, its tokens and tool call count on the turn: one statement. */
+/**
+ * The assistant message with its tool calls, its tokens and tool call count on the turn: one
+ * statement. With $13 true (a final answer the Turn knows ends the turn) the same UPDATE ends the
+ * turn as `completed`, with $14 its unfinished plan steps, as `finishTurn` writes it: the answer and
+ * the end commit together, and the end costs no round trip of its own (docs/decisions.md, "The end
+ * of a turn in its final answer's statement").
+ */
 export const COMMIT_ASSISTANT_MESSAGE = factStatement(
   'commit_assistant',
-  '$13',
+  '$15',
   (owners) => `WITH ${lockedTurn(owners)},
   counted AS (
     UPDATE turns SET
       input_tokens = COALESCE(input_tokens, 0) + $8, output_tokens = COALESCE(output_tokens, 0) + $9,
       cached_input_tokens = COALESCE(cached_input_tokens, 0) + $10,
       reasoning_tokens = COALESCE(reasoning_tokens, 0) + $11,
-      tool_call_count = tool_call_count + $12, updated_at = now()
+      tool_call_count = tool_call_count + $12, updated_at = now(),
+      status = CASE WHEN $13::boolean THEN 'completed' ELSE status END,
+      ended_at = CASE WHEN $13::boolean THEN GREATEST(now(), started_at) ELSE ended_at END,
+      plan_unfinished_step_count = CASE WHEN $13::boolean THEN $14::int ELSE plan_unfinished_step_count END
     WHERE id = $1 AND EXISTS (SELECT 1 FROM locked)
   ),
   ${INSERT_ONE_MESSAGE}

@@ -99,6 +99,11 @@ export interface BeginTurn {
   reserveModelCall?: boolean;
 }
 
+/** The end of a turn written with its final answer (`commitAssistantMessage`'s `end`): the turn is `completed`. */
+export interface AnswerEnd {
+  planUnfinishedStepCount: number | null;
+}
+
 export interface FinishTurn {
   status: Exclude<TurnStatus, 'running' | 'interrupted'>;
   errorCode?: string | null;
@@ -300,8 +305,12 @@ export interface SessionStorage {
   beginTurn(input: BeginTurn): Promise<StoredMessage[]>;
   /** Before the provider call: model_call_count = GREATEST(...), model_submission_count + 1. */
   recordModelCallStart(turnId: string, modelCallIndex: number): Promise<void>;
-  /** Assistant message + token totals + tool_call_count, in one transaction. */
-  commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage>;
+  /**
+   * Assistant message + token totals + tool_call_count, in one transaction. With `end` (a final
+   * answer the Turn knows ends the turn), the turn becomes `completed` in the same statement, as
+   * `finishTurn` would write it, and no `finishTurn` follows.
+   */
+  commitAssistantMessage(turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number, end?: AnswerEnd): Promise<StoredMessage>;
   /**
    * One tool result, in its own transaction. `reserveModelCall` (a logical call index) also writes
    * that call's counters as `recordModelCallStart` would, in the same statement.

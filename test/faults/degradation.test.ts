@@ -204,12 +204,16 @@ describe.each(backends)('degradation table (seed 000 §11) on $name', (backend) 
     expect(texts.some((t) => t.includes('found it'))).toBe(true);
   });
 
+  // A plain final answer ends its turn in its own statement (test/storage/answer-end.test.ts): the
+  // end written on its own, which these two fail, is that of a judged answer (structured output).
+  const Judged = z.object({ answer: z.string() });
+
   it('end of turn write fails: the outcome is announced, the session reports it, and the next turn writes it first', async () => {
     const faulty = faultyStorage(storage);
     faulty.failOn('finishTurn', 1);
-    const h = await harness(faulty, [{ text: 'first answer' }, { text: 'back' }]);
-    const { turnId, outcome } = await h.run('first');
-    expect(outcome).toEqual({ status: 'completed', finalText: 'first answer' });
+    const h = await harness(faulty, [{ text: '{"answer":"first"}' }, { text: 'back' }]);
+    const { turnId, outcome } = await h.session.run('first', { outputSchema: Judged });
+    expect(outcome).toEqual({ status: 'completed', finalText: '{"answer":"first"}' });
     expect(h.session.status()).toMatchObject({ type: 'system_error' });
     expect(await storage.getTurn(turnId)).toMatchObject({ status: 'running' });
     await recovers(h, storage, faulty);
@@ -220,8 +224,8 @@ describe.each(backends)('degradation table (seed 000 §11) on $name', (backend) 
   it('end of turn write fails twice: the next turn fails too, the one after writes both ends', async () => {
     const faulty = faultyStorage(storage);
     faulty.failOn('finishTurn', 2);
-    const h = await harness(faulty, [{ text: 'first answer' }, { text: 'back' }]);
-    const first = await h.run('first');
+    const h = await harness(faulty, [{ text: '{"answer":"first"}' }, { text: 'back' }]);
+    const first = await h.session.run('first', { outputSchema: Judged });
     expect(first.outcome).toMatchObject({ status: 'completed' });
     const second = await h.run('second');
     expect(second.outcome).toMatchObject({ status: 'failed', code: 'persistence_error' });

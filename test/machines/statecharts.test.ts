@@ -30,8 +30,10 @@ export const UNREACHABLE: Record<string, string> = {
   'session.active|xstate.error.actor.turn|1': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
   'turn.running_model.streaming|xstate.done.actor.callModel|1':
     'the callModel actor turns a stream without a completed response into model_protocol_error itself',
-  'turn.running_model.persisting|xstate.done.actor.persistAssistantMessage|0':
+  'turn.running_model.persisting|xstate.done.actor.persistAssistantMessage|1':
     'structured output (outputSchema) is not part of the model world: its turns carry no schema; test/host/run.test.ts drives output_invalid',
+  'turn.ending|xstate.error.actor.finishTurn|1':
+    'a completed outcome reaches ending only with its end already written by the final answer\'s statement (the actor then writes nothing and cannot fail) or from a judged structured-output answer, which the model world does not carry; test/storage/answer-end.test.ts fails the end of a judged answer',
   'turn.ending|xstate.error.actor.finishTurn|0':
     'ownership_lost at the turn\'s end needs a session lease, and leases are Postgres-only while the model world runs on PGlite; test/services/ownership/ownership.test.ts drives ownership_lost through a running turn',
   'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',

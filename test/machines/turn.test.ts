@@ -179,9 +179,10 @@ describe('Turn machine (stub actors): the model call', () => {
     expect(t.stubs.beginTurn.inputs).toEqual([{ sessionId: 'ses_1', turnId: 'turn_1', clientRequestId: 'req_1', messages: turnInput().messages, reserveModelCall: true }]);
     // The model call samples World State itself; begin turn wrote its counters (`counted`).
     expect(t.stubs.callModel.inputs[0]).toMatchObject({ modelCallIndex: 1, samplingSequence: 1, permissionMode: 'auto', spanId: 'turn_1.model1', thresholdCompaction: true, counted: true });
-    expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ spanId: 'turn_1.model1', draft: { text: 'hello', textBlocks: [{ type: 'text', text: 'hello' }] } });
+    // The answer ends the turn: its write carries the end, and the end actor only acknowledges it.
+    expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ spanId: 'turn_1.model1', draft: { text: 'hello', textBlocks: [{ type: 'text', text: 'hello' }] }, end: { planUnfinishedStepCount: null } });
     expect(t.stubs.finishTurn.inputs).toEqual([
-      { sessionId: 'ses_1', turnId: 'turn_1', outcome: { status: 'completed', finalText: 'hello' }, planUnfinishedStepCount: null, unmadeModelCall: 0 },
+      { sessionId: 'ses_1', turnId: 'turn_1', outcome: { status: 'completed', finalText: 'hello' }, planUnfinishedStepCount: null, unmadeModelCall: 0, recorded: true },
     ]);
   });
 
@@ -252,17 +253,21 @@ describe('Turn machine (stub actors): the model call', () => {
     const persist = runTurn([answer('x')], { actors: { persistAssistantMessage: rejecting({ code: 'storage_unavailable', message: 'disk' }) } });
     await flush();
     expect(persist.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'disk' });
-    const unrecorded = runTurn([answer('x')], { actors: { finishTurn: stubPromise(false) } });
+    // A judged answer (structured output) cannot carry the turn's end: its end is written on its own.
+    const judged = { answerJudged: true };
+    const unrecorded = runTurn([answer('x')], { input: judged, actors: { finishTurn: stubPromise(false) } });
     await flush();
+    expect(unrecorded.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ end: null });
+    expect(unrecorded.stubs.finishTurn.inputs[0]).toMatchObject({ recorded: false });
     expect(unrecorded.out()).toMatchObject({ outcome: { status: 'completed' }, endRecorded: false });
-    const endFails = runTurn([answer('x')], { actors: { finishTurn: rejecting({ code: 'storage_unavailable', message: 'down' }) } });
+    const endFails = runTurn([answer('x')], { input: judged, actors: { finishTurn: rejecting({ code: 'storage_unavailable', message: 'down' }) } });
     await flush();
     expect(endFails.out()).toMatchObject({ outcome: { status: 'completed' }, endRecorded: false });
-    const lost = runTurn([answer('x')], { actors: { finishTurn: rejecting(new CommandError('ownership_lost', 'taken over')) } });
+    const lost = runTurn([answer('x')], { input: judged, actors: { finishTurn: rejecting(new CommandError('ownership_lost', 'taken over')) } });
     await flush();
     expect(lost.out().outcome).toEqual({ status: 'failed', code: 'ownership_lost', message: 'taken over' });
     // Only the fence's CommandError is a lost lease: a plain object saying so is an unrecorded end.
-    const lostPlain = runTurn([answer('x')], { actors: { finishTurn: rejecting({ code: 'ownership_lost', message: 'plain' }) } });
+    const lostPlain = runTurn([answer('x')], { input: judged, actors: { finishTurn: rejecting({ code: 'ownership_lost', message: 'plain' }) } });
     await flush();
     expect(lostPlain.out()).toMatchObject({ outcome: { status: 'completed' }, endRecorded: false });
   });
@@ -276,7 +281,7 @@ describe('Turn machine (stub actors): the model call', () => {
     const storage = runTurn([{ events: [], error: new ModelCallSetupFailure('sample', new StorageError('down')) }]);
     await flush();
     expect(storage.out().outcome).toEqual({ status: 'failed', code: 'persistence_error', message: 'down' });
-    const invalid = runTurn([answer('{}')], { actors: { persistAssistantMessage: stubPromise({ messageId: 'm', outputProblem: 'missing field a' }) } });
+    const invalid = runTurn([answer('{}')], { input: { answerJudged: true }, actors: { persistAssistantMessage: stubPromise({ messageId: 'm', outputProblem: 'missing field a' }) } });
     await flush();
     expect(invalid.out()).toMatchObject({ outcome: { status: 'failed', code: 'output_invalid', message: 'missing field a' }, usage: USAGE });
   });
@@ -373,18 +378,36 @@ describe('Turn machine (stub actors): compaction and steering', () => {
 
   it('steering input and agent mail are drained before the next model call; a final answer with input waiting takes one more round', async () => {
     const steer = { id: 'm2', role: 'user' as const, kind: 'normal' as const, content: [{ type: 'text' as const, text: 'also this' }] };
-    const gate = deferred<{ messageId: string }>();
-    const t = runTurn([answer('first'), answer('second')], {
-      input: { mailbox: [{ id: 'agent-msg:a', taskName: 't', kind: 'final_answer', body: 'b' }] },
-      actors: { persistAssistantMessage: stubPromise(() => (t.stubs.persistAssistantMessage.inputs.length === 1 ? gate.promise : { messageId: 'm' })) },
-    });
+    const t = runTurn(['sampling', answer('second')], { input: { mailbox: [{ id: 'agent-msg:a', taskName: 't', kind: 'final_answer', body: 'b' }] } });
     await flush();
     expect(t.stubs.drainInbox.inputs[0]).toMatchObject({ mailbox: [{ id: 'agent-msg:a' }], pendingInput: [] });
+    // Input that arrives while the model answers is waiting when the answer is stored: that answer
+    // does not end the turn (its write carries no end), and the input gets one more round.
     t.child().send({ type: 'turn.steer', message: steer });
+    const live = t.stubs.callModel.live.subscriber!;
+    for (const event of [{ type: 'model.sampled' as const }, ...answer('first')]) live.next(event);
+    live.complete();
+    await flush();
+    expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ end: null });
+    expect(t.stubs.drainInbox.inputs[1]).toMatchObject({ mailbox: [], pendingInput: [steer] });
+    expect(t.stubs.persistAssistantMessage.inputs[1]).toMatchObject({ end: { planUnfinishedStepCount: null } });
+    expect(t.out()).toMatchObject({ outcome: { status: 'completed', finalText: 'second' }, usage: { inputTokens: 6, outputTokens: 4 }, pendingInput: [] });
+  });
+
+  it('a stop or steering input that arrives while a final answer that ends the turn is written comes after the end', async () => {
+    const steer = { id: 'm2', role: 'user' as const, kind: 'normal' as const, content: [{ type: 'text' as const, text: 'too late' }] };
+    const gate = deferred<{ messageId: string }>();
+    const t = runTurn([answer('first')], { actors: { persistAssistantMessage: stubPromise(() => gate.promise) } });
+    await flush();
+    expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ end: { planUnfinishedStepCount: null } });
+    t.child().send({ type: 'turn.steer', message: steer });
+    t.child().send({ type: 'turn.cancel' });
     gate.resolve({ messageId: 'm1' });
     await flush();
-    expect(t.stubs.drainInbox.inputs[1]).toMatchObject({ mailbox: [], pendingInput: [steer] });
-    expect(t.out()).toMatchObject({ outcome: { status: 'completed', finalText: 'second' }, usage: { inputTokens: 6, outputTokens: 4 }, pendingInput: [] });
+    // The turn ended with the answer's commit: completed, its end not written again, the input handed back.
+    expect(t.out()).toMatchObject({ outcome: { status: 'completed', finalText: 'first' }, endRecorded: true, pendingInput: [steer] });
+    expect(t.stubs.finishTurn.inputs).toMatchObject([{ outcome: { status: 'completed' }, recorded: true }]);
+    expect(t.stubs.drainInbox.inputs).toHaveLength(0);
   });
 });
 

@@ -148,7 +148,7 @@ describe('updates, replay and snapshot', () => {
 
   it('host status: idle, active with waiting_on_approval, system_error when the end of a turn cannot be written', async () => {
     const faulty = faultyStorage(storage);
-    const h = await harness(faulty, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }, { text: 'ok' }, { text: 'again' }]);
+    const h = await harness(faulty, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }, { text: 'again' }]);
     expect(h.session.status()).toEqual({ type: 'idle' });
     expect(h.core.status('nope')).toEqual({ type: 'not_loaded' });
     const turnId = await h.start('go');
@@ -156,13 +156,14 @@ describe('updates, replay and snapshot', () => {
     const requested = await h.waitFor((e) => e.update.type === 'permission_requested');
     expect(h.session.status()).toEqual({ type: 'active', activeFlags: ['waiting_on_approval'] });
     faulty.failOn('finishTurn', 1);
-    await h.session.resolvePermission(turnId, (requested.update as { toolCallId: string }).toolCallId, 'allow_once');
-    await h.session.waitForTurn(turnId);
+    // A cancelled turn's end is written on its own (a final answer carries its end in its own statement).
+    await h.session.cancelTurn(turnId);
+    expect(await h.session.waitForTurn(turnId)).toMatchObject({ status: 'cancelled' });
     expect(h.session.status()).toMatchObject({ type: 'system_error' });
     // The next turn writes the end that could not be written, runs, and the status is idle again.
     expect((await h.run('again')).outcome).toEqual({ status: 'completed', finalText: 'again' });
     expect(h.session.status()).toEqual({ type: 'idle' });
-    expect((await faulty.getTurn(turnId))?.status).toBe('completed');
+    expect((await faulty.getTurn(turnId))?.status).toBe('cancelled');
   });
 
   it('a stopped session answers actor_stopped', async () => {

@@ -98,6 +98,8 @@ describe.each(backends)('fenced fact statements on $name', (backend) => {
     const attempts: Array<() => Promise<unknown>> = [
       () => storage.recordModelCallStart(turnId, 2),
       () => storage.commitAssistantMessage(turnId, assistant('c1'), usage, 1),
+      // A final answer that would end the turn in its own statement: neither the answer nor the end lands.
+      () => storage.commitAssistantMessage(turnId, { id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'text', text: 'late' }] }, usage, 0, { planUnfinishedStepCount: null }),
       () => storage.commitToolResult(turnId, toolResult('c1')),
       // A result that reserves the next model call: neither the result nor the counters land.
       () => storage.commitToolResult(turnId, toolResult('c3'), 2),

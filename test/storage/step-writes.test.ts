@@ -167,7 +167,7 @@ describe('the step on a Postgres server', () => {
       for (const text of [
         `ow_model_call_start('gt9', 1)`,
         `ow_commit_tool_result('gt9', 'm9', 'tool', '[]', 'normal', 'c9', 'echo', 2)`,
-        `ow_commit_assistant('gt9', 'a9', 'assistant', '[]', 'normal', NULL, NULL, 0, 0, 0, 0, 0)`,
+        `ow_commit_assistant('gt9', 'a9', 'assistant', '[]', 'normal', NULL, NULL, 0, 0, 0, 0, 0, true, NULL)`,
       ]) {
         const json = await plan(text);
         expect(json).toContain('"Scan Direction"');

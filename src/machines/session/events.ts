@@ -27,6 +27,8 @@ export type SessionEvent =
       clientRequestId: string;
       messages: NewMessage[];
       disabledSkillNames: string[];
+      /** The turn's final answer is judged against an output schema after it is stored (`TurnInput.answerJudged`). */
+      answerJudged?: boolean;
     }
   | { type: 'session.cancel_turn'; commandId: string; turnId: string }
   | { type: 'session.resolve_permission'; commandId: string; turnId: string; toolCallId: string; decision: PermissionDecision; at: number }

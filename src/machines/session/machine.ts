@@ -32,6 +32,7 @@ export interface SessionContext extends SessionInput {
     mailbox: AgentMessage[];
     pendingInput: NewMessage[];
     disabledSkillNames: string[];
+    answerJudged?: boolean;
   } | null;
   pendingApproval: { turnId: string; toolCallId: string; card: PermissionCard } | null;
   /** The request_user_input the active turn waits on (seed 004 `waiting_on_user_input`). */
@@ -234,6 +235,7 @@ export const sessionMachine = sessionSetup.createMachine({
                   clientRequestId: event.clientRequestId,
                   messages: event.messages,
                   disabledSkillNames: event.disabledSkillNames,
+                  ...(event.answerJudged ? { answerJudged: true } : {}),
                   mailbox: context.mailbox,
                   pendingInput: context.pendingInput,
                 },
@@ -316,6 +318,7 @@ export const sessionMachine = sessionSetup.createMachine({
           compactAtTokens: context.compactAtTokens,
           compactionEnabled: context.compactionEnabled,
           disabledSkillNames: context.activeTurn!.disabledSkillNames,
+          answerJudged: context.activeTurn!.answerJudged === true,
         }),
         onDone: [
           { guard: ({ context }) => context.shuttingDown, target: 'stopped', actions: 'settleTurn' },

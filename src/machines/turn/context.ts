@@ -56,7 +56,19 @@ export interface TurnContext extends TurnInput {
   reloadRequired: boolean;
   /** Consecutive wait_agent timeouts; reaching the doom-loop threshold ends the turn (reference §5.5). */
   waitTimeouts: number;
+  /**
+   * The answer being stored ends the turn, decided as `persisting` is entered (no tool calls, no
+   * steering input waiting, no stop asked, no judged output): its statement writes the turn's end
+   * too (`PersistAssistantInput.end`), and a stop or steering input that arrives during that write
+   * comes after the end, as it would after a separate end write.
+   */
+  endingWithAnswer: boolean;
   endRecorded: boolean;
+}
+
+/** The plan's steps not completed when the turn ends (null: the turn has no plan), recorded with its end. */
+export function planUnfinishedSteps(context: TurnContext): number | null {
+  return context.plan ? context.plan.steps.filter((s) => s.status !== 'completed').length : null;
 }
 
 /** A draft with nothing received yet. */

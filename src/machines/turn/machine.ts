@@ -55,6 +55,7 @@ export const turnMachine = turnSetup.createMachine({
     samplingSequence: 1,
     reloadRequired: false,
     waitTimeouts: 0,
+    endingWithAnswer: false,
     endRecorded: false,
   }),
   initial: 'starting',

@@ -83,6 +83,11 @@ export interface TurnInput {
   compactionEnabled: boolean;
   /** Skills hidden from the catalog, snapshotted when the turn was accepted (reference §7.7). */
   disabledSkillNames: string[];
+  /**
+   * The final answer is judged against the turn's output schema (structured output) after it is
+   * stored, and may fail the turn: such an answer never ends the turn in its own statement.
+   */
+  answerJudged?: boolean;
 }
 
 export interface TurnOutput {
@@ -184,6 +189,13 @@ export interface PersistAssistantInput {
   modelCallIndex: number;
   spanId: string;
   draft: ModelDraft;
+  /**
+   * The turn's end, when the chart knows this message ends it (a final answer: no tool calls, no
+   * steering input waiting, no stop asked, no judged output): written as `completed` in the same
+   * statement as the message, so a committed final answer is never left on a running turn and the
+   * end costs no round trip of its own. Null: the message does not end the turn.
+   */
+  end: { planUnfinishedStepCount: number | null } | null;
 }
 
 export interface CompactInput {
@@ -220,6 +232,11 @@ export interface FinishInput {
   planUnfinishedStepCount: number | null;
   /** A reserved model call the turn never made (0 for none): the end takes its counters back. */
   unmadeModelCall: number;
+  /**
+   * The end was already written, with the final answer (`PersistAssistantInput.end`): nothing is
+   * written, only the turn's local bookkeeping is done.
+   */
+  recorded: boolean;
 }
 
 /** Where a model call failed before the model was asked: its World State, its request or its counters. */

@@ -85,6 +85,26 @@ export function messageFromRow(r: Row): StoredMessage {
   return message;
 }
 
+/**
+ * A message one of the single-message fact statements stored: what was sent, with what the
+ * statement decided (its session, sequence and time; `RETURNING session_id, sequence, created_at`).
+ */
+export function storedMessage(message: NewMessage, turnId: string, r: Row): StoredMessage {
+  const stored: StoredMessage = {
+    id: message.id,
+    sessionId: String(r.session_id),
+    turnId,
+    sequence: num(r.sequence),
+    role: message.role,
+    kind: message.kind,
+    content: message.content,
+    createdAt: iso(r.created_at),
+  };
+  if (message.providerCallId !== undefined) stored.providerCallId = message.providerCallId;
+  if (message.toolName !== undefined) stored.toolName = message.toolName;
+  return stored;
+}
+
 /** The columns of a `CheckpointRecord`. */
 export const CHECKPOINT_COLUMNS = `id, session_id, sequence, kind, through_message_sequence, replaced_through_message_sequence,
   source_message_count, checkpoint_format_version, summary_format_version, last_user_message_id, last_user_message_sequence,

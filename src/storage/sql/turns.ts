@@ -22,9 +22,9 @@ import {
   SESSION_OWNERSHIP,
   type FactStatement,
 } from '../step-sql.js';
-import type { BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
+import type { AnswerEnd, BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
 import type { SqlContext } from './context.js';
-import { TURN_COLUMNS, messageFromRow, messageRecord, pushMessageParams, turnFromRow } from './rows.js';
+import { TURN_COLUMNS, messageFromRow, messageRecord, pushMessageParams, storedMessage, turnFromRow } from './rows.js';
 import { getSession } from './sessions.js';
 
 /** One message of a running turn, through one of the single-message fact statements. */
@@ -33,7 +33,7 @@ async function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, m
   for (const value of extra) params.push(value);
   const rows = await ctx.fact(stmt, params);
   if (!rows[0]) return ctx.notRunning(turnId);
-  return messageFromRow(rows[0]);
+  return storedMessage(message, turnId, rows[0]);
 }
 
 export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMessage[]> {
@@ -85,9 +85,21 @@ export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallI
   });
 }
 
-export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number): Promise<StoredMessage> {
+export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number, end?: AnswerEnd): Promise<StoredMessage> {
   return ctx.run('commit assistant message', () =>
-    commitOne(ctx, turnId, COMMIT_ASSISTANT_MESSAGE, message, usage.inputTokens, usage.outputTokens, usage.cachedInputTokens, usage.reasoningTokens, toolCallCount),
+    commitOne(
+      ctx,
+      turnId,
+      COMMIT_ASSISTANT_MESSAGE,
+      message,
+      usage.inputTokens,
+      usage.outputTokens,
+      usage.cachedInputTokens,
+      usage.reasoningTokens,
+      toolCallCount,
+      end !== undefined,
+      end?.planUnfinishedStepCount ?? null,
+    ),
   );
 }
 

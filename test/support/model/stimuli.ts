@@ -356,6 +356,7 @@ export function serialize(state: ModelState): string {
           Object.keys(tc!.turnGrants).length,
           tc!.plan !== null,
           tc!.permissionMode,
+          tc!.endingWithAnswer,
           tc!.endRecorded,
           directOf(t as unknown as Snap),
         ]
@@ -431,6 +432,8 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
       ev('overflow');
       continue;
     }
+    // An end written with the final answer: the actor writes nothing and cannot fail (settle()).
+    if (id === 'finishTurn' && (turn!.children.finishTurn as unknown as { options?: { input?: { recorded?: boolean } } } | undefined)?.options?.input?.recorded) continue;
     if (id in DEFAULT_PORTS) offer(id as PortActor);
   }
   for (const id of toolWaits) {
@@ -537,6 +540,11 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       } else if (input.counted) {
         sim.send('turn', { type: 'model.call_recorded', estimatedInputTokens: 50 });
       }
+      continue;
+    }
+    if ((turnWaits.finishTurn as { recorded?: boolean } | undefined)?.recorded) {
+      // The final answer's statement wrote the end: the actor only does its local bookkeeping.
+      sim.send('turn', { type: 'xstate.done.actor.finishTurn', output: true, actorId: 'finishTurn' });
       continue;
     }
     const cancelled = turnWaits.recordCancelledCalls as { calls: unknown[] } | undefined;

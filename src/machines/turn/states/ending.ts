@@ -1,10 +1,12 @@
 /**
  * @module machines/turn/states/ending
- * `ending`: the turn's end is written, and the final state follows the outcome (or the refusal
- * of a session another runtime owns now).
+ * `ending`: the turn's end is written (unless the final answer's statement wrote it already,
+ * `endRecorded`), and the final state follows the outcome (or the refusal of a session another
+ * runtime owns now).
  */
 import { assign } from 'xstate';
 import { failedOutcome, isOwnershipLost, storageFailure } from '../outcomes.js';
+import { planUnfinishedSteps } from '../context.js';
 import { turnSetup } from '../setup.js';
 
 export const endingState = turnSetup.createStateConfig({
@@ -15,8 +17,10 @@ export const endingState = turnSetup.createStateConfig({
       sessionId: context.sessionId,
       turnId: context.turnId,
       outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
-      planUnfinishedStepCount: context.plan ? context.plan.steps.filter((s) => s.status !== 'completed').length : null,
+      planUnfinishedStepCount: planUnfinishedSteps(context),
       unmadeModelCall: context.reservedCall,
+      // Written already with the final answer (`persisting`): only the local bookkeeping is left.
+      recorded: context.endRecorded,
     }),
     onDone: [
       { guard: 'outcomeCompleted', target: 'completed', actions: assign({ endRecorded: ({ event }) => event.output }) },

@@ -8,7 +8,7 @@ import { assign, enqueueActions } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { announceToParent } from '../../publish.js';
-import { emptyDraft, toolCallIdFor } from '../context.js';
+import { emptyDraft, planUnfinishedSteps, toolCallIdFor } from '../context.js';
 import { assemblyFailure, counterWriteFailure, failedOutcome, modelFailure, samplingFailure, stopOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
@@ -218,6 +218,12 @@ export const runningModelState = turnSetup.createStateConfig({
       },
     },
     persisting: {
+      // Whether this answer ends the turn is decided here, once: the write either carries the end
+      // or does not, whatever arrives while it runs.
+      entry: assign({
+        endingWithAnswer: ({ context }) =>
+          context.draft.toolCalls.length === 0 && context.pendingInput.length === 0 && context.stopRequest === null && context.answerJudged !== true,
+      }),
       invoke: {
         id: 'persistAssistantMessage',
         src: 'persistAssistantMessage',
@@ -227,8 +233,24 @@ export const runningModelState = turnSetup.createStateConfig({
           modelCallIndex: context.modelCallIndex,
           spanId: `${context.turnId}.model${context.submissionCount}`,
           draft: context.draft,
+          end: context.endingWithAnswer ? { planUnfinishedStepCount: planUnfinishedSteps(context) } : null,
         }),
         onDone: [
+          {
+            // The final answer and the turn's end committed together: a stop or steering input that
+            // came during the write finds the turn ended (steering input goes to the next turn).
+            guard: ({ context }) => context.endingWithAnswer,
+            target: '#turn.ending',
+            actions: [
+              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+              assign(({ context }) => ({
+                usage: addUsage(context.usage, context.draft.completion!.usage),
+                outcome: { status: 'completed' as const, finalText: context.draft.text },
+                draft: emptyDraft(),
+                endRecorded: true,
+              })),
+            ],
+          },
           {
             // Structured output: a final answer that does not fit the turn's schema fails the turn.
             guard: ({ context, event }) =>
