@@ -11,10 +11,12 @@
  * under its name), then each run is one buffer, Bind + Execute + Sync, one call into the backend;
  * a transaction's BEGIN rides in the buffer of its first statement and its COMMIT is one call.
  *
- * What stays as it was: rows are parsed by PGlite's own `parseResults` with the instance's parsers,
+ * What stays as it was: values are parsed with the instance's parsers (a prepared statement's reply
+ * is read from its bytes by pglite-reply.ts, everything else by PGlite's own `parseResults`),
  * parameters are serialised with its serializers by the types Postgres inferred, and a failure is the
- * same `DatabaseError` (SQLSTATE in `code`, with `query` and `params` added as PGlite does), because
- * the messages still go through `execProtocolStream`, which also handles notices.
+ * same `DatabaseError` (SQLSTATE in `code`, with `query` and `params` added as PGlite does), parsed
+ * by PGlite's own protocol parser. A commit is followed by PGlite's `syncToFs` only where the file
+ * system's sync does something (`afterCommit`).
  */
 import type { PGlite } from '@electric-sql/pglite';
 import { MemoryFS, parse, protocol, TransactionAbortedError } from '@electric-sql/pglite';
