@@ -11,26 +11,37 @@
  * under its name), then each run is one buffer, Bind + Execute + Sync, one call into the backend;
  * a transaction's BEGIN rides in the buffer of its first statement and its COMMIT is one call.
  *
- * What stays as it was: rows are parsed by PGlite's own `parseResults` with the instance's parsers,
+ * What stays as it was: values are parsed with the instance's parsers (a prepared statement's reply
+ * is read from its bytes by pglite-reply.ts, everything else by PGlite's own `parseResults`),
  * parameters are serialised with its serializers by the types Postgres inferred, and a failure is the
- * same `DatabaseError` (SQLSTATE in `code`, with `query` and `params` added as PGlite does), because
- * the messages still go through `execProtocolStream`, which also handles notices.
+ * same `DatabaseError` (SQLSTATE in `code`, with `query` and `params` added as PGlite does), parsed
+ * by PGlite's own protocol parser. A commit is followed by PGlite's `syncToFs` only where the file
+ * system's sync does something (`afterCommit`).
  */
 import type { PGlite } from '@electric-sql/pglite';
-import { parse, protocol, TransactionAbortedError } from '@electric-sql/pglite';
+import { MemoryFS, parse, protocol, TransactionAbortedError } from '@electric-sql/pglite';
 import type { NamedStatement, Row, SqlExecutor } from './sql.js';
+import { joinChunks, readRows, replyError, type ReplyColumn } from './pglite-reply.js';
 
 type BackendMessage = Awaited<ReturnType<PGlite['execProtocolStream']>>[number];
 type Results = ReturnType<typeof parse.parseResults>[number];
 
 const { serialize } = protocol;
 
+/**
+ * The `syncToFs` that PGlite's Emscripten file systems share (memory and the Node file system): it
+ * does nothing, because every page and WAL write already reached the OS through a write call. An
+ * instance whose file system has this very method needs no sync after a commit; any other file
+ * system (one that overrides it) gets its sync as before.
+ */
+const NO_OP_SYNC = (Object.getPrototypeOf(MemoryFS.prototype) as { syncToFs: unknown }).syncToFs;
+
 /** What Postgres told us once about a prepared statement: its parameters' types and its result row. */
 interface Prepared {
   readonly text: string;
   readonly paramTypes: readonly number[];
-  /** The statement's RowDescription, or null when it returns no rows (NoData). */
-  readonly rowDescription: BackendMessage | null;
+  /** The statement's result columns, from its RowDescription; empty when it returns no rows (NoData). */
+  readonly columns: readonly ReplyColumn[];
 }
 
 /** The outcome of a statement, in the shape of `SqlExecutor.query`. */
@@ -66,6 +77,8 @@ function isScript(text: string, params: readonly unknown[] | undefined): boolean
  */
 export class PgliteProtocol {
   private readonly prepared = new Map<string, Prepared>();
+  /** Whether a commit must be followed by the file system's sync; known once PGlite is up. */
+  private syncAfterCommit: boolean | undefined;
 
   constructor(private readonly db: PGlite) {}
 
@@ -81,7 +94,7 @@ export class PgliteProtocol {
     return this.db._runExclusiveTransaction(() =>
       this.db._runExclusiveQuery(async () => {
         const result = await this.run<R>(statement, params, false);
-        await this.db.syncToFs();
+        await this.afterCommit();
         return result;
       }),
     );
@@ -115,7 +128,7 @@ export class PgliteProtocol {
           // COMMIT of a transaction that an error had aborted answers ROLLBACK: PGlite throws its
           // TransactionAbortedError (SQLSTATE 25P02) for it, and so do we.
           if (tag?.text === 'ROLLBACK') throw Object.assign(new TransactionAbortedError(), { query: 'COMMIT', params: undefined });
-          await this.db.syncToFs();
+          await this.afterCommit();
         }
         return result;
       } catch (error) {
@@ -134,6 +147,16 @@ export class PgliteProtocol {
    */
   private async ready(): Promise<void> {
     if (!this.db.ready || this.db.closed) await this.db._checkReady();
+  }
+
+  /**
+   * The file system's sync after a commit, as PGlite's `query()` does it, unless the instance's file
+   * system is one of PGlite's Emscripten ones (memory, the Node file system), whose sync does nothing:
+   * their writes reach the OS as they happen. Skipping it saves a mutex and two async hops per commit.
+   */
+  private async afterCommit(): Promise<void> {
+    this.syncAfterCommit ??= this.db.fs?.syncToFs !== NO_OP_SYNC;
+    if (this.syncAfterCommit) await this.db.syncToFs();
   }
 
   /** One statement, the query lock held; `begin` prefixes the transaction's BEGIN. */
@@ -167,10 +190,8 @@ export class PgliteProtocol {
       throw new TypeError(`statement ${statement.name} was prepared with another text`);
     }
     const bind = serialize.bind({ statement: statement.name, values: this.values(params, prepared.paramTypes) });
-    const messages = await this.send(concat([...prefix, bind, EXECUTE, SYNC]));
-    const rows = afterBegin(messages, prefix.length > 0);
-    const sets = parse.parseResults(prepared.rowDescription ? [prepared.rowDescription, ...rows] : rows, this.db.parsers);
-    return shape<R>(sets[0]!);
+    const reply = await this.sendRaw(concat([...prefix, bind, EXECUTE, SYNC]));
+    return readRows<R>(reply, prepared.columns, this.db.parsers, prefix.length > 0);
   }
 
   /** Parse + Describe (+ Sync) under the statement's name; an error leaves nothing cached. */
@@ -178,10 +199,11 @@ export class PgliteProtocol {
     const messages = await this.send(
       concat([...prefix, serialize.parse({ name: statement.name, text: statement.text }), serialize.describe({ type: 'S', name: statement.name }), SYNC]),
     );
+    const description = messages.find((m) => m.name === 'rowDescription') as { fields?: readonly ReplyColumn[] } | undefined;
     const prepared: Prepared = {
       text: statement.text,
       paramTypes: parse.parseDescribeStatementResults(messages),
-      rowDescription: messages.find((m) => m.name === 'rowDescription') ?? null,
+      columns: (description?.fields ?? []).map((field) => ({ name: field.name, dataTypeID: field.dataTypeID })),
     };
     this.prepared.set(statement.name, prepared);
     return prepared;
@@ -216,6 +238,20 @@ export class PgliteProtocol {
   /** One call into the backend; throws the first `DatabaseError` after the whole buffer ran. */
   private send(message: Uint8Array): Promise<BackendMessage[]> {
     return this.db.execProtocolStream(message, { syncToFs: false });
+  }
+
+  /**
+   * One call into the backend, its reply as bytes (pglite-reply.ts reads them); throws the reply's
+   * first `DatabaseError`, after the whole buffer ran, as `send` does. PGlite hands the reply out as
+   * views into the WebAssembly memory, valid only during the call, so each chunk is copied.
+   */
+  private async sendRaw(message: Uint8Array): Promise<Uint8Array> {
+    const chunks: Uint8Array[] = [];
+    await this.db.execProtocolRawStream(message, { syncToFs: false, onRawData: (chunk) => chunks.push(chunk.slice()) });
+    const reply = joinChunks(chunks);
+    const error = replyError(reply);
+    if (error) throw error;
+    return reply;
   }
 }
 

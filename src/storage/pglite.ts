@@ -63,6 +63,18 @@ export interface PgliteStorageOptions extends StorageOptions {
  */
 export const PGLITE_DEFAULT_SETTINGS: Record<string, string> = { shared_buffers: '16MB' };
 
+/**
+ * Settings for a store in memory only, where nothing outlives the process: the WAL exists there for
+ * nothing but crash recovery, which memory never does. `synchronous_commit=off` lets a commit return
+ * without writing its WAL out of the WAL buffers (into memory files that no one will replay), and
+ * `full_page_writes=off` drops the page images written after each checkpoint against torn pages on
+ * a crash. Within the process nothing changes: a commit is visible at once, as before. A directory
+ * keeps both on: there, "acknowledged means durable" (against a killed process) rests on the commit's
+ * WAL reaching the OS before the statement returns. (docs/decisions.md, "PGlite in memory: no WAL
+ * flush at commit".)
+ */
+export const PGLITE_MEMORY_SETTINGS: Record<string, string> = { synchronous_commit: 'off', full_page_writes: 'off' };
+
 export class PgliteDatabase implements SqlDatabase {
   readonly kind = 'pglite' as const;
   // Private, so that the published declarations never name a PGlite type (its own declarations
@@ -71,8 +83,14 @@ export class PgliteDatabase implements SqlDatabase {
   /** Every statement goes through the extended protocol, named ones prepared once (pglite-protocol.ts). */
   private readonly protocol: PgliteProtocol;
 
-  /** The data directory as a gzipped tarball (the seed of `createPgliteSeed`). */
-  dumpDataDir(): Promise<Blob> {
+  /**
+   * The data directory as a gzipped tarball (the seed of `createPgliteSeed`). A CHECKPOINT first:
+   * in memory a commit's WAL may still be in the WAL buffers (`PGLITE_MEMORY_SETTINGS`), and the
+   * tarball holds only files; after it every committed page is in the files, so a store started from
+   * the tarball has every commit and no WAL to replay.
+   */
+  async dumpDataDir(): Promise<Blob> {
+    await this.protocol.query('CHECKPOINT');
     return this.db.dumpDataDir('gzip') as Promise<Blob>;
   }
   /** The directory's lock (issue 13.5); none in memory. */
@@ -82,7 +100,7 @@ export class PgliteDatabase implements SqlDatabase {
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
     // Before PGlite touches the directory: a second process would overwrite this one's pages.
     this.lock = options.dataDir ? acquireStoreLock(options.dataDir) : null;
-    const settings = { ...PGLITE_DEFAULT_SETTINGS, ...options.postgresSettings };
+    const settings = { ...PGLITE_DEFAULT_SETTINGS, ...(options.dataDir ? {} : PGLITE_MEMORY_SETTINGS), ...options.postgresSettings };
     const extra = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
     // PGlite's start parameters replace its defaults (single-user mode and friends), so extend them.
     const startParams = [...PGlite.defaultStartParams, ...extra];

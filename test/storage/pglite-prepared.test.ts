@@ -90,6 +90,18 @@ describe('PGlite prepared statements (extended protocol)', () => {
     expect(theirUpdate.affectedRows).toBe(2);
   });
 
+  it('reads a reply that the backend writes in several chunks, nulls and a BEGIN before it, as PGlite does', async () => {
+    // About 300 kB of rows: the backend flushes its 8 kB send buffer many times within one call.
+    const many = statement('test_many', `SELECT g AS n, CASE WHEN g % 3 = 0 THEN NULL ELSE repeat('é', 20) END AS filler, jsonb_build_object('g', g) AS doc FROM generate_series(1, $1::int) g`);
+    const mine = await database.query(many, [5000]);
+    const theirs = await raw(database).query<Record<string, unknown>>(many.text, [5000]);
+    expect(mine.rows.length).toBe(5000);
+    expect(mine.rows).toEqual(theirs.rows);
+    expect(mine.rowCount).toBe(5000);
+    const inTx = await database.transaction(async (tx) => (await tx.query(many, [3])).rows);
+    expect(inTx).toEqual(theirs.rows.slice(0, 3));
+  });
+
   it('fails with the same DatabaseError as PGlite, and the database goes on', async () => {
     const mine = await database.query(INSERT, [1, 'again']).catch((error: unknown) => error);
     const theirs = await raw(database).query(INSERT.text, [1, 'again']).catch((error: unknown) => error);

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadMigrations } from '../../src/storage/migrate.js';
-import { PGLITE_DEFAULT_SETTINGS, createPgliteSeed, pgliteStorage } from '../../src/storage/pglite.js';
+import { PGLITE_DEFAULT_SETTINGS, PgliteDatabase, createPgliteSeed, pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 
 /** A gzipped ustar archive of regular files, as PGlite's dumpDataDir writes one (name, bytes). */
@@ -174,6 +174,39 @@ describe('PGlite settings', () => {
     } finally {
       await plain.close();
       await tuned.close();
+    }
+  }, 120_000);
+
+  it('memory alone runs without a WAL flush at commit or page images; a directory keeps both (acknowledged means durable there)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ow-pglite-settings-'));
+    const memory = pgliteStorage({ seed: null });
+    const disk = pgliteStorage({ seed: null, dataDir: join(dir, 'db') });
+    try {
+      const show = async (s: SqlSessionStorage, name: string) => (await s.db.query<Record<string, string>>(`SHOW ${name}`)).rows[0]![name];
+      expect([await show(memory, 'synchronous_commit'), await show(memory, 'full_page_writes')]).toEqual(['off', 'off']);
+      expect([await show(disk, 'synchronous_commit'), await show(disk, 'full_page_writes')]).toEqual(['on', 'on']);
+    } finally {
+      await memory.close();
+      await disk.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('a dump of a store in memory holds its last commit, though that commit never flushed its WAL', async () => {
+    const source = new PgliteDatabase({ seed: null });
+    let copy: PgliteDatabase | undefined;
+    try {
+      await source.query('CREATE TABLE dumped (n int)');
+      for (let n = 1; n <= 3; n += 1) await source.query('INSERT INTO dumped VALUES ($1)', [n]);
+      const dir = mkdtempSync(join(tmpdir(), 'ow-pglite-dump-'));
+      const tarball = join(dir, 'dump.tar.gz');
+      writeFileSync(tarball, new Uint8Array(await (await source.dumpDataDir()).arrayBuffer()));
+      copy = new PgliteDatabase({ seed: tarball });
+      expect((await copy.query<{ n: number }>('SELECT n FROM dumped ORDER BY n')).rows).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+      rmSync(dir, { recursive: true, force: true });
+    } finally {
+      await source.close();
+      await copy?.close();
     }
   }, 120_000);
 });
