@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/protocol/canonical-json.js';
+import { seededRandom } from '../support/fuzz.js';
 
 /** The former implementation: every plain object rebuilt with its entries sorted. */
 function rebuilt(value: unknown): string {
@@ -14,18 +15,6 @@ function rebuilt(value: unknown): string {
     }
     return v;
   });
-}
-
-/** A small deterministic generator (mulberry32), so a failure names its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const KEYS = ['a', 'b', 'B', 'z', '10', '9', '0', '', 'é', 'aa', 'a b', '\u{1F600}', '__proto__', 'toJSON_', '-1', '01'];
@@ -71,7 +60,7 @@ describe('canonicalJson', () => {
 
   it('gives the text of the rebuild-every-object form for 2,000 random values', () => {
     for (let seed = 1; seed <= 2000; seed += 1) {
-      const v = value(random(seed), 0);
+      const v = value(seededRandom(seed), 0);
       expect(canonicalJson(v), `seed ${seed}`).toBe(rebuilt(v));
     }
   });

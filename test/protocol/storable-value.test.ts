@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { REPLACEMENT_CHARACTER, storableText, storableValue } from '../../src/protocol/storable-text.js';
+import { seededRandom } from '../support/fuzz.js';
 
 /** The former form: every array and plain object copied, the original returned when nothing changed. */
 function copying(value: unknown): unknown {
@@ -32,18 +33,6 @@ function copying(value: unknown): unknown {
   return value;
 }
 
-/** mulberry32: a failure names its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const STRINGS = ['ok', '', 'é✓', '\u0000', 'a\ud800', '\udc00b', '\ud83d\ude00', 'x\ud83d'];
 
 function value(next: () => number, depth: number): unknown {
@@ -65,7 +54,7 @@ describe('storableValue', () => {
 
   it('gives what the copying form gave, and the same object exactly when it did, for 3,000 random values', () => {
     for (let seed = 1; seed <= 3000; seed += 1) {
-      const v = value(random(seed), 0);
+      const v = value(seededRandom(seed), 0);
       const expected = copying(v);
       const got = storableValue(v);
       expect(got, `seed ${seed}`).toEqual(expected);

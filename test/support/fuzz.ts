@@ -33,3 +33,18 @@ export function fuzzParameters<T>(ci: number): fc.Parameters<T> {
 export function fuzzTimeout(ci: number): number {
   return 60_000 + fuzzRuns(ci) * 1_000;
 }
+
+/**
+ * mulberry32: a small seeded generator for the hand-rolled random suites, so a failure is
+ * reproduced from the seed its test names.
+ */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -32,23 +32,12 @@ import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { compiledChild } from '../../support/compiled-child.js';
 import { createTestDatabase } from '../../support/databases.js';
 import { assertRequestInvariants, assertStoredInvariants } from '../../support/invariants.js';
+import { seededRandom } from '../../support/fuzz.js';
 
 const KILLS = Number(process.env.CRASH_KILLS ?? 50);
 const SESSIONS = Number(process.env.CRASH_SESSIONS ?? 2);
 const SEED = Number(process.env.CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'runtime-child.ts');
-
-/** mulberry32: a small seeded generator, so a run is reproduced by its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Line = { kind: string; [k: string]: unknown };
 
@@ -134,7 +123,7 @@ describe('crash-restart on real Postgres', () => {
 
   it(`${KILLS} kills x ${SESSIONS} sessions: nothing acknowledged is lost, nothing runs twice`, { timeout: 120_000 + KILLS * 6_000 }, async () => {
     console.log(`crash-restart: CRASH_SEED=${SEED} CRASH_KILLS=${KILLS} CRASH_SESSIONS=${SESSIONS}`);
-    const rand = random(SEED);
+    const rand = seededRandom(SEED);
     const journal = join(dir, 'journal.tsv');
     const spawnChild = (iteration: number, workload: boolean) =>
       track(new Child({

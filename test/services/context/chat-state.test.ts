@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import type { StoredMessage } from '../../../src/protocol/content.js';
 import { ChatState, ChatStateError } from '../../../src/services/context/chat-state.js';
+import { seededRandom } from '../../support/fuzz.js';
 
 /** The former check: a copy of the open calls, updated message by message. */
 class CopyingCheck {
@@ -50,18 +51,6 @@ const assistant = (turnId: string, callIds: string[]) =>
 const result = (turnId: string, callId: string) =>
   message('tool', turnId, { providerCallId: callId, content: [{ type: 'tool_result', callId, status: 'succeeded', text: 'ok' }] });
 
-/** mulberry32: a failure names its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe('ChatState.assertAppendable', () => {
   it('refuses a second result for one call within one batch, and a result for a call opened and closed in it', () => {
     const chat = new ChatState();
@@ -77,7 +66,7 @@ describe('ChatState.assertAppendable', () => {
   });
 
   it('accepts and refuses exactly what the copying check did, over 3,000 random batches', () => {
-    const next = random(7);
+    const next = seededRandom(7);
     const pick = <T,>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
     for (let run = 0; run < 100; run += 1) {
       const chat = new ChatState();

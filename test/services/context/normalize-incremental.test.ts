@@ -9,6 +9,7 @@ import type { StoredMessage } from '../../../src/protocol/content.js';
 import type { ConversationItem } from '../../../src/services/context/chat-state.js';
 import { SYSTEM_PART_MAX_TOKENS, assembleRequest, normalizeConversation } from '../../../src/services/context/assemble.js';
 import type { SystemPart } from '../../../src/services/model/port.js';
+import { seededRandom } from '../../support/fuzz.js';
 
 let seq = 0;
 function msg(partial: Partial<StoredMessage> & Pick<StoredMessage, 'role' | 'content'>): StoredMessage {
@@ -20,25 +21,13 @@ const assistant = (...ids: string[]) => msg({ role: 'assistant', content: [{ typ
 const result = (id: string, text = 'ok') => msg({ role: 'tool', providerCallId: id, toolName: 'echo', content: [{ type: 'tool_result', callId: id, status: 'succeeded', text }] });
 const syntheticItem = (text: string): ConversationItem => ({ message: user(text), synthetic: { reason: 'system_reminder', compactionId: 'c' } });
 
-/** mulberry32: a failure names its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The same call on a fresh copy of the array, which no earlier call has seen. */
 const fresh = (items: readonly (ConversationItem | StoredMessage)[], options = {}) => normalizeConversation([...items], options);
 
 describe('incremental request normalisation', () => {
   it('gives what a fresh copy gives after every append, and never changes a result it returned', () => {
     for (let run = 1; run <= 60; run += 1) {
-      const next = random(run);
+      const next = seededRandom(run);
       const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!;
       const items: Array<ConversationItem | StoredMessage> = [];
       const returned: Array<{ result: ReturnType<typeof normalizeConversation>; text: string }> = [];
