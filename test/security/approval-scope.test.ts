@@ -7,23 +7,17 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Core } from '../../src/core.js';
+import { describe, expect, it } from 'vitest';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
-import { usePglite } from '../support/databases.js';
+import { requireSandbox, type ToolEnv } from '../support/tool-env.js';
+import { useToolTurnBed } from '../support/tool-turn-bed.js';
 import { builtinToolsCore } from '../support/scripted-attack.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
-usePglite((s) => (storage = s));
-useToolEnv((e) => (env = e));
-const open: Core[] = [];
-afterEach(async () => {
-  while (open.length > 0) await open.pop()!.shutdown();
-});
+const open = useToolTurnBed((s) => (storage = s), (e) => (env = e));
 
 const APPROVED = 'rm -rf build';
 const RIDERS = [

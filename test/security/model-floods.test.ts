@@ -7,24 +7,18 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Core } from '../../src/core.js';
+import { describe, expect, it } from 'vitest';
 import { scriptedModel, type ScriptedStep } from '../../src/services/model/scripted.js';
 import { MAX_RESPONSE_CHARS, MAX_TOOL_ARGUMENTS_CHARS, MAX_TOOL_CALLS_PER_RESPONSE } from '../../src/services/model/stream-events.js';
 import type { ModelStreamEvent } from '../../src/services/model/port.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { type ToolEnv, useToolEnv } from '../support/tool-env.js';
-import { usePglite } from '../support/databases.js';
+import { type ToolEnv } from '../support/tool-env.js';
+import { useToolTurnBed } from '../support/tool-turn-bed.js';
 import { builtinToolsCore } from '../support/scripted-attack.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
-usePglite((s) => (storage = s));
-useToolEnv((e) => (env = e));
-const open: Core[] = [];
-afterEach(async () => {
-  while (open.length > 0) await open.pop()!.shutdown();
-});
+const open = useToolTurnBed((s) => (storage = s), (e) => (env = e));
 
 const USAGE = { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 };
 

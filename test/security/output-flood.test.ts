@@ -8,15 +8,14 @@
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Core } from '../../src/core.js';
+import { describe, expect, it } from 'vitest';
 import type { SessionUpdateEnvelope, ToolProgress } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { omittedProgressText, PROGRESS_CHUNK_BYTES, PROGRESS_HEAD_BYTES, PROGRESS_TAIL_BYTES } from '../../src/services/updates/progress-budget.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../support/invariants.js';
-import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
-import { usePglite } from '../support/databases.js';
+import { requireSandbox, type ToolEnv } from '../support/tool-env.js';
+import { useToolTurnBed } from '../support/tool-turn-bed.js';
 import { builtinToolsCore } from '../support/scripted-attack.js';
 
 const FLOOD_BYTES = 2 * 1024 ** 3;
@@ -34,13 +33,7 @@ function heapAfterGc(): number {
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
-usePglite((s) => (storage = s));
-useToolEnv((e) => (env = e));
-
-const open: Core[] = [];
-afterEach(async () => {
-  while (open.length > 0) await open.pop()!.shutdown();
-});
+const open = useToolTurnBed((s) => (storage = s), (e) => (env = e));
 
 describe('issue 12.9: an output flood', () => {
   it('2 GiB through bash: heap growth under 64 MiB, progress capped by the head/tail rule, no large chunk in the ring', { timeout: 180_000 }, async (ctx) => {

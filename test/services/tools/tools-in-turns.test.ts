@@ -5,7 +5,7 @@
  */
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../../src/core.js';
 import type { ModelRequest } from '../../../src/services/model/port.js';
 import { scriptedModel, type ScriptedModel, type ScriptedStep } from '../../../src/services/model/scripted.js';
@@ -20,18 +20,12 @@ import type { SandboxLauncher } from '../../../src/services/sandbox/launcher.js'
 import type { SessionHandle } from '../../../src/session-handle.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { assertAllRequests } from '../../support/invariants.js';
-import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
-import { usePglite } from '../../support/databases.js';
+import { requireSandbox, toolEnv, type ToolEnv } from '../../support/tool-env.js';
+import { useToolTurnBed } from '../../support/tool-turn-bed.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
-usePglite((s) => (storage = s));
-useToolEnv((e) => (env = e));
-
-const open: Core[] = [];
-afterEach(async () => {
-  while (open.length > 0) await open.pop()!.shutdown();
-});
+const open = useToolTurnBed((s) => (storage = s), (e) => (env = e));
 
 interface Run {
   core: Core;
