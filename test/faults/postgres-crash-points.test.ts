@@ -21,6 +21,7 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import { assertNoRunningAfterTerminal, assertStoredInvariants } from '../support/invariants.js';
 import { startPostgres, type PostgresServer } from '../support/postgres-server.js';
+import { within } from '../support/faults.js';
 
 /** The fact writes of a turn; trace batches run off the turn's path and are not a point of the step. */
 const STEP_WRITES = new Set<string>(['beginTurn', 'recordModelCallStart', 'commitAssistantMessage', 'commitToolResult', 'appendTurnMessages', 'finishTurn']);
@@ -53,18 +54,6 @@ function guardedSpy(ran: string[]) {
       return `ran ${tag}`;
     },
   });
-}
-
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 const BOUNDED_MS = 15_000;

@@ -20,24 +20,13 @@ import { createTestDatabase } from '../support/databases.js';
 import { harness } from '../support/harness.js';
 import { assertNoRunningAfterTerminal, assertStoredInvariants } from '../support/invariants.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { within } from '../support/faults.js';
 
 /** Short bounds, so that a hang costs the test a second, not the default half minute. */
 const timeouts = { statementMs: 300, answerMs: 700, connectMs: 700 };
 
 /** How long a bounded wait may take here: a few answer timeouts in a row, never "until the test times out". */
 const BOUNDED_MS = 8_000;
-
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms: the database hang wedged it`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Settles `promise` into its error (or null when it resolved). */
 async function errorOf(promise: Promise<unknown>): Promise<unknown> {

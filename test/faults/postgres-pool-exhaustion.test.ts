@@ -12,33 +12,15 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { SessionHandle } from '../../src/session-handle.js';
-import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { createTestDatabase } from '../support/databases.js';
 import { assertNoRunningAfterTerminal, assertStoredInvariants } from '../support/invariants.js';
+import { within, echoLastUser } from '../support/faults.js';
 
 const SESSIONS = 6;
 const BOUNDED_MS = 10_000;
-
-/** The model answers each request with its last user text. */
-function echo(request: ModelRequest): { text: string } {
-  const user = request.messages.filter((m) => m.role === 'user').at(-1);
-  return { text: user && user.role === 'user' ? user.content.map((b) => ('text' in b ? b.text : '')).join('') : '' };
-}
-
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms: the blocked pool wedged it`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('a pool exhausted behind a statement that waits for a lock', () => {
   let url: string;
@@ -51,7 +33,7 @@ describe('a pool exhausted behind a statement that waits for a lock', () => {
     url = await createTestDatabase();
     storage = postgresStorage({ connectionString: url, max: 2, timeouts: { statementMs: 500, answerMs: 1_500, connectMs: 1_000 } });
     await storage.migrate();
-    core = await createCore({ storage, model: scriptedModel(echo), tools: [], closeStorageOnShutdown: false, worldState: false, ownership: { leaseMs: 60_000 } });
+    core = await createCore({ storage, model: scriptedModel(echoLastUser), tools: [], closeStorageOnShutdown: false, worldState: false, ownership: { leaseMs: 60_000 } });
     for (let i = 0; i < SESSIONS; i += 1) sessions.push(await core.createSession({ workingDirectory: process.cwd() }));
   });
 
@@ -75,7 +57,7 @@ describe('a pool exhausted behind a statement that waits for a lock', () => {
       await locker.query('LOCK TABLE messages IN EXCLUSIVE MODE');
       const results = await within(
         BOUNDED_MS,
-        'the turns behind the lock',
+        'the turns behind the lock (the blocked pool wedged them)',
         Promise.all(sessions.map((s, i) => turn(s, `blocked ${i}`).catch((error: unknown) => ({ turnId: null, outcome: { status: 'refused', error } })))),
       );
       for (const { outcome } of results) {

@@ -11,32 +11,15 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { SessionHandle } from '../../src/session-handle.js';
-import type { ModelRequest } from '../../src/services/model/port.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { createTestDatabase } from '../support/databases.js';
 import { assertNoRunningAfterTerminal, assertStoredInvariants } from '../support/invariants.js';
+import { within, echoLastUser } from '../support/faults.js';
 
 const SESSIONS = 6;
 const BOUNDED_MS = 15_000;
-
-function echo(request: ModelRequest): { text: string } {
-  const user = request.messages.filter((m) => m.role === 'user').at(-1);
-  return { text: user && user.role === 'user' ? user.content.map((b) => ('text' in b ? b.text : '')).join('') : '' };
-}
-
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('the server answers too many connections', () => {
   let storage: SqlSessionStorage;
@@ -60,7 +43,7 @@ describe('the server answers too many connections', () => {
     // Migrated by the role itself, so that it owns the tables it writes.
     storage = postgresStorage({ connectionString: limited.toString(), max: SESSIONS, timeouts: { statementMs: 2_000, answerMs: 4_000, connectMs: 5_000 } });
     await storage.migrate();
-    core = await createCore({ storage, model: scriptedModel(echo), tools: [], closeStorageOnShutdown: false, worldState: false, ownership: { leaseMs: 60_000 } });
+    core = await createCore({ storage, model: scriptedModel(echoLastUser), tools: [], closeStorageOnShutdown: false, worldState: false, ownership: { leaseMs: 60_000 } });
     for (let i = 0; i < SESSIONS; i += 1) sessions.push(await core.createSession({ workingDirectory: process.cwd() }));
   });
 

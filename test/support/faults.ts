@@ -2,6 +2,7 @@
  * Storage wrappers for fault injection: fail or freeze chosen methods of a real storage.
  */
 import { StorageError } from '../../src/errors.js';
+import type { ModelRequest } from '../../src/services/model/port.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 
 export type StorageMethod = keyof SessionStorage;
@@ -95,4 +96,26 @@ export function faultyStorage(inner: SessionStorage): FaultyStorage {
       };
     },
   }) as FaultyStorage;
+}
+
+/**
+ * `promise`, or a rejection naming `what` once `ms` have passed: a fault suite's bound on an outcome
+ * that must come (a wedged session fails the test instead of hanging it).
+ */
+export async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A scripted model's step that answers each request with its last user text. */
+export function echoLastUser(request: ModelRequest): { text: string } {
+  const user = request.messages.filter((m) => m.role === 'user').at(-1);
+  return { text: user && user.role === 'user' ? user.content.map((b) => ('text' in b ? b.text : '')).join('') : '' };
 }
