@@ -1,0 +1,152 @@
+/**
+ * @module storage/pg-lanes
+ * Single statements outside a transaction (every fact of a step, the trace batch, a lease renewal)
+ * ride shared, pipelined connections of the pool: "lanes". A statement joins a lane already busy
+ * with other statements instead of waiting in the pool's queue for a connection of its own, and
+ * every statement a lane is given in one tick of the event loop leaves in ONE socket write.
+ *
+ * Why (issue 14, docs/decisions.md "Statements ride pipelined lanes"): with many sessions at once,
+ * `pg` sends each statement with its own write (a `writev` syscall, which wakes the server backend
+ * and, on a loaded machine, often hands it the CPU in the middle of the syscall), and a statement
+ * that waits for a pool connection is only sent once Node has read the previous answer on that
+ * connection, so the backends idle while Node catches up. A lane keeps its backend fed and writes
+ * a tick's statements together.
+ *
+ * Why it is safe: `pg`'s pipeline mode ends each statement with its own Sync, so each one is its own
+ * implicit transaction, as it was on a connection of its own: an error skips only that statement's
+ * messages, and the answers come back in the order sent, each to its own query. Statements that
+ * must share a transaction never ride a lane (transactions check a connection out for themselves, so
+ * nothing else is written between their BEGIN and COMMIT). A statement's fence is evaluated by the
+ * server when it executes, as before; two statements of one session are never in flight together
+ * (the session awaits each fact), so lanes do not reorder anything the fence or recovery rely on.
+ */
+import type pg from 'pg';
+import { isAnswerTimeout } from './postgres-timeouts.js';
+
+/** One pooled connection shared by the single statements of the moment. */
+interface Lane {
+  client: pg.PoolClient | undefined;
+  /** The checkout; every statement that joined the lane before it connected waits on it. */
+  readonly ready: Promise<pg.PoolClient>;
+  /** Statements given to this lane whose answer has not been handed back yet. */
+  inFlight: number;
+  /** The connection's own error (lost connection): the lane takes no more statements. */
+  broken: Error | undefined;
+  /** A cork is on the socket until the end of this tick. */
+  corked: boolean;
+  readonly onError: (error: Error) => void;
+}
+
+export class StatementLanes {
+  private readonly lanes: Lane[] = [];
+  /**
+   * At most `max - 1` lanes for a pool of `max` (and one for a pool of one): a transaction always
+   * finds a connection that no lane keeps busy, however many statements are in flight.
+   */
+  private readonly maxLanes: number;
+
+  constructor(
+    /** A checkout from the pool (with the adapter's retry of a connection refused for now). */
+    private readonly connect: () => Promise<pg.PoolClient>,
+    poolSize: number,
+    /** Sends one query on a client and answers its result (postgres.ts's `send`). */
+    private readonly send: (client: pg.PoolClient, query: pg.Query) => Promise<pg.QueryResult>,
+  ) {
+    this.maxLanes = Math.max(1, poolSize - 1);
+  }
+
+  async query(query: pg.Query): Promise<pg.QueryResult> {
+    const lane = this.pick();
+    lane.inFlight += 1;
+    try {
+      const client = lane.client ?? (await lane.ready);
+      if (lane.broken) throw lane.broken;
+      this.corkUntilNextTick(lane, client);
+      return await this.send(client, query);
+    } catch (error) {
+      // A statement that never answered: `pg` destroys the socket (every other statement in flight
+      // on the lane fails with it), and the lane must take no more statements nor go back to the pool.
+      if (isAnswerTimeout(error)) this.breakLane(lane, error as Error);
+      throw error;
+    } finally {
+      lane.inFlight -= 1;
+      // A drained lane goes back to the pool at once: a lone statement costs what a pool query did,
+      // and an idle connection stays the pool's (idle timeout, transactions).
+      if (lane.inFlight === 0) this.retire(lane);
+    }
+  }
+
+  /** The least busy lane, or a new one while every lane is busy and there is room for another. */
+  private pick(): Lane {
+    let best: Lane | undefined;
+    for (const lane of this.lanes) if (!best || lane.inFlight < best.inFlight) best = lane;
+    if (best && (best.inFlight === 0 || this.lanes.length >= this.maxLanes)) return best;
+    return this.open();
+  }
+
+  private open(): Lane {
+    const lane: Lane = {
+      client: undefined,
+      inFlight: 0,
+      broken: undefined,
+      corked: false,
+      // A lost connection makes the client emit `error`; unheard, that would crash the host. `pg`
+      // fails every statement in flight on it; the lane takes no new ones and is discarded.
+      onError: (error: Error) => this.breakLane(lane, error),
+      ready: this.connect().then(
+        (client) => {
+          lane.client = client;
+          client.on('error', lane.onError);
+          return client;
+        },
+        (error: unknown) => {
+          this.drop(lane);
+          throw error;
+        },
+      ),
+    };
+    // The checkout's failure reaches every statement waiting on it; this only keeps it from being
+    // reported as unhandled when none is.
+    lane.ready.catch(() => undefined);
+    this.lanes.push(lane);
+    return lane;
+  }
+
+  /**
+   * Every statement `pg` writes on this lane until the end of the tick goes out in one write: the
+   * socket is corked now and uncorked once the current tick's callbacks and promise reactions have
+   * run (a `process.nextTick` queued now runs after them). `pg` corks around each statement's five
+   * messages itself; this extends that to the statements submitted together.
+   */
+  private corkUntilNextTick(lane: Lane, client: pg.PoolClient): void {
+    if (lane.corked) return;
+    const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
+    if (!stream?.cork || !stream.uncork) return;
+    stream.cork();
+    lane.corked = true;
+    process.nextTick(() => {
+      lane.corked = false;
+      stream.uncork!();
+    });
+  }
+
+  private breakLane(lane: Lane, error: Error): void {
+    lane.broken ??= error;
+    this.drop(lane);
+  }
+
+  private drop(lane: Lane): void {
+    const at = this.lanes.indexOf(lane);
+    if (at >= 0) this.lanes.splice(at, 1);
+  }
+
+  private retire(lane: Lane): void {
+    this.drop(lane);
+    const client = lane.client;
+    if (!client) return;
+    lane.client = undefined;
+    client.off('error', lane.onError);
+    // A broken connection is destroyed rather than pooled, so that the pool opens a fresh one.
+    client.release(lane.broken);
+  }
+}

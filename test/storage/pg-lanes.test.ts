@@ -1,0 +1,154 @@
+/**
+ * Issue 14: single statements on `pg` ride pipelined lanes (src/storage/pg-lanes.ts), and what a lane
+ * is given in one tick leaves in one socket write. On a real Postgres server: the writes counted at
+ * the socket (each is one write/writev syscall), and the answers of every error path: a bind that
+ * throws on a bad value, a statement the server refuses, a connection that dies mid-query, a
+ * statement queued behind a slow one, and a transaction that must not share its connection.
+ */
+import net from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresDatabase, postgresStorage } from '../../src/storage/postgres.js';
+import { statement } from '../../src/storage/sql.js';
+import type { WriteFence } from '../../src/storage/fence.js';
+import { createTestDatabase } from '../support/databases.js';
+import { beginRunningTurn, toolResultMessage, uid } from '../support/storage-fixtures.js';
+
+/** Socket writes to the server at `port` while `fn` runs: every write syscall passes `_writeGeneric`. */
+async function writesTo<T>(port: number, fn: () => Promise<T>): Promise<{ result: T; writes: number }> {
+  const proto = net.Socket.prototype as unknown as { _writeGeneric: (this: net.Socket, ...args: unknown[]) => unknown };
+  const generic = proto._writeGeneric;
+  let writes = 0;
+  proto._writeGeneric = function (...args: unknown[]) {
+    if (this.remotePort === port) writes += 1;
+    return generic.apply(this, args);
+  };
+  try {
+    return { result: await fn(), writes };
+  } finally {
+    proto._writeGeneric = generic;
+  }
+}
+
+const ECHO = statement('lanes_echo', 'SELECT $1::int AS n');
+
+describe('single statements on pipelined lanes (Postgres)', () => {
+  let url: string;
+  let port: number;
+  let admin: pg.Client;
+  /** A pool of two: one lane and one connection kept for transactions. */
+  let db: PostgresDatabase;
+
+  beforeAll(async () => {
+    url = await createTestDatabase();
+    port = Number(new URL(url).port);
+    admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    db = new PostgresDatabase({ connectionString: url, max: 2 });
+    await db.query('SELECT 1');
+  });
+  afterAll(async () => {
+    await db.close();
+    await admin.end();
+  });
+
+  it('statements submitted in one tick leave in one socket write, each with its own answer', async () => {
+    const { result, writes } = await writesTo(port, () => Promise.all(Array.from({ length: 20 }, (_, i) => db.query<{ n: number }>(ECHO, [i]))));
+    expect(result.map((r) => r.rows[0]!.n)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    // Without the lane, twenty statements on a pool of two make twenty writes; without the cork, the
+    // lane still writes each statement on its own.
+    expect(writes).toBe(1);
+  });
+
+  it('a fenced fact is one statement in one socket write', async () => {
+    const storage = postgresStorage({ connectionString: url });
+    try {
+      await storage.migrate();
+      const tokens = new Map<string, number>();
+      const fence: WriteFence = { ownerId: uid('owner'), tokenOf: (id) => tokens.get(id), refused: () => undefined };
+      storage.attachFence(fence);
+      const sessionId = uid('ses');
+      await storage.createSession({ id: sessionId, workingDirectory: '/work' });
+      const acquired = await storage.leases.acquire(sessionId, fence.ownerId, 60_000);
+      if (acquired.type !== 'acquired') throw new Error(acquired.type);
+      tokens.set(sessionId, acquired.token);
+      const { turnId } = await beginRunningTurn(storage, { sessionId });
+      const { writes } = await writesTo(port, () => storage.commitToolResult(turnId, toolResultMessage('c1')));
+      expect(writes).toBe(1);
+      // And two sessions' facts in the same tick share one write on the one lane they ride.
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('a bind that throws on a bad value fails that statement alone; its neighbours in the pipeline answer', async () => {
+    const results = await Promise.allSettled([db.query(ECHO, [1]), db.query('SELECT $1::jsonb AS j', [{ big: 10n }]), db.query(ECHO, [3])]);
+    expect(results[0]).toMatchObject({ status: 'fulfilled', value: { rows: [{ n: 1 }] } });
+    expect(results[1]).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ message: expect.stringMatching(/BigInt/) }) });
+    expect(results[2]).toMatchObject({ status: 'fulfilled', value: { rows: [{ n: 3 }] } });
+    expect((await db.query<{ n: number }>(ECHO, [4])).rows).toEqual([{ n: 4 }]);
+  });
+
+  it('a statement the server refuses fails alone: it is its own implicit transaction', async () => {
+    await db.query('CREATE TABLE IF NOT EXISTS lanes_t (id int PRIMARY KEY)');
+    const results = await Promise.allSettled([
+      db.query('INSERT INTO lanes_t VALUES (1)'),
+      db.query('INSERT INTO lanes_t VALUES (1)'),
+      db.query('INSERT INTO lanes_t VALUES (2)'),
+      db.query(ECHO, [5]),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect(results[1]).toMatchObject({ reason: { code: '23505' } });
+    expect((await db.query('SELECT id FROM lanes_t ORDER BY id')).rows).toEqual([{ id: 1 }, { id: 2 }]);
+  });
+
+  it('a statement queued behind a slow one on the lane waits for it and gets its own answer', async () => {
+    const t0 = performance.now();
+    const [slow, quick] = await Promise.all([db.query<{ n: number }>('SELECT 7 AS n FROM pg_sleep(0.3)'), db.query<{ n: number }>(ECHO, [8])]);
+    expect(slow.rows).toEqual([{ n: 7 }]);
+    expect(quick.rows).toEqual([{ n: 8 }]);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+  });
+
+  it('a connection that dies mid-query fails the statements in flight on it, and the next statement gets a fresh one', async () => {
+    const pidOf = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const inFlight = [db.query('SELECT pg_sleep(5)'), db.query(ECHO, [9])].map((p) => p.then(() => 'answered', (e: Error) => e.message));
+    // The lane's backend is the one sleeping.
+    let victim: number | undefined;
+    for (let i = 0; i < 50 && victim === undefined; i += 1) {
+      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' AND state = 'active'`);
+      victim = rows[0]?.pid;
+      if (victim === undefined) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(victim).toBeDefined();
+    await admin.query('SELECT pg_terminate_backend($1)', [victim]);
+    const outcomes = await Promise.all(inFlight);
+    expect(outcomes).toHaveLength(2);
+    for (const outcome of outcomes) expect(outcome).not.toBe('answered');
+    expect((await db.query<{ n: number }>(ECHO, [10])).rows).toEqual([{ n: 10 }]);
+    expect(await pidOf()).not.toBe(victim);
+  });
+
+  it('a transaction never shares its connection with the statements riding a lane', async () => {
+    await db.query('CREATE TABLE IF NOT EXISTS lanes_tx (id int PRIMARY KEY)');
+    const lanePids = new Set<number>();
+    let txPid = 0;
+    await Promise.all([
+      db.transaction(async (tx) => {
+        txPid = (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        await tx.query('INSERT INTO lanes_tx VALUES (1)');
+        await new Promise((r) => setTimeout(r, 100));
+        // A statement of the lane written between BEGIN and COMMIT would see this row; none does.
+        throw new Error('roll back');
+      }).catch(() => undefined),
+      ...Array.from({ length: 10 }, async () => {
+        const { rows } = await db.query<{ pid: number; seen: string }>('SELECT pg_backend_pid() AS pid, (SELECT count(*) FROM lanes_tx)::text AS seen FROM pg_sleep(0.01)');
+        lanePids.add(rows[0]!.pid);
+        expect(rows[0]!.seen).toBe('0');
+      }),
+    ]);
+    expect(txPid).not.toBe(0);
+    expect(lanePids.has(txPid)).toBe(false);
+    expect((await db.query('SELECT count(*)::int AS n FROM lanes_tx')).rows).toEqual([{ n: 0 }]);
+  });
+});
