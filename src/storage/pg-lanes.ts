@@ -23,6 +23,29 @@
 import type pg from 'pg';
 import { isAnswerTimeout } from './postgres-timeouts.js';
 
+/**
+ * Whether a statement's failure leaves its connection unusable, so that it must be discarded rather
+ * than carry another statement or go back to the pool:
+ *
+ * - the server's FATAL (or PANIC) error: the server ends the session right after sending it. A
+ *   server stop sends `57P01` (admin shutdown) to every backend; the statement in flight receives it
+ *   as its answer, and `pg` marks the client unqueryable only once the socket's close is read, an
+ *   event-loop turn or more later. Until then the client looks healthy: given back to the pool, it
+ *   was handed to the next checkout, whose statement then failed on the dead socket (`EPIPE`, or
+ *   `57P01` again). This was the cause of `test/faults/degradation.test.ts`'s stop-and-restart
+ *   failures with lanes (docs/decisions.md "Lanes: a connection the server ended is never reused").
+ *   `pg-pool`'s own `pool.query` discards a client on any error, which is why it never showed there.
+ * - `pg`'s client-side `query_timeout`: the statement may still be on the wire; in pipeline mode
+ *   `pg` destroys the socket, failing every statement in flight on it.
+ * - a client that is no longer queryable (its socket failed).
+ */
+export function leavesConnectionUnusable(error: unknown, client?: pg.PoolClient): boolean {
+  if (isAnswerTimeout(error)) return true;
+  const severity = (error as { severity?: unknown } | null)?.severity;
+  if (severity === 'FATAL' || severity === 'PANIC') return true;
+  return client !== undefined && (client as unknown as { _queryable?: boolean })._queryable === false;
+}
+
 /** One pooled connection shared by the single statements of the moment. */
 interface Lane {
   client: pg.PoolClient | undefined;
@@ -64,9 +87,9 @@ export class StatementLanes {
       this.corkUntilNextTick(lane, client);
       return await this.send(client, query);
     } catch (error) {
-      // A statement that never answered: `pg` destroys the socket (every other statement in flight
-      // on the lane fails with it), and the lane must take no more statements nor go back to the pool.
-      if (isAnswerTimeout(error)) this.breakLane(lane, error as Error);
+      // A connection that cannot carry another statement (see `leavesConnectionUnusable`) takes no
+      // more statements and is discarded once the ones in flight on it have answered.
+      if (leavesConnectionUnusable(error, lane.client)) this.breakLane(lane, error as Error);
       throw error;
     } finally {
       lane.inFlight -= 1;

@@ -8,7 +8,7 @@ import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { isAnswerTimeout, poolTimeouts, type PostgresTimeouts } from './postgres-timeouts.js';
 import { refusedForNow, retryRefusedConnect } from './postgres-connect.js';
-import { StatementLanes } from './pg-lanes.js';
+import { leavesConnectionUnusable, StatementLanes } from './pg-lanes.js';
 
 let loaded: typeof pg | undefined;
 
@@ -190,8 +190,9 @@ export class PostgresDatabase implements SqlDatabase {
     try {
       return await fn(client, onError);
     } catch (error) {
-      // A statement that never answered: the client must not go back to the pool (faults-review).
-      if (isAnswerTimeout(error)) lost ??= error as Error;
+      // A statement that never answered (faults-review), or a connection the server ended (its FATAL
+      // answer comes before `pg` reads the close): the client must not go back to the pool.
+      if (leavesConnectionUnusable(error, client)) lost ??= error as Error;
       throw error;
     } finally {
       client.off('error', onError);
