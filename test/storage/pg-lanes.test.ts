@@ -129,6 +129,60 @@ describe('single statements on pipelined lanes (Postgres)', () => {
     expect(await pidOf()).not.toBe(victim);
   });
 
+  /** The pid of the backend running `sql` (a sleep), once it runs. */
+  async function backendRunning(sql: string): Promise<number> {
+    for (let i = 0; i < 100; i += 1) {
+      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE query = $1 AND state = 'active'`, [sql]);
+      if (rows[0]) return rows[0].pid;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error(`not running: ${sql}`);
+  }
+
+  it('a connection the server ends (57P01, as on a server stop) is never handed to the next statement', async () => {
+    // The statement in flight gets the server's FATAL as its answer before pg reads the socket's
+    // close; the statement sent right after must not be given that connection (it failed with EPIPE
+    // or "Connection terminated" when the lane gave it back to the pool as healthy).
+    for (const round of [1, 2, 3]) {
+      const sql = `SELECT pg_sleep(5), ${round} AS round`;
+      const dying = db.query(sql);
+      const victim = await backendRunning(sql);
+      const next = dying.then(
+        () => {
+          throw new Error('the terminated statement answered');
+        },
+        (error: { code?: string }) => {
+          expect(error.code).toBe('57P01');
+          return db.query<{ n: number; pid: number }>('SELECT $1::int AS n, pg_backend_pid() AS pid', [round]);
+        },
+      );
+      await admin.query('SELECT pg_terminate_backend($1)', [victim]);
+      const { rows } = await next;
+      expect(rows[0]!.n).toBe(round);
+      expect(rows[0]!.pid).not.toBe(victim);
+    }
+  });
+
+  it('a checked-out connection the server ends is discarded, not given back to the pool', async () => {
+    for (const round of [1, 2, 3]) {
+      const sql = `SELECT pg_sleep(5), ${round} AS held`;
+      const dying = db.withConnection((conn) => conn.query(sql));
+      const victim = await backendRunning(sql);
+      const next = dying.then(
+        () => {
+          throw new Error('the terminated statement answered');
+        },
+        (error: { code?: string }) => {
+          expect(error.code).toBe('57P01');
+          return db.withConnection((conn) => conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'));
+        },
+      );
+      await admin.query('SELECT pg_terminate_backend($1)', [victim]);
+      const { rows } = await next;
+      expect(rows[0]!.pid).not.toBe(victim);
+    }
+  });
+
   it('a transaction never shares its connection with the statements riding a lane', async () => {
     await db.query('CREATE TABLE IF NOT EXISTS lanes_tx (id int PRIMARY KEY)');
     const lanePids = new Set<number>();
