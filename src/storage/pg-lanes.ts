@@ -53,12 +53,17 @@ interface Lane {
   readonly ready: Promise<pg.PoolClient>;
   /** Statements given to this lane whose answer has not been handed back yet. */
   inFlight: number;
+  /** When the lane last answered a statement, or took its first one (`performance.now()`). */
+  progressAt: number;
   /** The connection's own error (lost connection): the lane takes no more statements. */
   broken: Error | undefined;
   /** A cork is on the socket until the end of this tick. */
   corked: boolean;
   readonly onError: (error: Error) => void;
 }
+
+/** A lane that has answered nothing for this long while statements are in flight on it is stalled (see `pick`). */
+export const STALLED_MS = 50;
 
 export class StatementLanes {
   private readonly lanes: Lane[] = [];
@@ -80,6 +85,7 @@ export class StatementLanes {
 
   async query(query: pg.Query): Promise<pg.QueryResult> {
     const lane = this.pick();
+    if (lane.inFlight === 0) lane.progressAt = performance.now();
     lane.inFlight += 1;
     try {
       const client = lane.client ?? (await lane.ready);
@@ -92,6 +98,7 @@ export class StatementLanes {
       if (leavesConnectionUnusable(error, lane.client)) this.breakLane(lane, error as Error);
       throw error;
     } finally {
+      lane.progressAt = performance.now();
       lane.inFlight -= 1;
       // A drained lane goes back to the pool at once: a lone statement costs what a pool query did,
       // and an idle connection stays the pool's (idle timeout, transactions).
@@ -99,18 +106,39 @@ export class StatementLanes {
     }
   }
 
-  /** The least busy lane, or a new one while every lane is busy and there is room for another. */
+  /**
+   * The least busy lane that is not stalled, or a new one while every lane is busy (or stalled) and
+   * there is room for another; with no room, the least busy lane of all.
+   *
+   * Head-of-line blocking: a lane's statements execute one after another, so one that waits for a
+   * row lock (another session's transaction, another process) holds up every statement behind it.
+   * A lane that has answered nothing for `STALLED_MS` while statements are in flight on it is taken
+   * to be waiting so, and gets no new statements while another lane can take them. The wait itself
+   * is bounded by the server's `statement_timeout` (the head fails 57014 and the rest proceed). It
+   * cannot become a deadlock: a statement queued on a lane has not started, so it holds no lock; a
+   * transaction runs on a connection of its own (at most `max - 1` lanes leave one to transactions)
+   * and never awaits a lane's statement while it holds locks; a cycle among executing statements is
+   * the server's deadlock detector's (40P01), as without lanes. docs/decisions.md "Lanes".
+   */
   private pick(): Lane {
+    const now = performance.now();
     let best: Lane | undefined;
-    for (const lane of this.lanes) if (!best || lane.inFlight < best.inFlight) best = lane;
+    let bestAny: Lane | undefined;
+    for (const lane of this.lanes) {
+      if (!bestAny || lane.inFlight < bestAny.inFlight) bestAny = lane;
+      if (lane.inFlight > 0 && now - lane.progressAt > STALLED_MS) continue;
+      if (!best || lane.inFlight < best.inFlight) best = lane;
+    }
     if (best && (best.inFlight === 0 || this.lanes.length >= this.maxLanes)) return best;
-    return this.open();
+    if (this.lanes.length < this.maxLanes || !bestAny) return this.open();
+    return bestAny;
   }
 
   private open(): Lane {
     const lane: Lane = {
       client: undefined,
       inFlight: 0,
+      progressAt: performance.now(),
       broken: undefined,
       corked: false,
       // A lost connection makes the client emit `error`; unheard, that would crash the host. `pg`

@@ -206,3 +206,99 @@ describe('single statements on pipelined lanes (Postgres)', () => {
     expect((await db.query('SELECT count(*)::int AS n FROM lanes_tx')).rows).toEqual([{ n: 0 }]);
   });
 });
+
+/**
+ * Head-of-line blocking: a lane's statements execute one after another, so one waiting for a row lock
+ * holds up the statements behind it on that lane (src/storage/pg-lanes.ts `pick`).
+ */
+describe('a lane statement waiting on a row lock (Postgres)', () => {
+  let url: string;
+  let admin: pg.Client;
+
+  beforeAll(async () => {
+    url = await createTestDatabase();
+    admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query('CREATE TABLE lanes_lock (id int PRIMARY KEY, v int)');
+    await admin.query('INSERT INTO lanes_lock VALUES (1, 0)');
+  });
+  afterAll(async () => {
+    await admin.end();
+  });
+
+  /** Holds the row lock of `lanes_lock` 1 on its own connection until the answer's `release`. */
+  async function holdRowLock(): Promise<{ release: () => Promise<void> }> {
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query('UPDATE lanes_lock SET v = v + 1 WHERE id = 1');
+    return {
+      release: async () => {
+        await holder.query('COMMIT');
+        await holder.end();
+      },
+    };
+  }
+
+  const within = <T>(ms: number, p: Promise<T>) =>
+    Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))]);
+
+  it('statements sent after a lane stalled behind a lock take another lane and answer at once', async () => {
+    // A pool of three: two lanes.
+    const db = new PostgresDatabase({ connectionString: url, max: 3 });
+    const lock = await holdRowLock();
+    try {
+      const blocked = db.query('UPDATE lanes_lock SET v = v + 10 WHERE id = 1');
+      await new Promise((r) => setTimeout(r, 150));
+      // Other sessions' facts: without the stall rule, every other one joins the blocked lane (the
+      // least busy on a tie) and waits for the lock's holder.
+      const echoes = Array.from({ length: 10 }, (_, i) => db.query<{ n: number }>(ECHO, [i]));
+      const answered = await within(2_000, Promise.all(echoes));
+      expect(answered.map((r) => r.rows[0]!.n)).toEqual(Array.from({ length: 10 }, (_, i) => i));
+      await lock.release();
+      expect((await blocked).rowCount).toBe(1);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('no cycle: a transaction of the same pool holding the lock finds a connection and commits, then the lane moves on', async () => {
+    // A pool of two: one lane, one connection left for transactions.
+    const db = new PostgresDatabase({ connectionString: url, max: 2 });
+    try {
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((r) => (locked = r));
+      const tx = db.transaction(async (t) => {
+        await t.query('UPDATE lanes_lock SET v = v + 1 WHERE id = 1');
+        locked();
+        // The lane's statement now waits for this transaction, which still needs its connection.
+        await new Promise((r) => setTimeout(r, 150));
+        await t.query('SELECT pg_sleep(0.05)');
+        return 'committed';
+      });
+      await lockTaken;
+      const laneStatements = [db.query('UPDATE lanes_lock SET v = v + 10 WHERE id = 1'), db.query(ECHO, [1]), db.query(ECHO, [2])];
+      expect(await within(5_000, tx)).toBe('committed');
+      const [update, one, two] = await within(5_000, Promise.all(laneStatements));
+      expect(update.rowCount).toBe(1);
+      expect([one.rows[0], two.rows[0]]).toEqual([{ n: 1 }, { n: 2 }]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('the wait is bounded: a lock never released fails the head with statement_timeout (57014), the statements behind it answer', async () => {
+    const db = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 300 } });
+    const lock = await holdRowLock();
+    try {
+      const started = performance.now();
+      const [head, behind] = await Promise.allSettled([db.query('UPDATE lanes_lock SET v = v + 10 WHERE id = 1'), db.query(ECHO, [7])]);
+      expect(head).toMatchObject({ status: 'rejected', reason: { code: '57014' } });
+      expect(behind).toMatchObject({ status: 'fulfilled', value: { rows: [{ n: 7 }] } });
+      expect(performance.now() - started).toBeLessThan(3_000);
+    } finally {
+      await lock.release();
+      await db.close();
+    }
+  });
+});
