@@ -232,11 +232,9 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
     await holder.connect();
     await holder.query('BEGIN');
     await holder.query('UPDATE lanes_lock SET v = v + 1 WHERE id = 1');
+    let released: Promise<void> | undefined;
     return {
-      release: async () => {
-        await holder.query('COMMIT');
-        await holder.end();
-      },
+      release: () => (released ??= holder.query('COMMIT').then(() => holder.end())),
     };
   }
 
@@ -253,11 +251,11 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
       // Other sessions' facts: without the stall rule, every other one joins the blocked lane (the
       // least busy on a tie) and waits for the lock's holder.
       const echoes = Array.from({ length: 10 }, (_, i) => db.query<{ n: number }>(ECHO, [i]));
-      const answered = await within(2_000, Promise.all(echoes));
+      const answered = await within(2_000, Promise.all(echoes)).finally(() => lock.release());
       expect(answered.map((r) => r.rows[0]!.n)).toEqual(Array.from({ length: 10 }, (_, i) => i));
-      await lock.release();
       expect((await blocked).rowCount).toBe(1);
     } finally {
+      await lock.release();
       await db.close();
     }
   });
