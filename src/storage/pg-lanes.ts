@@ -37,13 +37,33 @@ import { isAnswerTimeout } from './postgres-timeouts.js';
  *   `pg-pool`'s own `pool.query` discards a client on any error, which is why it never showed there.
  * - `pg`'s client-side `query_timeout`: the statement may still be on the wire; in pipeline mode
  *   `pg` destroys the socket, failing every statement in flight on it.
+ * - any failure that is not the server's answer (no severity): a socket error, or a value `pg`
+ *   could not bind (it then sends Close for a statement it goes on to record as parsed).
  * - a client that is no longer queryable (its socket failed).
  */
 export function leavesConnectionUnusable(error: unknown, client?: pg.PoolClient): boolean {
   if (isAnswerTimeout(error)) return true;
   const severity = (error as { severity?: unknown } | null)?.severity;
-  if (severity === 'FATAL' || severity === 'PANIC') return true;
+  // No severity: not the server's answer (a socket error, or a value `pg` could not bind, after which
+  // `pg` believes a statement parsed that its own Close removed again): discard, to be sure.
+  if (severity === undefined || severity === 'FATAL' || severity === 'PANIC') return true;
   return client !== undefined && (client as unknown as { _queryable?: boolean })._queryable === false;
+}
+
+/**
+ * A named statement whose Parse this connection has sent but not yet seen complete is sent unnamed
+ * (parsed again, on its own). `pg` skips the Parse of a name it has submitted, so in pipeline mode a
+ * second statement of that name is written as Bind-only behind the first; if the first's Parse fails
+ * (a `statement_timeout` while parse analysis waits for a table lock, as under `LOCK TABLE`), the
+ * statement never exists and the second fails `26000 prepared statement "..." does not exist`
+ * instead of its own outcome (test/faults/postgres-pool-exhaustion.test.ts showed it). Only a
+ * connection's first moments pay for this: once the Parse completed, the name is reused.
+ */
+function unnameIfParseInFlight(client: pg.PoolClient, query: pg.Query): void {
+  const q = query as pg.Query & { name?: string };
+  if (!q.name) return;
+  const connection = (client as unknown as { connection?: { parsedStatements?: Record<string, unknown>; submittedNamedStatements?: Record<string, unknown> } }).connection;
+  if (connection?.parsedStatements?.[q.name] === undefined && connection?.submittedNamedStatements?.[q.name] !== undefined) q.name = undefined;
 }
 
 /** One pooled connection shared by the single statements of the moment. */
@@ -91,6 +111,7 @@ export class StatementLanes {
       const client = lane.client ?? (await lane.ready);
       if (lane.broken) throw lane.broken;
       this.corkUntilNextTick(lane, client);
+      unnameIfParseInFlight(client, query);
       return await this.send(client, query);
     } catch (error) {
       // A connection that cannot carry another statement (see `leavesConnectionUnusable`) takes no

@@ -278,9 +278,29 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
       const laneStatements = [db.query('UPDATE lanes_lock SET v = v + 10 WHERE id = 1'), db.query(ECHO, [1]), db.query(ECHO, [2])];
       expect(await within(5_000, tx)).toBe('committed');
       const [update, one, two] = await within(5_000, Promise.all(laneStatements));
-      expect(update.rowCount).toBe(1);
-      expect([one.rows[0], two.rows[0]]).toEqual([{ n: 1 }, { n: 2 }]);
+      expect(update!.rowCount).toBe(1);
+      expect([one!.rows[0], two!.rows[0]]).toEqual([{ n: 1 }, { n: 2 }]);
     } finally {
+      await db.close();
+    }
+  });
+
+  it('two statements of one name pipelined while its first Parse waits on a table lock: each gets its own outcome, not 26000', async () => {
+    const db = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 300 } });
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE lanes_lock IN ACCESS EXCLUSIVE MODE');
+      // Parse analysis of the first waits for the table lock and is cancelled: the name never exists.
+      const NAMED = statement('lanes_locked_read', 'SELECT v FROM lanes_lock WHERE id = $1');
+      const outcomes = await Promise.allSettled([db.query(NAMED, [1]), db.query(NAMED, [1]), db.query(NAMED, [1])]);
+      for (const outcome of outcomes) expect(outcome).toMatchObject({ status: 'rejected', reason: { code: '57014' } });
+      await holder.query('COMMIT');
+      const again = await Promise.all([db.query(NAMED, [1]), db.query(NAMED, [1])]);
+      for (const r of again) expect(r.rowCount).toBe(1);
+    } finally {
+      await holder.end();
       await db.close();
     }
   });
