@@ -183,6 +183,21 @@ describe('single statements on pipelined lanes (Postgres)', () => {
     }
   });
 
+  it('a statement on a lane that gets no answer (query_timeout): the lane is discarded, the statements behind it fail, the next gets a fresh connection', async () => {
+    const quick = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 0, answerMs: 300 } });
+    try {
+      const before = (await quick.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const outcomes = await Promise.allSettled([quick.query('SELECT pg_sleep(2)'), quick.query(ECHO, [1]), quick.query(ECHO, [2])]);
+      expect(outcomes[0]).toMatchObject({ status: 'rejected', reason: { message: 'Query read timeout' } });
+      // pg destroys the socket to unblock the pipeline: the statements behind fail with it, none hangs.
+      for (const behind of outcomes.slice(1)) expect(behind.status).toBe('rejected');
+      const after = (await quick.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      expect(after).not.toBe(before);
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('a transaction never shares its connection with the statements riding a lane', async () => {
     await db.query('CREATE TABLE IF NOT EXISTS lanes_tx (id int PRIMARY KEY)');
     const lanePids = new Set<number>();
