@@ -103,13 +103,19 @@ export class StatementLanes {
     this.maxLanes = Math.max(1, poolSize - 1);
   }
 
-  async query(query: pg.Query): Promise<pg.QueryResult> {
+  async query(query: pg.Query, again = true): Promise<pg.QueryResult> {
     const lane = this.pick();
     if (lane.inFlight === 0) lane.progressAt = performance.now();
     lane.inFlight += 1;
+    let unsent = false;
     try {
       const client = lane.client ?? (await lane.ready);
-      if (lane.broken) throw lane.broken;
+      if (lane.broken) {
+        // Broken by another statement while this one waited for the checkout: this one was never
+        // written, so it goes to another lane once rather than fail with that statement's error.
+        unsent = again;
+        throw lane.broken;
+      }
       this.corkUntilNextTick(lane, client);
       unnameIfParseInFlight(client, query);
       return await this.send(client, query);
@@ -117,7 +123,7 @@ export class StatementLanes {
       // A connection that cannot carry another statement (see `leavesConnectionUnusable`) takes no
       // more statements and is discarded once the ones in flight on it have answered.
       if (leavesConnectionUnusable(error, lane.client)) this.breakLane(lane, error as Error);
-      throw error;
+      if (!unsent) throw error;
     } finally {
       lane.progressAt = performance.now();
       lane.inFlight -= 1;
@@ -125,6 +131,7 @@ export class StatementLanes {
       // and an idle connection stays the pool's (idle timeout, transactions).
       if (lane.inFlight === 0) this.retire(lane);
     }
+    return this.query(query, false);
   }
 
   /**
