@@ -79,8 +79,13 @@ interface Lane {
   broken: Error | undefined;
   /** A cork is on the socket until the end of this tick. */
   corked: boolean;
+  /** The answer watchdog while statements are in flight (see `watch`). */
+  watchdog: NodeJS.Timeout | undefined;
   readonly onError: (error: Error) => void;
 }
+
+/** pg's per-statement `query_timeout` on a lane: off in effect (the largest timer Node takes); the lane's watchdog bounds it. */
+const NO_PER_STATEMENT_TIMEOUT = 2_147_483_647;
 
 /** A lane that has answered nothing for this long while statements are in flight on it is stalled (see `pick`). */
 export const STALLED_MS = 50;
@@ -99,6 +104,8 @@ export class StatementLanes {
     poolSize: number,
     /** Sends one query on a client and answers its result (postgres.ts's `send`). */
     private readonly send: (client: pg.PoolClient, query: pg.Query) => Promise<pg.QueryResult>,
+    /** The pool's `query_timeout` (0: none): how long a lane may answer nothing (see `watch`). */
+    private readonly answerMs = 0,
   ) {
     this.maxLanes = Math.max(1, poolSize - 1);
   }
@@ -118,6 +125,11 @@ export class StatementLanes {
       }
       this.corkUntilNextTick(lane, client);
       unnameIfParseInFlight(client, query);
+      if (this.answerMs > 0) {
+        // pg's own per-statement timer is replaced by the lane's watchdog (see `watch`).
+        (query as pg.Query & { query_timeout?: number }).query_timeout = NO_PER_STATEMENT_TIMEOUT;
+        this.watch(lane, client);
+      }
       return await this.send(client, query);
     } catch (error) {
       // A connection that cannot carry another statement (see `leavesConnectionUnusable`) takes no
@@ -169,6 +181,7 @@ export class StatementLanes {
       progressAt: performance.now(),
       broken: undefined,
       corked: false,
+      watchdog: undefined,
       // A lost connection makes the client emit `error`; unheard, that would crash the host. `pg`
       // fails every statement in flight on it; the lane takes no new ones and is discarded.
       onError: (error: Error) => this.breakLane(lane, error),
@@ -219,7 +232,39 @@ export class StatementLanes {
     if (at >= 0) this.lanes.splice(at, 1);
   }
 
+  /**
+   * The answer bound of a lane. `pg`'s `query_timeout` counts from when a statement was submitted, so
+   * on a lane it also counted the wait behind the statements ahead of it: behind a head waiting for a
+   * lock (cancelled by the server's `statement_timeout`, a known outcome), the statements queued
+   * after it reached their client-side timeout, `pg` destroyed the socket and failed them all, while
+   * the server went on to run and commit the ones already written (a begin turn reported failed but
+   * stored: the next turn's begin hit `uq_turns_one_running_per_session`, postgres-pool-exhaustion).
+   * Instead the lane is bounded as a whole: only a lane that answers NOTHING for `answerMs` (a silent
+   * network; a slow server answers with its own cancel first) has its socket destroyed, which fails
+   * its statements with `Query read timeout`: outcome unknown, as for pg's own timeout.
+   */
+  private watch(lane: Lane, client: pg.PoolClient): void {
+    if (lane.watchdog) return;
+    const check = () => {
+      lane.watchdog = undefined;
+      if (lane.inFlight === 0 || lane.client !== client) return;
+      const silent = performance.now() - lane.progressAt;
+      if (silent < this.answerMs) {
+        lane.watchdog = setTimeout(check, this.answerMs - silent + 1);
+        lane.watchdog.unref?.();
+        return;
+      }
+      const stream = (client as unknown as { connection?: { stream?: { destroy: (error?: Error) => void } } }).connection?.stream;
+      this.breakLane(lane, new Error('Query read timeout'));
+      stream?.destroy(new Error('Query read timeout'));
+    };
+    lane.watchdog = setTimeout(check, this.answerMs);
+    lane.watchdog.unref?.();
+  }
+
   private retire(lane: Lane): void {
+    if (lane.watchdog) clearTimeout(lane.watchdog);
+    lane.watchdog = undefined;
     this.drop(lane);
     const client = lane.client;
     if (!client) return;

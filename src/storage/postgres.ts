@@ -143,7 +143,7 @@ export class PostgresDatabase implements SqlDatabase {
     this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
-    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send);
+    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, config.query_timeout ?? 0);
     this.laneExecutor = clientExecutor(this.lanes);
   }
 

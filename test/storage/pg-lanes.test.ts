@@ -320,6 +320,24 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
     }
   });
 
+  it('statements queued behind a lock waiter are not timed out by the client while the lane answers: each gets the server\'s own, certain 57014', async () => {
+    // Each UPDATE waits 300 ms for the lock in turn; the fourth answers about 1.2 s after it was sent,
+    // past the 700 ms answer bound that pg would count from its submission.
+    const db = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 300, answerMs: 700 } });
+    const v = async () => (await admin.query<{ v: number }>('SELECT v FROM lanes_lock WHERE id = 1')).rows[0]!.v;
+    const before = await v();
+    const lock = await holdRowLock();
+    try {
+      const outcomes = await Promise.allSettled(Array.from({ length: 4 }, () => db.query('UPDATE lanes_lock SET v = v + 10 WHERE id = 1')));
+      for (const outcome of outcomes) expect(outcome).toMatchObject({ status: 'rejected', reason: { code: '57014' } });
+    } finally {
+      await lock.release();
+      await db.close();
+    }
+    // Only the holder's own +1 was stored: every cancelled UPDATE is known not to have happened.
+    expect((await v()) - before).toBe(1);
+  });
+
   it('the wait is bounded: a lock never released fails the head with statement_timeout (57014), the statements behind it answer', async () => {
     const db = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 300 } });
     const lock = await holdRowLock();
