@@ -5,7 +5,7 @@
  * with other statements instead of waiting in the pool's queue for a connection of its own, and
  * every statement a lane is given in one tick of the event loop leaves in ONE socket write.
  *
- * Why (issue 14, docs/decisions.md "Statements ride pipelined lanes"): with many sessions at once,
+ * Why (issue 14, docs/decisions.md "Lanes revived"): with many sessions at once,
  * `pg` sends each statement with its own write (a `writev` syscall, which wakes the server backend
  * and, on a loaded machine, often hands it the CPU in the middle of the syscall), and a statement
  * that waits for a pool connection is only sent once Node has read the previous answer on that
@@ -33,7 +33,7 @@ import { isAnswerTimeout } from './postgres-timeouts.js';
  *   event-loop turn or more later. Until then the client looks healthy: given back to the pool, it
  *   was handed to the next checkout, whose statement then failed on the dead socket (`EPIPE`, or
  *   `57P01` again). This was the cause of `test/faults/degradation.test.ts`'s stop-and-restart
- *   failures with lanes (docs/decisions.md "Lanes: a connection the server ended is never reused").
+ *   failures with lanes (docs/decisions.md "Lanes revived", 1).
  *   `pg-pool`'s own `pool.query` discards a client on any error, which is why it never showed there.
  * - `pg`'s client-side `query_timeout`: the statement may still be on the wire; in pipeline mode
  *   `pg` destroys the socket, failing every statement in flight on it.
@@ -158,7 +158,7 @@ export class StatementLanes {
    * cannot become a deadlock: a statement queued on a lane has not started, so it holds no lock; a
    * transaction runs on a connection of its own (at most `max - 1` lanes leave one to transactions)
    * and never awaits a lane's statement while it holds locks; a cycle among executing statements is
-   * the server's deadlock detector's (40P01), as without lanes. docs/decisions.md "Lanes".
+   * the server's deadlock detector's (40P01), as without lanes. docs/decisions.md "Lanes revived".
    */
   private pick(): Lane {
     const now = performance.now();
