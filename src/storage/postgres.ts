@@ -8,6 +8,7 @@ import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { isAnswerTimeout, poolTimeouts, type PostgresTimeouts } from './postgres-timeouts.js';
 import { refusedForNow, retryRefusedConnect } from './postgres-connect.js';
+import { leavesConnectionUnusable, StatementLanes } from './pg-lanes.js';
 
 let loaded: typeof pg | undefined;
 
@@ -106,12 +107,11 @@ function send(client: pg.PoolClient, query: pg.Query): Promise<pg.QueryResult> {
   });
 }
 
-function clientExecutor(client: pg.PoolClient | pg.Pool): SqlExecutor {
+function clientExecutor(client: pg.PoolClient | StatementLanes): SqlExecutor {
   return {
     async query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
       const query = makeQuery(text, params);
-      // The pool's own query checks a client out, sets the callback and releases the client.
-      const result = 'release' in client ? await send(client, query) : ((await client.query(query as never)) as unknown as pg.QueryResult);
+      const result = client instanceof StatementLanes ? await client.query(query) : await send(client, query);
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
   };
@@ -121,6 +121,9 @@ export class PostgresDatabase implements SqlDatabase {
   readonly kind = 'postgres' as const;
   // Private, so that the published declarations never name a `pg` type.
   private readonly pool: pg.Pool;
+  /** Single statements outside a transaction ride these (pg-lanes.ts). */
+  private readonly lanes: StatementLanes;
+  private readonly laneExecutor: SqlExecutor;
 
   /** How long a connection the server refuses for now is asked for again (the pool's connection bound). */
   private readonly connectBoundMs: number;
@@ -132,17 +135,26 @@ export class PostgresDatabase implements SqlDatabase {
       // Bounded waits by default (faults-review): pg alone waits forever on a hung server.
       ...poolTimeouts(options.timeouts),
       ...(options.pool as pg.PoolConfig | undefined),
-    };
+      // Pipeline mode lets a lane carry several single statements at once (pg-lanes.ts); a
+      // connection checked out for a transaction is used one statement at a time, as before.
+      pipeline: true,
+    } as pg.PoolConfig;
     this.connectBoundMs = config.connectionTimeoutMillis ?? 0;
     this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
+    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, config.query_timeout ?? 0);
+    this.laneExecutor = clientExecutor(this.lanes);
   }
 
   query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
-    const run = () => clientExecutor(this.pool).query<R>(text, params);
-    // Only the failure path costs more: a connection refused for now is asked for again (faults-review).
-    return run().catch((error: unknown) => this.afterRefused(error, run));
+    // A connection refused for now is asked for again by the lane's checkout (faults-review).
+    return this.laneExecutor.query<R>(text, params);
+  }
+
+  /** A client from the pool; a connection the server refused for now is asked for again (postgres-connect.ts). */
+  private checkout(): Promise<pg.PoolClient> {
+    return this.pool.connect().catch((error: unknown) => this.afterRefused(error, () => this.pool.connect()));
   }
 
   /** `error` again, unless it is a connection the server refused for now: then `again` is retried (postgres-connect.ts). */
@@ -169,7 +181,7 @@ export class PostgresDatabase implements SqlDatabase {
    * so the pool opens fresh connections once the server is back (issue 13.1): no restart needed.
    */
   private async checkedOut<T>(fn: (client: pg.PoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect().catch((error: unknown) => this.afterRefused(error, () => this.pool.connect()));
+    const client = await this.checkout();
     let lost: Error | undefined;
     const onError = (error: Error) => {
       lost = error;
@@ -178,8 +190,9 @@ export class PostgresDatabase implements SqlDatabase {
     try {
       return await fn(client, onError);
     } catch (error) {
-      // A statement that never answered: the client must not go back to the pool (faults-review).
-      if (isAnswerTimeout(error)) lost ??= error as Error;
+      // A statement that never answered (faults-review), or a connection the server ended (its FATAL
+      // answer comes before `pg` reads the close): the client must not go back to the pool.
+      if (leavesConnectionUnusable(error, client)) lost ??= error as Error;
       throw error;
     } finally {
       client.off('error', onError);

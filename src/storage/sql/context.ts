@@ -68,11 +68,15 @@ export class SqlContext {
 
   /**
    * After a fenced single-statement write changed no row: whether the fence refused it (then
-   * `ownership_lost` is thrown) or the row simply was not in the state the write expects.
+   * `ownership_lost` is thrown) or the row simply was not in the state the write expects. Inside a
+   * transaction, pass its executor: a transaction that awaited a statement of the pool while holding
+   * its connection waited on a second connection (on `pg`, a lane's checkout), and transactions doing
+   * so together exhausted the pool (postgres-pool-exhaustion.test.ts, with lanes: `timeout exceeded
+   * when trying to connect`).
    */
-  async explainTurnMiss(turnId: string): Promise<void> {
+  async explainTurnMiss(turnId: string, exec: SqlExecutor = this.db): Promise<void> {
     if (this.fences.size === 0) return;
-    const { rows } = await this.db.query<{ session_id: string; lease_token: unknown; owned: boolean }>(
+    const { rows } = await exec.query<{ session_id: string; lease_token: unknown; owned: boolean }>(
       `SELECT t.session_id, t.lease_token, ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$2' })} AS owned FROM turns t WHERE t.id = $1`,
       [turnId, this.fenceOwners],
     );

@@ -162,7 +162,7 @@ export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCo
         [turnId, reason.errorCode, reason.errorMessage, ctx.fenceOwners],
       );
       if (turns.rowCount === 0) {
-        await ctx.explainTurnMiss(turnId);
+        await ctx.explainTurnMiss(turnId, tx);
         return false;
       }
       await tx.query(
