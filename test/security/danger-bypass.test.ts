@@ -10,13 +10,11 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Core } from '../../src/core.js';
-import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { assertAllRequests } from '../support/invariants.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 import { usePglite } from '../support/databases.js';
-import { builtinToolsCore } from '../support/scripted-attack.js';
+import { builtinToolsCore, deletionsBehindCards, type GatedDeletion } from '../support/scripted-attack.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
@@ -34,7 +32,7 @@ afterEach(async () => {
 });
 
 /** Each command deletes the directory named by `victim`; none used to raise a card. */
-const BYPASSES: Array<{ victim: string; command: string; key: string }> = [
+const BYPASSES: GatedDeletion[] = [
   { victim: 'v-exec', command: 'exec rm -rf v-exec', key: 'rm_recursive_or_force' },
   { victim: 'v-recur', command: 'rm --recur v-recur', key: 'rm_recursive_or_force' },
   { victim: 'v-eval', command: 'eval "rm -rf v-eval"', key: 'rm_recursive_or_force' },
@@ -54,29 +52,7 @@ const BYPASSES: Array<{ victim: string; command: string; key: string }> = [
 describe('issue 12.10: danger detection bypasses', () => {
   it('every bypass raises a danger card before it runs; approved, it runs in the sandbox and deletes', async (ctx) => {
     requireSandbox(ctx, env.runtime);
-    for (const { victim } of BYPASSES) {
-      mkdirSync(join(env.ws, victim, 'nested'), { recursive: true });
-      writeFileSync(join(env.ws, victim, 'nested', 'file.txt'), 'keep me\n');
-    }
-    const model = scriptedModel([...BYPASSES.map(({ command }) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] })), { text: 'done' }]);
-    const core = await builtinToolsCore(env, storage, model);
-    open.push(core);
-    const session = await core.createSession({ workingDirectory: env.ws });
-    const cards: PermissionCard[] = [];
-    const presentAtCard: boolean[] = [];
-    session.updates$.subscribe((u: SessionUpdateEnvelope) => {
-      if (u.update.type !== 'permission_requested') return;
-      const card = u.update.card;
-      cards.push(card);
-      const bypass = BYPASSES[cards.length - 1];
-      // The command has not run while its card is pending.
-      presentAtCard.push(bypass !== undefined && existsSync(join(env.ws, bypass.victim, 'nested', 'file.txt')));
-      const toolCallId = u.update.toolCallId;
-      queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, 'allow_once'));
-    });
-    const { turnId } = await session.startTurn({ clientRequestId: 'req-bypass', input: [{ type: 'text', text: 'clean up' }] });
-    const outcome = await session.waitForTurn(turnId);
-    assertAllRequests(model.requests);
+    const { outcome, cards, presentAtCard } = await deletionsBehindCards(env, storage, open, BYPASSES);
     expect(outcome).toMatchObject({ status: 'completed' });
     expect(cards.map((c) => ({ kind: c.kind, command: c.command, dangerMatch: c.dangerMatch }))).toEqual(
       BYPASSES.map(({ command, key }) => ({ kind: 'danger', command, dangerMatch: key })),

@@ -6,21 +6,19 @@
  * only when it runs. Each must raise a danger card while its victim still exists; approved, it runs
  * in real bubblewrap and deletes it (so each is a real deletion the card gated).
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
-import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { requireSandbox, type ToolEnv } from '../support/tool-env.js';
 import { useToolTurnBed } from '../support/tool-turn-bed.js';
-import { builtinToolsCore } from '../support/scripted-attack.js';
+import { deletionsBehindCards, type GatedDeletion } from '../support/scripted-attack.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
 const open = useToolTurnBed((s) => (storage = s), (e) => (env = e));
 
-const EMBEDDED: Array<{ victim: string; command: string; key: string }> = [
+const EMBEDDED: GatedDeletion[] = [
   { victim: 'v-awk', command: `awk 'BEGIN{system("rm -rf v-awk")}'`, key: 'rm_recursive_or_force' },
   { victim: 'v-perl', command: `perl -e 'system q(rm -rf v-perl)'`, key: 'rm_recursive_or_force' },
   { victim: 'v-py', command: `python3 -c 'import os; os.system("rm -rf v-py")'`, key: 'rm_recursive_or_force' },
@@ -34,27 +32,8 @@ const EMBEDDED: Array<{ victim: string; command: string; key: string }> = [
 describe('danger detection: deletions written inside strings', () => {
   it('each raises a danger card before it runs; approved, it runs in the sandbox and deletes', async (ctx) => {
     requireSandbox(ctx, env.runtime);
-    for (const { victim } of EMBEDDED) {
-      mkdirSync(join(env.ws, victim, 'nested'), { recursive: true });
-      writeFileSync(join(env.ws, victim, 'nested', 'file.txt'), 'keep me\n');
-    }
-    const model = scriptedModel([...EMBEDDED.map(({ command }) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] })), { text: 'done' }]);
-    const core = await builtinToolsCore(env, storage, model);
-    open.push(core);
-    const session = await core.createSession({ workingDirectory: env.ws });
-    const cards: PermissionCard[] = [];
-    const presentAtCard: boolean[] = [];
-    session.updates$.subscribe((u: SessionUpdateEnvelope) => {
-      if (u.update.type !== 'permission_requested') return;
-      const card = u.update.card;
-      cards.push(card);
-      const attack = EMBEDDED.find((e) => e.command === card.command);
-      presentAtCard.push(attack !== undefined && existsSync(join(env.ws, attack.victim, 'nested', 'file.txt')));
-      const toolCallId = u.update.toolCallId;
-      queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, 'allow_once'));
-    });
-    const { turnId } = await session.startTurn({ clientRequestId: 'req-embedded', input: [{ type: 'text', text: 'clean up' }] });
-    expect(await session.waitForTurn(turnId)).toMatchObject({ status: 'completed' });
+    const { outcome, cards, presentAtCard } = await deletionsBehindCards(env, storage, open, EMBEDDED);
+    expect(outcome).toMatchObject({ status: 'completed' });
     expect(cards.map((c) => ({ kind: c.kind, command: c.command, dangerMatch: c.dangerMatch }))).toEqual(
       EMBEDDED.map(({ command, key }) => ({ kind: 'danger', command, dangerMatch: key })),
     );

@@ -4,6 +4,8 @@
  * the hostile calls, and a host that answers every card with the given decision. It returns what
  * the model was told and which cards the user saw.
  */
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createCore, type Core, type CoreOptions } from '../../src/core.js';
 import type { PermissionMode } from '../../src/protocol/input.js';
 import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
@@ -74,4 +76,48 @@ export function builtinToolsCore(env: ToolEnv, storage: SessionStorage, model: M
     closeStorageOnShutdown: false,
     ...extra,
   });
+}
+
+/** A deleting command and the directory it deletes (`victim`, inside the workspace), with the danger key its card must name. */
+export interface GatedDeletion {
+  victim: string;
+  command: string;
+  key: string;
+}
+
+/**
+ * The danger-card attack of the danger-detection suites: each command's victim directory is made,
+ * a scripted model sends the commands one bash call each, and the host approves every card. Returns
+ * the turn's outcome, the cards shown, and whether each command's victim was still there while its
+ * card was pending (the command had not run before the card).
+ */
+export async function deletionsBehindCards(
+  env: ToolEnv,
+  storage: SessionStorage,
+  open: Core[],
+  deletions: readonly GatedDeletion[],
+): Promise<{ outcome: TurnOutcome; cards: PermissionCard[]; presentAtCard: boolean[] }> {
+  for (const { victim } of deletions) {
+    mkdirSync(join(env.ws, victim, 'nested'), { recursive: true });
+    writeFileSync(join(env.ws, victim, 'nested', 'file.txt'), 'keep me\n');
+  }
+  const model = scriptedModel([...deletions.map(({ command }) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] })), { text: 'done' }]);
+  const core = await builtinToolsCore(env, storage, model);
+  open.push(core);
+  const session = await core.createSession({ workingDirectory: env.ws });
+  const cards: PermissionCard[] = [];
+  const presentAtCard: boolean[] = [];
+  session.updates$.subscribe((u: SessionUpdateEnvelope) => {
+    if (u.update.type !== 'permission_requested') return;
+    const card = u.update.card;
+    cards.push(card);
+    const deletion = deletions.find((d) => d.command === card.command);
+    presentAtCard.push(deletion !== undefined && existsSync(join(env.ws, deletion.victim, 'nested', 'file.txt')));
+    const toolCallId = u.update.toolCallId;
+    queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, 'allow_once'));
+  });
+  const { turnId } = await session.startTurn({ clientRequestId: 'req-deletions', input: [{ type: 'text', text: 'clean up' }] });
+  const outcome = await session.waitForTurn(turnId);
+  assertAllRequests(model.requests);
+  return { outcome, cards, presentAtCard };
 }
