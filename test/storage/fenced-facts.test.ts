@@ -9,14 +9,13 @@
  * running turn whose lease is gone. The session-keyed attack is a stale owner beginning a turn after
  * another owner took the session over.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { WriteFence } from '../../src/storage/fence.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { backends, createTestDatabase } from '../support/databases.js';
-import { countRoundTrips, uid, userMessage as user, toolResultMessage as toolResult } from '../support/storage-fixtures.js';
+import { countRoundTrips, uid, userMessage as user, toolResultMessage as toolResult, recordStatementNames } from '../support/storage-fixtures.js';
 
 function assistant(callId: string): NewMessage {
   return { id: uid('msg'), role: 'assistant', kind: 'normal', content: [{ type: 'tool_call', callId, name: 'echo', arguments: '{}' }] };
@@ -168,13 +167,7 @@ describe('fenced fact statements on a Postgres server', () => {
   it('the fenced texts are prepared under names of their own; a storage without a fence keeps the plain ones', async () => {
     const url = await createTestDatabase();
     const fenced = postgresStorage({ connectionString: url, max: 1 });
-    const names: string[] = [];
-    const original = pg.Client.prototype.query;
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const config = args[0] as { name?: string } | string;
-      if (typeof config === 'object' && config?.name) names.push(config.name);
-      return (original as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof original;
+    const { names, restore } = recordStatementNames();
     try {
       await fenced.migrate();
       const fence = testFence('owner_named');
@@ -195,7 +188,7 @@ describe('fenced fact statements on a Postgres server', () => {
       await fenced.commitToolResult(turnId, toolResult('c2'));
       expect(names).toEqual(['ow_commit_tool_result']);
     } finally {
-      pg.Client.prototype.query = original;
+      restore();
       await fenced.close();
     }
   });

@@ -4,13 +4,12 @@
  * not at all; a turn that stopped running takes no fact; the trace's commit mode never leaks onto a
  * fact written later on the same connection.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import { backends, createTestDatabase } from '../support/databases.js';
-import { countRoundTrips, beginRunningTurn, toolResultMessage, uid, userMessage } from '../support/storage-fixtures.js';
+import { countRoundTrips, beginRunningTurn, toolResultMessage, uid, userMessage, recordStatementNames } from '../support/storage-fixtures.js';
 
 const user = (text: string): NewMessage => userMessage(text);
 const toolResult = toolResultMessage;
@@ -180,13 +179,7 @@ describe('the step on a Postgres server', () => {
 
   it('the step statements are named prepared statements, parsed once per connection', async () => {
     const storage = postgresStorage({ connectionString: url, max: 1 });
-    const names: string[] = [];
-    const original = pg.Client.prototype.query;
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const config = args[0] as { name?: string } | string;
-      if (typeof config === 'object' && config?.name) names.push(config.name);
-      return (original as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof original;
+    const { names, restore } = recordStatementNames();
     try {
       await storage.migrate();
       const sessionId = uid('ses');
@@ -202,7 +195,7 @@ describe('the step on a Postgres server', () => {
       const prepared = await storage.db.query<{ name: string }>(`SELECT name FROM pg_prepared_statements ORDER BY name`);
       expect(prepared.rows.map((r) => r.name)).toEqual(['ow_begin_turn', 'ow_commit_assistant', 'ow_commit_tool_result', 'ow_model_call_start']);
     } finally {
-      pg.Client.prototype.query = original;
+      restore();
       await storage.close();
     }
   });

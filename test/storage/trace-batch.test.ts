@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SpanData, TraceSignal } from '../../src/protocol/trace-signals.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { backends, createTestDatabase } from '../support/databases.js';
+import { backends, createTestDatabase, useBackend } from '../support/databases.js';
 import { beginRunningTurn, countRoundTrips, uid } from '../support/storage-fixtures.js';
 
 function modelSpan(sessionId: string, turnId: string, attributes: Record<string, unknown> = { modelCallIndex: 1 }): SpanData {
@@ -29,14 +29,7 @@ const startPayloads = [
 
 describe.each(backends)('the trace batch on $name', (backend) => {
   let storage: SqlSessionStorage;
-
-  beforeAll(async () => {
-    storage = await backend.create();
-    await storage.migrate();
-  });
-  afterAll(async () => {
-    await storage.close();
-  });
+  useBackend(backend, (s) => (storage = s));
 
   /** The stored rows of a span and its payload slots. */
   async function stored(spanId: string) {

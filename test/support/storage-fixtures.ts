@@ -3,6 +3,7 @@
  * The rows the storage suites start from, written through the port as the runtime writes them:
  * unique ids, a user message, a tool result, and a session with one running turn.
  */
+import pg from 'pg';
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -73,4 +74,19 @@ export async function countRoundTrips(storage: SqlSessionStorage, fn: () => Prom
     db.transaction = transaction;
   }
   return seen;
+}
+
+/**
+ * Records the name of every named (prepared) statement any `pg` client sends until `restore()`:
+ * how the suites check that the step's statements are parsed once per connection.
+ */
+export function recordStatementNames(): { names: string[]; restore(): void } {
+  const names: string[] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const config = args[0] as { name?: string } | string;
+    if (typeof config === 'object' && config?.name) names.push(config.name);
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  return { names, restore: () => void (pg.Client.prototype.query = original) };
 }
