@@ -127,12 +127,25 @@ if (process.env.STEP_CHECKPOINT === '1') await probe.query('CHECKPOINT');
 await probe.query('SELECT pg_stat_statements_reset()');
 const before = await snap();
 const cpu0 = postgresCpuMs(server.postmasterPid());
+// STEP_PERF=<file>: `perf record` of every server process (backends, WAL writer, ...) over the
+// measured turns, for `perf report -i <file> --no-children` (where the server's CPU per step goes).
+let perfChild: import('node:child_process').ChildProcess | undefined;
+if (process.env.STEP_PERF) {
+  const { spawn, execFileSync } = await import('node:child_process');
+  const pids = execFileSync('pgrep', ['-P', String(server.postmasterPid())], { encoding: 'utf8' }).trim().split(/\s+/).join(',');
+  perfChild = spawn('perf', ['record', '-F', '2999', '-g', '-o', process.env.STEP_PERF, '-p', pids], { stdio: 'ignore' });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+}
 counting = true;
 const t0 = performance.now();
 for (let i = 0; i < TURNS; i += 1) await turn();
 await core.flushTrace(60_000);
 const wall = performance.now() - t0;
 counting = false;
+if (perfChild) {
+  perfChild.kill('SIGINT');
+  await new Promise((resolve) => perfChild!.once('exit', resolve));
+}
 const cpu = postgresCpuMs(server.postmasterPid()) - cpu0;
 const after = await snap();
 const { rows } = await probe.query(`SELECT pg_wal_lsn_diff($1, $2)::bigint AS wal`, [after.lsn, before.lsn]);
