@@ -5,6 +5,8 @@
  * of edge values of its columns, and no row is rejected by one and admitted by the other (a CHECK
  * rejects a row only when its expression is FALSE; NULL passes). The violations still reach the
  * tables under the constraints' names, and no stored CHECK builds an array per statement any more.
+ * The same migration stores large message contents and payload bodies with lz4 where the server has
+ * it (Postgres), and is skipped there on PGlite, which has not.
  */
 import { describe, expect, it } from 'vitest';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -167,5 +169,70 @@ describe.each(backends)('CHECK constraints in cheaper forms ($name)', (backend) 
     await span('succeeded', {}, 'trace_spans_terminal_time_valid');
     await span('succeeded', { ended_at: '2025-12-31T00:00:00Z' }, 'trace_spans_end_after_start');
     await span('running', { output_tokens: -3 }, 'trace_spans_tokens_non_negative');
+  });
+
+  it('migration 0009 applies on a database that holds rows of every rewritten table', async () => {
+    const id = `cfm_${backend.name}_${Date.now()}`;
+    await storage.db.query(`INSERT INTO sessions (id, working_directory, title, client_settings) VALUES ($1, '/w', 'kept', '{}')`, [id]);
+    await storage.db.query(
+      `INSERT INTO sessions (id, working_directory, parent_session_id, task_name, agent_role) VALUES ($1, '/w', $2, 'child_task', 'explorer')`,
+      [`${id}_c`, id],
+    );
+    await storage.db.query(
+      `INSERT INTO turns (id, session_id, client_request_id, sequence, resolved_provider_id, resolved_model_name, app_version, status,
+         ended_at, input_tokens, model_call_count, model_submission_count, plan_unfinished_step_count)
+       VALUES ($1, $2, 'r', 1, 'p', 'm', 'v', 'completed', now(), 12, 1, 1, 0)`,
+      [`${id}_t`, id],
+    );
+    await storage.db.query(
+      `INSERT INTO messages (id, session_id, turn_id, sequence, role, content, provider_call_id, tool_name)
+       VALUES ($1, $2, $3, 1, 'tool', '[]', 'call_1', 'echo'), ($4, $2, $3, 2, 'assistant', '[]', NULL, NULL)`,
+      [`${id}_m1`, id, `${id}_t`, `${id}_m2`],
+    );
+    await storage.db.query(
+      `INSERT INTO trace_spans (id, trace_id, session_id, turn_id, parent_span_id, kind, name, status, started_at, ended_at)
+       VALUES ($1, 'tr', $2, $3, 'p', 'model_call', 'n', 'transient', now(), now())`,
+      [`${id}_s`, id, `${id}_t`],
+    );
+    await storage.db.query(`INSERT INTO trace_payloads (hash, body, byte_size) VALUES ($1, '{}', 2)`, [`${id}_h`]);
+    await storage.db.query(
+      `INSERT INTO trace_span_payloads (span_id, slot, payload_hash, truncated, original_byte_size) VALUES ($1, 'request', $2, TRUE, 10)`,
+      [`${id}_s`, `${id}_h`],
+    );
+    const migration = '0009_check_forms_and_lz4';
+    await storage.db.query('DELETE FROM openwork_migrations WHERE id = $1', [migration]);
+    const report = await storage.migrate();
+    expect(report.applied).toEqual([migration]);
+    const { rows } = await storage.db.query<{ n: number }>(
+      `SELECT (SELECT count(*) FROM sessions WHERE id LIKE $1) + (SELECT count(*) FROM turns WHERE id LIKE $1)
+         + (SELECT count(*) FROM messages WHERE id LIKE $1) + (SELECT count(*) FROM trace_span_payloads WHERE span_id LIKE $1) AS n`,
+      [`${id}%`],
+    );
+    expect(Number(rows[0]!.n)).toBe(6);
+  });
+
+  it('large message contents and payload bodies are compressed with lz4 where the server has it (not PGlite)', async () => {
+    const { rows: methods } = await storage.db.query<{ col: string; method: string }>(
+      `SELECT attrelid::regclass::text || '.' || attname AS col, attcompression::text AS method FROM pg_attribute
+       WHERE (attrelid, attname) IN (('messages'::regclass, 'content'), ('trace_payloads'::regclass, 'body')) ORDER BY 1`,
+    );
+    const lz4 = backend.name === 'postgres';
+    expect(methods).toEqual([
+      { col: 'messages.content', method: lz4 ? 'l' : '' },
+      { col: 'trace_payloads.body', method: lz4 ? 'l' : '' },
+    ]);
+    const id = `cfz_${backend.name}_${Date.now()}`;
+    const text = Array.from({ length: 800 }, (_, k) => `line ${k}: const value${k} = compute(${k * 7});`).join('\n');
+    await storage.db.query(`INSERT INTO sessions (id, working_directory) VALUES ($1, '/w')`, [id]);
+    await storage.db.query(`INSERT INTO messages (id, session_id, sequence, role, content) VALUES ($1, $2, 1, 'system', $3::jsonb)`, [
+      `${id}_m`,
+      id,
+      JSON.stringify([{ type: 'text', text }]),
+    ]);
+    const { rows } = await storage.db.query<{ method: string; text: string }>(
+      `SELECT pg_column_compression(content) AS method, content->0->>'text' AS text FROM messages WHERE id = $1`,
+      [`${id}_m`],
+    );
+    expect(rows[0]).toEqual({ method: lz4 ? 'lz4' : 'pglz', text });
   });
 });
