@@ -14,7 +14,7 @@
  * - `FACT_BACKEND=pglite`: one in-memory PGlite per variant, in this process; the process's CPU per
  *   statement (the client's share is the same for every variant).
  *
- * Knobs: FACT_N statements per variant and round (default 1000), FACT_ROUNDS (default 5),
+ * Knobs: FACT_CONTENT_BYTES (the tool result's text size, default 200), FACT_N statements per variant and round (default 1000), FACT_ROUNDS (default 5),
  * FACT_VARIANTS (a comma list of the names to keep), FACT_EXTRA (JSON: more variants, `{name: {sql}}`).
  * Run: `npx tsx bench/fact-cpu.ts`. The variants are measurements, not proposals: "no CHECK" takes
  * rules away, to show what the constraints cost at most (docs/benchmarks.md, "The CHECK
@@ -72,7 +72,13 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-const CONTENT_TOOL = (callId: string) => JSON.stringify([{ type: 'tool_result', callId, status: 'succeeded', text: 'x'.repeat(200) }]);
+/**
+ * FACT_CONTENT_BYTES: the tool result's text size (default 200; over ~2 kB the row is compressed and
+ * TOASTed). The text is this repository's source, as a tool that reads files returns it.
+ */
+const SOURCE = readFileSync(new URL('../src/storage/step-sql.ts', import.meta.url), 'utf8') + readFileSync(new URL('../src/storage/sql/turns.ts', import.meta.url), 'utf8');
+const TOOL_TEXT = SOURCE.repeat(Math.ceil(Number(process.env.FACT_CONTENT_BYTES ?? 200) / SOURCE.length)).slice(0, Number(process.env.FACT_CONTENT_BYTES ?? 200));
+const CONTENT_TOOL = (callId: string) => JSON.stringify([{ type: 'tool_result', callId, status: 'succeeded', text: TOOL_TEXT }]);
 const CONTENT_ASSISTANT = (callId: string) => JSON.stringify([{ type: 'text', text: 'y'.repeat(200) }, { type: 'tool_call', callId, name: 'echo', arguments: '{"text":"hi"}' }]);
 
 type Query = (text: string | { name: string; text: string }, params?: unknown[]) => Promise<{ rows: Array<Record<string, unknown>> }>;
