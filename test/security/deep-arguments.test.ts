@@ -81,4 +81,12 @@ describe('tool arguments nested 100,000 levels deep', () => {
     const result = h.model.requests[1]!.messages.find((m) => m.role === 'tool') as { text: string };
     expect(result.text).toContain(`nest deeper than ${MAX_JSON_DEPTH} levels`);
   }, 20_000);
+
+  it('provider data nested as deep (a reasoning item) ends the model call as model_protocol_error, not a stack overflow', async () => {
+    const h = await harness(storage, [{ events: [{ type: 'provider_opaque', provider: 'openai.responses', data: { item: JSON.parse(deepArray) as unknown } }, { type: 'completed', usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, reasoningTokens: 0 } }] }, { text: 'again' }]);
+    const { outcome } = await h.run('go');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'model_protocol_error' });
+    expect(outcome.status === 'failed' && outcome.message).toContain(`nested deeper than ${MAX_JSON_DEPTH} levels`);
+    expect((await h.run('once more')).outcome).toMatchObject({ status: 'completed', finalText: 'again' });
+  }, 20_000);
 });
