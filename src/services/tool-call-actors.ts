@@ -6,6 +6,7 @@
 import { fromCallback, fromPromise } from 'xstate';
 import type { ZodError } from 'zod';
 import { errorMessage } from '../errors.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../protocol/json-depth.js';
 import { storableValue } from '../protocol/storable-text.js';
 import type { PermissionCard } from '../protocol/updates.js';
 import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/ports.js';
@@ -91,6 +92,10 @@ export function createToolCallActors(services: RuntimeServices) {
       args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
     } catch (error) {
       return { kind: 'invalid', result: invalid(errorMessage(error)), resolvedName: null };
+    }
+    // Attack round 3: arguments nested 100,000 deep overflowed the stack in the doom-loop guard.
+    if (nestsDeeperThan(args, MAX_JSON_DEPTH)) {
+      return { kind: 'invalid', result: invalid(`the arguments nest deeper than ${MAX_JSON_DEPTH} levels of arrays and objects; nothing was run`), resolvedName: null };
     }
     const session = services.session(input.sessionId);
     const resolved = session.toolset.resolve(call.name);

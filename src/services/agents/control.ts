@@ -19,6 +19,15 @@ export const WAIT_DEFAULT_MS = 60_000;
 export const WAIT_MIN_MS = 10_000;
 export const WAIT_MAX_MS = 600_000;
 
+/**
+ * The most explorers one root session may create in all (attack round 3; the reference has no
+ * cumulative cap). The active-turn cap does not bound creation: explorers that answer at once free
+ * their slots, so one model response of 256 `spawn_agent` calls, nineteen times in a turn, created
+ * 4,864 child sessions (10 minutes and 170 MB of heap in one turn). Past this, `spawn_agent`
+ * answers `agent_limit_reached` and the model reuses an explorer with `followup_task`.
+ */
+export const MAX_SUB_AGENTS_PER_SESSION = 64;
+
 export type AgentToolName = 'spawn_agent' | 'wait_agent' | 'list_agents' | 'followup_task' | 'interrupt_agent';
 export const AGENT_TOOL_NAMES: readonly AgentToolName[] = ['spawn_agent', 'wait_agent', 'list_agents', 'followup_task', 'interrupt_agent'];
 
@@ -194,6 +203,9 @@ export class AgentControl {
         const { task_name: name, message: text } = parsed.data as z.infer<(typeof schemas)['spawn_agent']>;
         if (this.registry.has(name)) return failure('duplicate_task_name', `an explorer named ${name} already exists in this session`);
         if (this.active.size >= this.maxActiveTurns) return failure('agent_limit_reached', `${this.maxActiveTurns} explorer turns are already running; wait for one to finish`);
+        if (this.registry.size >= MAX_SUB_AGENTS_PER_SESSION) {
+          return failure('agent_limit_reached', `this session has ${MAX_SUB_AGENTS_PER_SESSION} explorers already; give one of them a new task with followup_task`);
+        }
         // The name and a slot are reserved before the row exists, and released if the spawn fails.
         this.registry.set(name, null);
         const placeholder = `pending:${name}`;

@@ -12,6 +12,7 @@ import { OpenworkError } from '../../errors.js';
 import type { NewMessage } from '../../protocol/content.js';
 import type { PermissionMode } from '../../protocol/input.js';
 import type { SandboxStatus } from '../../protocol/snapshot.js';
+import { storableText } from '../../protocol/storable-text.js';
 import type { ConversationItem } from './chat-state.js';
 
 export const WORLD_STATE_SECTIONS = ['runtime/user-project-context', 'project/AGENTS.md', 'skills/catalog', 'runtime/sandbox-policy'] as const;
@@ -146,7 +147,9 @@ export async function renderAgentsMd(workingDirectory: string): Promise<string |
     throw new WorldStateError('project_instruction_error', 'AGENTS.md is not valid UTF-8');
   }
   if (text.trim() === '') return null;
-  return `<project_instructions>\n${text}\n</project_instructions>`;
+  // U+0000 is valid UTF-8 but not storable: the section is stored before every model call, so a NUL
+  // (which the model can write) failed every turn with persistence_error. It shows as U+FFFD.
+  return `<project_instructions>\n${storableText(text)}\n</project_instructions>`;
 }
 
 export const BASH_UNAVAILABLE_LINE = 'bash: unavailable — the sandbox could not start, so shell commands are not run';

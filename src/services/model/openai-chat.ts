@@ -9,6 +9,7 @@ import { TEXT_BLOCK_SEPARATOR } from '../../protocol/content.js';
 import type { TokenUsage } from '../../storage/storage.js';
 import { errorBodyOf, protocolError, providerFailure, systemText, toolResultText, userText } from './openai-wire.js';
 import type { FinishReason, ModelRequest, ModelStreamEvent } from './port.js';
+import { BoundedArguments, ResponseBudget } from './response-budget.js';
 
 export interface ChatSettings {
   model: string;
@@ -147,7 +148,7 @@ interface PartialCall {
   index: number;
   id: string | null;
   name: string | null;
-  arguments: string;
+  arguments: BoundedArguments;
 }
 
 function finishReasonOf(reason: string, hasCalls: boolean): FinishReason {
@@ -181,6 +182,8 @@ export class ChatDecoder {
   private responseId: string | undefined;
   private model: string | undefined;
   private emittedCalls = 0;
+  /** The response's bounds, counted as its deltas arrive (issue: adapters assembled first). */
+  private readonly budget = new ResponseBudget();
 
   push(raw: unknown): ModelStreamEvent[] {
     // An error chunk without the `error` wrapper (`{object: 'error', message, code}`): the provider's failure.
@@ -225,14 +228,17 @@ export class ChatDecoder {
       if (delta) {
         const reasoning = delta.reasoning_content ?? delta.reasoning;
         if (reasoning) {
+          this.budget.count(reasoning.length, this.semantic);
           this.semantic = true;
           out.push({ type: 'reasoning_delta', delta: reasoning });
         }
         for (const piece of contentPieces(delta.content)) {
+          this.budget.count(piece.text.length, this.semantic);
           this.semantic = true;
           out.push(piece.reasoning ? { type: 'reasoning_delta', delta: piece.text } : { type: 'text_delta', delta: piece.text });
         }
         if (delta.refusal) {
+          this.budget.count(delta.refusal.length, this.semantic);
           this.semantic = true;
           out.push({ type: 'text_delta', delta: delta.refusal });
         }
@@ -255,12 +261,16 @@ export class ChatDecoder {
     // A fragment with a new id at a used index starts another call (some servers reuse index 0).
     if (call && fragment.id && call.id && fragment.id !== call.id) call = undefined;
     if (!call) {
-      call = { index, id: null, name: null, arguments: '' };
+      this.budget.openCall(this.semantic);
+      call = { index, id: null, name: null, arguments: new BoundedArguments() };
       this.calls.push(call);
     }
     if (fragment.id) call.id = fragment.id;
     if (fragment.function?.name) call.name = (call.name ?? '') === '' ? fragment.function.name : call.name;
-    if (fragment.function?.arguments) call.arguments += fragment.function.arguments;
+    if (fragment.function?.arguments) {
+      this.budget.count(fragment.function.arguments.length, this.semantic);
+      call.arguments.append(fragment.function.arguments);
+    }
   }
 
   private completeCalls(): ModelStreamEvent[] {
@@ -268,7 +278,7 @@ export class ChatDecoder {
     for (const call of this.calls.slice(this.emittedCalls)) {
       if (!call.id || !call.name) throw protocolError(`tool call ${call.index} arrived without ${call.id ? 'a name' : 'an id'}`, this.semantic);
       this.semantic = true;
-      out.push({ type: 'tool_call', callId: call.id, name: call.name, arguments: call.arguments });
+      out.push({ type: 'tool_call', callId: call.id, name: call.name, arguments: call.arguments.value() });
     }
     this.emittedCalls = this.calls.length;
     return out;

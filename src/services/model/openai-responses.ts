@@ -8,6 +8,13 @@ import { z } from 'zod';
 import type { TokenUsage } from '../../storage/storage.js';
 import { protocolError, providerFailure, systemText, toolResultText, userText } from './openai-wire.js';
 import type { FinishReason, ModelRequest, ModelStreamEvent } from './port.js';
+import { BoundedArguments, ResponseBudget } from './response-budget.js';
+
+/**
+ * The most output items (messages, reasoning, calls, built-in tools' items) one response may
+ * announce. Each keeps a little state while the stream lasts; a real response has a handful.
+ */
+export const MAX_OUTPUT_ITEMS = 4096;
 
 /** The `provider` of the opaque blocks this format stores (reasoning items, sent back verbatim). */
 export const RESPONSES_OPAQUE_PROVIDER = 'openai.responses';
@@ -188,7 +195,11 @@ export class ResponsesDecoder {
   private terminal: { response: Response; finishReason: FinishReason } | null = null;
   private responseId: string | undefined;
   private model: string | undefined;
-  private readonly calls = new Map<string, { callId: string | null; name: string | null; arguments: string }>();
+  private readonly calls = new Map<string, { callId: string | null; name: string | null; arguments: BoundedArguments }>();
+  /** The response's bounds, counted as its deltas arrive, before any is assembled. */
+  private readonly budget = new ResponseBudget();
+  /** Output items the stream announced; each keeps a little state here (see `MAX_OUTPUT_ITEMS`). */
+  private items = 0;
   private readonly emittedCalls = new Set<string>();
   private reasoningPart: string | null = null;
   private refused = false;
@@ -255,6 +266,7 @@ export class ResponsesDecoder {
         const { delta, item_id } = event as Parsed<'response.output_text.delta'>;
         if (type === 'response.refusal.delta') this.refused = true;
         if (delta === '') return [];
+        this.budget.count(delta.length, this.semantic);
         this.semantic = true;
         // Each output message is its own text block: the first delta of another item opens one.
         const item = item_id ?? null;
@@ -268,6 +280,7 @@ export class ResponsesDecoder {
       case 'response.reasoning_text.delta': {
         const e = event as Parsed<'response.reasoning_summary_text.delta'> & { content_index?: number | null };
         if (e.delta === '') return [];
+        this.budget.count(e.delta.length, this.semantic);
         // Summary parts are separate paragraphs: keep them apart in the one reasoning text.
         const part = `${e.item_id ?? ''}:${e.summary_index ?? e.content_index ?? 0}`;
         const separator = this.reasoningPart !== null && this.reasoningPart !== part ? '\n\n' : '';
@@ -278,9 +291,12 @@ export class ResponsesDecoder {
       case 'response.output_item.added': {
         const { item } = event as Parsed<'response.output_item.added'>;
         const kind = itemType(item);
+        this.items += 1;
+        if (this.items > MAX_OUTPUT_ITEMS) throw protocolError(`the response announced more than ${MAX_OUTPUT_ITEMS} output items`, this.semantic);
         if (kind === 'function_call') {
           const call = this.functionCall(item);
-          if (call.id) this.calls.set(call.id, { callId: call.call_id ?? null, name: call.name ?? null, arguments: call.arguments ?? '' });
+          if (call.id && !this.calls.has(call.id)) this.budget.openCall(this.semantic);
+          if (call.id) this.calls.set(call.id, { callId: call.call_id ?? null, name: call.name ?? null, arguments: new BoundedArguments(call.arguments ?? '') });
         } else if (kind === 'message') {
           const message = messageItemSchema.safeParse(item).data;
           if (message?.id && message.phase) this.phases.set(message.id, message.phase);
@@ -290,13 +306,15 @@ export class ResponsesDecoder {
       case 'response.function_call_arguments.delta': {
         const e = event as Parsed<'response.function_call_arguments.delta'>;
         const call = e.item_id ? this.calls.get(e.item_id) : undefined;
-        if (call) call.arguments += e.delta;
+        if (!call) return [];
+        this.budget.count(e.delta.length, this.semantic);
+        call.arguments.append(e.delta);
         return [];
       }
       case 'response.function_call_arguments.done': {
         const e = event as Parsed<'response.function_call_arguments.done'>;
         const call = e.item_id ? this.calls.get(e.item_id) : undefined;
-        if (call) call.arguments = e.arguments;
+        if (call) call.arguments.set(e.arguments);
         return [];
       }
       case 'response.output_item.done': {
@@ -349,9 +367,11 @@ export class ResponsesDecoder {
     const name = item.name ?? assembled?.name ?? null;
     if (!callId || !name) throw protocolError(`a function call arrived without ${callId ? 'a name' : 'a call id'}`, this.semantic);
     if (this.emittedCalls.has(callId)) return [];
+    // A call never announced (only in the final output) counts here; an announced one counted then.
+    if (!assembled) this.budget.openCall(this.semantic);
     this.emittedCalls.add(callId);
     this.semantic = true;
-    const args = item.arguments ?? assembled?.arguments ?? '';
+    const args = item.arguments ?? assembled?.arguments.value() ?? '';
     return [{ type: 'tool_call', callId, name, arguments: args }];
   }
 

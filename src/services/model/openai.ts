@@ -9,10 +9,11 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import { Stream } from 'openai/streaming';
 import { InputError, ModelError, errorMessage } from '../../errors.js';
 import type { RateLimitSnapshot } from '../../protocol/rate-limits.js';
+import { boundedFetch, MAX_BODY_BYTES, MAX_BODY_LINE_BYTES, MAX_STREAM_EVENTS } from './bounded-body.js';
 import { ChatDecoder, encodeChatRequest, type ChatSettings } from './openai-chat.js';
 import { parseRateLimitHeaders, type HeaderSource } from './openai-rate-limits.js';
 import { ResponsesDecoder, encodeResponsesRequest, type ResponsesSettings } from './openai-responses.js';
-import { errorBodyOf, isContextOverflow, looksLikeHtml, modelFailure, providerFailure, summariseHtml } from './openai-wire.js';
+import { errorBodyOf, isContextOverflow, looksLikeHtml, modelFailure, protocolError, providerFailure, summariseHtml } from './openai-wire.js';
 import type { ModelCallOptions, ModelPort, ModelRequest, ModelStreamEvent } from './port.js';
 
 export interface OpenAIModelOptions {
@@ -52,6 +53,14 @@ export interface OpenAIModelOptions {
   timeoutMs?: number;
   /** A stream with no event for this long fails with `model_error` (default 5 minutes). */
   streamIdleTimeoutMs?: number;
+  /**
+   * The most events one streamed response may carry (default `MAX_STREAM_EVENTS`, 512 Ki); past it
+   * the call ends as `model_protocol_error`. Every event costs the runtime time whatever it
+   * carries, so this is what bounds a stream of millions of tiny deltas.
+   */
+  maxStreamEvents?: number;
+  /** The most bytes of one response body (default `MAX_BODY_BYTES`, 256 MiB); past it `model_protocol_error`. */
+  maxResponseBytes?: number;
   /** Extra HTTP headers of every request. */
   headers?: Record<string, string>;
   /** A `fetch` to use instead of the global one (proxies, tests). */
@@ -148,6 +157,8 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
   const maxDelay = Math.max(0, options.retryMaxDelayMs ?? 8_000);
   const provider = options.provider ?? 'openai';
   const idleTimeout = Math.max(1, options.streamIdleTimeoutMs ?? 300_000);
+  const maxStreamEvents = Math.max(1, Math.floor(options.maxStreamEvents ?? MAX_STREAM_EVENTS));
+  const maxBodyBytes = Math.max(1, Math.floor(options.maxResponseBytes ?? MAX_BODY_BYTES));
 
   const client = new OpenAI({
     apiKey,
@@ -157,7 +168,8 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
     logLevel: 'off',
     ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
     ...(options.headers ? { defaultHeaders: options.headers } : {}),
-    ...(options.fetch ? { fetch: options.fetch } : {}),
+    // Every body is bounded and handed to the client in whole lines (services/model/bounded-body).
+    fetch: boundedFetch(options.fetch ?? ((input, init) => fetch(input, init)), { maxLineBytes: Math.min(MAX_BODY_LINE_BYTES, maxBodyBytes), maxBodyBytes }),
   });
 
   const responsesSettings: ResponsesSettings = {
@@ -348,9 +360,12 @@ export function openaiModel(options: OpenAIModelOptions): OpenAIModel {
         const events = opening.events;
         waitingSince = Date.now();
         timer = setTimeout(check, idleTimeout);
+        let received = 0;
         for await (const raw of events) {
           // Only the wait for the provider counts, not the time the consumer takes.
           waitingSince = null;
+          received += 1;
+          if (received > maxStreamEvents) throw protocolError(`the provider's response carried more than ${maxStreamEvents} stream events`, decoder.semantic);
           for (const event of decoder.push(raw)) {
             emitted = true;
             yield event;

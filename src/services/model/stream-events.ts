@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { ModelError } from '../../errors.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../protocol/json-depth.js';
 import { storableText, storableValue } from '../../protocol/storable-text.js';
 import type { FinishReason, ModelStreamEvent } from './port.js';
 
@@ -217,6 +218,10 @@ export function checkModelStreamEvent(event: unknown, semanticOutput: boolean): 
       return { type: 'tool_call', callId: storableText(checked.callId), name: storableText(checked.name), arguments: args };
     }
     case 'provider_opaque':
+      // Stored, hashed and sent back whole: a value nested past the bound would overflow the stack there.
+      if (nestsDeeperThan(checked.data, MAX_JSON_DEPTH)) {
+        throw new ModelError('model_protocol_error', `the model stream sent provider data nested deeper than ${MAX_JSON_DEPTH} levels`, { semanticOutput });
+      }
       return { type: 'provider_opaque', provider: storableText(checked.provider), data: storableValue(checked.data) };
     default: {
       const never: never = checked;

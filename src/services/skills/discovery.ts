@@ -125,6 +125,9 @@ export async function discoverSkills(root: string | null, disabled: ReadonlySet<
       } catch {
         throw new Error('SKILL.md is not valid UTF-8');
       }
+      // U+0000 is valid UTF-8 but Postgres stores no NUL: the catalog World State stores before every
+      // model call would fail every turn with persistence_error while the file is there.
+      if (text.includes('\u0000')) throw new Error('SKILL.md contains a NUL character');
       const parsed = parseSkillFile(text, dirName);
       skills.push({ source: 'agents', name: parsed.name, description: parsed.description, path: file, disabled: disabled.has(parsed.name), body: parsed.body });
     } catch (error) {
