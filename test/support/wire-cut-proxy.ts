@@ -8,6 +8,8 @@
  *   the server runs and commits it, and its answer reaches the proxy, which drops the answer and then
  *   the connection: the client hears only `Connection terminated unexpectedly`, after the commit.
  *   Answers to statements sent before it on the same connection are still delivered.
+ * - `refuseNext(count, message)`: the next `count` connections are answered, as a server that is
+ *   starting up or shutting down answers them, with a FATAL 57P03 error carrying `message`, and closed.
  * - `severSilently()`: every open connection dies the way a middlebox kills an idle one: the server
  *   side is closed (its backend ends), the client side is left open and looks healthy, and the first
  *   bytes the client writes on it are answered with a TCP reset (ECONNRESET).
@@ -25,6 +27,9 @@ export interface WireCutProxy {
   /** Statements whose answer a cut dropped so far. */
   readonly cuts: number;
   severSilently(): void;
+  refuseNext(count: number, message: string): void;
+  /** Connections refused by `refuseNext` so far. */
+  readonly refused: number;
   /** Connections opened through the proxy so far. */
   readonly connections: number;
   close(): Promise<void>;
@@ -51,6 +56,17 @@ class Framer {
   }
 }
 
+/** A FATAL ErrorResponse message (severity, SQLSTATE, message), as the server writes it. */
+function fatal(code: string, message: string): Buffer {
+  const fields = Buffer.concat(
+    [['S', 'FATAL'], ['V', 'FATAL'], ['C', code], ['M', message]].map(([k, v]) => Buffer.from(`${k}${v}\0`)).concat(Buffer.from([0])),
+  );
+  const head = Buffer.alloc(5);
+  head.write('E', 0);
+  head.writeInt32BE(fields.length + 4, 1);
+  return Buffer.concat([head, fields]);
+}
+
 export async function startWireCutProxy(target: { host: string; port: number }): Promise<WireCutProxy> {
   const sockets = new Set<Socket>();
   let armed: Buffer | null = null;
@@ -59,9 +75,19 @@ export async function startWireCutProxy(target: { host: string; port: number }):
   let signalCut: () => void = () => undefined;
   let cut = new Promise<void>((resolve) => (signalCut = resolve));
   const severs = new Set<() => void>();
+  let toRefuse = 0;
+  let refusal = '';
+  let refused = 0;
 
   const server: Server = createServer((client) => {
     connections += 1;
+    if (toRefuse > 0) {
+      toRefuse -= 1;
+      refused += 1;
+      client.once('data', () => client.end(fatal('57P03', refusal)));
+      client.on('error', () => client.destroy());
+      return;
+    }
     const upstream = connect(target.port, target.host);
     sockets.add(client);
     sockets.add(upstream);
@@ -155,6 +181,13 @@ export async function startWireCutProxy(target: { host: string; port: number }):
     },
     get cuts() {
       return cuts;
+    },
+    refuseNext(count, message) {
+      toRefuse = count;
+      refusal = message;
+    },
+    get refused() {
+      return refused;
     },
     severSilently() {
       for (const sever of [...severs]) sever();
