@@ -59,7 +59,7 @@ describe('the server answers 57P03 while a connection is opened', () => {
     opened.push(storage);
     proxy.refuseNext(1_000, 'the database system is shutting down');
     const started = Date.now();
-    const error = await storage.createSession({ workingDirectory: '/work' }).then(
+    const error = await storage.createSession({ id: `ses_${Date.now()}`, workingDirectory: '/work' }).then(
       () => null,
       (e: unknown) => e,
     );

@@ -9,6 +9,7 @@
  * turn ends `completed` in the database and in the runtime, and the host hears one end.
  */
 import { execFileSync } from 'node:child_process';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { z } from 'zod';
@@ -103,6 +104,32 @@ describe('the answer of a fact statement is lost after its commit', () => {
     expect(first!.outputTokens).toBeGreaterThan(0);
     expect(first!.outputTokens).toBe(second!.outputTokens);
     expect(h.session.status()).toEqual({ type: 'idle' });
+  });
+
+  it('the final answer committed, and its repeat fails for another reason: the runtime reads the turn back and reports it completed', async () => {
+    const h = await harness(storage, [{ text: 'the answer' }], { ownership: { leaseMs: 60_000 } });
+    // Once the answer is cut, message writes are locked out (EXCLUSIVE allows reads, not writes) for
+    // longer than the statement bound: the repeat fails with the server's cancel, a known outcome,
+    // and never reaches its read-back. Only the runtime's own look at the turn can tell.
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    await locker.query('BEGIN');
+    let locked!: Promise<unknown>;
+    proxy.cutAfterAnswer('ow_commit_assistant', () => {
+      locked = locker.query('LOCK TABLE messages IN EXCLUSIVE MODE');
+    });
+    try {
+      const turnId = await h.start('ask');
+      const outcome = await within(BOUNDED_MS, 'the turn whose answer repeat fails', h.session.waitForTurn(turnId));
+      await locked;
+      expect(outcome).toEqual({ status: 'completed', finalText: 'the answer' });
+      expect(finishedUpdates(h, turnId)).toEqual([{ status: 'completed', finalText: 'the answer' }]);
+      await locker.query('COMMIT');
+      expect(await direct.getTurn(turnId)).toMatchObject({ status: 'completed', errorCode: null });
+      expect(h.session.status()).toEqual({ type: 'idle' });
+    } finally {
+      await locker.end().catch(() => undefined);
+    }
   });
 
   it('the begin of the turn: one turn row, one user message, the turn completes', async () => {

@@ -20,8 +20,11 @@ export interface WireCutProxy {
   port: number;
   /** `url` with its host and port replaced by the proxy's. */
   urlFor(url: string): string;
-  /** Arms one cut: the next statement naming `marker` commits, and its answer and connection are lost. */
-  cutAfterAnswer(marker: string): void;
+  /**
+   * Arms one cut: the next statement naming `marker` commits, and its answer and connection are
+   * lost; `onCut` runs at that moment, before the client can notice.
+   */
+  cutAfterAnswer(marker: string, onCut?: () => void): void;
   /** Resolves once an armed cut has happened. */
   readonly cut: Promise<void>;
   /** Statements whose answer a cut dropped so far. */
@@ -37,7 +40,7 @@ export interface WireCutProxy {
 
 /** Splits a byte stream into protocol messages: an untyped first message (startup) when `untypedFirst`. */
 class Framer {
-  private buffer = Buffer.alloc(0);
+  private buffer: Buffer = Buffer.alloc(0);
   constructor(private untypedFirst: boolean) {}
 
   push(chunk: Buffer): Buffer[] {
@@ -73,6 +76,7 @@ export async function startWireCutProxy(target: { host: string; port: number }):
   let cuts = 0;
   let connections = 0;
   let signalCut: () => void = () => undefined;
+  let onCut: (() => void) | undefined;
   let cut = new Promise<void>((resolve) => (signalCut = resolve));
   const severs = new Set<() => void>();
   let toRefuse = 0;
@@ -150,6 +154,8 @@ export async function startWireCutProxy(target: { host: string; port: number }):
         if (ready && readySeen === doomedAt) {
           // The server committed and answered; the client never hears of it.
           cuts += 1;
+          onCut?.();
+          onCut = undefined;
           drop();
           signalCut();
           return;
@@ -172,8 +178,9 @@ export async function startWireCutProxy(target: { host: string; port: number }):
       u.port = String(port);
       return u.toString();
     },
-    cutAfterAnswer(marker) {
+    cutAfterAnswer(marker, then) {
       armed = Buffer.from(marker);
+      onCut = then;
       cut = new Promise<void>((resolve) => (signalCut = resolve));
     },
     get cut() {
