@@ -6,7 +6,8 @@
  * twice (no second message, no counter moved twice, the turn's end once); a fenced fact under a
  * lost lease is still refused; a taken message id with other content is not mistaken for this fact.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { WriteFence } from '../../src/storage/fence.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
@@ -180,5 +181,35 @@ describe('a fact statement committed whose answer was lost, on a Postgres server
     await expect(storage.commitToolResult(turnId, other)).rejects.toMatchObject({ code: 'persistence_error', message: expect.stringContaining('already stored with other content') });
     expect(proxy.cuts).toBe(cuts + 1);
     expect((await direct.listMessages(sessionId)).map((m) => m.content)).toEqual([expect.anything(), taken.content]);
+  });
+});
+
+describe('the lease connection died unnoticed before a renewal, on a Postgres server', () => {
+  it('the renewal runs again at once on a fresh connection: the leases are renewed, not left to expire', async () => {
+    const url = await createTestDatabase();
+    const application = `lease_victim_${Date.now()}`;
+    const storage = postgresStorage({ connectionString: url, max: 2, pool: { application_name: application } });
+    try {
+      await storage.migrate();
+      const sessionId = uid('ses');
+      await storage.createSession({ id: sessionId, workingDirectory: '/work' });
+      const acquired = await storage.leases.acquire(sessionId, 'owner_r', 2_000);
+      if (acquired.type !== 'acquired') throw new Error('lease not acquired');
+      // Synchronous, so that the pool has not read the backends' goodbye when the renewal is sent.
+      const killed = execFileSync(
+        'psql',
+        [inject('databaseUrl'), '-Atc', `SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE application_name = '${application}'`],
+        { encoding: 'utf8' },
+      );
+      expect(Number(killed.trim())).toBeGreaterThan(0);
+      expect(await storage.leases.renew('owner_r', [sessionId], 60_000)).toEqual([{ sessionId, token: acquired.token }]);
+      const { rows } = await storage.db.query<{ left: number }>(
+        `SELECT extract(epoch FROM expires_at - now())::float8 AS left FROM session_leases WHERE session_id = $1`,
+        [sessionId],
+      );
+      expect(rows[0]!.left).toBeGreaterThan(30);
+    } finally {
+      await storage.close();
+    }
   });
 });
