@@ -153,7 +153,7 @@ export class SqlSessionLeases implements SessionLeaseStore {
       );
       return rows.map((r) => ({ sessionId: r.session_id, token: num(r.token) }));
     };
-    return this.run('renew session leases', () => settleUnknownOutcome(renewal, renewal));
+    return this.run('renew session leases', () => settleUnknownOutcome(renewal));
   }
 
   release(sessionId: string, ownerId: string, token: number): Promise<void> {

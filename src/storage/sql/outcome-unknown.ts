@@ -64,17 +64,18 @@ export function outcomeUnknown(error: unknown): boolean {
 }
 
 /**
- * Runs `first`; when it fails with an unknown outcome, runs `again` instead, at most
- * `UNKNOWN_OUTCOME_RERUNS` times (once more only after an answer timeout). `again` must be safe
- * whether or not an earlier attempt committed: it detects that commit and answers as the first
- * attempt would have. Every other failure, and the last unknown one, is thrown as it is.
+ * Runs `attempt(false)`; when it fails with an unknown outcome, runs `attempt(true)` instead (the
+ * repeat), at most `UNKNOWN_OUTCOME_RERUNS` times (once more only after an answer timeout). The repeat
+ * must be safe whether or not an earlier attempt committed: it detects that commit and answers as
+ * the first attempt would have. Every other failure, and the last unknown one, is thrown as it is.
+ * One function for both, so that a fact allocates no closure for a repeat it will almost never run.
  */
-export async function settleUnknownOutcome<T>(first: () => Promise<T>, again: () => Promise<T>): Promise<T> {
+export async function settleUnknownOutcome<T>(attempt: (repeat: boolean) => Promise<T>): Promise<T> {
   let reruns = 0;
   let timedOut = false;
   for (;;) {
     try {
-      return await (reruns === 0 ? first() : again());
+      return await attempt(reruns > 0);
     } catch (error) {
       if (!outcomeUnknown(error) || reruns >= UNKNOWN_OUTCOME_RERUNS) throw error;
       if (isAnswerTimeout(error)) {

@@ -58,7 +58,7 @@ function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, message
     }
     return ctx.notRunning(turnId);
   };
-  return settleUnknownOutcome(() => attempt(false), () => attempt(true));
+  return settleUnknownOutcome(attempt);
 }
 
 export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMessage[]> {
@@ -107,7 +107,7 @@ export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMess
     }
     return rows.map(messageFromRow);
   };
-  return ctx.run('begin turn', () => settleUnknownOutcome(() => attempt(false), () => attempt(true)));
+  return ctx.run('begin turn', () => settleUnknownOutcome(attempt));
 }
 
 export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallIndex: number): Promise<void> {
@@ -121,7 +121,7 @@ export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallI
       throw new StorageError(`turn ${turnId} is not running`);
     }
   };
-  return ctx.run('record model call', () => settleUnknownOutcome(attempt, attempt));
+  return ctx.run('record model call', () => settleUnknownOutcome(attempt));
 }
 
 export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number, end?: AnswerEnd): Promise<StoredMessage> {
@@ -178,7 +178,7 @@ export function appendTurnMessages(ctx: SqlContext, turnId: string, messages: Ne
     }
     return rows.map(messageFromRow);
   };
-  return ctx.run('append messages', () => settleUnknownOutcome(() => attempt(false), () => attempt(true)));
+  return ctx.run('append messages', () => settleUnknownOutcome(attempt));
 }
 
 export function finishTurn(ctx: SqlContext, turnId: string, outcome: FinishTurn): Promise<boolean> {
@@ -198,7 +198,7 @@ export function finishTurn(ctx: SqlContext, turnId: string, outcome: FinishTurn)
     if (result.rowCount === 0) await ctx.explainTurnMiss(turnId);
     return result.rowCount > 0;
   };
-  return ctx.run('finish turn', () => settleUnknownOutcome(() => attempt(false), () => attempt(true)));
+  return ctx.run('finish turn', () => settleUnknownOutcome(attempt));
 }
 
 export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCode: string; errorMessage: string }): Promise<boolean> {
@@ -227,7 +227,7 @@ export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCo
       );
       return true;
     });
-  return ctx.run('interrupt turn', () => settleUnknownOutcome(() => attempt(false), () => attempt(true)));
+  return ctx.run('interrupt turn', () => settleUnknownOutcome(attempt));
 }
 
 export function getTurn(ctx: SqlContext, turnId: string): Promise<TurnRecord | null> {
