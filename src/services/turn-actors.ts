@@ -8,7 +8,7 @@ import { isoNow } from './clock.js';
 import { Observable } from 'rxjs';
 import { fromEventObservable, fromPromise } from 'xstate';
 import { ModelError, errorMessage } from '../errors.js';
-import type { ContentBlock, NewMessage } from '../protocol/content.js';
+import type { ContentBlock, NewMessage, StoredMessage } from '../protocol/content.js';
 import type {
   BeginTurnInput,
   CallModelInput,
@@ -61,6 +61,25 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       pending.delete(turnId);
     }
     unrecorded.delete(sessionId);
+  };
+
+  /**
+   * After the statement of a final answer that also ends the turn failed (its outcome unknown even
+   * after the storage's own repeats, or a repeat that failed for another reason): the turn's stored
+   * status decides. Only that statement ends a turn `completed` while the turn runs, so a stored
+   * `completed` means it committed, and the runtime reports what the database says instead of a
+   * failure the host would see contradicted (integrity3). Null when the turn is not completed, or the
+   * database cannot tell now (the failure stands).
+   */
+  const answerStoredDespite = async (sessionId: string, turnId: string, messageId: string, afterSequence: number): Promise<StoredMessage | null> => {
+    try {
+      const turn = await services.storage.getTurn(turnId);
+      if (turn?.status !== 'completed') return null;
+      const after = await services.storage.listMessages(sessionId, { afterSequence });
+      return after.find((m) => m.id === messageId) ?? null;
+    } catch {
+      return null;
+    }
   };
 
   const endModelSpan = (spanId: string, patch: Partial<SpanData>, response?: unknown, content?: SpanContent) =>
@@ -425,7 +444,14 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         const chat = services.session(input.sessionId).chat;
         // A response the conversation would refuse (duplicate call ids) is never written.
         chat.assertAppendable([{ ...message, turnId: input.turnId }]);
-        const stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length, input.end ?? undefined);
+        let stored;
+        try {
+          stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length, input.end ?? undefined);
+        } catch (error) {
+          // A final answer that ends the turn, reported failed: it may have committed all the same.
+          stored = input.end ? await answerStoredDespite(input.sessionId, input.turnId, message.id, chat.lastSequence) : null;
+          if (!stored) throw error;
+        }
         chat.append([stored]);
       } catch (error) {
         endModelSpan(input.spanId, {

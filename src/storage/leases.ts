@@ -11,6 +11,7 @@
 import { StorageError, errorMessage } from '../errors.js';
 import { iso, num, statement, type SqlDatabase, type SqlExecutor } from './sql.js';
 import type { CorrectionReport } from './correction-report.js';
+import { settleUnknownOutcome } from './sql/outcome-unknown.js';
 
 /** The answer of an acquisition. */
 export type LeaseAcquisition =
@@ -141,14 +142,18 @@ export class SqlSessionLeases implements SessionLeaseStore {
 
   renew(ownerId: string, sessionIds: readonly string[], leaseMs: number): Promise<Array<{ sessionId: string; token: number }>> {
     if (sessionIds.length === 0) return Promise.resolve([]);
-    return this.run('renew session leases', async () => {
+    // Idempotent (the expiry is set, not moved by an amount): a renewal whose outcome is unknown (its
+    // connection died unnoticed, or its answer never came) simply runs again at once on a fresh
+    // connection instead of waiting for the next interval, which may come after the expiry.
+    const renewal = async () => {
       const { rows } = await this.db().query<{ session_id: string; token: unknown }>(
         `UPDATE session_leases SET expires_at = ${LEASE_TTL}
          WHERE owner_id = $1 AND session_id = ANY($2::text[]) RETURNING session_id, token`,
         [ownerId, [...sessionIds], leaseMs],
       );
       return rows.map((r) => ({ sessionId: r.session_id, token: num(r.token) }));
-    });
+    };
+    return this.run('renew session leases', () => settleUnknownOutcome(renewal));
   }
 
   release(sessionId: string, ownerId: string, token: number): Promise<void> {

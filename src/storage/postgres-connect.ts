@@ -7,20 +7,29 @@
  * the pool's connection bound (`connectMs`), instead of failing the turn's write at once for a
  * condition that usually passes in milliseconds (a connection elsewhere is released).
  *
- * Not retried: 57P03 (`starting up`, `in recovery`, but also `shutting down`: retrying it made
- * `test/faults/degradation.test.ts`'s server stop-and-restart case fail its first turn after the
- * restart, cause not found in the time there was), a refused TCP connection (ECONNREFUSED: the
- * server is down; failing at once answers commands during an outage without delay), and every error
- * after a statement was sent (its outcome may be unknown).
+ * Also asked again: 57P03 for a server that is `starting up`, `in recovery` or `not yet accepting
+ * connections` (a restart or a failover in progress: it usually accepts within seconds), within the
+ * same bound. Before the pipelined lanes discarded connections that answered a FATAL error
+ * (`pg-lanes.ts`), retrying it made `test/faults/degradation.test.ts`'s server stop-and-restart case
+ * fail its first turn after the restart: the pool handed out a connection whose server had said
+ * goodbye; with that fixed, and a lost statement now run again (`sql/outcome-unknown.ts`), the
+ * retry is safe (integrity3, re-tested).
+ *
+ * Not retried: 57P03 for a server `shutting down` (it will not accept soon; failing at once answers
+ * commands during the outage rather than holding each for the whole bound), a refused TCP connection
+ * (ECONNREFUSED: the server is down; failing at once answers commands during an outage without
+ * delay), and every error after a statement was sent (`sql/outcome-unknown.ts` judges those).
  */
 import { sqlStateOf } from './sql/rows.js';
 
-const REFUSED_FOR_NOW = new Set(['53300']);
+/** 57P03's message for a server on its way down, which is not waited for. */
+const SHUTTING_DOWN = /shutting down/i;
 
 /** True for a connection the server refused for now (see the module header). */
 export function refusedForNow(error: unknown): boolean {
   const state = sqlStateOf(error);
-  return state !== undefined && REFUSED_FOR_NOW.has(state);
+  if (state === '53300') return true;
+  return state === '57P03' && !SHUTTING_DOWN.test(error instanceof Error ? error.message : '');
 }
 
 const FIRST_PAUSE_MS = 25;

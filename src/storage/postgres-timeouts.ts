@@ -13,7 +13,9 @@
  * - `answerMs` is the client's `query_timeout`: a statement whose answer does not come back at all
  *   (the network hangs) fails after it. It is longer than `statementMs`, so that a slow server
  *   answers with its own, certain, cancel first; only a silent network reaches it, and then the
- *   outcome of the statement is unknown (the turn fails `persistence_error`, as for a lost answer).
+ *   outcome of the statement is unknown: a fact runs again once on a fresh connection, with a repeat
+ *   that recognises a committed first attempt (`sql/outcome-unknown.ts`); if that fails too, the
+ *   turn fails `persistence_error`.
  * - `connectMs` bounds opening a connection and waiting for a free client of the pool (pool
  *   exhaustion behind hung statements fails the write instead of queueing it forever).
  * - `idleInTransactionMs` is the server's `idle_in_transaction_session_timeout`: a transaction

@@ -361,3 +361,27 @@ export const WRITE_TRACE_BATCH = statement(
   )
   SELECT set_config('synchronous_commit', 'off', true) AS commit_mode`,
 );
+
+/**
+ * The read-backs of a fact whose first attempt's outcome was unknown (`sql/outcome-unknown.ts`): run
+ * only on that path, after the repeat found the fact's key taken or its turn no longer running, never
+ * on a step's hot path. A message by its id ($1), with whether its content equals $2.
+ */
+export const MESSAGE_READ_BACK = statement(
+  'message_read_back',
+  `SELECT session_id, turn_id, sequence, created_at, role, message_kind, provider_call_id, tool_name,
+    content = $2::jsonb AS same_content
+  FROM messages WHERE id = $1`,
+);
+
+/** The messages of the turn $1 among the ids $2, in order (a begin or contextual messages whose reply was lost). */
+export const TURN_MESSAGES_READ_BACK = statement(
+  'turn_messages_read_back',
+  `SELECT ${MESSAGE_COLUMNS} FROM messages WHERE turn_id = $1 AND id = ANY ($2::text[]) ORDER BY sequence`,
+);
+
+/** A turn's identity and end ($1): whether a begin or an end whose reply was lost committed. */
+export const TURN_READ_BACK = statement(
+  'turn_read_back',
+  `SELECT session_id, client_request_id, status, error_code, error_message, plan_unfinished_step_count FROM turns WHERE id = $1`,
+);

@@ -7,7 +7,8 @@
  * statement back, and the lock it waited for is now free, so a fact statement (one atomic statement,
  * `step-sql.ts`) runs again instead of failing the turn with `persistence_error`. A statement that
  * timed out (57014) is not on this list: it was slow, and running it again would only double the wait;
- * nor is a lost connection, after which a write's outcome is unknown.
+ * nor is a lost connection, after which a write's outcome is unknown: `outcome-unknown.ts` runs those
+ * again with a repeat that recognises a first attempt that committed.
  */
 import { sqlStateOf } from './rows.js';
 

@@ -20,24 +20,49 @@ import {
   COMMIT_TOOL_RESULT,
   RECORD_MODEL_CALL_START,
   SESSION_OWNERSHIP,
+  TURN_READ_BACK,
   type FactStatement,
 } from '../step-sql.js';
 import type { AnswerEnd, BeginTurn, FinishTurn, TokenUsage, TurnRecord } from '../storage.js';
 import type { SqlContext } from './context.js';
+import { settleUnknownOutcome } from './outcome-unknown.js';
+import { begunAlready, endedAlready, keyTaken, storedAlready, turnMessagesStored } from './read-back.js';
 import { TURN_COLUMNS, messageFromRow, messageRecord, pushMessageParams, storedMessage, turnFromRow } from './rows.js';
 import { getSession } from './sessions.js';
 
-/** One message of a running turn, through one of the single-message fact statements. */
-async function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, message: NewMessage, ...extra: unknown[]): Promise<StoredMessage> {
-  const params = pushMessageParams([turnId], message);
-  for (const value of extra) params.push(value);
-  const rows = await ctx.fact(stmt, params);
-  if (!rows[0]) return ctx.notRunning(turnId);
-  return storedMessage(message, turnId, rows[0]);
+/**
+ * One message of a running turn, through one of the single-message fact statements. When the first
+ * attempt's outcome is unknown (`outcome-unknown.ts`), the repeat that finds the message's id taken
+ * (23505, the atomic statement wrote nothing) or its turn no longer running (the first attempt was a
+ * final answer that ended it) reads the message back and answers it as stored.
+ */
+function commitOne(ctx: SqlContext, turnId: string, stmt: FactStatement, message: NewMessage, ...extra: unknown[]): Promise<StoredMessage> {
+  const attempt = async (settling: boolean): Promise<StoredMessage> => {
+    // A new array for each attempt: `fact` pushes the fence's owners onto it.
+    const params = pushMessageParams([turnId], message);
+    for (const value of extra) params.push(value);
+    let rows;
+    try {
+      rows = await ctx.fact(stmt, params);
+    } catch (error) {
+      if (settling && keyTaken(error)) {
+        const stored = await storedAlready(ctx, turnId, message);
+        if (stored) return stored;
+      }
+      throw error;
+    }
+    if (rows[0]) return storedMessage(message, turnId, rows[0]);
+    if (settling) {
+      const stored = await storedAlready(ctx, turnId, message);
+      if (stored) return stored;
+    }
+    return ctx.notRunning(turnId);
+  };
+  return settleUnknownOutcome(attempt);
 }
 
 export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMessage[]> {
-  return ctx.run('begin turn', async () => {
+  const attempt = async (settling: boolean): Promise<StoredMessage[]> => {
     const [owners, token] = ctx.fenceOf(input.sessionId);
     const params = [
       input.turnId,
@@ -51,14 +76,23 @@ export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMess
       input.reserveModelCall ? 1 : 0,
     ];
     // Session-keyed: fenced by this core's token for the session, which becomes the turn's own.
+    let rows;
+    try {
+      rows = await ctx.retrying(owners === null ? BEGIN_TURN.plain : BEGIN_TURN.fenced, owners === null ? params : [...params, owners, token]);
+    } catch (error) {
+      // The repeat of a begin whose first attempt committed meets its turn row (id, or the one running turn).
+      if (settling && keyTaken(error)) {
+        const stored = await begunAlready(ctx, input);
+        if (stored) return stored;
+      }
+      throw error;
+    }
     if (owners === null) {
-      const rows = await ctx.retrying(BEGIN_TURN.plain, params);
       if (rows.length < input.messages.length || (rows.length === 0 && !(await getSession(ctx, input.sessionId)))) {
         throw new StorageError(`session ${input.sessionId} does not exist`);
       }
       return rows.map(messageFromRow);
     }
-    const rows = await ctx.retrying(BEGIN_TURN.fenced, [...params, owners, token]);
     if (rows.length < input.messages.length || rows.length === 0) {
       const { rows: why } = await ctx.db.query<{ found: boolean; began: boolean; owned: boolean }>(SESSION_OWNERSHIP, [
         input.sessionId,
@@ -72,17 +106,22 @@ export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMess
       if (!w.began || rows.length < input.messages.length) throw new StorageError(`turn ${input.turnId} was not stored`);
     }
     return rows.map(messageFromRow);
-  });
+  };
+  return ctx.run('begin turn', () => settleUnknownOutcome(attempt));
 }
 
 export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallIndex: number): Promise<void> {
-  return ctx.run('record model call', async () => {
+  // Run again as it is when its outcome is unknown: `model_call_count` (GREATEST) comes out the same,
+  // but a first attempt that did commit leaves `model_submission_count` one high (the repeat cannot
+  // tell; docs/decisions.md, "A write whose outcome is unknown").
+  const attempt = async () => {
     const rows = await ctx.fact(RECORD_MODEL_CALL_START, [turnId, modelCallIndex]);
     if (num(rows[0]?.counted ?? 0) === 0) {
       await ctx.turnStatus(turnId);
       throw new StorageError(`turn ${turnId} is not running`);
     }
-  });
+  };
+  return ctx.run('record model call', () => settleUnknownOutcome(attempt));
 }
 
 export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number, end?: AnswerEnd): Promise<StoredMessage> {
@@ -123,20 +162,27 @@ export function commitPlanUpdate(ctx: SqlContext,
 
 export function appendTurnMessages(ctx: SqlContext, turnId: string, messages: NewMessage[]): Promise<StoredMessage[]> {
   if (messages.length === 0) return Promise.resolve([]);
-  return ctx.run('append messages', async () => {
+  const attempt = async (settling: boolean): Promise<StoredMessage[]> => {
     const rows = await ctx.fact(APPEND_TURN_MESSAGES, [turnId, JSON.stringify(messages.map(messageRecord))]);
     // No row: every message was already stored, or the turn is not running; only the second is an error.
     // The fence refusing it is a third; `turnStatus` tells all three apart.
     if (rows.length === 0) {
+      // The repeat of an append whose first attempt committed stores nothing (the ids are taken):
+      // the first attempt's answer is the messages it stored.
+      if (settling) {
+        const stored = await turnMessagesStored(ctx, turnId, messages.map((m) => m.id));
+        if (stored.length > 0) return stored;
+      }
       const status = await ctx.turnStatus(turnId);
       if (status !== 'running') throw new StorageError(`turn ${turnId} is ${status}, not running`);
     }
     return rows.map(messageFromRow);
-  });
+  };
+  return ctx.run('append messages', () => settleUnknownOutcome(attempt));
 }
 
 export function finishTurn(ctx: SqlContext, turnId: string, outcome: FinishTurn): Promise<boolean> {
-  return ctx.run('finish turn', async () => {
+  const attempt = async (settling: boolean): Promise<boolean> => {
     // A model call reserved by an earlier fact and never made ($7 > 0) is taken back here, where the
     // runtime knows how the turn ended (docs/decisions.md, "The durable step's writes").
     const result = await ctx.db.query(
@@ -147,13 +193,16 @@ export function finishTurn(ctx: SqlContext, turnId: string, outcome: FinishTurn)
          WHERE id = $1 AND status = 'running' AND ${fenceSql({ session: 't.session_id', token: 't.lease_token', owners: '$6' })}`,
       [turnId, outcome.status, outcome.errorCode ?? null, outcome.errorMessage ?? null, outcome.planUnfinishedStepCount, ctx.fenceOwners, outcome.unmadeModelCall ?? 0],
     );
+    // The repeat of an end whose first attempt committed finds the turn ended just so: recorded.
+    if (result.rowCount === 0 && settling && (await endedAlready(ctx, turnId, outcome))) return true;
     if (result.rowCount === 0) await ctx.explainTurnMiss(turnId);
     return result.rowCount > 0;
-  });
+  };
+  return ctx.run('finish turn', () => settleUnknownOutcome(attempt));
 }
 
 export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCode: string; errorMessage: string }): Promise<boolean> {
-  return ctx.run('interrupt turn', () =>
+  const attempt = (settling: boolean) =>
     ctx.db.transaction(async (tx) => {
       const turns = await tx.query(
         `UPDATE turns t SET status = 'interrupted', ended_at = GREATEST(now(), started_at), error_code = $2,
@@ -162,6 +211,11 @@ export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCo
         [turnId, reason.errorCode, reason.errorMessage, ctx.fenceOwners],
       );
       if (turns.rowCount === 0) {
+        // The repeat of an interrupt whose COMMIT's answer was lost finds the turn interrupted just so.
+        if (settling) {
+          const { rows } = await tx.query(TURN_READ_BACK, [turnId]);
+          if (rows[0]?.status === 'interrupted' && rows[0].error_code === reason.errorCode && rows[0].error_message === reason.errorMessage) return true;
+        }
         await ctx.explainTurnMiss(turnId, tx);
         return false;
       }
@@ -172,8 +226,8 @@ export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCo
         [turnId, reason.errorCode],
       );
       return true;
-    }),
-  );
+    });
+  return ctx.run('interrupt turn', () => settleUnknownOutcome(attempt));
 }
 
 export function getTurn(ctx: SqlContext, turnId: string): Promise<TurnRecord | null> {
