@@ -443,7 +443,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       try {
         const chat = services.session(input.sessionId).chat;
         // A response the conversation would refuse (duplicate call ids) is never written.
-        chat.assertAppendable([{ ...message, turnId: input.turnId }]);
+        // The fields the check reads, named: a spread of the message plus a key would give every step's
+        // copy a V8 map of its own (docs/benchmarks.md, perf-jit).
+        chat.assertAppendable([{ role: message.role, content: message.content, turnId: input.turnId }]);
         let stored;
         try {
           stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length, input.end ?? undefined);
