@@ -143,7 +143,7 @@ export class PostgresDatabase implements SqlDatabase {
     this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
-    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, config.query_timeout ?? 0);
+    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, config.query_timeout ?? 0, () => this.pool.waitingCount > 0);
     this.laneExecutor = clientExecutor(this.lanes);
   }
 
@@ -181,6 +181,8 @@ export class PostgresDatabase implements SqlDatabase {
    * so the pool opens fresh connections once the server is back (issue 13.1): no restart needed.
    */
   private async checkedOut<T>(fn: (client: pg.PoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
+    // A lane resting on a connection gives it back first: it never keeps one from a transaction.
+    this.lanes.yieldRest();
     const client = await this.checkout();
     let lost: Error | undefined;
     const onError = (error: Error) => {
@@ -201,6 +203,7 @@ export class PostgresDatabase implements SqlDatabase {
   }
 
   async close(): Promise<void> {
+    this.lanes.close();
     await this.pool.end();
   }
 }
