@@ -90,9 +90,6 @@ interface Lane {
   readonly onError: (error: Error) => void;
 }
 
-/** pg's per-statement `query_timeout` on a lane: off in effect (the largest timer Node takes); the lane's watchdog bounds it. */
-const NO_PER_STATEMENT_TIMEOUT = 2_147_483_647;
-
 /** A lane that has answered nothing for this long while statements are in flight on it is stalled (see `pick`). */
 export const STALLED_MS = 50;
 
@@ -136,11 +133,9 @@ export class StatementLanes {
       }
       this.corkUntilNextTick(lane, client);
       unnameIfParseInFlight(client, query);
-      if (this.answerMs > 0) {
-        // pg's own per-statement timer is replaced by the lane's watchdog (see `watch`).
-        (query as pg.Query & { query_timeout?: number }).query_timeout = NO_PER_STATEMENT_TIMEOUT;
-        this.watch(lane, client);
-      }
+      // The lane's watchdog bounds the answer (see `watch`); the pool's clients carry no
+      // `query_timeout` of their own (postgres.ts), so `pg` arms no timer per statement here.
+      if (this.answerMs > 0) this.watch(lane, client);
       return await this.send(client, query);
     } catch (error) {
       // A connection that cannot carry another statement (see `leavesConnectionUnusable`) takes no

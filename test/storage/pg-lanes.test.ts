@@ -198,6 +198,28 @@ describe('single statements on pipelined lanes (Postgres)', () => {
     }
   });
 
+  it('a statement of a transaction or a held connection that gets no answer fails Query read timeout within the bound, and its connection is discarded', async () => {
+    // The pool's clients carry no query_timeout (a lane's watchdog bounds lane statements); a
+    // checked-out client's statements carry the bound themselves.
+    const quick = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 0, answerMs: 300 } });
+    try {
+      for (const run of [
+        () => quick.transaction((tx) => tx.query('SELECT pg_sleep(2)')),
+        () => quick.withConnection((conn) => conn.query('SELECT pg_sleep(2)')),
+        () => quick.withConnection((conn) => conn.transaction((tx) => tx.query('SELECT pg_sleep(2)'))),
+      ]) {
+        const started = performance.now();
+        await expect(run()).rejects.toThrow('Query read timeout');
+        expect(performance.now() - started).toBeLessThan(1_500);
+      }
+      // The pool of two still serves statements and transactions: no timed-out connection came back.
+      expect((await quick.transaction((tx) => tx.query<{ n: number }>(ECHO, [3]))).rows).toEqual([{ n: 3 }]);
+      expect((await quick.query<{ n: number }>(ECHO, [4])).rows).toEqual([{ n: 4 }]);
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('a transaction never shares its connection with the statements riding a lane', async () => {
     await db.query('CREATE TABLE IF NOT EXISTS lanes_tx (id int PRIMARY KEY)');
     const lanePids = new Set<number>();
