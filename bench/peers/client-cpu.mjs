@@ -209,6 +209,8 @@ if (process.argv[2] === '--child') {
       console.log(
         `${(m('userUs') + m('systemUs')).toFixed(1).padStart(6)}  (${m('userUs').toFixed(1).padStart(5)}  ${m('systemUs').toFixed(1).padStart(5)})  ${m('wallUs').toFixed(0).padStart(7)}  ${m('writes').toFixed(2).padStart(13)}  ${m('reads').toFixed(2).padStart(12)}  ${dist}`,
       );
+      const cpus = results.map((x) => x.userUs + x.systemUs);
+      console.log(`        CPU µs per round: ${cpus.map((x) => x.toFixed(0)).join(' ')} (min ${Math.min(...cpus).toFixed(1)})`);
       console.log(`        async resources per statement: ${JSON.stringify(resources)}`);
       if (strace) console.log(strace);
     }
