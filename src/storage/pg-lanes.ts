@@ -19,6 +19,12 @@
  * nothing else is written between their BEGIN and COMMIT). A statement's fence is evaluated by the
  * server when it executes, as before; two statements of one session are never in flight together
  * (the session awaits each fact), so lanes do not reorder anything the fence or recovery rely on.
+ *
+ * One drained lane rests instead of going back to the pool (docs/decisions.md "A resting lane"):
+ * serial steps send one statement at a time, and a pool checkout and release around each one cost
+ * more Node CPU than the statement's own protocol work (two timers, a promise, listeners). The
+ * resting lane goes back to the pool as soon as anything else asks the pool for a connection, when
+ * a checkout is waiting as it drains, on its connection's error, and after `REST_MS` unused.
  */
 import type pg from 'pg';
 import { isAnswerTimeout } from './postgres-timeouts.js';
@@ -84,11 +90,11 @@ interface Lane {
   readonly onError: (error: Error) => void;
 }
 
-/** pg's per-statement `query_timeout` on a lane: off in effect (the largest timer Node takes); the lane's watchdog bounds it. */
-const NO_PER_STATEMENT_TIMEOUT = 2_147_483_647;
-
 /** A lane that has answered nothing for this long while statements are in flight on it is stalled (see `pick`). */
 export const STALLED_MS = 50;
+
+/** A drained lane kept for the next statement goes back to the pool after this long unused (see `rest`). */
+export const REST_MS = 1_000;
 
 export class StatementLanes {
   private readonly lanes: Lane[] = [];
@@ -106,6 +112,8 @@ export class StatementLanes {
     private readonly send: (client: pg.PoolClient, query: pg.Query) => Promise<pg.QueryResult>,
     /** The pool's `query_timeout` (0: none): how long a lane may answer nothing (see `watch`). */
     private readonly answerMs = 0,
+    /** Whether a checkout waits in the pool's queue: a lane that drains then goes back instead of resting. */
+    private readonly poolWanted: () => boolean = () => false,
   ) {
     this.maxLanes = Math.max(1, poolSize - 1);
   }
@@ -125,11 +133,9 @@ export class StatementLanes {
       }
       this.corkUntilNextTick(lane, client);
       unnameIfParseInFlight(client, query);
-      if (this.answerMs > 0) {
-        // pg's own per-statement timer is replaced by the lane's watchdog (see `watch`).
-        (query as pg.Query & { query_timeout?: number }).query_timeout = NO_PER_STATEMENT_TIMEOUT;
-        this.watch(lane, client);
-      }
+      // The lane's watchdog bounds the answer (see `watch`); the pool's clients carry no
+      // `query_timeout` of their own (postgres.ts), so `pg` arms no timer per statement here.
+      if (this.answerMs > 0) this.watch(lane, client);
       return await this.send(client, query);
     } catch (error) {
       // A connection that cannot carry another statement (see `leavesConnectionUnusable`) takes no
@@ -139,9 +145,8 @@ export class StatementLanes {
     } finally {
       lane.progressAt = performance.now();
       lane.inFlight -= 1;
-      // A drained lane goes back to the pool at once: a lone statement costs what a pool query did,
-      // and an idle connection stays the pool's (idle timeout, transactions).
-      if (lane.inFlight === 0) this.retire(lane);
+      // A drained lane rests for the next statement, or goes back to the pool (see `rest`).
+      if (lane.inFlight === 0) this.rest(lane);
     }
     return this.query(query, false);
   }
@@ -225,6 +230,62 @@ export class StatementLanes {
   private breakLane(lane: Lane, error: Error): void {
     lane.broken ??= error;
     this.drop(lane);
+    // A resting lane has no statement whose end would give its connection back: it goes now.
+    if (lane.inFlight === 0) this.retire(lane);
+  }
+
+  /** The drained lane kept for the next statement (see `rest`). */
+  private resting: Lane | undefined;
+  /** The timer that gives an unused resting lane back to the pool; at most one, re-armed lazily. */
+  private restTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * A drained lane keeps its connection for the next statement when it is the only one doing so, is
+   * whole, and no checkout waits in the pool's queue; otherwise it goes back to the pool at once.
+   * Serial steps then cost no checkout and release per statement. The connection is given back as
+   * soon as the pool is asked for one (`yieldRest`, and the waiting checkout here), or after
+   * `REST_MS` unused, so the pool's own idle policy applies to it from then on.
+   */
+  private rest(lane: Lane): void {
+    if (lane.broken || !lane.client || (this.resting && this.resting !== lane) || this.poolWanted()) {
+      this.retire(lane);
+      return;
+    }
+    this.resting = lane;
+    if (!this.restTimer) this.armRestTimer(REST_MS);
+  }
+
+  private armRestTimer(ms: number): void {
+    this.restTimer = setTimeout(() => {
+      this.restTimer = undefined;
+      const lane = this.resting;
+      if (!lane) return;
+      if (lane.inFlight > 0) {
+        // In use again: it rests again once drained, and the timer counts from then.
+        this.armRestTimer(REST_MS);
+        return;
+      }
+      const unused = performance.now() - lane.progressAt;
+      if (unused >= REST_MS) this.retire(lane);
+      else this.armRestTimer(REST_MS - unused + 1);
+    }, ms);
+    this.restTimer.unref?.();
+  }
+
+  /**
+   * Gives the resting lane's connection back to the pool: called before anything else checks a
+   * connection out (a transaction, `withConnection`), so that a lane never keeps one from it.
+   */
+  yieldRest(): void {
+    const lane = this.resting;
+    if (lane && lane.inFlight === 0) this.retire(lane);
+  }
+
+  /** Every resting connection back to the pool (before the pool ends). */
+  close(): void {
+    this.yieldRest();
+    if (this.restTimer) clearTimeout(this.restTimer);
+    this.restTimer = undefined;
   }
 
   private drop(lane: Lane): void {
@@ -263,6 +324,7 @@ export class StatementLanes {
   }
 
   private retire(lane: Lane): void {
+    if (this.resting === lane) this.resting = undefined;
     if (lane.watchdog) clearTimeout(lane.watchdog);
     lane.watchdog = undefined;
     this.drop(lane);

@@ -67,17 +67,17 @@ export interface PostgresStorageOptions extends StorageOptions {
  * BEGIN ... COMMIT on one client. A ROLLBACK that fails leaves the client in an unknown state (its
  * connection lost, or a transaction still open): `broken` hears of it, and the client is discarded.
  */
-async function runTransaction<T>(client: pg.PoolClient, fn: (tx: SqlExecutor) => Promise<T>, broken: (error: Error) => void): Promise<T> {
-  await client.query('BEGIN');
+async function runTransaction<T>(exec: SqlExecutor, fn: (tx: SqlExecutor) => Promise<T>, broken: (error: Error) => void): Promise<T> {
+  await exec.query('BEGIN');
   try {
-    const result = await fn(clientExecutor(client));
-    await client.query('COMMIT');
+    const result = await fn(exec);
+    await exec.query('COMMIT');
     return result;
   } catch (error) {
     // A statement that never answered leaves the connection unusable: discard it, no ROLLBACK
     // (it would wait behind that statement; the server ends the transaction when the socket closes).
     if (isAnswerTimeout(error)) broken(error as Error);
-    else await client.query('ROLLBACK').catch((rollbackError: Error) => broken(rollbackError));
+    else await exec.query('ROLLBACK').catch((rollbackError: Error) => broken(rollbackError));
     throw error;
   }
 }
@@ -107,11 +107,22 @@ function send(client: pg.PoolClient, query: pg.Query): Promise<pg.QueryResult> {
   });
 }
 
-function clientExecutor(client: pg.PoolClient | StatementLanes): SqlExecutor {
+/**
+ * The statements of a lane, or of one checked-out client. A checked-out client's statements carry
+ * the answer bound (`answerMs`, 0: none) as `pg`'s own per-statement `query_timeout`; a lane's carry
+ * none, the lane's watchdog bounds them (pg-lanes.ts `watch`). The pool itself is given no
+ * `query_timeout`, or `pg` would arm (and clear) a timer for every lane statement too.
+ */
+function clientExecutor(client: pg.PoolClient | StatementLanes, answerMs = 0): SqlExecutor {
   return {
     async query<R extends Row = Row>(text: string | NamedStatement, params?: readonly unknown[]) {
       const query = makeQuery(text, params);
-      const result = client instanceof StatementLanes ? await client.query(query) : await send(client, query);
+      let result: pg.QueryResult;
+      if (client instanceof StatementLanes) result = await client.query(query);
+      else {
+        if (answerMs > 0) (query as pg.Query & { query_timeout?: number }).query_timeout = answerMs;
+        result = await send(client, query);
+      }
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
   };
@@ -127,6 +138,8 @@ export class PostgresDatabase implements SqlDatabase {
 
   /** How long a connection the server refuses for now is asked for again (the pool's connection bound). */
   private readonly connectBoundMs: number;
+  /** The client-side answer bound (`query_timeout`, 0: none); see `clientExecutor`. */
+  private readonly answerMs: number;
 
   constructor(options: PostgresStorageOptions) {
     const config: pg.PoolConfig = {
@@ -140,10 +153,13 @@ export class PostgresDatabase implements SqlDatabase {
       pipeline: true,
     } as pg.PoolConfig;
     this.connectBoundMs = config.connectionTimeoutMillis ?? 0;
+    // The answer bound is applied per statement by `clientExecutor` and the lanes, not by the pool.
+    this.answerMs = config.query_timeout ?? 0;
+    delete config.query_timeout;
     this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
     this.pool.on('error', () => undefined);
-    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, config.query_timeout ?? 0);
+    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, this.answerMs, () => this.pool.waitingCount > 0);
     this.laneExecutor = clientExecutor(this.lanes);
   }
 
@@ -164,13 +180,13 @@ export class PostgresDatabase implements SqlDatabase {
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.checkedOut((client, broken) => runTransaction(client, fn, broken));
+    return this.checkedOut((client, broken) => runTransaction(clientExecutor(client, this.answerMs), fn, broken));
   }
 
   async withConnection<T>(fn: (conn: SqlExecutor & { transaction: SqlDatabase['transaction'] }) => Promise<T>): Promise<T> {
     return this.checkedOut((client, broken) => {
-      const exec = clientExecutor(client);
-      return fn({ query: exec.query, transaction: (f) => runTransaction(client, f, broken) });
+      const exec = clientExecutor(client, this.answerMs);
+      return fn({ query: exec.query, transaction: (f) => runTransaction(exec, f, broken) });
     });
   }
 
@@ -181,6 +197,8 @@ export class PostgresDatabase implements SqlDatabase {
    * so the pool opens fresh connections once the server is back (issue 13.1): no restart needed.
    */
   private async checkedOut<T>(fn: (client: pg.PoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
+    // A lane resting on a connection gives it back first: it never keeps one from a transaction.
+    this.lanes.yieldRest();
     const client = await this.checkout();
     let lost: Error | undefined;
     const onError = (error: Error) => {
@@ -201,6 +219,7 @@ export class PostgresDatabase implements SqlDatabase {
   }
 
   async close(): Promise<void> {
+    this.lanes.close();
     await this.pool.end();
   }
 }

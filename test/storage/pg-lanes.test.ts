@@ -198,6 +198,28 @@ describe('single statements on pipelined lanes (Postgres)', () => {
     }
   });
 
+  it('a statement of a transaction or a held connection that gets no answer fails Query read timeout within the bound, and its connection is discarded', async () => {
+    // The pool's clients carry no query_timeout (a lane's watchdog bounds lane statements); a
+    // checked-out client's statements carry the bound themselves.
+    const quick = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 0, answerMs: 300 } });
+    try {
+      for (const run of [
+        () => quick.transaction((tx) => tx.query('SELECT pg_sleep(2)')),
+        () => quick.withConnection((conn) => conn.query('SELECT pg_sleep(2)')),
+        () => quick.withConnection((conn) => conn.transaction((tx) => tx.query('SELECT pg_sleep(2)'))),
+      ]) {
+        const started = performance.now();
+        await expect(run()).rejects.toThrow('Query read timeout');
+        expect(performance.now() - started).toBeLessThan(1_500);
+      }
+      // The pool of two still serves statements and transactions: no timed-out connection came back.
+      expect((await quick.transaction((tx) => tx.query<{ n: number }>(ECHO, [3]))).rows).toEqual([{ n: 3 }]);
+      expect((await quick.query<{ n: number }>(ECHO, [4])).rows).toEqual([{ n: 4 }]);
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('a transaction never shares its connection with the statements riding a lane', async () => {
     await db.query('CREATE TABLE IF NOT EXISTS lanes_tx (id int PRIMARY KEY)');
     const lanePids = new Set<number>();
@@ -219,6 +241,105 @@ describe('single statements on pipelined lanes (Postgres)', () => {
     expect(txPid).not.toBe(0);
     expect(lanePids.has(txPid)).toBe(false);
     expect((await db.query('SELECT count(*)::int AS n FROM lanes_tx')).rows).toEqual([{ n: 0 }]);
+  });
+});
+
+/**
+ * A drained lane rests on its connection for the next statement (src/storage/pg-lanes.ts `rest`), so
+ * serial statements cost no pool checkout each. The resting connection must never be kept from
+ * anything else that asks the pool, nor outlive its server connection. A pool of ONE (the lease
+ * database's size) is the sharpest case: a connection the lane kept would leave nothing.
+ */
+describe('the resting lane (Postgres)', () => {
+  let url: string;
+  let admin: pg.Client;
+
+  beforeAll(async () => {
+    url = await createTestDatabase();
+    admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+  });
+  afterAll(async () => {
+    await admin.end();
+  });
+
+  const within = <T>(ms: number, p: Promise<T>) =>
+    Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))]);
+  const pidOf = async (db: PostgresDatabase) => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+
+  it('serial statements ride one connection without a checkout each', async () => {
+    const db = new PostgresDatabase({ connectionString: url, max: 10 });
+    try {
+      const pool = (db as unknown as { pool: pg.Pool }).pool;
+      const connect = pool.connect.bind(pool);
+      let checkouts = 0;
+      (pool as unknown as { connect: () => Promise<pg.PoolClient> }).connect = () => ((checkouts += 1), connect());
+      const pids = new Set<number>();
+      for (let i = 0; i < 20; i += 1) pids.add(await pidOf(db));
+      expect(pids.size).toBe(1);
+      expect(checkouts).toBe(1);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a transaction on a pool of one gets the connection a lane rests on', async () => {
+    const db = new PostgresDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } });
+    try {
+      const lanePid = await pidOf(db);
+      // Well inside the rest (1 s), after which the connection would go back to the pool anyway.
+      const txPid = await within(500, db.transaction(async (tx) => (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid));
+      expect(txPid).toBe(lanePid);
+      // And the lane takes it back after.
+      expect(await pidOf(db)).toBe(lanePid);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a transaction that asked while the lane was busy gets the connection when the lane drains, not after its rest', async () => {
+    const db = new PostgresDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 5_000 } });
+    try {
+      await pidOf(db);
+      const busy = db.query('SELECT pg_sleep(0.1)');
+      await new Promise((r) => setImmediate(r));
+      const started = performance.now();
+      const tx = db.transaction(async (t) => (await t.query('SELECT 1 AS one')).rows);
+      await busy;
+      expect(await within(3_000, tx)).toEqual([{ one: 1 }]);
+      // The rest would have held it REST_MS (1 s) longer.
+      expect(performance.now() - started).toBeLessThan(700);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a resting connection the server ends is discarded: the next statement gets a fresh one, even on a pool of one', async () => {
+    const db = new PostgresDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } });
+    try {
+      const victim = await pidOf(db);
+      await admin.query('SELECT pg_terminate_backend($1)', [victim]);
+      // The FATAL and the close reach the idle client; give them a moment to be read.
+      await new Promise((r) => setTimeout(r, 100));
+      // Well inside the rest (1 s), after which the dead connection would be released anyway.
+      const next = await within(500, pidOf(db));
+      expect(next).not.toBe(victim);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('an unused resting lane goes back to the pool after its rest', async () => {
+    const db = new PostgresDatabase({ connectionString: url, max: 2 });
+    try {
+      const pool = (db as unknown as { pool: pg.Pool }).pool;
+      await pidOf(db);
+      expect(pool.idleCount).toBe(0);
+      await new Promise((r) => setTimeout(r, 1_300));
+      expect(pool.idleCount).toBe(1);
+    } finally {
+      await db.close();
+    }
   });
 });
 
