@@ -17,13 +17,13 @@
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { PerformanceObserver } from 'node:perf_hooks';
 import { Session } from 'node:inspector/promises';
 import { writeFileSync } from 'node:fs';
 
 const K = 10;
-const TURNS = Number(process.env.SESSION_PUBLISH_TURNS ?? 200);
-const ROUNDS = Number(process.env.SESSION_PUBLISH_ROUNDS ?? 15);
+const TURNS = Number(process.env.SESSION_PUBLISH_TURNS ?? 50);
+const ROUNDS = Number(process.env.SESSION_PUBLISH_ROUNDS ?? 40);
+const ALLOC_CALLS = 400;
 const dist = resolve(process.argv[2] ?? new URL('../../dist', import.meta.url).pathname);
 
 async function harness(dist) {
@@ -51,6 +51,8 @@ async function harness(dist) {
       running: {
         on: {
           relay: { actions: sendParent(({ event }) => event.payload) },
+          // The same macrostep in the stand-in without the send: what the stand-in itself costs.
+          swallow: { actions: () => {} },
           end: 'done',
         },
       },
@@ -104,8 +106,18 @@ async function harness(dist) {
   actor.start();
   return handle;
   };
-  const relay = (updates) => actor.getSnapshot().children.turn.send({ type: 'relay', payload: { type: 'session.publish', updates } });
+  let relayType = 'relay';
+  const relay = (updates) => actor.getSnapshot().children.turn.send({ type: relayType, payload: { type: 'session.publish', updates } });
   let turns = 0;
+  // The same turn with the stand-in's relays swallowed: the Session's share is turn - swallowed.
+  const swallowed = () => {
+    relayType = 'swallow';
+    try {
+      turn();
+    } finally {
+      relayType = 'relay';
+    }
+  };
   const turn = () => {
     open();
     turns += 1;
@@ -130,7 +142,7 @@ async function harness(dist) {
       { type: 'turn_finished', outcome: { status: 'completed', finalText: 'done' }, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 } },
     ]);
     actor.getSnapshot().children.turn.send({ type: 'end' });
-    if (actor.getSnapshot().value !== "idle") throw new Error(`turn did not end: ${JSON.stringify(actor.getSnapshot().value)}`);
+    if (relayType === "relay" && actor.getSnapshot().value !== "idle") throw new Error(`turn did not end: ${JSON.stringify(actor.getSnapshot().value)}`);
   };
   // Only the start and end of a turn: what point 2 measures per turn.
   const bareTurn = () => {
@@ -142,69 +154,59 @@ async function harness(dist) {
   };
   // Only a session opened: the actor, the handle, its stream and buffer.
   const bareSession = () => void open();
-  return { dist, turn, bareTurn, bareSession, seen: () => seen };
+  return { dist, turn, swallowed, bareTurn, bareSession, seen: () => seen };
 }
 
-let gcs = 0;
-new PerformanceObserver((list) => {
-  gcs += list.getEntries().length;
-}).observe({ entryTypes: ['gc'] });
 const tick = () => new Promise((r) => setTimeout(r, 5));
 
-/** CPU µs and bytes per call over n calls; bytes is NaN when a collection ran during the round. */
+/** CPU µs per call over n calls. */
 async function measure(fn, n) {
   await tick();
-  const before = gcs;
-  const heap0 = process.memoryUsage().heapUsed;
   const t0 = process.cpuUsage();
   for (let i = 0; i < n; i += 1) fn();
   const t = process.cpuUsage(t0);
-  const heap = process.memoryUsage().heapUsed - heap0;
   await tick();
-  return { us: (t.user + t.system) / n, bytes: gcs === before ? heap / n : NaN };
+  return { us: (t.user + t.system) / n };
 }
 
 const h = await harness(dist);
 // Warm-up: the JIT.
 for (let i = 0; i < 300; i += 1) h.turn();
-const rows = { turn: [], bareTurn: [], bareSession: [] };
+const rows = { turn: [], swallowed: [], bareTurn: [], bareSession: [] };
 for (let r = 0; r < ROUNDS; r += 1) {
   for (const k of Object.keys(rows)) {
     global.gc?.();
     rows[k].push(await measure(h[k], TURNS));
   }
 }
-// A sampled allocation profile of TURNS full turns (collected objects included), as cpu-split.mjs takes.
-let sampled = NaN;
-if (process.env.SESSION_PUBLISH_ALLOC) {
-  const inspector = new Session();
-  inspector.connect();
-  await inspector.post('HeapProfiler.enable');
-  await inspector.post('HeapProfiler.startSampling', { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
-  for (let i = 0; i < TURNS; i += 1) h.turn();
+// Bytes: V8's sampling heap profiler over ALLOC_CALLS calls of each (collected objects included, as
+// cpu-split.mjs takes it); SESSION_PUBLISH_ALLOC=<file> also writes the full turns' profile there.
+const inspector = new Session();
+inspector.connect();
+await inspector.post('HeapProfiler.enable');
+const sampledBytes = {};
+for (const k of ['turn', 'swallowed', 'bareTurn', 'bareSession']) {
+  await inspector.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  for (let i = 0; i < ALLOC_CALLS; i += 1) h[k]();
   const { profile } = await inspector.post('HeapProfiler.stopSampling');
-  writeFileSync(process.env.SESSION_PUBLISH_ALLOC, JSON.stringify(profile));
+  if (process.env.SESSION_PUBLISH_ALLOC) writeFileSync(`${process.env.SESSION_PUBLISH_ALLOC}.${k}.heapprofile`, JSON.stringify(profile));
   let total = 0;
   const walk = (node) => {
     total += node.selfSize;
     for (const c of node.children) walk(c);
   };
   walk(profile.head);
-  sampled = total / TURNS;
+  sampledBytes[k] = total / ALLOC_CALLS;
 }
 const min = (xs) => Math.min(...xs);
-const median = (xs) => {
-  const ok = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
-  return ok.length === 0 ? NaN : ok[Math.floor(ok.length / 2)];
-};
-const r = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, { us: min(v.map((x) => x.us)), bytes: median(v.map((x) => x.bytes)) }]));
+const r = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, { us: min(v.map((x) => x.us)), bytes: sampledBytes[k] }]));
 const publishes = 24;
 if (process.env.SESSION_PUBLISH_HEADER !== '0') {
-  console.log(`per turn of ${K} steps on a fresh session (${publishes} session.publish of 2.2 updates each); fastest of ${ROUNDS} rounds of ${TURNS}; bytes: median heap growth of rounds without a collection`);
-  console.log('| build | turn µs | turn kB (sampled) | per step µs (turn/K) | start+end µs | start+end bytes | open session µs | open bytes | per publish µs | per publish bytes |');
+  console.log(`per turn of ${K} steps on a fresh session (${publishes} session.publish of 2.2 updates each); fastest of ${ROUNDS} rounds of ${TURNS}; bytes: sampled allocation (collected objects included)`);
+  console.log('| build | turn µs | turn kB (sampled) | per step µs (turn/K) | start+end µs | start+end bytes | open session µs | open bytes | Session per publish µs (turn - swallowed) | per publish bytes |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
 }
 const f = (x, d = 1) => (Number.isNaN(x) ? 'n/a' : x.toFixed(d));
 console.log(
-  `| ${process.env.SESSION_PUBLISH_LABEL ?? dist} | ${f(r.turn.us)} | ${f(sampled / 1024)} | ${f(r.turn.us / K, 2)} | ${f(r.bareTurn.us - r.bareSession.us)} | ${f(r.bareTurn.bytes - r.bareSession.bytes, 0)} | ${f(r.bareSession.us)} | ${f(r.bareSession.bytes, 0)} | ${f((r.turn.us - r.bareTurn.us) / publishes, 2)} | ${f((sampled - r.bareTurn.bytes) / publishes, 0)} |`,
+  `| ${process.env.SESSION_PUBLISH_LABEL ?? dist} | ${f(r.turn.us)} | ${f(r.turn.bytes / 1024)} | ${f(r.turn.us / K, 2)} | ${f(r.bareTurn.us - r.bareSession.us)} | ${f(r.bareTurn.bytes - r.bareSession.bytes, 0)} | ${f(r.bareSession.us)} | ${f(r.bareSession.bytes, 0)} | ${f((r.turn.us - r.swallowed.us) / publishes, 2)} | ${f((r.turn.bytes - r.swallowed.bytes) / publishes, 0)} |`,
 );
