@@ -62,9 +62,13 @@ async function harness(dist) {
   const logic = sessionMachine.provide({ actors: { turn: fakeTurn } });
   const global = new Subject();
   let seen = 0;
-  global.subscribe(() => {
-    seen += 1;
-  });
+  // SESSION_PUBLISH_SUBSCRIBERS=0: no host subscriber on either stream, as in the peers scenario.
+  const subscribers = process.env.SESSION_PUBLISH_SUBSCRIBERS !== '0';
+  if (subscribers) {
+    global.subscribe(() => {
+      seen += 1;
+    });
+  }
   let counter = 0;
   let sessions = 0;
   let actor;
@@ -100,9 +104,11 @@ async function harness(dist) {
     maxUserInputTokens: 32_000,
     onClosed: () => {},
   });
-  handle.updates$.subscribe(() => {
-    seen += 1;
-  });
+  if (subscribers) {
+    handle.updates$.subscribe(() => {
+      seen += 1;
+    });
+  }
   actor.start();
   return handle;
   };
