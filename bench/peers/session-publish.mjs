@@ -8,11 +8,13 @@
  * buffer, the session's and the core's RxJS Subjects (with a host subscriber on each, as a host has),
  * and per turn `session.start_turn`, the Turn actor's spawn and the turn's end (`settleTurn`).
  *
- * `node --expose-gc --max-semi-space-size=256 bench/peers/session-publish.mjs [dist-dir]`: per turn,
- * per step and per publish, CPU (the fastest of several rounds, so that a loaded machine reads close
- * to a quiet one) and bytes allocated (heap growth over a round with the young generation large
- * enough that no scavenge runs in it; rounds with a collection are dropped). One build a process:
- * two builds in one process would share xstate's inline caches; run builds alternately instead.
+ * `node --expose-gc bench/peers/session-publish.mjs [dist-dir]`: per turn, per step and per publish,
+ * CPU (the fastest of 40 rounds, so that a loaded machine reads closer to a quiet one) and bytes
+ * allocated (V8's sampling heap profiler, collected objects included; SESSION_PUBLISH_ALLOC=<prefix>
+ * writes the profiles). The Session's share of a publish is the turn minus the same turn with the
+ * stand-in's relays swallowed. SESSION_PUBLISH_SUBSCRIBERS=0: no host subscriber (the peers
+ * scenario). One build a process: two builds in one process would share xstate's inline caches;
+ * run builds alternately instead.
  */
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
