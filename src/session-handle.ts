@@ -87,22 +87,22 @@ export class SessionHandle {
       }
     });
     deps.actor.on('session.published', (event) => {
-      const envelope: SessionUpdateEnvelope = {
-        version: SESSION_UPDATE_VERSION,
-        sessionId: this.sessionId,
-        turnId: event.turnId,
-        sequence: event.sequence,
-        occurredAtMs: deps.clock.now(),
-        update: event.update,
-      };
-      this.updateStream.publish(envelope);
-      if (event.update.type === 'turn_finished' && event.turnId !== null) {
-        this.outputFormats()?.delete(event.turnId);
-        const waiters = this.turnWaiters.get(event.turnId);
-        this.turnWaiters.delete(event.turnId);
-        for (const w of waiters ?? []) w(event.update.outcome);
+      const { turnId, updates } = event;
+      let sequence = event.lastSequence - updates.length;
+      for (const update of updates) {
+        sequence += 1;
+        this.updateStream.publish({ version: SESSION_UPDATE_VERSION, sessionId: this.sessionId, turnId, sequence, occurredAtMs: deps.clock.now(), update });
+        if (update.type === 'turn_finished' && turnId !== null) this.turnFinished(turnId, update.outcome);
       }
     });
+  }
+
+  /** Releases what waits on `turnId`: its waiters get the outcome; its structured-output format goes. */
+  private turnFinished(turnId: string, outcome: TurnOutcome): void {
+    this.outputFormats()?.delete(turnId);
+    const waiters = this.turnWaiters.get(turnId);
+    this.turnWaiters.delete(turnId);
+    for (const w of waiters ?? []) w(outcome);
   }
 
   private outputFormats(): Map<string, TurnOutputFormat> | undefined {

@@ -24,9 +24,11 @@ export class UpdateStream {
   publish(envelope: SessionUpdateEnvelope): void {
     this.lastSequence = envelope.sequence;
     this.buffer.push(envelope);
-    // A subscriber that throws never reaches the loop: RxJS reports it asynchronously.
-    this.subject.next(envelope);
-    this.global.next(envelope);
+    // A subscriber that throws never reaches the loop: RxJS reports it asynchronously. A Subject
+    // with no observer does nothing on `next` but allocate its call's closure and iterator, so it is
+    // not called (neither Subject is ever unsubscribed, the one case where `next` would throw).
+    if (this.subject.observed) this.subject.next(envelope);
+    if (this.global.observed) this.global.next(envelope);
   }
 
   /** The sequence of the last update this stream published (0 before the first). */

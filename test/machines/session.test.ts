@@ -60,7 +60,8 @@ function startSession(options: { input?: Partial<SessionInput>; turn?: any } = {
   const replies = new Map<string, CommandReply>();
   const updates: Array<{ sequence: number; turnId: string | null; update: SessionUpdate }> = [];
   actor.on('session.replied', (e) => void replies.set(e.commandId, e.reply));
-  actor.on('session.published', (e) => void updates.push({ sequence: e.sequence, turnId: e.turnId, update: e.update }));
+  // One emitted event carries the updates one publish sequenced, the last numbered `lastSequence`.
+  actor.on('session.published', (e) => e.updates.forEach((update, i) => updates.push({ sequence: e.lastSequence - e.updates.length + 1 + i, turnId: e.turnId, update })));
   actor.start();
   let n = 0;
   /** Sends a command and returns the Session's answer to it. */

@@ -55,4 +55,5 @@ export type SessionEvent =
 /** What the Session machine emits: command answers and sequenced updates. */
 export type SessionEmitted =
   | { type: 'session.replied'; commandId: string; reply: CommandReply }
-  | { type: 'session.published'; sequence: number; turnId: string | null; update: SessionUpdate };
+  /** Updates just sequenced, in order: the last is `lastSequence`, each before it one less. */
+  | { type: 'session.published'; lastSequence: number; turnId: string | null; updates: readonly SessionUpdate[] };

@@ -7,7 +7,7 @@
  * Commands carry a `commandId`; the answer is emitted as a `session.replied` event, so that a host
  * call gets exactly the answer the chart decided.
  */
-import { assign, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { NewMessage } from '../../protocol/content.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate } from '../../protocol/updates.js';
@@ -90,19 +90,29 @@ const sessionSetup = setup({
     /**
      * The only place where sequence numbers are assigned (seed 000 §7): one each, in order. The
      * updates of one `session.publish` (machines/publish.ts) take one context copy: what they change
-     * in the session (`pendingOf`) goes with the last sequence.
+     * in the session (`pendingOf`) goes with the last sequence. `published` then emits them.
      */
-    publish: enqueueActions(({ context, enqueue }, params: { turnId: string | null; updates: readonly SessionUpdate[] }) => {
-      let sequence = context.sequence;
+    sequence: assign(({ context }, params: { turnId: string | null; updates: readonly SessionUpdate[] }) => {
+      const sequence = context.sequence + params.updates.length;
+      if (params.turnId === null) return { sequence };
       let patch: Partial<SessionContext> | undefined;
       for (const update of params.updates) {
-        sequence += 1;
-        const changed = params.turnId === null ? undefined : pendingOf(patch ? { ...context, ...patch } : context, update);
+        const changed = pendingOf(patch ? { ...context, ...patch } : context, update);
         if (changed) patch = { ...patch, ...changed };
-        enqueue.emit({ type: 'session.published', sequence, turnId: params.turnId, update });
       }
-      enqueue.assign(patch ? { ...patch, sequence } : { sequence });
+      return patch ? { ...patch, sequence } : { sequence };
     }),
+    /**
+     * The updates `sequence` just numbered, as one emitted event whose `lastSequence` is the last
+     * one's (the session handle stamps and streams each, in order). One event a publish rather than
+     * one an update: each emitted event is an action XState resolves, executes and defers on its own.
+     */
+    published: emit(({ context }, params: { turnId: string | null; updates: readonly SessionUpdate[] }) => ({
+      type: 'session.published' as const,
+      lastSequence: context.sequence,
+      turnId: params.turnId,
+      updates: params.updates,
+    })),
     replyDuplicate: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'session.start_turn') return;
       enqueue.emit({
@@ -244,10 +254,8 @@ export const sessionMachine = sessionSetup.createMachine({
                 acceptedRequests: { ...context.acceptedRequests, [event.clientRequestId]: event.turnId },
                 systemError: null,
               })),
-              {
-                type: 'publish',
-                params: ({ event }) => ({ turnId: event.turnId, updates: [{ type: 'turn_started', clientRequestId: event.clientRequestId }] }),
-              },
+              { type: 'sequence', params: ({ event }) => ({ turnId: event.turnId, updates: [{ type: 'turn_started', clientRequestId: event.clientRequestId }] }) },
+              { type: 'published', params: ({ event }) => ({ turnId: event.turnId, updates: [{ type: 'turn_started', clientRequestId: event.clientRequestId }] }) },
               enqueueActions(({ event, enqueue }) => {
                 enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: { ok: true, turnId: event.turnId } });
               }),
@@ -278,7 +286,10 @@ export const sessionMachine = sessionSetup.createMachine({
         },
         ...refuseTurnCommands,
         'session.maintenance_update': {
-          actions: { type: 'publish', params: ({ event }) => ({ turnId: null, updates: [event.update] }) },
+          actions: [
+            { type: 'sequence', params: ({ event }) => ({ turnId: null, updates: [event.update] }) },
+            { type: 'published', params: ({ event }) => ({ turnId: null, updates: [event.update] }) },
+          ],
         },
         'session.end_maintenance': [
           // A shutdown asked for during maintenance waited for it to end; it takes effect now.
@@ -411,10 +422,11 @@ export const sessionMachine = sessionSetup.createMachine({
           actions: [assign({ shuttingDown: true, pendingApproval: null, pendingUserInput: null }), sendTo('turn', { type: 'turn.stop' }), 'replyOk'],
         },
         'session.publish': {
-          actions: {
-            type: 'publish',
-            params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, updates: takeUpdates(event) }),
-          },
+          actions: [
+            // The batch is closed once taken (machines/publish.ts); `published` reads the same list.
+            { type: 'sequence', params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, updates: takeUpdates(event) }) },
+            { type: 'published', params: ({ context, event }) => ({ turnId: context.activeTurn!.turnId, updates: event.updates }) },
+          ],
         },
         'turn.rate_limits_reported': { actions: assign({ rateLimits: ({ context, event }) => mergeRateLimits(context.rateLimits, event.snapshot) }) },
         'turn.granted': {

@@ -255,7 +255,11 @@ export class SimSystem {
         case 'xstate.emit': {
           const emitted = action.params.event as { type: string; [k: string]: unknown };
           if (emitted.type === 'session.replied') this.effects.replies.push(emitted as never);
-          if (emitted.type === 'session.published') this.effects.updates.push(emitted as never);
+          if (emitted.type === 'session.published') {
+            // One emitted event carries the updates one publish sequenced, the last numbered `lastSequence`.
+            const { lastSequence, turnId, updates } = emitted as unknown as { lastSequence: number; turnId: string; updates: SessionUpdate[] };
+            updates.forEach((update, i) => this.effects.updates.push({ sequence: lastSequence - updates.length + 1 + i, turnId, update }));
+          }
           break;
         }
         case 'xstate.spawnChild': {
