@@ -856,7 +856,8 @@ function modelEvents(sim: SimSystem, ev: ModelEventKind): Array<{ type: string; 
     case 'opaque':
       return [{ type: 'model.provider_opaque', provider: 'scripted', data: { k: 1 } }];
     case 'completed':
-      return [{ type: 'model.completed', usage, responseId: 'resp', finishReason: 'stop' }];
+      // The actor holds the completion until the stream has ended well, reports the limits, then completes.
+      return [limits, { type: 'model.completed', usage, responseId: 'resp', finishReason: 'stop' }];
     case 'end':
       return [limits, { type: 'xstate.done.actor.callModel', output: undefined, actorId: 'callModel' }];
     case 'protocol':

@@ -79,16 +79,12 @@ export const runningModelState = turnSetup.createStateConfig({
           thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
           counted: context.reservedCall === context.modelCallIndex,
         }),
-        onDone: [
-          { guard: ({ context }) => context.draft.completion !== null, target: 'persisting' },
-          {
-            target: '#turn.ending',
-            actions: [
-              'discardDraft',
-              assign({ outcome: () => failedOutcome('model_protocol_error', 'the model stream ended without a completed response') }),
-            ],
-          },
-        ],
+        // The Turn leaves on `model.completed`, the actor's last event: a stream that ends
+        // without it is a protocol error (the real actor fails such a call itself).
+        onDone: {
+          target: '#turn.ending',
+          actions: ['discardDraft', assign({ outcome: () => failedOutcome('model_protocol_error', 'the model stream ended without a completed response') })],
+        },
         onError: [
           {
             // World State could not be sampled (reference §2.3): nothing was asked.
@@ -198,7 +194,11 @@ export const runningModelState = turnSetup.createStateConfig({
                 draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
               }),
             },
+            // The model actor's last event (it holds the completion until the stream has ended
+            // well): the answer is complete, so the Turn goes on to store it at once (issue 14
+            // point 3: no `observable.complete` and `done.actor` round after it).
             'model.completed': {
+              target: '#turn.running_model.persisting',
               actions: assign({
                 draft: ({ context, event }) => ({
                   ...context.draft,
