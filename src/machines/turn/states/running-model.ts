@@ -23,11 +23,11 @@ export const runningModelState = turnSetup.createStateConfig({
           guard: 'maxModelCallsReached',
           target: '#turn.ending',
           actions: assign({
-            outcome: ({ context }) => failedOutcome('max_model_calls', `the turn reached max_model_calls (${context.limits.maxModelCalls})`),
+            outcome: ({ context }) => failedOutcome('max_model_calls', `the turn reached max_model_calls (${context.fixed.limits.maxModelCalls})`),
           }),
         },
         {
-          guard: ({ context }) => context.mailbox.length === 0 && context.pendingInput.length === 0,
+          guard: ({ context }) => context.host.mailbox.length === 0 && context.host.pendingInput.length === 0,
           target: 'streaming',
           actions: 'beginLogicalCall',
         },
@@ -39,18 +39,21 @@ export const runningModelState = turnSetup.createStateConfig({
         id: 'drainInbox',
         src: 'drainInbox',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
-          mailbox: context.mailbox,
-          pendingInput: context.pendingInput,
+          mailbox: context.host.mailbox,
+          pendingInput: context.host.pendingInput,
         }),
         onDone: [
           { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
           {
             target: 'streaming',
             actions: assign(({ context, event }) => ({
-              mailbox: context.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
-              pendingInput: context.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
+              host: {
+                ...context.host,
+                mailbox: context.host.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
+                pendingInput: context.host.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
+              },
             })),
           },
         ],
@@ -67,16 +70,16 @@ export const runningModelState = turnSetup.createStateConfig({
         id: 'callModel',
         src: 'callModel',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
           modelCallIndex: context.modelCallIndex,
           spanId: `${context.turnId}.model${context.submissionCount + 1}`,
-          samplingSequence: context.samplingSequence,
-          permissionMode: context.permissionMode,
-          disabledSkillNames: context.disabledSkillNames,
-          systemContext: context.systemContext,
-          compactAtTokens: context.compactAtTokens,
-          thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
+          samplingSequence: context.modelCall.samplingSequence,
+          permissionMode: context.host.permissionMode,
+          disabledSkillNames: context.fixed.disabledSkillNames,
+          systemContext: context.fixed.systemContext,
+          compactAtTokens: context.fixed.compactAtTokens,
+          thresholdCompaction: !context.modelCall.thresholdTried && !context.modelCall.summarizedThisCall,
           counted: context.reservedCall === context.modelCallIndex,
         }),
         // The Turn leaves on `model.completed`, the actor's last event: a stream that ends
@@ -109,7 +112,7 @@ export const runningModelState = turnSetup.createStateConfig({
           {
             guard: { type: 'overflowToCompact', params: ({ event }) => ({ error: event.error }) },
             target: '#turn.compacting',
-            actions: ['discardDraft', assign({ compactionTrigger: 'overflow', overflowResubmitted: true })],
+            actions: ['discardDraft', assign(({ context }) => ({ modelCall: { ...context.modelCall, compactionTrigger: 'overflow' as const, overflowResubmitted: true } }))],
           },
           {
             target: '#turn.ending',
@@ -132,7 +135,9 @@ export const runningModelState = turnSetup.createStateConfig({
               { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
               {
                 target: '#turn.compacting',
-                actions: assign({ estimatedInputTokens: ({ event }) => event.estimatedInputTokens, compactionTrigger: 'threshold', thresholdTried: true }),
+                actions: assign(({ context, event }) => ({
+                  modelCall: { ...context.modelCall, estimatedInputTokens: event.estimatedInputTokens, compactionTrigger: 'threshold' as const, thresholdTried: true },
+                })),
               },
             ],
             'model.call_recorded': [
@@ -144,8 +149,7 @@ export const runningModelState = turnSetup.createStateConfig({
                   // The reservation (if any) is spent: the call is being made.
                   reservedCall: 0,
                   draft: emptyDraft(),
-                  compactionTrigger: null,
-                  estimatedInputTokens: event.estimatedInputTokens,
+                  modelCall: { ...context.modelCall, compactionTrigger: null, estimatedInputTokens: event.estimatedInputTokens },
                 })),
               },
             ],
@@ -222,13 +226,13 @@ export const runningModelState = turnSetup.createStateConfig({
       // or does not, whatever arrives while it runs.
       entry: assign({
         endingWithAnswer: ({ context }) =>
-          context.draft.toolCalls.length === 0 && context.pendingInput.length === 0 && context.stopRequest === null && context.answerJudged !== true,
+          context.draft.toolCalls.length === 0 && context.host.pendingInput.length === 0 && context.stopRequest === null && context.fixed.answerJudged !== true,
       }),
       invoke: {
         id: 'persistAssistantMessage',
         src: 'persistAssistantMessage',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
           modelCallIndex: context.modelCallIndex,
           spanId: `${context.turnId}.model${context.submissionCount}`,
@@ -256,7 +260,7 @@ export const runningModelState = turnSetup.createStateConfig({
             guard: ({ context, event }) =>
               event.output.outputProblem !== undefined &&
               context.draft.toolCalls.length === 0 &&
-              context.pendingInput.length === 0 &&
+              context.host.pendingInput.length === 0 &&
               context.stopRequest === null,
             target: '#turn.ending',
             actions: [
@@ -269,7 +273,7 @@ export const runningModelState = turnSetup.createStateConfig({
             ],
           },
           {
-            guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.pendingInput.length === 0 || context.stopRequest !== null),
+            guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.host.pendingInput.length === 0 || context.stopRequest !== null),
             target: '#turn.ending',
             actions: [
               { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },

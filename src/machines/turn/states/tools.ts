@@ -31,8 +31,8 @@ export const toolsState = turnSetup.createStateConfig({
             direct: {
               toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
               call: context.batch!.calls[context.batchIndex]!,
-              permissionMode: context.permissionMode,
-              permissionModeOrigin: context.permissionModeOrigin,
+              permissionMode: context.host.permissionMode,
+              permissionModeOrigin: context.host.permissionModeOrigin,
               args: undefined,
               resolvedName: null,
               doom: context.doom,
@@ -144,7 +144,7 @@ export const toolsState = turnSetup.createStateConfig({
           invoke: {
             id: 'execute',
             src: 'executeTool',
-            input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }),
+            input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.fixed.sessionId, turnId: context.turnId }),
             onError: {
               target: 'recording',
               actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
@@ -194,7 +194,7 @@ export const toolsState = turnSetup.createStateConfig({
           invoke: {
             id: 'record',
             src: 'recordToolResult',
-            input: ({ context }) => ({ ...recordInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }), reserveModelCall: context.reserving }),
+            input: ({ context }) => ({ ...recordInputOf({ ...context.direct!, sessionId: context.fixed.sessionId, turnId: context.turnId }), reserveModelCall: context.reserving }),
             onDone: [
               {
                 guard: 'directTerminal',
@@ -271,11 +271,12 @@ export const toolsState = turnSetup.createStateConfig({
         },
         'toolcall.granted': {
           actions: [
-            assign(({ context, event }) =>
-              event.scope === 'turn'
-                ? { turnGrants: addGrant(context.turnGrants, event.environmentId, event.grantKey) }
-                : { sessionGrants: addGrant(context.sessionGrants, event.environmentId, event.grantKey) },
-            ),
+            assign(({ context, event }) => ({
+              host:
+                event.scope === 'turn'
+                  ? { ...context.host, turnGrants: addGrant(context.host.turnGrants, event.environmentId, event.grantKey) }
+                  : { ...context.host, sessionGrants: addGrant(context.host.sessionGrants, event.environmentId, event.grantKey) },
+            })),
             sendParent(({ event }) => ({ type: 'turn.granted', scope: event.scope, environmentId: event.environmentId, grantKey: event.grantKey })),
           ],
         },
@@ -330,7 +331,7 @@ export const toolsState = turnSetup.createStateConfig({
         id: 'recordCancelledCalls',
         src: 'recordCancelledCalls',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
           calls: (context.batch?.calls ?? [])
             .map((call, i) => ({ toolCallId: context.batch!.toolCallIds[i]!, call }))
