@@ -203,16 +203,21 @@ export const runningModelState = turnSetup.createStateConfig({
             // point 3: no `observable.complete` and `done.actor` round after it).
             'model.completed': {
               target: '#turn.running_model.persisting',
-              actions: assign({
-                draft: ({ context, event }) => ({
+              // Whether the answer ends the turn is decided here, once, as `persisting` is entered
+              // (this is the only way in): the write either carries the end or does not, whatever
+              // arrives while it runs. One `assign` with the completion: one context copy.
+              actions: assign(({ context, event }) => ({
+                draft: {
                   ...context.draft,
                   completion: {
                     usage: event.usage,
                     ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
                     ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
                   },
-                }),
-              }),
+                },
+                endingWithAnswer:
+                  context.draft.toolCalls.length === 0 && context.host.pendingInput.length === 0 && context.stopRequest === null && context.fixed.answerJudged !== true,
+              })),
             },
             // Leaving this state stops the model actor, which aborts the provider request.
             'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
@@ -222,12 +227,7 @@ export const runningModelState = turnSetup.createStateConfig({
       },
     },
     persisting: {
-      // Whether this answer ends the turn is decided here, once: the write either carries the end
-      // or does not, whatever arrives while it runs.
-      entry: assign({
-        endingWithAnswer: ({ context }) =>
-          context.draft.toolCalls.length === 0 && context.host.pendingInput.length === 0 && context.stopRequest === null && context.fixed.answerJudged !== true,
-      }),
+      // `endingWithAnswer` was decided by the transition in (`receiving` on `model.completed`).
       invoke: {
         id: 'persistAssistantMessage',
         src: 'persistAssistantMessage',
