@@ -129,6 +129,19 @@ export function nextModelCall(context: TurnContext): number {
   return context.modelCallIndex + 1;
 }
 
+/**
+ * The context patch of a transition into `tools.run.recording`: the direct call as it is to be
+ * recorded and what its record reserves. The batch's last result reserves the next model call when
+ * nothing can end the turn first. Decided in the transition's own `assign` rather than a second
+ * one on `recording`'s entry (issue 14 point 3: one context copy fewer a step); `stopRequest` is
+ * the one a stop before the run sets in the same `assign`.
+ */
+export function intoRecording(context: TurnContext, patch: { direct: DirectCall; stopRequest?: 'cancel' | 'stop' }): Partial<TurnContext> {
+  const last = context.batchIndex + 1 >= context.batch!.calls.length && patch.direct.terminal === null;
+  const stopRequest = patch.stopRequest ?? context.stopRequest;
+  return { ...patch, reserving: last ? nextModelCall(stopRequest === context.stopRequest ? context : { ...context, stopRequest }) : 0 };
+}
+
 /** What validation and authorisation (and a tool-call machine) need to know of the current call. */
 export function toolCallInputOf(context: TurnContext): ToolCallInput {
   const d = context.direct!;

@@ -14,7 +14,7 @@ import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
-import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, type TurnContext } from './context.js';
+import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, intoRecording, type TurnContext } from './context.js';
 import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
@@ -116,7 +116,7 @@ export const turnSetup = setup({
     /** The call stopped before its tool ran (a cancel or stop while it was validated or authorised). */
     directStopBeforeRun: assign(({ context, event }) => {
       const stopped = stopBeforeRun(event.type === 'turn.stop' || context.stopRequest === 'stop');
-      return { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } };
+      return intoRecording(context, { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } });
     }),
     /**
      * The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output
