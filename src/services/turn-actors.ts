@@ -188,6 +188,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
 
         let semantic = false;
         let completions = 0;
+        let completion: Extract<TurnEvent, { type: 'model.completed' }> | null = null;
         // Characters of text, reasoning and tool-call arguments this response carried (MAX_RESPONSE_CHARS).
         let responseChars = 0;
         let attempts = 1;
@@ -377,12 +378,15 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
                 // A surrogate held back at the end of the last delta had no low half: release it replaced.
                 emitText(textStream.end());
                 emitReasoning(reasoningStream.end());
-                subscriber.next({
+                // Held until the stream has ended well: `model.completed` is this actor's last
+                // event, and the Turn leaves on it (issue 14 point 3: no completion event and
+                // `done.actor` after it). An event after it still fails the call below.
+                completion = {
                   type: 'model.completed',
                   usage: event.usage,
                   ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
                   ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
-                });
+                };
                 services.spans.patch(input.spanId, {
                   providerRequestId: event.responseId ?? null,
                   attributes: { finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null },
@@ -405,6 +409,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             attributes: { ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' },
           });
           reportRateLimits();
+          // The Turn leaves `streaming` on this event, which stops this actor (`finished` makes
+          // the teardown a no-op); the completion below only ends the stream of a chart that stays.
+          subscriber.next(completion!);
           subscriber.complete();
         })().catch((error: unknown) => {
           if (controller.signal.aborted) return;

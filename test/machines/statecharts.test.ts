@@ -28,7 +28,7 @@ export const UNREACHABLE: Record<string, string> = {
     'reload_required is set only when a maintenance or a turn ends, and an idle session with it refuses every turn, so no turn is ever active with it',
   'session.active|xstate.error.actor.turn|0': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
   'session.active|xstate.error.actor.turn|1': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
-  'turn.running_model.streaming|xstate.done.actor.callModel|1':
+  'turn.running_model.streaming|xstate.done.actor.callModel|0':
     'the callModel actor turns a stream without a completed response into model_protocol_error itself',
   'turn.running_model.persisting|xstate.done.actor.persistAssistantMessage|1':
     'structured output (outputSchema) is not part of the model world: its turns carry no schema; test/host/run.test.ts drives output_invalid',

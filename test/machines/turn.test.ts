@@ -660,7 +660,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
     call().send({ type: 'stub.send', event: { type: 'toolcall.granted', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' } });
     call().send({ type: 'stub.send', event: { type: 'toolcall.granted', scope: 'session', environmentId: 'env_2', grantKey: 'k' } });
     call().send({ type: 'stub.send', event: { type: 'toolcall.permission_resolved', toolCallId: 'turn_1.tc1', decision: 'allow_for_turn' } });
-    expect(t.context()).toMatchObject({ turnGrants: { env_1: ['bash:ls'] }, sessionGrants: { env_2: ['k'] }, pendingApprovals: [] });
+    expect(t.context()).toMatchObject({ host: { turnGrants: { env_1: ['bash:ls'] }, sessionGrants: { env_2: ['k'] } }, pendingApprovals: [] });
     expect(t.sent('parent', 'turn.granted')).toEqual([
       { type: 'turn.granted', scope: 'turn', environmentId: 'env_1', grantKey: 'bash:ls' },
       { type: 'turn.granted', scope: 'session', environmentId: 'env_2', grantKey: 'k' },

@@ -13,9 +13,58 @@ import { failedOutcome } from './outcomes.js';
 
 export const ZERO_USAGE: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
 
-export interface TurnContext extends TurnInput {
-  phase: Phase | null;
+/**
+ * What the turn was started with and never changes: kept by reference, so that every `assign`
+ * copies one key for all of it (issue 14 point 3: XState copies the whole top level of the
+ * context on each `assign`, about 13 times a step).
+ */
+export type TurnFixed = Omit<TurnInput, HostKey | 'turnId'>;
+
+type HostKey = 'permissionMode' | 'permissionModeOrigin' | 'sessionGrants' | 'mailbox' | 'pendingInput';
+
+/** What the host's commands change while the turn runs: its mode, its grants and its inbox. */
+export interface TurnHost extends Pick<TurnInput, HostKey> {
   turnGrants: Grants;
+}
+
+/** The compaction state of one logical model call, set back as the next call begins. */
+export interface LogicalCallState {
+  compactionTrigger: 'threshold' | 'overflow' | null;
+  /** The last assembled request's estimate, for a compaction's trace. */
+  estimatedInputTokens: number | null;
+  /** One overflow resubmission per logical model call (seed 000 §4). */
+  overflowResubmitted: boolean;
+  /** A threshold compaction (pruning, maybe a summary) was already tried in this logical call. */
+  thresholdTried: boolean;
+  /** A summary checkpoint was written in this logical call: no second compaction (reference §3.1). */
+  summarizedThisCall: boolean;
+  /** World State sampling number within the logical call (2 after an in-turn compaction). */
+  samplingSequence: number;
+}
+
+/** A logical model call's compaction state as it begins (shared: the context is never changed in place). */
+export const FRESH_LOGICAL_CALL: LogicalCallState = Object.freeze({
+  compactionTrigger: null,
+  estimatedInputTokens: null,
+  overflowResubmitted: false,
+  thresholdTried: false,
+  summarizedThisCall: false,
+  samplingSequence: 1,
+});
+
+/**
+ * The Turn's context, in groups by how often they change (issue 14 point 3): `fixed` never,
+ * `host` on a host command, `modelCall` a few times a logical call; what a step changes stays at
+ * the top level, with what the session's snapshot reads (phase, draft, live calls, pending
+ * approvals and questions, plan).
+ */
+export interface TurnContext {
+  /** The Turn's identity, at the top level where the inspector shows an actor's small fields. */
+  turnId: string;
+  fixed: TurnFixed;
+  host: TurnHost;
+  modelCall: LogicalCallState;
+  phase: Phase | null;
   pendingApprovals: PendingApproval[];
   /** request_user_input questions waiting for the host's answers (seed 004 `pending_user_input`). */
   pendingUserInput: PendingUserInput[];
@@ -31,8 +80,6 @@ export interface TurnContext extends TurnInput {
   reserving: number;
   toolCallCount: number;
   usage: TokenUsage;
-  /** The last assembled request's estimate, for a compaction's trace. */
-  estimatedInputTokens: number | null;
   draft: ModelDraft;
   batch: ToolBatch | null;
   batchIndex: number;
@@ -43,15 +90,6 @@ export interface TurnContext extends TurnInput {
   plan: TurnPlanSnapshot | null;
   outcome: TurnOutcome | null;
   stopRequest: 'cancel' | 'stop' | null;
-  compactionTrigger: 'threshold' | 'overflow' | null;
-  /** One overflow resubmission per logical model call (seed 000 §4). */
-  overflowResubmitted: boolean;
-  /** A threshold compaction (pruning, maybe a summary) was already tried in this logical call. */
-  thresholdTried: boolean;
-  /** A summary checkpoint was written in this logical call: no second compaction (reference §3.1). */
-  summarizedThisCall: boolean;
-  /** World State sampling number within the logical call (2 after an in-turn compaction). */
-  samplingSequence: number;
   /** A checkpoint was committed but not installed: the session must refuse turns until reloaded. */
   reloadRequired: boolean;
   /** Consecutive wait_agent timeouts; reaching the doom-loop threshold ends the turn (reference §5.5). */
@@ -87,25 +125,38 @@ export function toolCallIdFor(turnId: string, n: number): string {
  * fails may still end the turn before the call; the end then takes the reservation back.
  */
 export function nextModelCall(context: TurnContext): number {
-  if (context.stopRequest !== null || context.modelCallIndex >= context.limits.maxModelCalls) return 0;
+  if (context.stopRequest !== null || context.modelCallIndex >= context.fixed.limits.maxModelCalls) return 0;
   return context.modelCallIndex + 1;
+}
+
+/**
+ * The context patch of a transition into `tools.run.recording`: the direct call as it is to be
+ * recorded and what its record reserves. The batch's last result reserves the next model call when
+ * nothing can end the turn first. Decided in the transition's own `assign` rather than a second
+ * one on `recording`'s entry (issue 14 point 3: one context copy fewer a step); `stopRequest` is
+ * the one a stop before the run sets in the same `assign`.
+ */
+export function intoRecording(context: TurnContext, patch: { direct: DirectCall; stopRequest?: 'cancel' | 'stop' }): Partial<TurnContext> {
+  const last = context.batchIndex + 1 >= context.batch!.calls.length && patch.direct.terminal === null;
+  const stopRequest = patch.stopRequest ?? context.stopRequest;
+  return { ...patch, reserving: last ? nextModelCall(stopRequest === context.stopRequest ? context : { ...context, stopRequest }) : 0 };
 }
 
 /** What validation and authorisation (and a tool-call machine) need to know of the current call. */
 export function toolCallInputOf(context: TurnContext): ToolCallInput {
   const d = context.direct!;
   return {
-    sessionId: context.sessionId,
+    sessionId: context.fixed.sessionId,
     turnId: context.turnId,
     toolCallId: d.toolCallId,
     call: d.call,
     permissionMode: d.permissionMode,
     permissionModeOrigin: d.permissionModeOrigin,
-    nonInteractive: context.nonInteractive,
-    turnGrants: context.turnGrants,
-    sessionGrants: context.sessionGrants,
+    nonInteractive: context.fixed.nonInteractive,
+    turnGrants: context.host.turnGrants,
+    sessionGrants: context.host.sessionGrants,
     doom: context.doom,
-    doomLoopThreshold: context.limits.doomLoopThreshold,
+    doomLoopThreshold: context.fixed.limits.doomLoopThreshold,
     parentSpanId: `${context.turnId}.model${context.submissionCount}`,
   };
 }

@@ -14,7 +14,7 @@
  */
 import { assign, sendParent, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { REMAINING_CALL_TEXT } from '../../protocol/model-texts.js';
-import { emptyDraft, nextModelCall, ZERO_USAGE } from './context.js';
+import { emptyDraft, FRESH_LOGICAL_CALL, nextModelCall, ZERO_USAGE } from './context.js';
 import { failedOutcome, storageFailure } from './outcomes.js';
 import { turnSetup } from './setup.js';
 import { compactingState } from './states/compacting.js';
@@ -26,45 +26,44 @@ export { REMAINING_CALL_TEXT };
 
 export const turnMachine = turnSetup.createMachine({
   id: 'turn',
-  context: ({ input }) => ({
-    ...input,
-    phase: null,
-    turnGrants: {},
-    pendingApprovals: [],
-    pendingUserInput: [],
-    modelCallIndex: 0,
-    submissionCount: 0,
-    reservedCall: 0,
-    reserving: 0,
-    toolCallCount: 0,
-    usage: ZERO_USAGE,
-    estimatedInputTokens: null,
-    draft: emptyDraft(),
-    batch: null,
-    batchIndex: 0,
-    liveToolCalls: [],
-    direct: null,
-    doom: { signature: null, count: 0 },
-    plan: null,
-    outcome: null,
-    stopRequest: null,
-    compactionTrigger: null,
-    overflowResubmitted: false,
-    thresholdTried: false,
-    summarizedThisCall: false,
-    samplingSequence: 1,
-    reloadRequired: false,
-    waitTimeouts: 0,
-    endingWithAnswer: false,
-    endRecorded: false,
-  }),
+  context: ({ input }) => {
+    const { turnId, permissionMode, permissionModeOrigin, sessionGrants, mailbox, pendingInput, ...fixed } = input;
+    return {
+      turnId,
+      fixed,
+      host: { permissionMode, permissionModeOrigin, sessionGrants, turnGrants: {}, mailbox, pendingInput },
+      modelCall: FRESH_LOGICAL_CALL,
+      phase: null,
+      pendingApprovals: [],
+      pendingUserInput: [],
+      modelCallIndex: 0,
+      submissionCount: 0,
+      reservedCall: 0,
+      reserving: 0,
+      toolCallCount: 0,
+      usage: ZERO_USAGE,
+      draft: emptyDraft(),
+      batch: null,
+      batchIndex: 0,
+      liveToolCalls: [],
+      direct: null,
+      doom: { signature: null, count: 0 },
+      plan: null,
+      outcome: null,
+      stopRequest: null,
+      reloadRequired: false,
+      waitTimeouts: 0,
+      endingWithAnswer: false,
+      endRecorded: false,
+    };
+  },
   initial: 'starting',
   on: {
     'turn.cancel': { actions: 'requestStop' },
     'turn.stop': { actions: 'requestStop' },
-    'turn.steer': { actions: assign({ pendingInput: ({ context, event }) => [...context.pendingInput, event.message] }) },
-    'turn.mailbox': { actions: assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }) },
-    'turn.set_mode': { actions: assign({ permissionMode: ({ event }) => event.mode, permissionModeOrigin: ({ event }) => event.origin }) },
+    'turn.steer': { actions: assign({ host: ({ context, event }) => ({ ...context.host, pendingInput: [...context.host.pendingInput, event.message] }) }) },
+    'turn.mailbox': { actions: assign({ host: ({ context, event }) => ({ ...context.host, mailbox: [...context.host.mailbox, event.message] }) }) },
+    'turn.set_mode': { actions: assign({ host: ({ context, event }) => ({ ...context.host, permissionMode: event.mode, permissionModeOrigin: event.origin }) }) },
     // Rate limits are session state (seed 004 §2): the turn only passes them up.
     'model.rate_limits_reported': { actions: sendParent(({ event }) => ({ type: 'turn.rate_limits_reported' as const, snapshot: event.snapshot })) },
   },
@@ -75,10 +74,10 @@ export const turnMachine = turnSetup.createMachine({
         id: 'beginTurn',
         src: 'beginTurn',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
-          clientRequestId: context.clientRequestId,
-          messages: context.messages,
+          clientRequestId: context.fixed.clientRequestId,
+          messages: context.fixed.messages,
           reserveModelCall: context.reserving === 1,
         }),
         onDone: { target: 'running_model', actions: 'reservationCommitted' },
@@ -98,8 +97,8 @@ export const turnMachine = turnSetup.createMachine({
     outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
     plan: context.plan,
     usage: context.usage,
-    mailbox: context.mailbox,
-    pendingInput: context.pendingInput,
+    mailbox: context.host.mailbox,
+    pendingInput: context.host.pendingInput,
     endRecorded: context.endRecorded,
     reloadRequired: context.reloadRequired,
   }),

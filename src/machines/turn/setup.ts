@@ -14,7 +14,7 @@ import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
-import { applyToolOutput, emptyDraft, type TurnContext } from './context.js';
+import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, intoRecording, type TurnContext } from './context.js';
 import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
@@ -60,20 +60,20 @@ export const turnSetup = setup({
   },
   guards: {
     stopRequested: ({ context }) => context.stopRequest !== null,
-    maxModelCallsReached: ({ context }) => context.modelCallIndex >= context.limits.maxModelCalls,
+    maxModelCallsReached: ({ context }) => context.modelCallIndex >= context.fixed.limits.maxModelCalls,
     batchDone: ({ context }) => context.batch === null || context.batchIndex >= context.batch.calls.length,
     outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
     outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
     isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
     /** The doom-loop rule (seed 000 §4) over a validated call: the same call, consecutively, up to the threshold. */
     isDoomLoop: ({ context }, output: ValidatedCall) =>
-      output.kind !== 'invalid' && isDoomLoopCall(context.direct!.doom, context.direct!.call.name, output.args, context.limits.doomLoopThreshold),
+      output.kind !== 'invalid' && isDoomLoopCall(context.direct!.doom, context.direct!.call.name, output.args, context.fixed.limits.doomLoopThreshold),
     isControl: (_, output: ValidatedCall) => output.kind === 'control',
     isExecute: (_, output: AuthorizationOutput) => output.kind === 'execute',
     isRuleDeny: (_, output: AuthorizationOutput) => output.kind === 'deny',
     isGranted: ({ context }, output: AuthorizationOutput) =>
-      output.kind === 'card' && (hasGrant(context.turnGrants, output.card) || hasGrant(context.sessionGrants, output.card)),
-    isNonInteractive: ({ context }) => context.nonInteractive,
+      output.kind === 'card' && (hasGrant(context.host.turnGrants, output.card) || hasGrant(context.host.sessionGrants, output.card)),
+    isNonInteractive: ({ context }) => context.fixed.nonInteractive,
     directTerminal: ({ context }) => context.direct?.terminal != null,
     /** The model actor failed at `stage`, before the model was asked (`ModelCallSetupFailure`). */
     failedBeforeCall: (_, params: { error: unknown; stage: ModelCallStage }) => modelCallStage(params.error) === params.stage,
@@ -84,10 +84,10 @@ export const turnSetup = setup({
      * tried for this call yet.
      */
     overflowToCompact: ({ context }, params: { error: unknown }) =>
-      isContextOverflow(params.error) && context.compactionEnabled && !context.draft.semantic && !context.overflowResubmitted && !context.summarizedThisCall,
+      isContextOverflow(params.error) && context.fixed.compactionEnabled && !context.draft.semantic && !context.modelCall.overflowResubmitted && !context.modelCall.summarizedThisCall,
     /** A call that waited ends the turn: its terminal, or one `wait_agent` timeout too many in a row (reference §5.5). */
     callEndsTurn: ({ context }, output: ToolCallOutput) =>
-      output.terminal !== null || (output.waitTimedOut === true && waitTimeoutsReachThreshold(context.waitTimeouts, context.limits.doomLoopThreshold)),
+      output.terminal !== null || (output.waitTimedOut === true && waitTimeoutsReachThreshold(context.waitTimeouts, context.fixed.limits.doomLoopThreshold)),
   },
   delays: { [TOOL_CANCEL_GRACE]: DEFAULT_TOOL_CANCEL_GRACE_MS },
   actions: {
@@ -112,18 +112,11 @@ export const turnSetup = setup({
     ),
     /** The fact that asked for a reservation has committed: the call's counters are written. */
     reservationCommitted: assign(({ context }) => (context.reserving === 0 ? {} : { reservedCall: context.reserving, reserving: 0 })),
-    beginLogicalCall: assign({
-      modelCallIndex: ({ context }) => context.modelCallIndex + 1,
-      overflowResubmitted: false,
-      thresholdTried: false,
-      summarizedThisCall: false,
-      samplingSequence: 1,
-      compactionTrigger: null,
-    }),
+    beginLogicalCall: assign({ modelCallIndex: ({ context }) => context.modelCallIndex + 1, modelCall: FRESH_LOGICAL_CALL }),
     /** The call stopped before its tool ran (a cancel or stop while it was validated or authorised). */
     directStopBeforeRun: assign(({ context, event }) => {
       const stopped = stopBeforeRun(event.type === 'turn.stop' || context.stopRequest === 'stop');
-      return { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } };
+      return intoRecording(context, { stopRequest: stopped.stopRequest, direct: { ...context.direct!, result: stopped.result, terminal: stopped.terminal } });
     }),
     /**
      * The direct call's end: its live entry, doom count and outcome, as a tool-call machine's output

@@ -87,10 +87,11 @@ describe('machineChart', () => {
       ['turn.tools.run.authorizing', 'tool.authorized', null],
     ]);
     const streaming = chart.edges.filter((e) => e.source === 'turn.running_model.streaming');
-    expect(streaming).toContainEqual(
-      expect.objectContaining({ event: 'xstate.done.actor.callModel', kind: 'done', target: 'turn.running_model.persisting', targetless: false }),
-    );
+    // The model actor's last event is its completion: the Turn stores the answer on it; a stream
+    // that ends without one is a protocol error.
+    expect(streaming).toContainEqual(expect.objectContaining({ event: 'xstate.done.actor.callModel', kind: 'done', target: 'turn.ending', targetless: false }));
     const receiving = chart.edges.filter((e) => e.source === 'turn.running_model.streaming.receiving');
+    expect(receiving).toContainEqual(expect.objectContaining({ event: 'model.completed', kind: 'event', target: 'turn.running_model.persisting', targetless: false }));
     expect(receiving).toContainEqual(expect.objectContaining({ event: 'model.text_delta', kind: 'event', targetless: true }));
     expect(streaming).toContainEqual(expect.objectContaining({ event: 'xstate.error.actor.callModel', kind: 'error', target: 'turn.compacting' }));
   });

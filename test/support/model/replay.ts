@@ -189,7 +189,9 @@ async function perform(world: World, state: ReplayState, stimulus: Stimulus): Pr
           gate.push({ type: 'provider_opaque', provider: 'gated', data: { k: 1 } });
           break;
         case 'completed':
+          // The actor reports the completion once the stream has ended well.
           gate.push({ type: 'completed', usage: USAGE, responseId: 'resp', finishReason: 'stop' });
+          gate.end();
           break;
         case 'end':
           gate.end();

@@ -285,8 +285,8 @@ export function observe(session: Snap, turn: Snap | null | undefined, toolCall: 
     turn: turn?.value ?? null,
     turnStatus: turn?.status ?? null,
     modelCallIndex: turn?.context.modelCallIndex ?? null,
-    samplingSequence: turn?.context.samplingSequence ?? null,
-    summarized: turn ? turn.context.summarizedThisCall : null,
+    samplingSequence: turn?.context.modelCall.samplingSequence ?? null,
+    summarized: turn ? turn.context.modelCall.summarizedThisCall : null,
     stopRequest: turn?.context.stopRequest ?? null,
     batchIndex: turn ? turn.context.batchIndex : null,
     waitTimeouts: turn ? turn.context.waitTimeouts : null,
@@ -341,21 +341,21 @@ export function serialize(state: ModelState): string {
           tc!.draft.opaque.length,
           tc!.draft.semantic,
           kinds(tc!.draft.toolCalls),
-          tc!.pendingInput.length > 0,
-          tc!.mailbox.length > 0,
+          tc!.host.pendingInput.length > 0,
+          tc!.host.mailbox.length > 0,
           tc!.batch ? kinds(tc!.batch.calls).slice(tc!.batchIndex) : null,
-          tc!.compactionTrigger,
-          tc!.overflowResubmitted,
-          tc!.thresholdTried,
-          tc!.summarizedThisCall,
-          tc!.samplingSequence,
+          tc!.modelCall.compactionTrigger,
+          tc!.modelCall.overflowResubmitted,
+          tc!.modelCall.thresholdTried,
+          tc!.modelCall.summarizedThisCall,
+          tc!.modelCall.samplingSequence,
           tc!.reloadRequired,
           tc!.waitTimeouts,
           tc!.outcome ? JSON.stringify([tc!.outcome.status, (tc!.outcome as { code?: string }).code]) : null,
           tc!.doom.count,
-          Object.keys(tc!.turnGrants).length,
+          Object.keys(tc!.host.turnGrants).length,
           tc!.plan !== null,
-          tc!.permissionMode,
+          tc!.host.permissionMode,
           tc!.endingWithAnswer,
           tc!.endRecorded,
           directOf(t as unknown as Snap),
@@ -380,7 +380,7 @@ function pendingCallKind(state: { actors: SimActors; env: Env }): ToolKind | und
 
 /** Agent messages delivered and not yet drained: what makes `wait_agent` return at once. */
 function undrained(actors: SimActors): number {
-  const turn = actors.turn && actors.turn.status === 'active' ? actors.turn.context.mailbox.length : 0;
+  const turn = actors.turn && actors.turn.status === 'active' ? actors.turn.context.host.mailbox.length : 0;
   return actors.session.context.mailbox.length + turn;
 }
 
@@ -856,7 +856,8 @@ function modelEvents(sim: SimSystem, ev: ModelEventKind): Array<{ type: string; 
     case 'opaque':
       return [{ type: 'model.provider_opaque', provider: 'scripted', data: { k: 1 } }];
     case 'completed':
-      return [{ type: 'model.completed', usage, responseId: 'resp', finishReason: 'stop' }];
+      // The actor holds the completion until the stream has ended well, reports the limits, then completes.
+      return [limits, { type: 'model.completed', usage, responseId: 'resp', finishReason: 'stop' }];
     case 'end':
       return [limits, { type: 'xstate.done.actor.callModel', output: undefined, actorId: 'callModel' }];
     case 'protocol':

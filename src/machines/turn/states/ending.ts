@@ -14,7 +14,7 @@ export const endingState = turnSetup.createStateConfig({
     id: 'finishTurn',
     src: 'finishTurn',
     input: ({ context }) => ({
-      sessionId: context.sessionId,
+      sessionId: context.fixed.sessionId,
       turnId: context.turnId,
       outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
       planUnfinishedStepCount: planUnfinishedSteps(context),

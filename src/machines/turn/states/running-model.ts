@@ -23,11 +23,11 @@ export const runningModelState = turnSetup.createStateConfig({
           guard: 'maxModelCallsReached',
           target: '#turn.ending',
           actions: assign({
-            outcome: ({ context }) => failedOutcome('max_model_calls', `the turn reached max_model_calls (${context.limits.maxModelCalls})`),
+            outcome: ({ context }) => failedOutcome('max_model_calls', `the turn reached max_model_calls (${context.fixed.limits.maxModelCalls})`),
           }),
         },
         {
-          guard: ({ context }) => context.mailbox.length === 0 && context.pendingInput.length === 0,
+          guard: ({ context }) => context.host.mailbox.length === 0 && context.host.pendingInput.length === 0,
           target: 'streaming',
           actions: 'beginLogicalCall',
         },
@@ -39,18 +39,21 @@ export const runningModelState = turnSetup.createStateConfig({
         id: 'drainInbox',
         src: 'drainInbox',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
-          mailbox: context.mailbox,
-          pendingInput: context.pendingInput,
+          mailbox: context.host.mailbox,
+          pendingInput: context.host.pendingInput,
         }),
         onDone: [
           { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
           {
             target: 'streaming',
             actions: assign(({ context, event }) => ({
-              mailbox: context.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
-              pendingInput: context.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
+              host: {
+                ...context.host,
+                mailbox: context.host.mailbox.filter((m) => !event.output.mailboxIds.includes(m.id)),
+                pendingInput: context.host.pendingInput.filter((m) => !event.output.inputIds.includes(m.id)),
+              },
             })),
           },
         ],
@@ -67,28 +70,24 @@ export const runningModelState = turnSetup.createStateConfig({
         id: 'callModel',
         src: 'callModel',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
           modelCallIndex: context.modelCallIndex,
           spanId: `${context.turnId}.model${context.submissionCount + 1}`,
-          samplingSequence: context.samplingSequence,
-          permissionMode: context.permissionMode,
-          disabledSkillNames: context.disabledSkillNames,
-          systemContext: context.systemContext,
-          compactAtTokens: context.compactAtTokens,
-          thresholdCompaction: !context.thresholdTried && !context.summarizedThisCall,
+          samplingSequence: context.modelCall.samplingSequence,
+          permissionMode: context.host.permissionMode,
+          disabledSkillNames: context.fixed.disabledSkillNames,
+          systemContext: context.fixed.systemContext,
+          compactAtTokens: context.fixed.compactAtTokens,
+          thresholdCompaction: !context.modelCall.thresholdTried && !context.modelCall.summarizedThisCall,
           counted: context.reservedCall === context.modelCallIndex,
         }),
-        onDone: [
-          { guard: ({ context }) => context.draft.completion !== null, target: 'persisting' },
-          {
-            target: '#turn.ending',
-            actions: [
-              'discardDraft',
-              assign({ outcome: () => failedOutcome('model_protocol_error', 'the model stream ended without a completed response') }),
-            ],
-          },
-        ],
+        // The Turn leaves on `model.completed`, the actor's last event: a stream that ends
+        // without it is a protocol error (the real actor fails such a call itself).
+        onDone: {
+          target: '#turn.ending',
+          actions: ['discardDraft', assign({ outcome: () => failedOutcome('model_protocol_error', 'the model stream ended without a completed response') })],
+        },
         onError: [
           {
             // World State could not be sampled (reference §2.3): nothing was asked.
@@ -113,7 +112,7 @@ export const runningModelState = turnSetup.createStateConfig({
           {
             guard: { type: 'overflowToCompact', params: ({ event }) => ({ error: event.error }) },
             target: '#turn.compacting',
-            actions: ['discardDraft', assign({ compactionTrigger: 'overflow', overflowResubmitted: true })],
+            actions: ['discardDraft', assign(({ context }) => ({ modelCall: { ...context.modelCall, compactionTrigger: 'overflow' as const, overflowResubmitted: true } }))],
           },
           {
             target: '#turn.ending',
@@ -136,7 +135,9 @@ export const runningModelState = turnSetup.createStateConfig({
               { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
               {
                 target: '#turn.compacting',
-                actions: assign({ estimatedInputTokens: ({ event }) => event.estimatedInputTokens, compactionTrigger: 'threshold', thresholdTried: true }),
+                actions: assign(({ context, event }) => ({
+                  modelCall: { ...context.modelCall, estimatedInputTokens: event.estimatedInputTokens, compactionTrigger: 'threshold' as const, thresholdTried: true },
+                })),
               },
             ],
             'model.call_recorded': [
@@ -148,8 +149,7 @@ export const runningModelState = turnSetup.createStateConfig({
                   // The reservation (if any) is spent: the call is being made.
                   reservedCall: 0,
                   draft: emptyDraft(),
-                  compactionTrigger: null,
-                  estimatedInputTokens: event.estimatedInputTokens,
+                  modelCall: { ...context.modelCall, compactionTrigger: null, estimatedInputTokens: event.estimatedInputTokens },
                 })),
               },
             ],
@@ -198,17 +198,26 @@ export const runningModelState = turnSetup.createStateConfig({
                 draft: ({ context, event }) => ({ ...context.draft, opaque: [...context.draft.opaque, { provider: event.provider, data: event.data }] }),
               }),
             },
+            // The model actor's last event (it holds the completion until the stream has ended
+            // well): the answer is complete, so the Turn goes on to store it at once (issue 14
+            // point 3: no `observable.complete` and `done.actor` round after it).
             'model.completed': {
-              actions: assign({
-                draft: ({ context, event }) => ({
+              target: '#turn.running_model.persisting',
+              // Whether the answer ends the turn is decided here, once, as `persisting` is entered
+              // (this is the only way in): the write either carries the end or does not, whatever
+              // arrives while it runs. One `assign` with the completion: one context copy.
+              actions: assign(({ context, event }) => ({
+                draft: {
                   ...context.draft,
                   completion: {
                     usage: event.usage,
                     ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
                     ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
                   },
-                }),
-              }),
+                },
+                endingWithAnswer:
+                  context.draft.toolCalls.length === 0 && context.host.pendingInput.length === 0 && context.stopRequest === null && context.fixed.answerJudged !== true,
+              })),
             },
             // Leaving this state stops the model actor, which aborts the provider request.
             'turn.cancel': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
@@ -218,17 +227,12 @@ export const runningModelState = turnSetup.createStateConfig({
       },
     },
     persisting: {
-      // Whether this answer ends the turn is decided here, once: the write either carries the end
-      // or does not, whatever arrives while it runs.
-      entry: assign({
-        endingWithAnswer: ({ context }) =>
-          context.draft.toolCalls.length === 0 && context.pendingInput.length === 0 && context.stopRequest === null && context.answerJudged !== true,
-      }),
+      // `endingWithAnswer` was decided by the transition in (`receiving` on `model.completed`).
       invoke: {
         id: 'persistAssistantMessage',
         src: 'persistAssistantMessage',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
           modelCallIndex: context.modelCallIndex,
           spanId: `${context.turnId}.model${context.submissionCount}`,
@@ -256,7 +260,7 @@ export const runningModelState = turnSetup.createStateConfig({
             guard: ({ context, event }) =>
               event.output.outputProblem !== undefined &&
               context.draft.toolCalls.length === 0 &&
-              context.pendingInput.length === 0 &&
+              context.host.pendingInput.length === 0 &&
               context.stopRequest === null,
             target: '#turn.ending',
             actions: [
@@ -269,7 +273,7 @@ export const runningModelState = turnSetup.createStateConfig({
             ],
           },
           {
-            guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.pendingInput.length === 0 || context.stopRequest !== null),
+            guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.host.pendingInput.length === 0 || context.stopRequest !== null),
             target: '#turn.ending',
             actions: [
               { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },

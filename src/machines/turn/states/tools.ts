@@ -12,7 +12,7 @@ import { recordFailureTerminal, terminalAfterRun, unconfirmedStop } from '../../
 import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
 import { addGrant } from '../../grants.js';
 import { announceToParent } from '../../publish.js';
-import { applyToolOutput, nextModelCall, toolCallInputOf } from '../context.js';
+import { applyToolOutput, intoRecording, toolCallInputOf } from '../context.js';
 import { cardToAsk, countedCall, doomLoopCall, grantedCard, invalidCall, nonInteractiveRefusal, ruleDenial } from '../direct-call.js';
 import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
@@ -31,8 +31,8 @@ export const toolsState = turnSetup.createStateConfig({
             direct: {
               toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
               call: context.batch!.calls[context.batchIndex]!,
-              permissionMode: context.permissionMode,
-              permissionModeOrigin: context.permissionModeOrigin,
+              permissionMode: context.host.permissionMode,
+              permissionModeOrigin: context.host.permissionModeOrigin,
               args: undefined,
               resolvedName: null,
               doom: context.doom,
@@ -73,13 +73,13 @@ export const toolsState = turnSetup.createStateConfig({
               {
                 guard: { type: 'isInvalid', params: ({ event }) => event.output },
                 target: 'recording',
-                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...invalidCall(event.output) } })),
+                actions: assign(({ context, event }) => intoRecording(context, { direct: { ...context.direct!, ...invalidCall(event.output) } })),
               },
               {
                 // The doom-loop rule (seed 000 §4) over the validated arguments: machines/tool-call/doom-loop.ts.
                 guard: { type: 'isDoomLoop', params: ({ event }) => event.output },
                 target: 'recording',
-                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...doomLoopCall(context.direct!, event.output) } })),
+                actions: assign(({ context, event }) => intoRecording(context, { direct: { ...context.direct!, ...doomLoopCall(context.direct!, event.output) } })),
               },
               { guard: 'stopRequested', target: 'recording', actions: 'directStopBeforeRun' },
               {
@@ -98,7 +98,7 @@ export const toolsState = turnSetup.createStateConfig({
             ],
             'tool.check_failed': {
               target: 'recording',
-              actions: assign(({ context, event }) => ({
+              actions: assign(({ context, event }) => intoRecording(context, {
                 direct: { ...context.direct!, result: failedResult('execution_failed', validationFailedText(errorText(event.error))) },
               })),
             },
@@ -114,7 +114,7 @@ export const toolsState = turnSetup.createStateConfig({
               {
                 guard: { type: 'isRuleDeny', params: ({ event }) => event.output },
                 target: 'recording',
-                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...ruleDenial(context.direct!, event.output) } })),
+                actions: assign(({ context, event }) => intoRecording(context, { direct: { ...context.direct!, ...ruleDenial(context.direct!, event.output) } })),
               },
               {
                 guard: { type: 'isGranted', params: ({ event }) => event.output },
@@ -124,7 +124,7 @@ export const toolsState = turnSetup.createStateConfig({
               {
                 guard: 'isNonInteractive',
                 target: 'recording',
-                actions: assign(({ context, event }) => ({ direct: { ...context.direct!, ...nonInteractiveRefusal(context.direct!, event.output) } })),
+                actions: assign(({ context, event }) => intoRecording(context, { direct: { ...context.direct!, ...nonInteractiveRefusal(context.direct!, event.output) } })),
               },
               {
                 // A card to ask: the call waits, so it becomes a tool-call machine.
@@ -134,7 +134,7 @@ export const toolsState = turnSetup.createStateConfig({
             ],
             'tool.check_failed': {
               target: 'recording',
-              actions: assign(({ context, event }) => ({
+              actions: assign(({ context, event }) => intoRecording(context, {
                 direct: { ...context.direct!, result: failedResult('execution_failed', authorizationFailedText(errorText(event.error))) },
               })),
             },
@@ -144,10 +144,10 @@ export const toolsState = turnSetup.createStateConfig({
           invoke: {
             id: 'execute',
             src: 'executeTool',
-            input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }),
+            input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.fixed.sessionId, turnId: context.turnId }),
             onError: {
               target: 'recording',
-              actions: assign(({ context, event }) => ({ direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
+              actions: assign(({ context, event }) => intoRecording(context, { direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
             },
           },
           on: {
@@ -156,7 +156,7 @@ export const toolsState = turnSetup.createStateConfig({
             },
             'tool.finished': {
               target: 'recording',
-              actions: assign(({ context, event }) => ({
+              actions: assign(({ context, event }) => intoRecording(context, {
                 direct: {
                   ...context.direct!,
                   result: event.result,
@@ -182,19 +182,18 @@ export const toolsState = turnSetup.createStateConfig({
               after: {
                 [TOOL_CANCEL_GRACE]: {
                   target: '#tools.run.recording',
-                  actions: assign(({ context }) => ({ direct: { ...context.direct!, ...unconfirmedStop(context.stopRequest) } })),
+                  actions: assign(({ context }) => intoRecording(context, { direct: { ...context.direct!, ...unconfirmedStop(context.stopRequest) } })),
                 },
               },
             },
           },
         },
         recording: {
-          // The batch's last result reserves the next model call when nothing can end the turn first.
-          entry: assign({ reserving: ({ context }) => (context.batchIndex + 1 >= context.batch!.calls.length && context.direct!.terminal === null ? nextModelCall(context) : 0) }),
+          // What the record reserves (`reserving`) was decided by the transition in (`intoRecording`).
           invoke: {
             id: 'record',
             src: 'recordToolResult',
-            input: ({ context }) => ({ ...recordInputOf({ ...context.direct!, sessionId: context.sessionId, turnId: context.turnId }), reserveModelCall: context.reserving }),
+            input: ({ context }) => ({ ...recordInputOf({ ...context.direct!, sessionId: context.fixed.sessionId, turnId: context.turnId }), reserveModelCall: context.reserving }),
             onDone: [
               {
                 guard: 'directTerminal',
@@ -271,11 +270,12 @@ export const toolsState = turnSetup.createStateConfig({
         },
         'toolcall.granted': {
           actions: [
-            assign(({ context, event }) =>
-              event.scope === 'turn'
-                ? { turnGrants: addGrant(context.turnGrants, event.environmentId, event.grantKey) }
-                : { sessionGrants: addGrant(context.sessionGrants, event.environmentId, event.grantKey) },
-            ),
+            assign(({ context, event }) => ({
+              host:
+                event.scope === 'turn'
+                  ? { ...context.host, turnGrants: addGrant(context.host.turnGrants, event.environmentId, event.grantKey) }
+                  : { ...context.host, sessionGrants: addGrant(context.host.sessionGrants, event.environmentId, event.grantKey) },
+            })),
             sendParent(({ event }) => ({ type: 'turn.granted', scope: event.scope, environmentId: event.environmentId, grantKey: event.grantKey })),
           ],
         },
@@ -330,7 +330,7 @@ export const toolsState = turnSetup.createStateConfig({
         id: 'recordCancelledCalls',
         src: 'recordCancelledCalls',
         input: ({ context }) => ({
-          sessionId: context.sessionId,
+          sessionId: context.fixed.sessionId,
           turnId: context.turnId,
           calls: (context.batch?.calls ?? [])
             .map((call, i) => ({ toolCallId: context.batch!.toolCallIds[i]!, call }))
