@@ -4,7 +4,7 @@
  * updates one macrostep of one actor announces (say `draft_cleared`, `phase_changed` and
  * `tool_call_started` after an answer is stored) go as ONE `session.publish` event carrying them in
  * the order the chart announced them. The Session still sequences and emits every update on its
- * own (machines/session/machine.ts `publish`), so what a host sees is unchanged; the Session takes
+ * own (machines/session/machine.ts, actions `sequence` and `published`), so what a host sees is unchanged; the Session takes
  * one macrostep for them instead of one each.
  *
  * The chart decides every update where it did before (each action that announces one calls
