@@ -20,7 +20,7 @@
  * (ECONNREFUSED: the server is down; failing at once answers commands during an outage without
  * delay), and every error after a statement was sent (`sql/outcome-unknown.ts` judges those).
  */
-import { sqlStateOf } from './sql/rows.js';
+import { sqlStateOf } from './sql/sql-state.js';
 
 /** 57P03's message for a server on its way down, which is not waited for. */
 const SHUTTING_DOWN = /shutting down/i;

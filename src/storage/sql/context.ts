@@ -8,7 +8,8 @@ import { CommandError, OpenworkError, StorageError, errorMessage } from '../../e
 import { fenceSql, ownershipLost, type WriteFence } from '../fence.js';
 import { numOrNull, type NamedStatement, type Row, type SqlDatabase, type SqlExecutor } from '../sql.js';
 import { TURN_OWNERSHIP, TURN_STATUS, type FactStatement } from '../step-sql.js';
-import { lostSequenceRace, sqlStateOf } from './rows.js';
+import { lostSequenceRace } from './rows.js';
+import { sqlStateOf } from './sql-state.js';
 import { rolledBackWhole } from './rolled-back.js';
 
 /** How often a fact statement runs again after losing a sequence race (see `step-sql.ts`). */

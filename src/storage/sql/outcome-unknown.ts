@@ -23,7 +23,7 @@
  * answers.
  */
 import { isAnswerTimeout } from '../postgres-timeouts.js';
-import { sqlStateOf } from './rows.js';
+import { sqlStateOf } from './sql-state.js';
 
 /**
  * How many times a fact whose outcome is unknown runs again. Each repeat goes to a fresh lane (the

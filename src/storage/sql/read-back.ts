@@ -17,7 +17,8 @@ import { numOrNull } from '../sql.js';
 import { MESSAGE_READ_BACK, TURN_MESSAGES_READ_BACK, TURN_READ_BACK } from '../step-sql.js';
 import type { FinishTurn } from '../storage.js';
 import type { SqlContext } from './context.js';
-import { messageFromRow, sqlStateOf, storedMessage } from './rows.js';
+import { messageFromRow, storedMessage } from './rows.js';
+import { sqlStateOf } from './sql-state.js';
 
 /** A unique key taken: the repeat's write met the row its first attempt committed (or another writer's). */
 export function keyTaken(error: unknown): boolean {

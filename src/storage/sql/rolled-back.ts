@@ -10,7 +10,7 @@
  * nor is a lost connection, after which a write's outcome is unknown: `outcome-unknown.ts` runs those
  * again with a repeat that recognises a first attempt that committed.
  */
-import { sqlStateOf } from './rows.js';
+import { sqlStateOf } from './sql-state.js';
 
 const ROLLED_BACK_WHOLE = new Set(['40P01', '40001']);
 

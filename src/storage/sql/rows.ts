@@ -8,6 +8,7 @@ import type { NewMessage, StoredMessage } from '../../protocol/content.js';
 import type { PermissionMode, PermissionModeOrigin } from '../../protocol/input.js';
 import type { SpanData } from '../../protocol/trace-signals.js';
 import { iso, isoOrNull, num, numOrNull, strOrNull, type Row } from '../sql.js';
+import { sqlStateOf } from './sql-state.js';
 import type { CheckpointRecord, CompactionRuntimeState, SessionRecord, TraceSpanRecord, TurnRecord } from '../storage.js';
 
 /** The columns of a `SessionRecord`, in `sessionFromRow` order. */
@@ -202,11 +203,6 @@ export function spanRow(s: SpanData): Record<string, unknown> {
   };
 }
 
-/** The SQLSTATE of a driver error, when it carries one. */
-export function sqlStateOf(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-}
 
 /**
  * True for the one failure a fact statement runs again on: its `MAX + 1` sequence, read from a
