@@ -245,7 +245,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
       invoke: {
         id: 'execute',
         src: 'executeTool',
-        input: ({ context }) => executeInputOf(context),
+        input: ({ context }) => executeInputOf(context, context),
         onError: {
           target: 'recording',
           actions: assign({ result: ({ event }) => actorFailureResult(event.error) }),
@@ -411,7 +411,7 @@ export const toolCallMachine = toolCallSetup.createMachine({
       invoke: {
         id: 'record',
         src: 'recordToolResult',
-        input: ({ context }) => recordInputOf(context),
+        input: ({ context }) => recordInputOf(context, context),
         onDone: { target: 'done', actions: assign({ recorded: true, result: ({ event }) => event.output }) },
         onError: {
           target: 'done',

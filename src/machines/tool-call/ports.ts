@@ -44,7 +44,7 @@ export interface ExecuteInput {
  * the Turn in `direct` for a call it runs itself; both build the steps' inputs with the two
  * functions below, so the two paths cannot drift apart.
  */
-export type CallFacts = Pick<ToolCallInput, 'sessionId' | 'turnId' | 'toolCallId' | 'call' | 'permissionMode' | 'permissionModeOrigin'> & {
+export type CallFacts = Pick<ToolCallInput, 'toolCallId' | 'call' | 'permissionMode' | 'permissionModeOrigin'> & {
   args: unknown;
   approval: ApprovalRecord;
   result: ToolResult | null;
@@ -52,11 +52,21 @@ export type CallFacts = Pick<ToolCallInput, 'sessionId' | 'turnId' | 'toolCallId
   executed: boolean;
 };
 
+/**
+ * The ids of the session and turn a call belongs to, passed beside its facts: the Turn keeps them
+ * outside `direct`, and a copy of `direct` with the two keys added would give every step's copy a V8
+ * map of its own (docs/decisions.md, "No spread-plus-key copies on the step path").
+ */
+export interface CallOwner {
+  sessionId: string;
+  turnId: string;
+}
+
 /** The `executeTool` input of a call. */
-export function executeInputOf(c: CallFacts): ExecuteInput {
+export function executeInputOf(c: CallFacts, owner: CallOwner): ExecuteInput {
   return {
-    sessionId: c.sessionId,
-    turnId: c.turnId,
+    sessionId: owner.sessionId,
+    turnId: owner.turnId,
     toolCallId: c.toolCallId,
     providerCallId: c.call.callId,
     toolName: c.call.name,
@@ -66,11 +76,14 @@ export function executeInputOf(c: CallFacts): ExecuteInput {
   };
 }
 
-/** The `recordToolResult` input of a call whose result is decided. */
-export function recordInputOf(c: CallFacts): RecordInput {
+/**
+ * The `recordToolResult` input of a call whose result is decided; `reserveModelCall` is the Turn's
+ * direct call's (0: none).
+ */
+export function recordInputOf(c: CallFacts, owner: CallOwner, reserveModelCall = 0): RecordInput {
   return {
-    sessionId: c.sessionId,
-    turnId: c.turnId,
+    sessionId: owner.sessionId,
+    turnId: owner.turnId,
     toolCallId: c.toolCallId,
     providerCallId: c.call.callId,
     toolName: c.call.name,
@@ -80,6 +93,7 @@ export function recordInputOf(c: CallFacts): RecordInput {
     permissionMode: c.permissionMode,
     permissionModeOrigin: c.permissionModeOrigin,
     executed: c.executed,
+    reserveModelCall,
   };
 }
 

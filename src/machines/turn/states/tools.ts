@@ -144,7 +144,7 @@ export const toolsState = turnSetup.createStateConfig({
           invoke: {
             id: 'execute',
             src: 'executeTool',
-            input: ({ context }) => executeInputOf({ ...context.direct!, sessionId: context.fixed.sessionId, turnId: context.turnId }),
+            input: ({ context }) => executeInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }),
             onError: {
               target: 'recording',
               actions: assign(({ context, event }) => intoRecording(context, { direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
@@ -193,7 +193,7 @@ export const toolsState = turnSetup.createStateConfig({
           invoke: {
             id: 'record',
             src: 'recordToolResult',
-            input: ({ context }) => ({ ...recordInputOf({ ...context.direct!, sessionId: context.fixed.sessionId, turnId: context.turnId }), reserveModelCall: context.reserving }),
+            input: ({ context }) => recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }, context.reserving),
             onDone: [
               {
                 guard: 'directTerminal',
