@@ -1,0 +1,199 @@
+/**
+ * A Turn that crashes ends, durably and visibly (attack round 3: an exception in a Turn chart guard
+ * left the turn waiting forever with no outcome). Each fault is injected through the public API
+ * where the chart itself evaluates host-shaped data: a tool whose schema transform yields arguments
+ * the doom-loop guard cannot serialise (a throwing `toJSON`, or nesting deep enough to overflow the
+ * stack), a tool whose result throws when the chart reads its `status`, and a storage whose write
+ * throws a plain bug. What must hold for each: the turn ends `failed` with a stable code, its row is
+ * no longer `running` before the host hears the end, the host hears `turn_finished` exactly once
+ * (sequenced, last), the session takes the next turn, and nothing reaches `onActorError`.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { SessionHandle } from '../../src/session-handle.js';
+import { defineTool, type AnyTool } from '../../src/services/tools/define.js';
+import type { ToolResult } from '../../src/protocol/tool-result.js';
+import type { ScriptedStep } from '../../src/services/model/scripted.js';
+import type { SessionStorage } from '../../src/storage/storage.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { harness, type Harness } from '../support/harness.js';
+import { backends, useBackend } from '../support/databases.js';
+
+/** Arguments whose serialisation throws: the doom-loop guard compares calls by canonical JSON. */
+const throwingArgsTool = defineTool({
+  name: 'hostile_args',
+  description: 'Its parsed arguments cannot be serialised.',
+  parameters: z.object({ text: z.string() }).transform((value) => ({
+    ...value,
+    toJSON(): never {
+      throw new Error('the arguments refuse to be serialised');
+    },
+  })),
+  execute: () => 'ran',
+});
+
+/** Arguments nested past any stack: the input passes the depth bound, the transform deepens it. */
+const deepArgsTool = defineTool({
+  name: 'deep_args',
+  description: 'Its parsed arguments nest 200,000 levels deep.',
+  parameters: z.object({ text: z.string() }).transform(() => {
+    let value: unknown = 1;
+    for (let i = 0; i < 200_000; i++) value = [value];
+    return value;
+  }),
+  execute: () => 'ran',
+});
+
+/** A result whose `status` throws when read (the chart reads it in an assign when the tool finishes). */
+function hostileResult(): ToolResult {
+  return {
+    text: 'done',
+    get status(): never {
+      throw new Error('the result status exploded');
+    },
+  } as unknown as ToolResult;
+}
+
+/** Runs without asking: the Turn's own chart handles `tool.finished`. */
+const hostileResultTool = defineTool({
+  name: 'hostile_result',
+  description: 'Returns a result whose status throws.',
+  parameters: z.object({ text: z.string() }),
+  execute: () => hostileResult(),
+});
+
+/** Asks first: the tool-call machine the Turn spawns for a card handles `tool.finished`. */
+const hostileApprovedTool = defineTool({
+  name: 'hostile_approved',
+  description: 'Needs approval, then returns a result whose status throws.',
+  parameters: z.object({ text: z.string() }),
+  authorize: () => ({
+    kind: 'card',
+    card: { kind: 'approval', summary: 'run hostile_approved', reason: 'it always asks', environmentId: 'local', grantKey: 'hostile' },
+  }),
+  execute: () => hostileResult(),
+});
+
+/** A storage whose first `commitAssistantMessage` throws a plain TypeError (a bug, not a StorageError). */
+function buggyAssistantWrites(inner: SessionStorage): SessionStorage {
+  let broken = true;
+  return new Proxy(inner, {
+    get(target, key, receiver) {
+      if (key === 'commitAssistantMessage' && broken) {
+        broken = false;
+        return () => Promise.reject(new TypeError('commitAssistantMessage is broken'));
+      }
+      const value = Reflect.get(target, key, receiver) as unknown;
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** Resolves with the turn's outcome, or rejects after `ms`: a turn that never ends fails the test. */
+function outcomeWithin(session: SessionHandle, turnId: string, ms = 5_000) {
+  return Promise.race([
+    session.waitForTurn(turnId),
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`turn ${turnId} did not end within ${ms} ms`)), ms)),
+  ]);
+}
+
+interface Case {
+  name: string;
+  tools: AnyTool[];
+  steps: ScriptedStep[];
+  storage?: (inner: SessionStorage) => SessionStorage;
+  /** Answers the card when the case asks for one. */
+  approve?: boolean;
+  code: string;
+  message: RegExp;
+}
+
+const cases: Case[] = [
+  {
+    name: '(a) a guard of the Turn throws on tool.validated from its check actor',
+    tools: [throwingArgsTool],
+    steps: [{ toolCalls: [{ name: 'hostile_args', arguments: { text: 'a' } }] }],
+    code: 'actor_stopped',
+    message: /guard 'isDoomLoop'[\s\S]*the arguments refuse to be serialised/,
+  },
+  {
+    name: '(a) an assign of the Turn throws on tool.finished from its execute actor',
+    tools: [hostileResultTool],
+    steps: [{ toolCalls: [{ name: 'hostile_result', arguments: { text: 'a' } }] }],
+    code: 'actor_stopped',
+    message: /the result status exploded/,
+  },
+  {
+    name: '(b) an invoked promise actor rejects with a plain bug',
+    tools: [],
+    steps: [{ text: 'an answer that cannot be stored' }],
+    storage: buggyAssistantWrites,
+    code: 'persistence_error',
+    message: /commitAssistantMessage is broken/,
+  },
+  {
+    name: '(c) a guard overflows the stack (RangeError: Maximum call stack size exceeded)',
+    tools: [deepArgsTool],
+    steps: [{ toolCalls: [{ name: 'deep_args', arguments: { text: 'a' } }] }],
+    code: 'actor_stopped',
+    message: /Maximum call stack size exceeded/,
+  },
+  {
+    name: '(d) the tool-call machine of an approved call throws',
+    tools: [hostileApprovedTool],
+    steps: [{ toolCalls: [{ name: 'hostile_approved', arguments: { text: 'a' } }] }],
+    approve: true,
+    code: 'persistence_error',
+    message: /tool call actor failed: [\s\S]*the result status exploded/,
+  },
+];
+
+for (const backend of backends) {
+  describe(`a turn that crashes ends, durably and visibly (${backend.name})`, () => {
+    let storage: SqlSessionStorage;
+    useBackend(backend, (s) => (storage = s));
+
+    for (const c of cases) {
+      it(c.name, async () => {
+        const actorErrors: unknown[] = [];
+        const h: Harness = await harness(storage, [...c.steps, { text: 'the next turn' }], {
+          tools: c.tools,
+          ...(c.storage ? { storage: c.storage(storage) } : {}),
+          onActorError: (_sessionId, error) => actorErrors.push(error),
+        });
+        // The row as it stood when the host heard the end: written before, not by a later correction.
+        const rowAtEnd = new Promise<string | undefined>((resolve) => {
+          h.session.updates$.subscribe((e) => {
+            if (e.update.type === 'turn_finished') void storage.getTurn(e.turnId!).then((t) => resolve(t?.status));
+          });
+        });
+        if (c.approve) {
+          void h.waitFor((e) => e.update.type === 'permission_requested').then((e) =>
+            h.session.resolvePermission(e.turnId!, (e.update as { toolCallId: string }).toolCallId, 'allow_once'),
+          );
+        }
+        const turnId = await h.start('crash');
+        const outcome = await outcomeWithin(h.session, turnId);
+
+        expect(outcome).toMatchObject({ status: 'failed', code: c.code });
+        expect(outcome.status === 'failed' && outcome.message).toMatch(c.message);
+        const stored = await storage.getTurn(turnId);
+        expect(stored).toMatchObject({ status: 'failed', errorCode: c.code });
+        expect(await rowAtEnd).toBe('failed');
+
+        const own = h.updates.filter((e) => e.turnId === turnId);
+        const finished = own.filter((e) => e.update.type === 'turn_finished');
+        expect(finished).toHaveLength(1);
+        expect(own.at(-1)).toBe(finished[0]);
+        const sequences = h.updates.map((e) => e.sequence);
+        expect(sequences).toEqual(sequences.map((_, i) => i + 1));
+
+        // The session is free again: the next turn runs to its answer on the same session.
+        const next = await h.run('again');
+        expect(next.outcome).toMatchObject({ status: 'completed' });
+        expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: c.code });
+        expect(actorErrors).toEqual([]);
+      });
+    }
+  });
+}
