@@ -17,7 +17,8 @@ import type { ScriptedStep } from '../../src/services/model/scripted.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, type Harness } from '../support/harness.js';
-import { backends, useBackend } from '../support/databases.js';
+import { backends, useBackend, usePglite } from '../support/databases.js';
+import { faultyStorage, within } from '../support/faults.js';
 
 /** Arguments whose serialisation throws: the doom-loop guard compares calls by canonical JSON. */
 const throwingArgsTool = defineTool({
@@ -89,12 +90,9 @@ function buggyAssistantWrites(inner: SessionStorage): SessionStorage {
   });
 }
 
-/** Resolves with the turn's outcome, or rejects after `ms`: a turn that never ends fails the test. */
-function outcomeWithin(session: SessionHandle, turnId: string, ms = 5_000) {
-  return Promise.race([
-    session.waitForTurn(turnId),
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`turn ${turnId} did not end within ${ms} ms`)), ms)),
-  ]);
+/** The turn's outcome; a turn that never ends fails the test instead of hanging it. */
+function outcomeWithin(session: SessionHandle, turnId: string) {
+  return within(5_000, `the end of turn ${turnId}`, session.waitForTurn(turnId));
 }
 
 interface Case {
@@ -197,3 +195,45 @@ for (const backend of backends) {
     }
   });
 }
+
+describe('the end of a crashed turn when the database refuses it, or the session shuts down meanwhile', () => {
+  let storage: SqlSessionStorage;
+  usePglite((s) => (storage = s));
+
+  it('a refused end still announces turn_finished once; the next start writes the kept end and the next turn runs', async () => {
+    const faulty = faultyStorage(storage);
+    const h = await harness(faulty, [{ toolCalls: [{ name: 'hostile_args', arguments: { text: 'a' } }] }, { text: 'the next turn' }], {
+      tools: [throwingArgsTool],
+    });
+    faulty.failOn('finishTurn', 1);
+    const turnId = await h.start('crash');
+    const outcome = await outcomeWithin(h.session, turnId);
+    expect(outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
+    expect(h.updates.filter((e) => e.turnId === turnId && e.update.type === 'turn_finished')).toHaveLength(1);
+    // The database refused the end: the row still runs, and the session says so.
+    expect((await storage.getTurn(turnId))!.status).toBe('running');
+    expect(h.session.status()).toMatchObject({ type: 'system_error', message: expect.stringMatching(/could not be recorded/) });
+
+    const next = await h.run('again');
+    expect(next.outcome).toMatchObject({ status: 'completed' });
+    // The next start wrote the end the crash decided, not an `interrupted` of its own.
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'actor_stopped' });
+  });
+
+  it('a shutdown asked for while the crashed turn\'s end is being written waits for it, then stops', async () => {
+    const faulty = faultyStorage(storage);
+    const h = await harness(faulty, [{ toolCalls: [{ name: 'hostile_args', arguments: { text: 'a' } }] }], { tools: [throwingArgsTool] });
+    const held = faulty.hold('finishTurn');
+    const turnId = await h.start('crash');
+    await within(5_000, 'the end write', held.reached);
+    // Meanwhile the turn is still the session's: a new one is refused as busy, a cancel has nothing to stop.
+    await expect(h.session.startTurn({ clientRequestId: 'other', input: [{ type: 'text', text: 'x' }] })).rejects.toMatchObject({ code: 'busy' });
+    await h.session.cancelTurn(turnId);
+    const stopping = h.session.shutdown();
+    held.release();
+    await within(5_000, 'the shutdown', stopping);
+    expect(h.session.actorRef.getSnapshot().status).toBe('done');
+    expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'actor_stopped' });
+    expect(h.updates.filter((e) => e.turnId === turnId && e.update.type === 'turn_finished')).toHaveLength(1);
+  });
+});
