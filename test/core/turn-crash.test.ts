@@ -200,6 +200,21 @@ describe('the end of a crashed turn when the database refuses it, or the session
   let storage: SqlSessionStorage;
   usePglite((s) => (storage = s));
 
+  it('a tool that returns nothing fails its call as a throw would (no unhandled rejection, no turn left waiting)', async () => {
+    const nothingTool = defineTool({
+      name: 'returns_nothing',
+      description: 'A JavaScript tool that forgot its return.',
+      parameters: z.object({}),
+      execute: () => undefined as unknown as string,
+    });
+    const h = await harness(storage, [{ toolCalls: [{ name: 'returns_nothing', arguments: {} }] }, { text: 'carried on' }], { tools: [nothingTool] });
+    const turnId = await h.start('call it');
+    expect(await outcomeWithin(h.session, turnId)).toMatchObject({ status: 'completed', finalText: 'carried on' });
+    const finished = h.updates.find((e) => e.update.type === 'tool_call_finished')!.update;
+    expect(finished).toMatchObject({ status: 'failed', error: { code: 'execution_failed' } });
+    expect((finished as { text: string }).text).toMatch(/Cannot read properties of undefined/);
+  });
+
   it('a refused end still announces turn_finished once; the next start writes the kept end and the next turn runs', async () => {
     const faulty = faultyStorage(storage);
     const h = await harness(faulty, [{ toolCalls: [{ name: 'hostile_args', arguments: { text: 'a' } }] }, { text: 'the next turn' }], {
