@@ -19,6 +19,8 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, type Harness } from '../support/harness.js';
 import { backends, useBackend, usePglite } from '../support/databases.js';
 import { faultyStorage, within } from '../support/faults.js';
+import { createCore } from '../../src/core.js';
+import { agentMessages, router } from '../services/agents/support.js';
 
 /** Arguments whose serialisation throws: the doom-loop guard compares calls by canonical JSON. */
 const throwingArgsTool = defineTool({
@@ -199,6 +201,31 @@ for (const backend of backends) {
 describe('the end of a crashed turn when the database refuses it, or the session shuts down meanwhile', () => {
   let storage: SqlSessionStorage;
   usePglite((s) => (storage = s));
+
+  it('an explorer whose turn crashes reports failed to its parent, which carries on', async () => {
+    // The explorer's read tool parses its arguments into something the doom-loop guard cannot serialise.
+    const hostileRead = defineTool({ ...throwingArgsTool, name: 'read', description: 'Reads a file.' });
+    const model = router(
+      (_request, i) =>
+        i === 0
+          ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'kid', message: 'read it' } }, { name: 'wait_agent', arguments: { timeout_ms: 30_000 } }] }
+          : { text: 'the parent carried on' },
+      () => ({ toolCalls: [{ name: 'read', arguments: { text: 'a' } }] }),
+    );
+    const core = await createCore({ agents: true, storage, model, tools: [hostileRead], closeStorageOnShutdown: false, worldState: false });
+    try {
+      const root = await core.createSession({ workingDirectory: process.cwd() });
+      const { turnId } = await root.startTurn({ clientRequestId: 'explore', input: [{ type: 'text', text: 'delegate' }] });
+      expect(await outcomeWithin(root, turnId)).toMatchObject({ status: 'completed', finalText: 'the parent carried on' });
+      const delivered = agentMessages(model.requests.at(-1)!).join('\n');
+      expect(delivered).toMatch(/the turn actor failed/);
+      const [child] = await storage.listChildSessions(root.sessionId);
+      const [childTurn] = await storage.listTurns(child!.id);
+      expect(childTurn).toMatchObject({ status: 'failed', errorCode: 'actor_stopped' });
+    } finally {
+      await core.shutdown();
+    }
+  });
 
   it('a tool that returns nothing fails its call as a throw would (no unhandled rejection, no turn left waiting)', async () => {
     const nothingTool = defineTool({
