@@ -4,6 +4,7 @@
  * what it keeps of a Turn's end. No storage, model or tool runs; the composed machines on the real
  * runtime are test/machines/statecharts.test.ts.
  */
+import { CommandError } from '../../src/errors.js';
 import { describe, expect, it } from 'vitest';
 import { createActor, fromPromise, type AnyActorRef, type AnyEventObject } from 'xstate';
 import { sessionMachine } from '../../src/machines/session/machine.js';
@@ -287,6 +288,18 @@ describe('Session machine (stub Turn)', () => {
       activeTurn: null,
     });
     expect(s.start('turn_2')).toEqual({ ok: true, turnId: 'turn_2' });
+  });
+
+  it('a Turn that fails as an actor and whose end is refused for want of the lease ends ownership_lost', async () => {
+    const s = startSession({
+      turn: fromPromise(async () => Promise.reject(new Error('boom'))),
+      finishCrashedTurn: fromPromise(async () => Promise.reject(new CommandError('ownership_lost', 'the session is owned by another runtime'))),
+    });
+    s.start();
+    await flush();
+    expect(s.value()).toBe('idle');
+    expect(s.updates.at(-1)!.update).toMatchObject({ type: 'turn_finished', outcome: { status: 'failed', code: 'ownership_lost' } });
+    expect(s.context().systemError).toMatch(/the turn actor failed: boom; the end of turn turn_1 could not be recorded/);
   });
 
   it('shutdown while a turn runs stops the Turn, answers at once, and stops the session when the Turn has ended', () => {

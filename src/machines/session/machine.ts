@@ -17,6 +17,7 @@ import { addUsage } from '../../protocol/usage.js';
 import { turnMachine } from '../turn.js';
 import type { FinishInput, TurnOutput } from '../turn/ports.js';
 import { ZERO_USAGE } from '../turn/context.js';
+import { isOwnershipLost, storageFailure } from '../turn/outcomes.js';
 import { takeUpdates } from '../publish.js';
 import type { SessionEmitted, SessionEvent } from './events.js';
 import { busyRefusal, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal } from './outcomes.js';
@@ -174,6 +175,14 @@ const sessionSetup = setup({
         pendingApproval: null,
         pendingUserInput: null,
       };
+    }),
+    /**
+     * The end of the crashed turn was refused for want of the lease: the session is another
+     * runtime's now, and the host hears that, as a Turn's own refused end says it (turn/ending).
+     */
+    crashEndRefused: assign(({ context, event }) => {
+      const error = (event as unknown as { error: unknown }).error;
+      return isOwnershipLost(error) ? { crashedTurn: { ...context.crashedTurn!, outcome: storageFailure(error) } } : {};
     }),
     /** The crashed turn's end is written (or could not be): the session is free again. */
     settleCrashedTurn: assign(({ context }, params: { recorded: boolean }) => ({
@@ -490,9 +499,9 @@ export const sessionMachine = sessionSetup.createMachine({
           {
             guard: ({ context }) => context.shuttingDown,
             target: 'stopped',
-            actions: [{ type: 'publish', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: { recorded: false } }],
+            actions: ['crashEndRefused', { type: 'publish', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: { recorded: false } }],
           },
-          { target: 'idle', actions: [{ type: 'publish', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: { recorded: false } }] },
+          { target: 'idle', actions: ['crashEndRefused', { type: 'publish', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: { recorded: false } }] },
         ],
       },
       on: {
