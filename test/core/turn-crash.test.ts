@@ -17,6 +17,7 @@ import type { ScriptedStep } from '../../src/services/model/scripted.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, type Harness } from '../support/harness.js';
+import { assertStoredInvariants } from '../support/invariants.js';
 import { backends, useBackend, usePglite } from '../support/databases.js';
 import { faultyStorage, within } from '../support/faults.js';
 import { createCore } from '../../src/core.js';
@@ -193,6 +194,13 @@ for (const backend of backends) {
         expect(next.outcome).toMatchObject({ status: 'completed' });
         expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: c.code });
         expect(actorErrors).toEqual([]);
+        await assertStoredInvariants(storage, h.session.sessionId);
+        if (c.code === 'actor_stopped') {
+          // No actor of the crashed turn is left to end its calls' spans: the crash's end did.
+          const spans = await storage.listTraceSpans({ turnId });
+          expect(spans.filter((span) => span.status === 'running')).toEqual([]);
+          expect(spans.find((span) => span.kind === 'tool_call')).toMatchObject({ status: 'outcome_unknown', errorCode: 'actor_stopped' });
+        }
       });
     }
   });
