@@ -6,7 +6,9 @@
  * stack), a tool whose result throws when the chart reads its `status`, and a storage whose write
  * throws a plain bug. What must hold for each: the turn ends `failed` with a stable code, its row is
  * no longer `running` before the host hears the end, the host hears `turn_finished` exactly once
- * (sequenced, last), the session takes the next turn, and nothing reaches `onActorError`.
+ * (sequenced, last), the session takes the next turn, and nothing reaches `onActorError`. Also: a
+ * refused end, a shutdown during the end write, an explorer whose turn crashes, and a tool that
+ * returns nothing (an unhandled rejection before).
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
