@@ -35,6 +35,7 @@ import { Toolset } from './services/tools/registry.js';
 import { isToolSource } from './services/tools/source.js';
 import { QueueTraceRecorder, guardRecorder, type TraceRecorder, type TraceStats } from './services/trace/recorder.js';
 import { createTurnActors } from './services/turn-actors.js';
+import { finishCrashedTurnActor } from './services/crashed-turn.js';
 import { Compactor, DEFAULT_COMPACTION_OPTIONS } from './services/compaction/compaction.js';
 import { conversationHistoryTool } from './services/context/conversation-history.js';
 import { homedir } from 'node:os';
@@ -189,9 +190,10 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const toolCallLogic = toolCallMachine.provide({ actors: waitingCallActors, delays });
   const { beforeInstall, ...compactionOptions } = options.compaction || {};
   const compactor = new Compactor(services, { ...DEFAULT_COMPACTION_OPTIONS, ...compactionOptions }, beforeInstall ? { beforeInstall } : {});
+  const turnActors = createTurnActors(services, compactor);
   const turnLogic = turnMachine.provide({
     actors: {
-      ...createTurnActors(services, compactor),
+      ...turnActors,
       checkToolCall,
       executeTool: waitingCallActors.executeTool,
       recordToolResult: waitingCallActors.recordToolResult,
@@ -200,8 +202,10 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     delays,
   });
   // Children run the very same Session logic; theirs has no `childSession`, so depth stays at one.
-  const childLogic = sessionMachine.provide({ actors: { turn: turnLogic } });
-  const sessionLogic = sessionMachine.provide({ actors: { turn: turnLogic, childSession: childLogic as never } });
+  // A Turn actor that fails has its end written by the Session with the Turn's own `finishTurn`.
+  const finishCrashedTurn = finishCrashedTurnActor(services.spans, turnActors.finishTurn);
+  const childLogic = sessionMachine.provide({ actors: { turn: turnLogic, finishCrashedTurn } });
+  const sessionLogic = sessionMachine.provide({ actors: { turn: turnLogic, childSession: childLogic as never, finishCrashedTurn } });
 
   const registry: SessionRegistry = new SessionRegistry({
     options,

@@ -230,10 +230,14 @@ export function createToolCallActors(services: RuntimeServices) {
             approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
           }),
         )
+        // Reading what the tool returned is part of its run: a result that cannot be read (a
+        // JavaScript tool that returned nothing) fails the call as a throw would, instead of
+        // rejecting where nobody listens (an unhandled rejection, and a turn that never ended).
+        .then((result) => boundResult(normalizeToolResult(result)))
         .then(
           (result) => {
             progress.finish();
-            finish(boundResult(normalizeToolResult(result)));
+            finish(result);
           },
           (error: unknown) => {
             progress.finish();

@@ -4,6 +4,7 @@
  * what it keeps of a Turn's end. No storage, model or tool runs; the composed machines on the real
  * runtime are test/machines/statecharts.test.ts.
  */
+import { CommandError } from '../../src/errors.js';
 import { describe, expect, it } from 'vitest';
 import { createActor, fromPromise, type AnyActorRef, type AnyEventObject } from 'xstate';
 import { sessionMachine } from '../../src/machines/session/machine.js';
@@ -53,9 +54,11 @@ function output(overrides: Partial<TurnOutput> = {}): TurnOutput {
   };
 }
 
-function startSession(options: { input?: Partial<SessionInput>; turn?: any } = {}) {
+function startSession(options: { input?: Partial<SessionInput>; turn?: any; finishCrashedTurn?: any } = {}) {
   const turns: Array<{ input: any; events: AnyEventObject[] }> = [];
-  const logic = sessionMachine.provide({ actors: { turn: options.turn ?? stubChild<TurnOutput>(turns) } });
+  const logic = sessionMachine.provide({
+    actors: { turn: options.turn ?? stubChild<TurnOutput>(turns), ...(options.finishCrashedTurn ? { finishCrashedTurn: options.finishCrashedTurn } : {}) },
+  });
   const actor = createActor(logic, { input: { ...INPUT, ...options.input } });
   const replies = new Map<string, CommandReply>();
   const updates: Array<{ sequence: number; turnId: string | null; update: SessionUpdate }> = [];
@@ -261,17 +264,43 @@ describe('Session machine (stub Turn)', () => {
     expect(s.turns).toHaveLength(1);
   });
 
-  it('a Turn that fails as an actor ends as failed actor_stopped, keeps its mail, and the session accepts the next turn', async () => {
-    const s = startSession({ turn: fromPromise(async () => Promise.reject(new Error('boom'))) });
+  it('a Turn that fails as an actor ends as failed actor_stopped once its end is written, announces it, and the session accepts the next turn', async () => {
+    const ends: unknown[] = [];
+    const s = startSession({
+      turn: fromPromise(async () => Promise.reject(new Error('boom'))),
+      finishCrashedTurn: fromPromise(async ({ input }) => {
+        ends.push(input);
+        return true;
+      }),
+    });
     s.start();
     await flush();
     expect(s.value()).toBe('idle');
+    const outcome = { status: 'failed', code: 'actor_stopped', message: 'the turn actor failed: boom' };
+    expect(ends).toEqual([{ sessionId: INPUT.sessionId, turnId: 'turn_1', outcome, planUnfinishedStepCount: null, unmadeModelCall: 0, recorded: false }]);
+    expect(s.updates.at(-1)).toEqual({
+      sequence: 2,
+      turnId: 'turn_1',
+      update: { type: 'turn_finished', outcome, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 } },
+    });
     expect(s.context()).toMatchObject({
-      lastTerminal: { turnId: 'turn_1', outcome: { status: 'failed', code: 'actor_stopped', message: 'the turn actor failed: boom' } },
+      lastTerminal: { turnId: 'turn_1', outcome },
       systemError: 'the turn actor failed: boom',
       activeTurn: null,
     });
     expect(s.start('turn_2')).toEqual({ ok: true, turnId: 'turn_2' });
+  });
+
+  it('a Turn that fails as an actor and whose end is refused for want of the lease ends ownership_lost', async () => {
+    const s = startSession({
+      turn: fromPromise(async () => Promise.reject(new Error('boom'))),
+      finishCrashedTurn: fromPromise(async () => Promise.reject(new CommandError('ownership_lost', 'the session is owned by another runtime'))),
+    });
+    s.start();
+    await flush();
+    expect(s.value()).toBe('idle');
+    expect(s.updates.at(-1)!.update).toMatchObject({ type: 'turn_finished', outcome: { status: 'failed', code: 'ownership_lost' } });
+    expect(s.context().systemError).toMatch(/the turn actor failed: boom; the end of turn turn_1 could not be recorded/);
   });
 
   it('shutdown while a turn runs stops the Turn, answers at once, and stops the session when the Turn has ended', () => {

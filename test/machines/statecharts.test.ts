@@ -22,12 +22,31 @@ import { World } from '../support/model/world.js';
 import { assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequences, assertStoredInvariants } from '../support/invariants.js';
 import { usePglite } from '../support/databases.js';
 
+/** Why no stimulus reaches the state that writes the end of a Turn actor that failed. */
+const CRASHED_TURN =
+  'reached only after the Turn actor fails, which it does only on a bug in its chart; test/core/turn-crash.test.ts drives it on the real runtime (hostile tool arguments and results, a refused end, a shutdown during the end)';
+
 /** Transitions no stimulus can fire, and why (docs/verification.md lists them too). */
 export const UNREACHABLE: Record<string, string> = {
   'session.active|session.start_turn|0':
     'reload_required is set only when a maintenance or a turn ends, and an idle session with it refuses every turn, so no turn is ever active with it',
-  'session.active|xstate.error.actor.turn|0': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
-  'session.active|xstate.error.actor.turn|1': 'the Turn actor fails only on a bug in the chart (every effect has an error path)',
+  'session.active|xstate.error.actor.turn|0':
+    'the Turn actor fails only on a bug in the chart (every effect has an error path); test/core/turn-crash.test.ts makes it fail through hostile tools',
+  'session.ending_crashed_turn|session.answer_user_input|0': CRASHED_TURN,
+  'session.ending_crashed_turn|session.begin_maintenance|0': CRASHED_TURN,
+  'session.ending_crashed_turn|session.cancel_turn|0': CRASHED_TURN,
+  'session.ending_crashed_turn|session.cancel_turn|1': CRASHED_TURN,
+  'session.ending_crashed_turn|session.deliver_agent_message|0': CRASHED_TURN,
+  'session.ending_crashed_turn|session.resolve_permission|0': CRASHED_TURN,
+  'session.ending_crashed_turn|session.shutdown|0': CRASHED_TURN,
+  'session.ending_crashed_turn|session.start_turn|0': CRASHED_TURN,
+  'session.ending_crashed_turn|session.start_turn|1': CRASHED_TURN,
+  'session.ending_crashed_turn|session.start_turn|2': CRASHED_TURN,
+  'session.ending_crashed_turn|session.steer_turn|0': CRASHED_TURN,
+  'session.ending_crashed_turn|xstate.done.actor.finishCrashedTurn|0': CRASHED_TURN,
+  'session.ending_crashed_turn|xstate.done.actor.finishCrashedTurn|1': CRASHED_TURN,
+  'session.ending_crashed_turn|xstate.error.actor.finishCrashedTurn|0': CRASHED_TURN,
+  'session.ending_crashed_turn|xstate.error.actor.finishCrashedTurn|1': CRASHED_TURN,
   'turn.running_model.streaming|xstate.done.actor.callModel|0':
     'the callModel actor turns a stream without a completed response into model_protocol_error itself',
   'turn.running_model.persisting|xstate.done.actor.persistAssistantMessage|1':

@@ -7,15 +7,17 @@
  * Commands carry a `commandId`; the answer is emitted as a `session.replied` event, so that a host
  * call gets exactly the answer the chart decided.
  */
-import { assign, emit, enqueueActions, fromCallback, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { assign, emit, enqueueActions, fromCallback, fromPromise, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { NewMessage } from '../../protocol/content.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
-import type { PermissionCard, SessionUpdate } from '../../protocol/updates.js';
+import type { PermissionCard, SessionUpdate, TurnOutcome } from '../../protocol/updates.js';
 import type { UserInputRequest } from '../../protocol/user-input.js';
 import type { AgentMessage } from '../../protocol/agent-message.js';
 import { addUsage } from '../../protocol/usage.js';
 import { turnMachine } from '../turn.js';
-import type { TurnOutput } from '../turn/ports.js';
+import type { FinishInput, TurnOutput } from '../turn/ports.js';
+import { ZERO_USAGE } from '../turn/context.js';
+import { isOwnershipLost, storageFailure } from '../turn/outcomes.js';
 import { takeUpdates } from '../publish.js';
 import type { SessionEmitted, SessionEvent } from './events.js';
 import { busyRefusal, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal } from './outcomes.js';
@@ -43,6 +45,22 @@ export interface SessionContext extends SessionInput {
   systemError: string | null;
   /** The provider's rate limits as last reported, merged by seed 004 §2's rule. */
   rateLimits: RateLimitSnapshot | null;
+  /**
+   * The outcome of the active turn whose actor failed (`ending_crashed_turn`): set by the Turn
+   * actor's `onError`, cleared once the end is written and announced.
+   */
+  crashedTurn: { outcome: TurnOutcome; message: string } | null;
+}
+
+/**
+ * The terminal update of a turn whose actor failed, published after its end was written (or
+ * refused): the usage the actor counted died with it.
+ */
+function crashedTurnFinished({ context }: { context: SessionContext }): { turnId: string; updates: SessionUpdate[] } {
+  return {
+    turnId: context.activeTurn!.turnId,
+    updates: [{ type: 'turn_finished', outcome: context.crashedTurn!.outcome, usage: ZERO_USAGE }],
+  };
 }
 
 /** What an update of the active turn changes in the session: the card or question it waits on. */
@@ -70,6 +88,13 @@ const sessionSetup = setup({
     // Provided by the core with the Session logic itself: children run the very same machine.
     childSession: fromCallback<{ type: string }, SessionInput>(() => {
       throw new Error('session actor "childSession" was not provided');
+    }),
+    /**
+     * Writes the end of a turn whose actor failed: the Turn's own `finishTurn` effect, provided by
+     * the core, so that its bookkeeping (a refused end is kept for the session's next start) holds.
+     */
+    finishCrashedTurn: fromPromise<boolean, FinishInput>(async () => {
+      throw new Error('session actor "finishCrashedTurn" was not provided');
     }),
   },
   guards: {
@@ -148,22 +173,42 @@ const sessionSetup = setup({
         systemError: output.endRecorded ? null : `the end of turn ${output.turnId} could not be recorded`,
       };
     }),
-    turnCrashed: assign(({ context, event }) => {
+    /**
+     * The Turn actor failed (an exception in one of its guards or actions, or an unhandled failure
+     * of a child): nothing of it runs any more, and no card or question of it can be answered. The
+     * turn stays the active one until `ending_crashed_turn` has written and announced its end.
+     */
+    turnCrashed: assign(({ event }) => {
       const error = (event as unknown as { error: unknown }).error;
       return {
-        lastTerminal: {
-          turnId: context.activeTurn!.turnId,
-          clientRequestId: context.activeTurn!.clientRequestId,
-          outcome: turnCrashOutcome(error),
-          plan: null,
-        },
-        mailbox: [...context.activeTurn!.mailbox, ...context.mailbox],
-        activeTurn: null,
+        crashedTurn: { outcome: turnCrashOutcome(error), message: turnCrashMessage(error) },
         pendingApproval: null,
         pendingUserInput: null,
-        systemError: turnCrashMessage(error),
       };
     }),
+    /**
+     * The end of the crashed turn was refused for want of the lease: the session is another
+     * runtime's now, and the host hears that, as a Turn's own refused end says it (turn/ending).
+     */
+    crashEndRefused: assign(({ context, event }) => {
+      const error = (event as unknown as { error: unknown }).error;
+      return isOwnershipLost(error) ? { crashedTurn: { ...context.crashedTurn!, outcome: storageFailure(error) } } : {};
+    }),
+    /** The crashed turn's end is written (or could not be): the session is free again. */
+    settleCrashedTurn: assign(({ context }, params: { recorded: boolean }) => ({
+      lastTerminal: {
+        turnId: context.activeTurn!.turnId,
+        clientRequestId: context.activeTurn!.clientRequestId,
+        outcome: context.crashedTurn!.outcome,
+        plan: null,
+      },
+      mailbox: [...context.activeTurn!.mailbox, ...context.mailbox],
+      activeTurn: null,
+      crashedTurn: null,
+      systemError: params.recorded
+        ? context.crashedTurn!.message
+        : `${context.crashedTurn!.message}; the end of turn ${context.activeTurn!.turnId} could not be recorded`,
+    })),
     refuseTurnNotActive: enqueueActions(({ event, enqueue }) => {
       if (!('commandId' in event) || !('turnId' in event)) return;
       enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: turnNotActiveRefusal(event.turnId) });
@@ -209,6 +254,7 @@ export const sessionMachine = sessionSetup.createMachine({
     shuttingDown: false,
     systemError: null,
     rateLimits: null,
+    crashedTurn: null,
   }),
   initial: 'idle',
   on: {
@@ -335,10 +381,8 @@ export const sessionMachine = sessionSetup.createMachine({
           { guard: ({ context }) => context.shuttingDown, target: 'stopped', actions: 'settleTurn' },
           { target: 'idle', actions: 'settleTurn' },
         ],
-        onError: [
-          { guard: ({ context }) => context.shuttingDown, target: 'stopped', actions: 'turnCrashed' },
-          { target: 'idle', actions: 'turnCrashed' },
-        ],
+        // The turn's end is written and announced before the session moves on (attack round 3).
+        onError: { target: 'ending_crashed_turn', actions: 'turnCrashed' },
       },
       on: {
         'session.start_turn': [
@@ -433,6 +477,67 @@ export const sessionMachine = sessionSetup.createMachine({
           guard: ({ event }) => event.scope === 'session',
           actions: assign({ sessionGrants: ({ context, event }) => addGrant(context.sessionGrants, event.environmentId, event.grantKey) }),
         },
+      },
+    },
+    /**
+     * The Turn actor failed instead of finishing (an exception in a guard or action of its chart):
+     * its end is written as `failed` with `actor_stopped`, then `turn_finished` is announced after
+     * that commit, once, and the session is free again. The end is written whatever the database
+     * answers: a refused end is kept by the turn actors for the session's next start, and the host
+     * still hears how the turn ended. Commands meanwhile are answered as if the turn were ending.
+     */
+    ending_crashed_turn: {
+      invoke: {
+        id: 'finishCrashedTurn',
+        src: 'finishCrashedTurn',
+        input: ({ context }) => ({
+          sessionId: context.sessionId,
+          turnId: context.activeTurn!.turnId,
+          outcome: context.crashedTurn!.outcome,
+          // What the failed actor knew (its plan, a reserved call) died with it: nothing is taken back.
+          planUnfinishedStepCount: null,
+          unmadeModelCall: 0,
+          recorded: false,
+        }),
+        onDone: [
+          {
+            guard: ({ context }) => context.shuttingDown,
+            target: 'stopped',
+            actions: [{ type: 'sequence', params: crashedTurnFinished }, { type: 'published', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: ({ event }) => ({ recorded: event.output }) }],
+          },
+          { target: 'idle', actions: [{ type: 'sequence', params: crashedTurnFinished }, { type: 'published', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: ({ event }) => ({ recorded: event.output }) }] },
+        ],
+        onError: [
+          {
+            guard: ({ context }) => context.shuttingDown,
+            target: 'stopped',
+            actions: ['crashEndRefused', { type: 'sequence', params: crashedTurnFinished }, { type: 'published', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: { recorded: false } }],
+          },
+          { target: 'idle', actions: ['crashEndRefused', { type: 'sequence', params: crashedTurnFinished }, { type: 'published', params: crashedTurnFinished }, { type: 'settleCrashedTurn', params: { recorded: false } }] },
+        ],
+      },
+      on: {
+        'session.start_turn': [
+          { guard: 'reloadRequired', actions: 'replyReloadRequired' },
+          { guard: 'alreadyAccepted', actions: 'replyDuplicate' },
+          {
+            actions: enqueueActions(({ context, event, enqueue }) =>
+              enqueue.emit({ type: 'session.replied', commandId: event.commandId, reply: busyRefusal(context.activeTurn!.turnId) }),
+            ),
+          },
+        ],
+        // The turn is ending already: a cancel of it has nothing left to stop.
+        'session.cancel_turn': [{ guard: 'isActiveTurn', actions: 'replyOk' }, { actions: 'refuseTurnNotActive' }],
+        'session.resolve_permission': { actions: 'refuseTurnNotActive' },
+        'session.answer_user_input': { actions: 'refuseTurnNotActive' },
+        'session.steer_turn': { actions: 'refuseTurnNotActive' },
+        'session.deliver_agent_message': {
+          actions: [assign({ mailbox: ({ context, event }) => [...context.mailbox, event.message] }), 'replyOk'],
+        },
+        'session.begin_maintenance': {
+          actions: { type: 'refuseSessionActive', params: { reason: 'a turn is ending' } },
+        },
+        'session.shutdown': { actions: [assign({ shuttingDown: true }), 'replyOk'] },
       },
     },
     stopped: { type: 'final' },

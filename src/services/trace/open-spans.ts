@@ -50,6 +50,15 @@ export class OpenSpans {
   }
 
   /**
+   * Ends every span of `turnId` still open with `patch` (its held ones first, as not cancelled by
+   * the user): the turn's actor failed, and no actor is left to end its calls' spans.
+   */
+  endTurn(turnId: string, patch: Partial<SpanData>): void {
+    this.endHeld(turnId, false);
+    for (const [id, span] of [...this.open]) if (span.turnId === turnId) this.end(id, patch);
+  }
+
+  /**
    * A call stopped from outside cannot tell why; its span waits for the turn's end, which knows
    * (`endHeld`), and `finish` gives the end for either reason. Without an end in this task (the
    * whole session actor stopped), the span ends as not cancelled by the user, from a microtask.
