@@ -16,11 +16,11 @@ import { defineTool } from '../../src/services/tools/define.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
 import { DEFAULT_STATEMENT_MS } from '../../src/storage/postgres-timeouts.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { createTestDatabase } from '../support/databases.js';
 import { harness } from '../support/harness.js';
 import { assertNoRunningAfterTerminal, assertStoredInvariants } from '../support/invariants.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { within } from '../support/faults.js';
+import { useProxiedPostgres } from '../support/proxied-postgres.js';
 
 /** Short bounds, so that a hang costs the test a second, not the default half minute. */
 const timeouts = { statementMs: 300, answerMs: 700, connectMs: 700 };
@@ -53,25 +53,14 @@ function hangingTool(ran: number[], proxy: TcpProxy) {
 }
 
 describe('the network to Postgres hangs mid-step', () => {
-  let url: string;
+  const bed = useProxiedPostgres(startTcpProxy, { beforeClose: (p) => p.resume() });
   let proxy: TcpProxy;
   let storage: SqlSessionStorage;
   let direct: SqlSessionStorage;
 
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    direct = postgresStorage({ connectionString: url, max: 2 });
-    await direct.migrate();
-    const target = new URL(url);
-    proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-    storage = postgresStorage({ connectionString: proxy.urlFor(url), max: 4, timeouts });
-  });
-
-  afterAll(async () => {
-    proxy.resume();
-    await storage.close().catch(() => undefined);
-    await direct.close().catch(() => undefined);
-    await proxy.close();
+  beforeAll(() => {
+    ({ proxy, direct } = bed);
+    storage = bed.open({ max: 4, timeouts });
   });
 
   it('during the tool result commit: persistence_error within the bound, commands answered meanwhile, the tool ran once, the session works after', async () => {
@@ -113,7 +102,7 @@ describe('the network to Postgres hangs mid-step', () => {
   });
 
   it('the adapter bounds every wait by default: the server cancels a statement past statement_timeout', async () => {
-    const plain = postgresStorage({ connectionString: url, max: 1 });
+    const plain = postgresStorage({ connectionString: bed.url, max: 1 });
     try {
       const { rows } = await plain.db.query<{ statement_timeout: string; idle: string }>(
         `SELECT current_setting('statement_timeout') AS statement_timeout, current_setting('idle_in_transaction_session_timeout') AS idle`,
@@ -125,34 +114,27 @@ describe('the network to Postgres hangs mid-step', () => {
   });
 
   it('a bad timeout is a configuration error at once', () => {
-    expect(() => postgresStorage({ connectionString: url, timeouts: { answerMs: -1 } })).toThrow(
+    expect(() => postgresStorage({ connectionString: bed.url, timeouts: { answerMs: -1 } })).toThrow(
       expect.objectContaining({ code: 'configuration_invalid' }) as Error,
     );
   });
 });
 
 describe('the network hangs past the lease and another core takes the session over', () => {
-  let url: string;
+  const bed = useProxiedPostgres(startTcpProxy, { directMax: 4, beforeClose: (p) => p.resume() });
   let proxy: TcpProxy;
   let stale: SqlSessionStorage;
   let direct: SqlSessionStorage;
   const cores: Core[] = [];
 
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    direct = postgresStorage({ connectionString: url, max: 4 });
-    await direct.migrate();
-    const target = new URL(url);
-    proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-    stale = postgresStorage({ connectionString: proxy.urlFor(url), max: 4, timeouts: { statementMs: 2_000, answerMs: 6_000, connectMs: 6_000 } });
+  beforeAll(() => {
+    ({ proxy, direct } = bed);
+    stale = bed.open({ max: 4, timeouts: { statementMs: 2_000, answerMs: 6_000, connectMs: 6_000 } });
   });
 
+  // Registered after the bed's clean-up, so it runs first: the cores stop before their storages close.
   afterAll(async () => {
-    proxy.resume();
     for (const core of cores) await core.shutdown().catch(() => undefined);
-    await stale.close().catch(() => undefined);
-    await direct.close().catch(() => undefined);
-    await proxy.close();
   });
 
   it('the late write of the old owner reaches the server after the takeover and is fenced: nothing of it is stored', async () => {

@@ -6,41 +6,28 @@
  * answers come over the real wire (`test/support/wire-cut-proxy.ts` answers the startup message with
  * the server's FATAL ErrorResponse), in front of the suite's real Postgres server.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { OpenworkError } from '../../src/errors.js';
-import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { createTestDatabase } from '../support/databases.js';
 import { harness } from '../support/harness.js';
 import { within } from '../support/faults.js';
 import { startWireCutProxy, type WireCutProxy } from '../support/wire-cut-proxy.js';
+import { useProxiedPostgres } from '../support/proxied-postgres.js';
 
 const CONNECT_MS = 4_000;
 const timeouts = { statementMs: 2_000, answerMs: 3_000, connectMs: CONNECT_MS };
 
 describe('the server answers 57P03 while a connection is opened', () => {
-  let url: string;
+  const bed = useProxiedPostgres(startWireCutProxy);
   let proxy: WireCutProxy;
   let direct: SqlSessionStorage;
-  const opened: SqlSessionStorage[] = [];
 
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    direct = postgresStorage({ connectionString: url, max: 2 });
-    await direct.migrate();
-    const target = new URL(url);
-    proxy = await startWireCutProxy({ host: target.hostname, port: Number(target.port) });
-  });
-
-  afterAll(async () => {
-    for (const s of opened) await s.close().catch(() => undefined);
-    await direct.close().catch(() => undefined);
-    await proxy.close();
+  beforeAll(() => {
+    ({ proxy, direct } = bed);
   });
 
   it('starting up: asked again within the connection bound, the turn completes', async () => {
-    const storage = postgresStorage({ connectionString: proxy.urlFor(url), max: 3, timeouts });
-    opened.push(storage);
+    const storage = bed.open({ max: 3, timeouts });
     const h = await harness(storage, [{ text: 'up' }]);
     // Every connection the storage holds is gone (a restart), and the next three are refused as starting up.
     await storage.close();
@@ -55,8 +42,7 @@ describe('the server answers 57P03 while a connection is opened', () => {
   });
 
   it('shutting down: not waited for, the write fails persistence_error well inside the bound', async () => {
-    const storage = postgresStorage({ connectionString: proxy.urlFor(url), max: 3, timeouts });
-    opened.push(storage);
+    const storage = bed.open({ max: 3, timeouts });
     proxy.refuseNext(1_000, 'the database system is shutting down');
     const started = Date.now();
     const error = await storage.createSession({ id: `ses_${Date.now()}`, workingDirectory: '/work' }).then(

@@ -10,17 +10,16 @@
  */
 import { execFileSync } from 'node:child_process';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from '../../src/services/tools/define.js';
-import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { createTestDatabase } from '../support/databases.js';
 import { harness, type Harness } from '../support/harness.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 import { within } from '../support/faults.js';
 import { startWireCutProxy, type WireCutProxy } from '../support/wire-cut-proxy.js';
+import { useProxiedPostgres } from '../support/proxied-postgres.js';
 
 const timeouts = { statementMs: 2_000, answerMs: 3_000, connectMs: 3_000 };
 const BOUNDED_MS = 15_000;
@@ -54,24 +53,14 @@ async function assertOneResult(direct: SqlSessionStorage, h: Harness, turnId: st
 }
 
 describe('the answer of a fact statement is lost after its commit', () => {
-  let url: string;
+  const bed = useProxiedPostgres(startWireCutProxy);
   let proxy: WireCutProxy;
   let storage: SqlSessionStorage;
   let direct: SqlSessionStorage;
 
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    direct = postgresStorage({ connectionString: url, max: 2 });
-    await direct.migrate();
-    const target = new URL(url);
-    proxy = await startWireCutProxy({ host: target.hostname, port: Number(target.port) });
-    storage = postgresStorage({ connectionString: proxy.urlFor(url), max: 4, timeouts });
-  });
-
-  afterAll(async () => {
-    await storage.close().catch(() => undefined);
-    await direct.close().catch(() => undefined);
-    await proxy.close();
+  beforeAll(() => {
+    ({ proxy, direct } = bed);
+    storage = bed.open({ max: 4, timeouts });
   });
 
   it('the tool result: the turn goes on and completes, the tool ran once, its result is stored once', async () => {
@@ -111,7 +100,7 @@ describe('the answer of a fact statement is lost after its commit', () => {
     // Once the answer is cut, message writes are locked out (EXCLUSIVE allows reads, not writes) for
     // longer than the statement bound: the repeat fails with the server's cancel, a known outcome,
     // and never reaches its read-back. Only the runtime's own look at the turn can tell.
-    const locker = new pg.Client({ connectionString: url });
+    const locker = new pg.Client({ connectionString: bed.url });
     await locker.connect();
     await locker.query('BEGIN');
     let locked!: Promise<unknown>;
@@ -146,29 +135,17 @@ describe('the answer of a fact statement is lost after its commit', () => {
 });
 
 describe('pooled connections died while idle between two steps', () => {
-  let url: string;
+  const bed = useProxiedPostgres(startWireCutProxy);
   let proxy: WireCutProxy;
   let direct: SqlSessionStorage;
-  const opened: SqlSessionStorage[] = [];
 
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    direct = postgresStorage({ connectionString: url, max: 2 });
-    await direct.migrate();
-    const target = new URL(url);
-    proxy = await startWireCutProxy({ host: target.hostname, port: Number(target.port) });
-  });
-
-  afterAll(async () => {
-    for (const s of opened) await s.close().catch(() => undefined);
-    await direct.close().catch(() => undefined);
-    await proxy.close();
+  beforeAll(() => {
+    ({ proxy, direct } = bed);
   });
 
   it('killed silently by a middlebox while the tool ran: the result write succeeds on a fresh connection, the tool ran once', async () => {
     // A pool of two: at most one lane and one spare connection, both dead after the cut.
-    const storage = postgresStorage({ connectionString: proxy.urlFor(url), max: 2, timeouts });
-    opened.push(storage);
+    const storage = bed.open({ max: 2, timeouts });
     const ran: number[] = [];
     const h = await harness(storage, oneCall, { tools: [spyTool(ran, () => proxy.severSilently())] });
     const { turnId, outcome } = await within(BOUNDED_MS, 'the turn whose connections died', h.run('go'));
@@ -179,8 +156,7 @@ describe('pooled connections died while idle between two steps', () => {
 
   it('ended by pg_terminate_backend while the process was busy: the FATAL is the next write answer, and the write succeeds on a fresh connection', async () => {
     const application = `victim_${Date.now()}`;
-    const storage = postgresStorage({ connectionString: url, max: 2, timeouts, pool: { application_name: application } });
-    opened.push(storage);
+    const storage = bed.openDirect({ max: 2, timeouts, pool: { application_name: application } });
     const ran: number[] = [];
     const admin = inject('databaseUrl');
     // Synchronous: the event loop does not run while the backends end, so the pool has not read their

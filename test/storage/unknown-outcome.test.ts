@@ -7,7 +7,7 @@
  * lost lease is still refused; a taken message id with other content is not mistaken for this fact.
  */
 import { execFileSync } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NewMessage } from '../../src/protocol/content.js';
 import type { WriteFence } from '../../src/storage/fence.js';
 import { postgresStorage } from '../../src/storage/postgres.js';
@@ -15,6 +15,7 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { createTestDatabase } from '../support/databases.js';
 import { uid, userMessage as user, toolResultMessage as toolResult } from '../support/storage-fixtures.js';
 import { startWireCutProxy, type WireCutProxy } from '../support/wire-cut-proxy.js';
+import { useProxiedPostgres } from '../support/proxied-postgres.js';
 
 const usage = { inputTokens: 10, outputTokens: 5, cachedInputTokens: 1, reasoningTokens: 2 };
 const LEASE_MS = 60_000;
@@ -34,27 +35,17 @@ function testFence(ownerId: string): WriteFence & { tokens: Map<string, number>;
 }
 
 describe('a fact statement committed whose answer was lost, on a Postgres server', () => {
-  let url: string;
+  const bed = useProxiedPostgres(startWireCutProxy);
   let proxy: WireCutProxy;
   let storage: SqlSessionStorage;
   let direct: SqlSessionStorage;
   let fence: ReturnType<typeof testFence>;
 
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    direct = postgresStorage({ connectionString: url, max: 2 });
-    await direct.migrate();
-    const target = new URL(url);
-    proxy = await startWireCutProxy({ host: target.hostname, port: Number(target.port) });
-    storage = postgresStorage({ connectionString: proxy.urlFor(url), max: 2, timeouts: { statementMs: 2_000, answerMs: 3_000, connectMs: 3_000 } });
+  beforeAll(() => {
+    ({ proxy, direct } = bed);
+    storage = bed.open({ max: 2, timeouts: { statementMs: 2_000, answerMs: 3_000, connectMs: 3_000 } });
     fence = testFence(uid('owner'));
     storage.attachFence(fence);
-  });
-
-  afterAll(async () => {
-    await storage.close().catch(() => undefined);
-    await direct.close().catch(() => undefined);
-    await proxy.close();
   });
 
   /** Runs `write` with the answer of the statement named `marker` lost after its commit. */

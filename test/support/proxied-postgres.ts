@@ -1,0 +1,63 @@
+/**
+ * A test database reached two ways, for the suites that break the network to Postgres
+ * (test/faults/postgres-*.test.ts, test/storage/unknown-outcome.test.ts): `direct` migrates and
+ * inspects it over a healthy connection, and `open` makes a storage that talks to it through a proxy
+ * the suite controls (a TCP proxy that stalls, a wire proxy that cuts answers). What `open` made, the
+ * direct storage and the proxy are closed after the suite.
+ */
+import { afterAll, beforeAll } from 'vitest';
+import { postgresStorage, type PostgresStorageOptions } from '../../src/storage/postgres.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { createTestDatabase } from './databases.js';
+
+interface Proxy {
+  urlFor(url: string): string;
+  close(): Promise<void>;
+}
+
+export interface ProxiedPostgres<P extends Proxy> {
+  url: string;
+  proxy: P;
+  direct: SqlSessionStorage;
+  /** A storage on the database through the proxy, closed after the suite. */
+  open(options?: Omit<PostgresStorageOptions, 'connectionString'>): SqlSessionStorage;
+  /** A storage on the database without the proxy (its own pool), closed after the suite. */
+  openDirect(options?: Omit<PostgresStorageOptions, 'connectionString'>): SqlSessionStorage;
+}
+
+/**
+ * Registers the suite's set-up and clean-up; the bed's fields are set once `beforeAll` ran.
+ * `beforeClose` runs first in the clean-up (say, a stalled proxy resumed so that closing can finish).
+ */
+export function useProxiedPostgres<P extends Proxy>(
+  start: (target: { host: string; port: number }) => Promise<P>,
+  options: { directMax?: number; beforeClose?: (proxy: P) => void } = {},
+): ProxiedPostgres<P> {
+  const opened: SqlSessionStorage[] = [];
+  const opening = (connectionString: string, storageOptions: Omit<PostgresStorageOptions, 'connectionString'>) => {
+    const storage = postgresStorage({ ...storageOptions, connectionString });
+    opened.push(storage);
+    return storage;
+  };
+  const bed = {
+    open: (storageOptions = {}) => opening(bed.proxy.urlFor(bed.url), storageOptions),
+    openDirect: (storageOptions = {}) => opening(bed.url, storageOptions),
+  } as ProxiedPostgres<P>;
+
+  beforeAll(async () => {
+    bed.url = await createTestDatabase();
+    bed.direct = postgresStorage({ connectionString: bed.url, max: options.directMax ?? 2 });
+    await bed.direct.migrate();
+    const target = new URL(bed.url);
+    bed.proxy = await start({ host: target.hostname, port: Number(target.port) });
+  });
+
+  afterAll(async () => {
+    if (bed.proxy) options.beforeClose?.(bed.proxy);
+    for (const storage of opened) await storage.close().catch(() => undefined);
+    await bed.direct?.close().catch(() => undefined);
+    await bed.proxy?.close();
+  });
+
+  return bed;
+}
