@@ -47,17 +47,10 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     client.on('close', drop);
     upstream.on('close', drop);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
+  const { port, urlFor } = await listenLocally(server);
   return {
     port,
-    urlFor(url) {
-      const u = new URL(url);
-      u.hostname = '127.0.0.1';
-      u.port = String(port);
-      return u.toString();
-    },
+    urlFor,
     stall() {
       stalled = true;
       for (const [a, b] of pairs) {
@@ -86,6 +79,22 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
         b.destroy();
       }
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Starts `server` on a free loopback port; `urlFor` points a database URL at it instead of the server. */
+export async function listenLocally(server: Server): Promise<{ port: number; urlFor(url: string): string }> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return {
+    port,
+    urlFor(url) {
+      const u = new URL(url);
+      u.hostname = '127.0.0.1';
+      u.port = String(port);
+      return u.toString();
     },
   };
 }

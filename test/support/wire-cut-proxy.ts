@@ -15,6 +15,7 @@
  *   bytes the client writes on it are answered with a TCP reset (ECONNRESET).
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { listenLocally } from './tcp-proxy.js';
 
 export interface WireCutProxy {
   port: number;
@@ -167,17 +168,10 @@ export async function startWireCutProxy(target: { host: string; port: number }):
     client.on('close', drop);
     upstream.on('close', () => (severed ? undefined : drop()));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
+  const { port, urlFor } = await listenLocally(server);
   return {
     port,
-    urlFor(url) {
-      const u = new URL(url);
-      u.hostname = '127.0.0.1';
-      u.port = String(port);
-      return u.toString();
-    },
+    urlFor,
     cutAfterAnswer(marker, then) {
       armed = Buffer.from(marker);
       onCut = then;
