@@ -32,6 +32,16 @@ async function writesTo<T>(port: number, fn: () => Promise<T>): Promise<{ result
 
 const ECHO = statement('lanes_echo', 'SELECT $1::int AS n');
 
+/** A database of its own for one test, closed after it whatever the test did. */
+async function onDatabase(options: ConstructorParameters<typeof PostgresDatabase>[0], test: (db: PostgresDatabase) => Promise<void>): Promise<void> {
+  const db = new PostgresDatabase(options);
+  try {
+    await test(db);
+  } finally {
+    await db.close();
+  }
+}
+
 describe('single statements on pipelined lanes (Postgres)', () => {
   let url: string;
   let port: number;
@@ -268,8 +278,7 @@ describe('the resting lane (Postgres)', () => {
   const pidOf = async (db: PostgresDatabase) => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
 
   it('serial statements ride one connection without a checkout each', async () => {
-    const db = new PostgresDatabase({ connectionString: url, max: 10 });
-    try {
+    await onDatabase({ connectionString: url, max: 10 }, async (db) => {
       const pool = (db as unknown as { pool: pg.Pool }).pool;
       const connect = pool.connect.bind(pool);
       let checkouts = 0;
@@ -278,28 +287,22 @@ describe('the resting lane (Postgres)', () => {
       for (let i = 0; i < 20; i += 1) pids.add(await pidOf(db));
       expect(pids.size).toBe(1);
       expect(checkouts).toBe(1);
-    } finally {
-      await db.close();
-    }
+    });
   });
 
   it('a transaction on a pool of one gets the connection a lane rests on', async () => {
-    const db = new PostgresDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } });
-    try {
+    await onDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } }, async (db) => {
       const lanePid = await pidOf(db);
       // Well inside the rest (1 s), after which the connection would go back to the pool anyway.
       const txPid = await within(500, db.transaction(async (tx) => (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid));
       expect(txPid).toBe(lanePid);
       // And the lane takes it back after.
       expect(await pidOf(db)).toBe(lanePid);
-    } finally {
-      await db.close();
-    }
+    });
   });
 
   it('a transaction that asked while the lane was busy gets the connection when the lane drains, not after its rest', async () => {
-    const db = new PostgresDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 5_000 } });
-    try {
+    await onDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 5_000 } }, async (db) => {
       await pidOf(db);
       const busy = db.query('SELECT pg_sleep(0.1)');
       await new Promise((r) => setImmediate(r));
@@ -309,14 +312,11 @@ describe('the resting lane (Postgres)', () => {
       expect(await within(3_000, tx)).toEqual([{ one: 1 }]);
       // The rest would have held it REST_MS (1 s) longer.
       expect(performance.now() - started).toBeLessThan(700);
-    } finally {
-      await db.close();
-    }
+    });
   });
 
   it('a resting connection the server ends is discarded: the next statement gets a fresh one, even on a pool of one', async () => {
-    const db = new PostgresDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } });
-    try {
+    await onDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } }, async (db) => {
       const victim = await pidOf(db);
       await admin.query('SELECT pg_terminate_backend($1)', [victim]);
       // The FATAL and the close reach the idle client; give them a moment to be read.
@@ -324,22 +324,17 @@ describe('the resting lane (Postgres)', () => {
       // Well inside the rest (1 s), after which the dead connection would be released anyway.
       const next = await within(500, pidOf(db));
       expect(next).not.toBe(victim);
-    } finally {
-      await db.close();
-    }
+    });
   });
 
   it('an unused resting lane goes back to the pool after its rest', async () => {
-    const db = new PostgresDatabase({ connectionString: url, max: 2 });
-    try {
+    await onDatabase({ connectionString: url, max: 2 }, async (db) => {
       const pool = (db as unknown as { pool: pg.Pool }).pool;
       await pidOf(db);
       expect(pool.idleCount).toBe(0);
       await new Promise((r) => setTimeout(r, 1_300));
       expect(pool.idleCount).toBe(1);
-    } finally {
-      await db.close();
-    }
+    });
   });
 });
 
@@ -398,8 +393,7 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
 
   it('no cycle: a transaction of the same pool holding the lock finds a connection and commits, then the lane moves on', async () => {
     // A pool of two: one lane, one connection left for transactions.
-    const db = new PostgresDatabase({ connectionString: url, max: 2 });
-    try {
+    await onDatabase({ connectionString: url, max: 2 }, async (db) => {
       let locked!: () => void;
       const lockTaken = new Promise<void>((r) => (locked = r));
       const tx = db.transaction(async (t) => {
@@ -416,9 +410,7 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
       const [update, one, two] = await within(5_000, Promise.all(laneStatements));
       expect(update!.rowCount).toBe(1);
       expect([one!.rows[0], two!.rows[0]]).toEqual([{ n: 1 }, { n: 2 }]);
-    } finally {
-      await db.close();
-    }
+    });
   });
 
   it('two statements of one name pipelined while its first Parse waits on a table lock: each gets its own outcome, not 26000', async () => {
