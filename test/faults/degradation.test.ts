@@ -23,24 +23,12 @@ import { postgresStorage } from '../../src/storage/postgres.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { failTool } from '../../src/testing/tools.js';
 import { backends, useBackend } from '../support/databases.js';
-import { faultyStorage, type FaultyStorage } from '../support/faults.js';
+import { faultyStorage, spyTool, type FaultyStorage } from '../support/faults.js';
 import { harness, updateTypes, type Harness } from '../support/harness.js';
 import { compactingModel, validSummary } from '../support/summaries.js';
 import { assertNoRunningAfterTerminal, assertSequences, assertStoredInvariants } from '../support/invariants.js';
 import { startPostgres, type PostgresServer } from '../support/postgres-server.js';
 
-/** A tool with a visible side effect: every run is recorded. */
-function spyTool(ran: number[]) {
-  return defineTool({
-    name: 'spy',
-    description: 'Records its run.',
-    parameters: z.object({ n: z.number() }),
-    execute: ({ n }) => {
-      ran.push(n);
-      return `ran ${n}`;
-    },
-  });
-}
 
 const spy = (n: number, callId = `spy_${n}`) => ({ name: 'spy', arguments: { n }, callId });
 

@@ -12,31 +12,16 @@ import { execFileSync } from 'node:child_process';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { z } from 'zod';
-import { defineTool } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness, type Harness } from '../support/harness.js';
 import { assertStoredInvariants } from '../support/invariants.js';
-import { within } from '../support/faults.js';
+import { spyTool, within } from '../support/faults.js';
 import { startWireCutProxy, type WireCutProxy } from '../support/wire-cut-proxy.js';
 import { useProxiedPostgres } from '../support/proxied-postgres.js';
 
 const timeouts = { statementMs: 2_000, answerMs: 3_000, connectMs: 3_000 };
 const BOUNDED_MS = 15_000;
 
-/** A tool that records each run and does `during` while it runs (between the model call and its result's write). */
-function spyTool(ran: number[], during: () => void = () => undefined) {
-  return defineTool({
-    name: 'spy',
-    description: 'Records its run.',
-    parameters: z.object({ n: z.number() }),
-    execute: ({ n }) => {
-      ran.push(n);
-      during();
-      return `ran ${n}`;
-    },
-  });
-}
 
 const oneCall = [{ toolCalls: [{ name: 'spy', arguments: { n: 1 }, callId: 'spy_1' }] }, { text: 'done' }];
 

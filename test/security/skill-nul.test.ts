@@ -6,22 +6,15 @@
  * was there; selecting the skill stored its body the same way. Now discovery skips such a file with
  * a warning, as it skips any other broken skill, and its siblings still load.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { backends, useBackend } from '../support/databases.js';
 import { harness } from '../support/harness.js';
+import { skillRoot } from '../support/skill-root.js';
 
-function skillRoot(skills: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), 'openwork-skills-'));
-  for (const [dir, text] of Object.entries(skills)) {
-    mkdirSync(join(root, dir), { recursive: true });
-    writeFileSync(join(root, dir, 'SKILL.md'), text);
-  }
-  return root;
-}
 
 for (const backend of backends) {
   describe(`a SKILL.md with a NUL character (${backend.name})`, () => {

@@ -1,7 +1,9 @@
 /**
  * Storage wrappers for fault injection: fail or freeze chosen methods of a real storage.
  */
+import { z } from 'zod';
 import { StorageError } from '../../src/errors.js';
+import { defineTool } from '../../src/services/tools/define.js';
 import type { ModelRequest } from '../../src/services/model/port.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 
@@ -118,4 +120,21 @@ export async function within<T>(ms: number, what: string, promise: Promise<T>): 
 export function echoLastUser(request: ModelRequest): { text: string } {
   const user = request.messages.filter((m) => m.role === 'user').at(-1);
   return { text: user && user.role === 'user' ? user.content.map((b) => ('text' in b ? b.text : '')).join('') : '' };
+}
+
+/**
+ * A tool with a visible side effect: every run is recorded in `ran`, and `during` runs while the tool
+ * does (between the model call that asked for it and its result's write).
+ */
+export function spyTool(ran: number[], during: () => void = () => undefined) {
+  return defineTool({
+    name: 'spy',
+    description: 'Records its run.',
+    parameters: z.object({ n: z.number() }),
+    execute: ({ n }) => {
+      ran.push(n);
+      during();
+      return `ran ${n}`;
+    },
+  });
 }

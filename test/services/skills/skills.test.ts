@@ -15,15 +15,8 @@ import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { harness } from '../../support/harness.js';
 import { compactingModel } from '../../support/summaries.js';
 import { usePglite } from '../../support/databases.js';
+import { skillRoot } from '../../support/skill-root.js';
 
-function skillRoot(skills: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), 'openwork-skills-'));
-  for (const [dir, text] of Object.entries(skills)) {
-    mkdirSync(join(root, dir), { recursive: true });
-    writeFileSync(join(root, dir, 'SKILL.md'), text);
-  }
-  return root;
-}
 
 const skill = (description: string, body = 'Do the thing.', extra = '') => `---\ndescription: ${description}\n${extra}---\n\n${body}\n\n`;
 
