@@ -182,9 +182,9 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     },
   };
 
-  // The Turn validates, authorises, runs and records a call that needs nobody with these same
-  // actors; the tool-call machine gets the ones of a call that waits (issue 14 point 3).
-  const { checkToolCall, ...waitingCallActors } = createToolCallActors(services);
+  // The Turn validates, authorises, runs and records a call that needs nobody with one actor of
+  // these (`runToolCall`); the tool-call machine gets the ones of a call that waits (issue 14 point 3).
+  const { runToolCall, ...waitingCallActors } = createToolCallActors(services);
   // The cancel grace is an `after` delay of both charts that run a tool (machines/tool-call/cancel-grace.ts).
   const delays = cancelGraceDelays(options.toolCancelGraceMs ?? DEFAULT_TOOL_CANCEL_GRACE_MS);
   const toolCallLogic = toolCallMachine.provide({ actors: waitingCallActors, delays });
@@ -194,9 +194,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const turnLogic = turnMachine.provide({
     actors: {
       ...turnActors,
-      checkToolCall,
-      executeTool: waitingCallActors.executeTool,
-      recordToolResult: waitingCallActors.recordToolResult,
+      runToolCall,
       toolCall: toolCallLogic,
     },
     delays,

@@ -1,7 +1,8 @@
 /**
  * @module services/tool-call-actors
- * The effects of the tool-call machine: validation (with the tool span start), authorisation,
- * execution, the plan commit and the result write. Provided to `toolCallMachine` by the core.
+ * The effects of a tool call: validation (with the tool span start), authorisation, execution, the
+ * plan commit and the result write. Provided to `toolCallMachine` by the core, and to the Turn as
+ * `runToolCall`, one actor for the whole of a call that needs nobody.
  */
 import { fromCallback, fromPromise } from 'xstate';
 import type { ZodError } from 'zod';
@@ -12,7 +13,7 @@ import type { PermissionCard } from '../protocol/updates.js';
 import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/ports.js';
 import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
-import type { CheckToolCallEvent, TurnEvent } from '../machines/turn/ports.js';
+import type { RunToolCallEvent, TurnEvent } from '../machines/turn/ports.js';
 import { validatePlanArgs } from './plan/update-plan.js';
 import { cancelledAfterText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText } from '../protocol/model-texts.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
@@ -66,6 +67,9 @@ export function toolSpan(input: { sessionId: string; turnId: string; toolCallId:
 function spanStatus(result: ToolResult): SpanData['status'] {
   return result.status;
 }
+
+/** What a running tool reports to the chart that runs it. */
+type ToolRunEvent = Extract<ToolCallEvent, { type: 'tool.progress' | 'tool.finished' }>;
 
 export function createToolCallActors(services: RuntimeServices) {
   /** The tool span is started by validation and ended where the result is stored (or refused). */
@@ -146,24 +150,179 @@ export function createToolCallActors(services: RuntimeServices) {
     }
   };
 
+  /**
+   * Runs a call's tool (`executeTool`, and the Turn's `runToolCall` when its chart sends
+   * `tool.execute`): it reports `tool.progress` while the tool runs and `tool.finished` once, with
+   * every failure of the tool as a result. `cancel` aborts the tool (the chart's `stopping` asks for
+   * it and its `after` transition bounds the wait); `stop` aborts it if it has not finished and drops
+   * whatever it reports later. Throws only if the session is gone (`services.session`).
+   */
+  const execute = (input: ExecuteInput, report: (event: ToolRunEvent) => void): { cancel(): void; stop(): void } => {
+    const session = services.session(input.sessionId);
+    const resolved = session.toolset.resolve(input.toolName);
+    const controller = new AbortController();
+    let settled = false;
+    const finish = (result: ToolResult) => {
+      if (settled) return;
+      settled = true;
+      report({ type: 'tool.finished', result });
+    };
+    const run = {
+      cancel() {
+        if (!controller.signal.aborted) controller.abort(new Error('the turn was cancelled'));
+      },
+      stop() {
+        if (!settled) controller.abort(new Error('the tool call actor stopped'));
+        settled = true;
+      },
+    };
+    if (resolved?.kind !== 'registered') {
+      queueMicrotask(() => finish(failedResult('tool_not_found', toolNotFoundText(input.toolName))));
+      return run;
+    }
+    // The fallback cut (reference §11.2): no result text reaches the model past 32,000 bytes.
+    const boundResult = (result: ToolResult): ToolResult => {
+      if (Buffer.byteLength(result.text) <= MAX_RESULT_BYTES) return result;
+      const text = services.toolResultSpillRoot
+        ? boundResultText(result.text, spillPath(services.toolResultSpillRoot, input.sessionId, input.toolCallId))
+        : cutResultText(result.text);
+      return { ...result, text, ...(result.error ? { error: { ...result.error, message: text } } : {}) };
+    };
+    const started = services.clock.now();
+    const approvalDecision = input.approval.decision === 'deny' ? 'none' : input.approval.decision;
+    // Progress is capped per call before it becomes an update (issue 12.9): the ring keeps 512 of them.
+    const progress = new ProgressBudget(
+      (item) => {
+        // Progress is live output; it is made storable like the result it previews.
+        if (!settled) report({ type: 'tool.progress', progress: storableValue(item) });
+      },
+      () => services.clock.now(),
+    );
+    Promise.resolve()
+      .then(() =>
+        resolved.tool.execute(input.args, {
+          sessionId: input.sessionId,
+          turnId: input.turnId,
+          toolCallId: input.toolCallId,
+          providerCallId: input.providerCallId,
+          workingDirectory: session.workingDirectory,
+          permissionMode: input.permissionMode,
+          signal: controller.signal,
+          progress: (item) => progress.push(item),
+          approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
+        }),
+      )
+      // Reading what the tool returned is part of its run: a result that cannot be read (a
+      // JavaScript tool that returned nothing) fails the call as a throw would, instead of
+      // rejecting where nobody listens (an unhandled rejection, and a turn that never ended).
+      .then((result) => boundResult(normalizeToolResult(result)))
+      .then(
+        (result) => {
+          progress.finish();
+          finish(result);
+        },
+        (error: unknown) => {
+          progress.finish();
+          if (controller.signal.aborted) {
+            finish(cancelledResult(cancelledAfterText(services.clock.now() - started)));
+            return;
+          }
+          finish(failedResult('execution_failed', errorMessage(error)));
+        },
+      );
+    return run;
+  };
+
+  /**
+   * Writes a call's decided result (`recordToolResult`, and the Turn's `runToolCall` when its chart
+   * sends `tool.record`) and ends the tool span; answers the result as stored.
+   */
+  const record = async (input: RecordInput): Promise<ToolResult> => {
+    // Issue 13.2: whatever the tool produced is stored with U+FFFD in place of what cannot be, and
+    // that stored text is what the span and the update say (commitToolResult does the same).
+    const result = storableValue(input.result);
+    const approval = input.approval;
+    const attributes: Record<string, unknown> = {
+      permissionDecision:
+        result.status === 'denied' ? 'deny' : result.status === 'cancelled' && approval.decision === 'none' ? 'cancelled' : 'allow',
+      permissionDecisionSource: approval.source,
+      sandboxDenied: result.sandboxDenied ?? false,
+      // Reference §4.14: the permission facts a trace reader needs to tell the categories apart.
+      sessionMode: input.permissionMode,
+      sessionModeOrigin: input.permissionModeOrigin,
+      ...(input.executed ? { sandboxMode: input.permissionMode } : {}),
+      escalationPaths: approval.card?.kind === 'escalation' ? (approval.card.requestedPaths ?? []).map((p) => ({ path: p.path, access: p.access, scope: p.scope })) : [],
+      escalationJustification: approval.card?.kind === 'escalation' ? (approval.card.reason ?? '') : '',
+      dangerMatch: approval.card?.dangerMatch ?? '',
+    };
+    const permissionWaitMs =
+      approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;
+    const end = (resultPersisted: boolean) =>
+      endToolSpan(input.toolCallId, {
+        status: spanStatus(result),
+        resolvedToolName: input.resolvedName,
+        permissionWaitMs,
+        errorCode: result.error?.code ?? null,
+        errorMessage: result.error?.message ?? null,
+        attributes: { ...attributes, resultPersisted },
+      }, { toolResult: result.text });
+    try {
+      await commitToolResult(services, input);
+    } catch (error) {
+      end(false);
+      throw error;
+    }
+    end(true);
+    return result;
+  };
+
   return {
     /**
-     * Validation and authorisation of a call the Turn runs itself, as one actor over `tools.run`
-     * (issue 14 point 3): it validates at once and reports `tool.validated`; it authorises only when
-     * the chart, having entered `authorizing`, sends `tool.authorize` with the parsed arguments, and
-     * reports `tool.authorized`. A failure of either is `tool.check_failed`. The chart decides every
-     * branch; the actor only saves the second actor and its start and done events.
+     * The whole of a call the Turn runs itself, as one actor over `tools.run` (issue 14 point 3):
+     * it validates at once and reports `tool.validated`; then it does only what the chart sends it,
+     * each step's outcome reported back as an event: `tool.authorize` (with the parsed arguments) →
+     * `tool.authorized`, either failure being `tool.check_failed`; `tool.execute` → the tool's
+     * `tool.progress` and `tool.finished` (`tool.execute_failed` if the session is gone);
+     * `toolcall.cancel` aborts the running tool; `tool.record` → `tool.recorded` or
+     * `tool.record_failed`. The chart decides every branch; the actor saves the execute and record
+     * actors and their start, resolve and done events.
      */
-    checkToolCall: fromCallback<CheckToolCallEvent, ToolCallInput>(({ input, sendBack, receive }) => {
+    runToolCall: fromCallback<RunToolCallEvent, ToolCallInput>(({ input, sendBack, receive }) => {
       let stopped = false;
+      let running: { cancel(): void; stop(): void } | null = null;
       const report = (event: TurnEvent) => {
         if (!stopped) sendBack(event);
       };
       receive((event) => {
-        authorize(input, event.args).then(
-          (output) => report({ type: 'tool.authorized', output }),
-          (error: unknown) => report({ type: 'tool.check_failed', error }),
-        );
+        switch (event.type) {
+          case 'tool.authorize':
+            authorize(input, event.args).then(
+              (output) => report({ type: 'tool.authorized', output }),
+              (error: unknown) => report({ type: 'tool.check_failed', error }),
+            );
+            return;
+          case 'tool.execute':
+            try {
+              running = execute(event.input, report);
+            } catch (error) {
+              report({ type: 'tool.execute_failed', error });
+            }
+            return;
+          case 'toolcall.cancel':
+            running?.cancel();
+            return;
+          case 'tool.record':
+            // The chart records only once it is done with the tool: one that has not confirmed its
+            // stop within the grace is aborted and its late result dropped, as the execute actor's
+            // stop did when the chart left `executing`.
+            running?.stop();
+            running = null;
+            record(event.input).then(
+              (result) => report({ type: 'tool.recorded', result }),
+              (error: unknown) => report({ type: 'tool.record_failed', error }),
+            );
+            return;
+        }
       });
       // Not inside the step that starts this actor: a command sent as the Turn enters `validating`
       // (a cancel) is handled before the validation's outcome, as with an invoked promise.
@@ -175,83 +334,18 @@ export function createToolCallActors(services: RuntimeServices) {
         );
       return () => {
         stopped = true;
+        running?.stop();
       };
     }),
 
     executeTool: fromCallback<ToolCallEvent, ExecuteInput>(({ input, sendBack, receive }) => {
-      const session = services.session(input.sessionId);
-      const resolved = session.toolset.resolve(input.toolName);
-      const controller = new AbortController();
-      let settled = false;
-      const finish = (result: ToolResult) => {
-        if (settled) return;
-        settled = true;
-        sendBack({ type: 'tool.finished', result });
-      };
+      const run = execute(input, sendBack);
       // The chart's `executing.stopping` asks the tool to stop; its `after` transition, not this
       // actor, decides when a tool that has not confirmed its stop ends outcome_unknown.
       receive((event) => {
-        if (event.type !== 'toolcall.cancel' || controller.signal.aborted) return;
-        controller.abort(new Error('the turn was cancelled'));
+        if (event.type === 'toolcall.cancel') run.cancel();
       });
-      if (resolved?.kind !== 'registered') {
-        queueMicrotask(() => finish(failedResult('tool_not_found', toolNotFoundText(input.toolName))));
-        return () => controller.abort();
-      }
-      // The fallback cut (reference §11.2): no result text reaches the model past 32,000 bytes.
-      const boundResult = (result: ToolResult): ToolResult => {
-        if (Buffer.byteLength(result.text) <= MAX_RESULT_BYTES) return result;
-        const text = services.toolResultSpillRoot
-          ? boundResultText(result.text, spillPath(services.toolResultSpillRoot, input.sessionId, input.toolCallId))
-          : cutResultText(result.text);
-        return { ...result, text, ...(result.error ? { error: { ...result.error, message: text } } : {}) };
-      };
-      const started = services.clock.now();
-      const approvalDecision = input.approval.decision === 'deny' ? 'none' : input.approval.decision;
-      // Progress is capped per call before it becomes an update (issue 12.9): the ring keeps 512 of them.
-      const progress = new ProgressBudget(
-        (item) => {
-          // Progress is live output; it is made storable like the result it previews.
-          if (!settled) sendBack({ type: 'tool.progress', progress: storableValue(item) });
-        },
-        () => services.clock.now(),
-      );
-      Promise.resolve()
-        .then(() =>
-          resolved.tool.execute(input.args, {
-            sessionId: input.sessionId,
-            turnId: input.turnId,
-            toolCallId: input.toolCallId,
-            providerCallId: input.providerCallId,
-            workingDirectory: session.workingDirectory,
-            permissionMode: input.permissionMode,
-            signal: controller.signal,
-            progress: (item) => progress.push(item),
-            approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
-          }),
-        )
-        // Reading what the tool returned is part of its run: a result that cannot be read (a
-        // JavaScript tool that returned nothing) fails the call as a throw would, instead of
-        // rejecting where nobody listens (an unhandled rejection, and a turn that never ended).
-        .then((result) => boundResult(normalizeToolResult(result)))
-        .then(
-          (result) => {
-            progress.finish();
-            finish(result);
-          },
-          (error: unknown) => {
-            progress.finish();
-            if (controller.signal.aborted) {
-              finish(cancelledResult(cancelledAfterText(services.clock.now() - started)));
-              return;
-            }
-            finish(failedResult('execution_failed', errorMessage(error)));
-          },
-        );
-      return () => {
-        if (!settled) controller.abort(new Error('the tool call actor stopped'));
-        settled = true;
-      };
+      return () => run.stop();
     }),
 
     commitPlanUpdate: fromPromise<PlanCommitOutput, PlanCommitInput>(async ({ input }) => {
@@ -298,43 +392,6 @@ export function createToolCallActors(services: RuntimeServices) {
       });
     }),
 
-    recordToolResult: fromPromise<ToolResult, RecordInput>(async ({ input }) => {
-      // Issue 13.2: whatever the tool produced is stored with U+FFFD in place of what cannot be, and
-      // that stored text is what the span and the update say (commitToolResult does the same).
-      const result = storableValue(input.result);
-      const approval = input.approval;
-      const attributes: Record<string, unknown> = {
-        permissionDecision:
-          result.status === 'denied' ? 'deny' : result.status === 'cancelled' && approval.decision === 'none' ? 'cancelled' : 'allow',
-        permissionDecisionSource: approval.source,
-        sandboxDenied: result.sandboxDenied ?? false,
-        // Reference §4.14: the permission facts a trace reader needs to tell the categories apart.
-        sessionMode: input.permissionMode,
-        sessionModeOrigin: input.permissionModeOrigin,
-        ...(input.executed ? { sandboxMode: input.permissionMode } : {}),
-        escalationPaths: approval.card?.kind === 'escalation' ? (approval.card.requestedPaths ?? []).map((p) => ({ path: p.path, access: p.access, scope: p.scope })) : [],
-        escalationJustification: approval.card?.kind === 'escalation' ? (approval.card.reason ?? '') : '',
-        dangerMatch: approval.card?.dangerMatch ?? '',
-      };
-      const permissionWaitMs =
-        approval.requestedAt !== null && approval.decidedAt !== null ? Math.max(0, approval.decidedAt - approval.requestedAt) : null;
-      const end = (resultPersisted: boolean) =>
-        endToolSpan(input.toolCallId, {
-          status: spanStatus(result),
-          resolvedToolName: input.resolvedName,
-          permissionWaitMs,
-          errorCode: result.error?.code ?? null,
-          errorMessage: result.error?.message ?? null,
-          attributes: { ...attributes, resultPersisted },
-        }, { toolResult: result.text });
-      try {
-        await commitToolResult(services, input);
-      } catch (error) {
-        end(false);
-        throw error;
-      }
-      end(true);
-      return result;
-    }),
+    recordToolResult: fromPromise<ToolResult, RecordInput>(({ input }) => record(input)),
   };
 }

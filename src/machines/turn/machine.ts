@@ -3,7 +3,7 @@
  * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
  *
  *   starting → running_model (checking → draining → streaming (sampling → requesting → receiving) → persisting) ⇄ compacting
- *              running_model → tools.run (validating → authorizing: one check actor; executing → recording) → running_model
+ *              running_model → tools.run (validating → authorizing → executing → recording: one run actor) → running_model
  *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
  *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input
  *   → ending → completed | failed | cancelled

@@ -18,6 +18,7 @@ import type { PermissionCard, ToolProgress, TurnOutcome } from '../../protocol/u
 import type { UserInputAnswers, UserInputRequest } from '../../protocol/user-input.js';
 import type { TokenUsage } from '../../protocol/usage.js';
 import type { Grants, TurnLimits } from '../session/ports.js';
+import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
 import type { ApprovalRecord, AuthorizationOutput, DoomState, ToolCallStart, ToolCallTerminal, ValidatedCall } from '../types.js';
 
 /**
@@ -131,16 +132,28 @@ export type TurnEvent =
   | { type: 'toolcall.user_input_requested'; toolCallId: string; request: UserInputRequest }
   | { type: 'toolcall.user_input_resolved'; toolCallId: string; outcome: 'answered' | 'cancelled'; answers?: UserInputAnswers }
   | { type: 'toolcall.granted'; scope: 'turn' | 'session'; environmentId: string; grantKey: string }
-  /** From the `check` actor of a call the Turn runs itself: validation's and authorisation's outcomes. */
+  /** From the `run` actor of a call the Turn runs itself: validation's and authorisation's outcomes. */
   | { type: 'tool.validated'; output: ValidatedCall }
   | { type: 'tool.authorized'; output: AuthorizationOutput }
   | { type: 'tool.check_failed'; error: unknown }
-  /** From the `execute` actor of a call the Turn runs itself (`tools.run.executing`). */
+  /** From the same actor while the tool runs (`tools.run.executing`); `execute_failed`: the session is gone. */
   | { type: 'tool.progress'; progress: ToolProgress }
-  | { type: 'tool.finished'; result: ToolResult };
+  | { type: 'tool.finished'; result: ToolResult }
+  | { type: 'tool.execute_failed'; error: unknown }
+  /** From the same actor in `tools.run.recording`: the result as stored, or why it was not. */
+  | { type: 'tool.recorded'; result: ToolResult }
+  | { type: 'tool.record_failed'; error: unknown };
 
-/** What the Turn sends its `check` actor on entering `authorizing`: authorise these parsed arguments. */
-export type CheckToolCallEvent = { type: 'tool.authorize'; args: unknown };
+/**
+ * What the Turn sends its `run` actor, each on entering the state that does it: authorise these
+ * parsed arguments (`authorizing`), run the tool (`executing`), stop it (`executing.stopping`),
+ * write the decided result (`recording`).
+ */
+export type RunToolCallEvent =
+  | { type: 'tool.authorize'; args: unknown }
+  | { type: 'tool.execute'; input: ExecuteInput }
+  | { type: 'toolcall.cancel' }
+  | { type: 'tool.record'; input: RecordInput };
 
 
 export interface BeginTurnInput {

@@ -12,15 +12,13 @@ import { isDoomLoopCall, waitTimeoutsReachThreshold } from '../tool-call/doom-lo
 import { announceToParent } from '../publish.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
-import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
-import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
+import type { AuthorizationOutput, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
 import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, intoRecording, type TurnContext } from './context.js';
 import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
   CallModelInput,
   CancelledCallsInput,
-  CheckToolCallEvent,
   CompactInput,
   CompactOutput,
   DrainInput,
@@ -28,6 +26,7 @@ import type {
   FinishInput,
   ModelCallStage,
   PersistAssistantInput,
+  RunToolCallEvent,
   TurnEvent,
   TurnInput,
   TurnOutput,
@@ -51,9 +50,7 @@ export const turnSetup = setup({
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
     persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
-    checkToolCall: fromCallback<CheckToolCallEvent, ToolCallInput>(() => notProvided('checkToolCall')),
-    executeTool: fromCallback<ToolCallEvent, ExecuteInput>(() => notProvided('executeTool')),
-    recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
+    runToolCall: fromCallback<RunToolCallEvent, ToolCallInput>(() => notProvided('runToolCall')),
     toolCall: toolCallMachine,
     recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async () => notProvided('recordCancelledCalls')),
     finishTurn: fromPromise<boolean, FinishInput>(async () => notProvided('finishTurn')),

@@ -1,7 +1,7 @@
 /**
  * @module machines/turn/states/tools
  * `tools`: the batch of tool calls of one answer, one at a time. A call runs as the Turn's own
- * actors (`run`) unless it has to wait (`call`, a tool-call machine); what is left after a
+ * actor (`run`) unless it has to wait (`call`, a tool-call machine); what is left after a
  * terminal is recorded as cancelled (`cancelling_remaining`).
  */
 import { assign, enqueueActions, sendParent, sendTo } from 'xstate';
@@ -46,15 +46,16 @@ export const toolsState = turnSetup.createStateConfig({
         },
       ],
     },
-    // A call runs as the Turn's own actors (validate, authorize, execute, record) as long as it
+    // A call runs as the Turn's own actor (validate, authorize, execute, record) as long as it
     // needs nobody: no card to ask, no control tool. One that has to wait goes to `call`, which
     // spawns the tool-call machine with what was decided here (issue 14 point 3).
     run: {
       initial: 'validating',
       entry: { type: 'enterPhase', params: 'running_tools' },
-      // One actor validates the call and, when the chart says so, authorises it; `validating`
-      // and `authorizing` show which it is doing (issue 14 point 3: one actor fewer a call).
-      invoke: { id: 'check', src: 'checkToolCall', input: ({ context }) => toolCallInputOf(context) },
+      // One actor does the whole call: it validates as it starts, and authorises, runs and records
+      // only when the chart, entering the state that shows it, sends it `tool.authorize`,
+      // `tool.execute` or `tool.record` (issue 14 point 3: one actor a call instead of three).
+      invoke: { id: 'run', src: 'runToolCall', input: ({ context }) => toolCallInputOf(context) },
       states: {
         validating: {
           entry: {
@@ -105,7 +106,7 @@ export const toolsState = turnSetup.createStateConfig({
           },
         },
         authorizing: {
-          entry: sendTo('check', ({ context }) => ({ type: 'tool.authorize' as const, args: context.direct!.args })),
+          entry: sendTo('run', ({ context }) => ({ type: 'tool.authorize' as const, args: context.direct!.args })),
           on: {
             'turn.cancel': { target: 'recording', actions: 'directStopBeforeRun' },
             'turn.stop': { target: 'recording', actions: 'directStopBeforeRun' },
@@ -141,16 +142,15 @@ export const toolsState = turnSetup.createStateConfig({
           },
         },
         executing: {
-          invoke: {
-            id: 'execute',
-            src: 'executeTool',
-            input: ({ context }) => executeInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }),
-            onError: {
+          entry: sendTo('run', ({ context }) => ({
+            type: 'tool.execute' as const,
+            input: executeInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }),
+          })),
+          on: {
+            'tool.execute_failed': {
               target: 'recording',
               actions: assign(({ context, event }) => intoRecording(context, { direct: { ...context.direct!, result: failedResult('execution_failed', errorText(event.error)) } })),
             },
-          },
-          on: {
             'tool.progress': {
               actions: { type: 'emit', params: ({ context, event }) => ({ type: 'tool_call_progress', toolCallId: context.direct!.toolCallId, progress: event.progress }) },
             },
@@ -178,7 +178,7 @@ export const toolsState = turnSetup.createStateConfig({
             // tool got its abort (bash kills its process group at once) and reports how it ended, or
             // ends outcome_unknown when the grace elapses. A second cancel or a stop is noted at the root.
             stopping: {
-              entry: sendTo('execute', { type: 'toolcall.cancel' }),
+              entry: sendTo('run', { type: 'toolcall.cancel' }),
               after: {
                 [TOOL_CANCEL_GRACE]: {
                   target: '#tools.run.recording',
@@ -190,28 +190,29 @@ export const toolsState = turnSetup.createStateConfig({
         },
         recording: {
           // What the record reserves (`reserving`) was decided by the transition in (`intoRecording`).
-          invoke: {
-            id: 'record',
-            src: 'recordToolResult',
-            input: ({ context }) => recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }, context.reserving),
-            onDone: [
+          entry: sendTo('run', ({ context }) => ({
+            type: 'tool.record' as const,
+            input: recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }, context.reserving),
+          })),
+          on: {
+            'tool.recorded': [
               {
                 guard: 'directTerminal',
                 target: '#tools.cancelling_remaining',
                 actions: [
-                  { type: 'announceDirectFinished', params: ({ event }) => event.output },
-                  { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
+                  { type: 'announceDirectFinished', params: ({ event }) => event.result },
+                  { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.result }) },
                 ],
               },
               {
                 target: '#tools.next',
                 actions: [
-                  { type: 'announceDirectFinished', params: ({ event }) => event.output },
-                  { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
+                  { type: 'announceDirectFinished', params: ({ event }) => event.result },
+                  { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.result }) },
                 ],
               },
             ],
-            onError: {
+            'tool.record_failed': {
               target: '#tools.cancelling_remaining',
               actions: [
                 assign(({ context, event }) => ({ direct: { ...context.direct!, terminal: recordFailureTerminal(event.error) } })),
