@@ -7,8 +7,8 @@
  *
  * The actor ids are main's after the step-node, step-commits and result-vocab merges: the model
  * call (`callModel`) samples World State itself and reports `model.sampled` before it assembles its
- * request, and one `checkToolCall` actor validates a direct call and authorises it when the chart
- * asks. A chart change that renames or folds one adjusts `actors()` below and the inputs the tests
+ * request, and one `runToolCall` actor validates a direct call and authorises, runs and records it
+ * when the chart asks. A chart change that renames or folds one adjusts `actors()` below and the inputs the tests
  * read.
  */
 import { Observable } from 'rxjs';
@@ -29,7 +29,7 @@ import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../../s
 import type { TurnEvent, TurnInput, TurnOutput } from '../../src/machines/turn/ports.js';
 import type { SessionUpdate } from '../../src/protocol/updates.js';
 import type { ToolResult } from '../../src/services/tools/define.js';
-import { CARD, deferred, flush, rejecting, stubCheck, stubChild, stubExecute, stubPromise, underParents } from '../support/machine-stubs.js';
+import { CARD, deferred, flush, rejecting, stubChild, stubPromise, stubRunToolCall, underParents } from '../support/machine-stubs.js';
 
 const USAGE = { inputTokens: 3, outputTokens: 2, cachedInputTokens: 0, reasoningTokens: 0 };
 const OK: ToolResult = { status: 'succeeded', text: 'done' };
@@ -110,9 +110,19 @@ function scriptedCallModel(steps: ModelStep[]) {
 const REGISTERED: ValidatedCall = { kind: 'registered', args: {} };
 const EXECUTE: AuthorizationOutput = { kind: 'execute' };
 
-/** The `checkToolCall` stub: validation answers `validate` (registered by default), authorisation `authorize` (execute). */
-function check(answers: { validate?: ValidatedCall | ((input: any) => ValidatedCall | Promise<ValidatedCall>); authorize?: AuthorizationOutput | ((args: unknown) => AuthorizationOutput | Promise<AuthorizationOutput>) } = {}) {
-  return stubCheck<ValidatedCall, AuthorizationOutput>({ validate: answers.validate ?? REGISTERED, authorize: answers.authorize ?? EXECUTE });
+/**
+ * The `runToolCall` stub: validation answers `validate` (registered by default), authorisation
+ * `authorize` (execute), the record `record` (the result as given); the tool runs until the test
+ * reports its end (`send`).
+ */
+function run(
+  answers: {
+    validate?: ValidatedCall | ((input: any) => ValidatedCall | Promise<ValidatedCall>);
+    authorize?: AuthorizationOutput | ((args: unknown) => AuthorizationOutput | Promise<AuthorizationOutput>);
+    record?: (input: { result: ToolResult }) => ToolResult | Promise<ToolResult>;
+  } = {},
+) {
+  return stubRunToolCall<ValidatedCall, AuthorizationOutput>({ validate: answers.validate ?? REGISTERED, authorize: answers.authorize ?? EXECUTE, ...(answers.record ? { record: answers.record } : {}) });
 }
 
 function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
@@ -126,9 +136,7 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
     callModel: scriptedCallModel(model),
     persistAssistantMessage: stubPromise({ messageId: 'msg_a' }),
     compactConversation: stubPromise({ summarized: true, checkpointId: 'cp_1', conversationTokensBefore: 900, conversationTokensAfter: 100 }),
-    checkToolCall: check(),
-    executeTool: stubExecute(),
-    recordToolResult: stubPromise((i: { result: ToolResult }) => i.result),
+    runToolCall: run(),
     toolCall: stubChild<ToolCallOutput>(toolCallLog),
     recordCancelledCalls: stubPromise(undefined),
     finishTurn: stubPromise(true),
@@ -312,12 +320,12 @@ describe('Turn machine (stub actors): the model call', () => {
 
   it('stops at max_model_calls before a call over the limit', async () => {
     const t = runTurn([toolCalls('echo'), toolCalls('echo')], { input: { limits: { maxModelCalls: 2, doomLoopThreshold: 3 } } });
-    t.stubs.executeTool.state.fail = null;
+    t.stubs.runToolCall.state.failExecute = null;
     await flush();
     // Each call's tool runs until the test ends it.
-    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    t.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     await flush();
-    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    t.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     await flush();
     expect(t.out().outcome).toEqual({ status: 'failed', code: 'max_model_calls', message: 'the turn reached max_model_calls (2)' });
     expect(t.stubs.callModel.inputs).toHaveLength(2);
@@ -416,14 +424,14 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     const t = runTurn([toolCalls('echo'), answer('done')]);
     await flush();
     expect(t.state()).toEqual({ tools: { run: { executing: 'running' } } });
-    expect(t.stubs.checkToolCall.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', call: { callId: 'call_1', name: 'echo' }, parentSpanId: 'turn_1.model1', doomLoopThreshold: 3 });
-    // One check actor: validated at once, then asked to authorise the parsed arguments.
-    expect(t.stubs.checkToolCall.authorized).toEqual([{}]);
-    t.stubs.executeTool.send({ type: 'tool.progress', progress: { kind: 'stdout', chunk: 'x' } });
-    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    expect(t.stubs.runToolCall.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', call: { callId: 'call_1', name: 'echo' }, parentSpanId: 'turn_1.model1', doomLoopThreshold: 3 });
+    // One run actor: validated at once, then asked to authorise the parsed arguments and to run them.
+    expect(t.stubs.runToolCall.authorized).toEqual([{}]);
+    t.stubs.runToolCall.send({ type: 'tool.progress', progress: { kind: 'stdout', chunk: 'x' } });
+    t.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     await flush();
     // The batch's last result reserves the next model call, which then writes no counters of its own.
-    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ toolCallId: 'turn_1.tc1', result: OK, executed: true, resolvedName: 'echo', approval: { decision: 'none', source: 'sandbox' }, reserveModelCall: 2 });
+    expect(t.stubs.runToolCall.recorded[0]).toMatchObject({ toolCallId: 'turn_1.tc1', result: OK, executed: true, resolvedName: 'echo', approval: { decision: 'none', source: 'sandbox' }, reserveModelCall: 2 });
     const tool = t.published().filter((u) => u.type.startsWith('tool_call'));
     expect(tool).toEqual([
       { type: 'tool_call_started', toolCallId: 'turn_1.tc1', providerCallId: 'call_1', toolName: 'echo', arguments: '{}', status: 'validating' },
@@ -440,8 +448,8 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
   it('sends the updates of one macrostep as one session.publish, in the order the chart announced them (issue 14)', async () => {
     const t = runTurn([toolCalls('echo'), answer('done')]);
     await flush();
-    t.stubs.executeTool.send({ type: 'tool.progress', progress: { kind: 'stdout', chunk: 'x' } });
-    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    t.stubs.runToolCall.send({ type: 'tool.progress', progress: { kind: 'stdout', chunk: 'x' } });
+    t.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     await flush();
     const batches = t.sent('parent', 'session.publish').map((e) => e.updates.map((u: SessionUpdate) => (u.type === 'phase_changed' ? `phase:${u.phase}` : u.type)));
     expect(batches).toEqual([
@@ -460,30 +468,30 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
 
   it('an invalid call is recorded without authorisation; a rule deny and a missing sandbox are recorded as denied without running', async () => {
     const invalid: ToolResult = { status: 'failed', text: 'bad args', error: { code: 'invalid_arguments', message: 'bad args', retryable: false } };
-    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: { kind: 'invalid', result: invalid, resolvedName: null } }) } });
+    const v = runTurn([toolCalls('echo'), answer('ok')], { actors: { runToolCall: run({ validate: { kind: 'invalid', result: invalid, resolvedName: null } }) } });
     await flush();
-    expect(v.stubs.checkToolCall.authorized).toEqual([]);
-    expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: invalid, resolvedName: null, executed: false });
+    expect(v.stubs.runToolCall.authorized).toEqual([]);
+    expect(v.stubs.runToolCall.recorded[0]).toMatchObject({ result: invalid, resolvedName: null, executed: false });
     for (const [source, code] of [['builtin', 'permission_denied'], ['sandbox_unavailable', 'sandbox_unavailable']] as const) {
-      const d = runTurn([toolCalls('bash'), answer('ok')], { actors: { checkToolCall: check({ authorize: { kind: 'deny', text: 'no', source } }) } });
+      const d = runTurn([toolCalls('bash'), answer('ok')], { actors: { runToolCall: run({ authorize: { kind: 'deny', text: 'no', source } }) } });
       await flush();
-      expect(d.stubs.executeTool.inputs).toEqual([]);
-      expect(d.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'denied', text: 'no', error: { code } }, approval: { source } });
+      expect(d.stubs.runToolCall.executed).toEqual([]);
+      expect(d.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'denied', text: 'no', error: { code } }, approval: { source } });
       expect(d.out().outcome.status).toBe('completed');
     }
   });
 
   it('a card already granted for the turn or the session runs at once; non-interactive, a card is refused', async () => {
     for (const grants of [{ sessionGrants: { env_1: ['bash:ls'] } }]) {
-      const g = runTurn([toolCalls('bash'), answer('ok')], { input: grants, actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 1 } }) } });
+      const g = runTurn([toolCalls('bash'), answer('ok')], { input: grants, actors: { runToolCall: run({ authorize: { kind: 'card', card: CARD, at: 1 } }) } });
       await flush();
-      expect(g.stubs.executeTool.inputs[0]).toMatchObject({ approval: { decision: 'grant', source: 'user', card: CARD } });
+      expect(g.stubs.runToolCall.executed[0]).toMatchObject({ approval: { decision: 'grant', source: 'user', card: CARD } });
       expect(g.toolCallLog).toEqual([]);
     }
-    const n = runTurn([toolCalls('bash'), answer('ok')], { input: { nonInteractive: true }, actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 1 } }) } });
+    const n = runTurn([toolCalls('bash'), answer('ok')], { input: { nonInteractive: true }, actors: { runToolCall: run({ authorize: { kind: 'card', card: CARD, at: 1 } }) } });
     await flush();
-    expect(n.stubs.executeTool.inputs).toEqual([]);
-    expect(n.stubs.recordToolResult.inputs[0]).toMatchObject({
+    expect(n.stubs.runToolCall.executed).toEqual([]);
+    expect(n.stubs.runToolCall.recorded[0]).toMatchObject({
       result: { status: 'denied', text: NON_INTERACTIVE_REFUSAL_TEXT, error: { code: 'permission_denied' } },
       approval: { source: 'non_interactive', card: CARD },
     });
@@ -494,12 +502,12 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     const text = "doom loop detected for tool 'echo'";
     const t = runTurn([toolCalls('echo', 'echo', 'echo')], { input: { limits } });
     await flush();
-    t.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    t.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     await flush();
     // The second identical call: validated by the actor, refused by the chart before authorisation.
-    expect(t.stubs.checkToolCall.authorized).toEqual([{}]);
-    expect(t.stubs.executeTool.inputs).toHaveLength(1);
-    expect(t.stubs.recordToolResult.inputs[1]).toMatchObject({
+    expect(t.stubs.runToolCall.authorized).toEqual([{}]);
+    expect(t.stubs.runToolCall.executed).toHaveLength(1);
+    expect(t.stubs.runToolCall.recorded[1]).toMatchObject({
       toolCallId: 'turn_1.tc2',
       result: { status: 'failed', text, error: { code: 'execution_failed', message: text, retryable: false } },
       resolvedName: 'echo',
@@ -510,26 +518,26 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     // The batch's last call: its result ends the turn, so it reserves no model call.
     const last = runTurn([toolCalls('echo', 'echo')], { input: { limits } });
     await flush();
-    last.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    last.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     await flush();
     expect(last.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: text });
-    expect(last.stubs.recordToolResult.inputs[1]).toMatchObject({ result: { text }, reserveModelCall: 0 });
+    expect(last.stubs.runToolCall.recorded[1]).toMatchObject({ result: { text }, reserveModelCall: 0 });
     expect(last.stubs.finishTurn.inputs[0]).toMatchObject({ unmadeModelCall: 0 });
     // Other arguments start the count again; key order does not count.
     const args = ['{"a":1,"b":2}', '{"b":2,"a":1}', '{"a":2}'];
     const varied = runTurn([[{ type: 'model.call_recorded', estimatedInputTokens: 10 }, ...args.map((a, i) => ({ type: 'model.tool_call' as const, callId: `call_${i + 1}`, name: 'echo', arguments: a })), { type: 'model.completed', usage: USAGE }]], {
       input: { limits: { maxModelCalls: 5, doomLoopThreshold: 3 } },
-      actors: { checkToolCall: check({ validate: (i: { call: { arguments: string } }) => ({ kind: 'registered', args: JSON.parse(i.call.arguments) }) }) },
+      actors: { runToolCall: run({ validate: (i: { call: { arguments: string } }) => ({ kind: 'registered', args: JSON.parse(i.call.arguments) }) }) },
     });
     for (let i = 0; i < 3; i++) {
       await flush();
-      varied.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+      varied.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     }
     await flush();
-    expect(varied.stubs.executeTool.inputs).toHaveLength(3);
+    expect(varied.stubs.runToolCall.executed).toHaveLength(3);
     expect(varied.context().doom).toEqual({ signature: 'echo\u0000{"a":2}', count: 1 });
     // wait_agent is outside identical-call counting: even at a threshold of one it is not refused.
-    const wait = runTurn([toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 1 } }, actors: { checkToolCall: check({ validate: { kind: 'control', args: {} } }) } });
+    const wait = runTurn([toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 1 } }, actors: { runToolCall: run({ validate: { kind: 'control', args: {} } }) } });
     await flush();
     expect(wait.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: {}, doom: { signature: null, count: 0 } });
     expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc3', call: { callId: 'call_3' } }], parentSpanId: 'turn_1.model1' });
@@ -540,29 +548,29 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
 
   it('a cancel while the call is validated or authorised records it cancelled before it ran; while it runs, the tool is told and the turn ends cancelled', async () => {
     const gate = deferred<AuthorizationOutput>();
-    const a = runTurn([toolCalls('bash')], { actors: { checkToolCall: check({ authorize: () => gate.promise }) } });
+    const a = runTurn([toolCalls('bash')], { actors: { runToolCall: run({ authorize: () => gate.promise }) } });
     await flush();
     expect(a.state()).toEqual({ tools: { run: 'authorizing' } });
     a.child().send({ type: 'turn.cancel' });
     await flush();
-    expect(a.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
+    expect(a.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
     expect(a.out().outcome).toEqual({ status: 'cancelled' });
     // A cancel while it is validated: it is not authorised at all.
     const validating = deferred<ValidatedCall>();
-    const v = runTurn([toolCalls('bash')], { actors: { checkToolCall: check({ validate: () => validating.promise }) } });
+    const v = runTurn([toolCalls('bash')], { actors: { runToolCall: run({ validate: () => validating.promise }) } });
     await flush();
     expect(v.state()).toEqual({ tools: { run: 'validating' } });
     v.child().send({ type: 'turn.cancel' });
     validating.resolve({ kind: 'registered', args: {} });
     await flush();
-    expect(v.stubs.checkToolCall.authorized).toEqual([]);
-    expect(v.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
+    expect(v.stubs.runToolCall.authorized).toEqual([]);
+    expect(v.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'cancelled', error: { code: 'cancelled' } }, executed: false });
     expect(v.out().outcome).toEqual({ status: 'cancelled' });
     const r = runTurn([toolCalls('bash', 'echo')]);
     await flush();
     r.child().send({ type: 'turn.cancel' });
-    expect(r.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
-    r.stubs.executeTool.send({ type: 'tool.finished', result: { status: 'cancelled', text: 'killed' } });
+    expect(r.stubs.runToolCall.received).toEqual([{ type: 'toolcall.cancel' }]);
+    r.stubs.runToolCall.send({ type: 'tool.finished', result: { status: 'cancelled', text: 'killed' } });
     await flush();
     expect(r.out().outcome).toEqual({ status: 'cancelled' });
     expect(r.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
@@ -576,14 +584,14 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     expect(t.state()).toEqual({ tools: { run: { executing: 'stopping' } } });
     expect(directCallStatusOf(t.child().getSnapshot())).toEqual({ toolCallId: 'turn_1.tc1', status: 'executing' });
     t.child().send({ type: 'turn.cancel' });
-    expect(t.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
+    expect(t.stubs.runToolCall.received).toEqual([{ type: 'toolcall.cancel' }]);
     clock.increment(2_999);
-    t.stubs.executeTool.send({ type: 'tool.finished', result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' } });
+    t.stubs.runToolCall.send({ type: 'tool.finished', result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' } });
     await flush();
     clock.increment(10_000);
     await flush();
-    expect(t.stubs.recordToolResult.inputs).toHaveLength(1);
-    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' }, executed: true });
+    expect(t.stubs.runToolCall.recorded).toHaveLength(1);
+    expect(t.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'cancelled', text: '[cancelled; duration 7 ms]' }, executed: true });
     expect(t.out().outcome).toEqual({ status: 'cancelled' });
   });
 
@@ -595,38 +603,51 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     clock.increment(2_999);
     await flush();
     expect(t.state()).toEqual({ tools: { run: { executing: 'stopping' } } });
-    expect(t.stubs.recordToolResult.inputs).toEqual([]);
+    expect(t.stubs.runToolCall.recorded).toEqual([]);
     clock.increment(1);
     await flush();
-    expect(t.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT, error: { code: 'outcome_unknown' } }, executed: true });
+    expect(t.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT, error: { code: 'outcome_unknown' } }, executed: true });
     expect(t.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
     expect(t.out().outcome).toEqual({ status: 'cancelled' });
     // A stop, with the default grace.
     const s = runTurn([toolCalls('bash')], { clock });
     await flush();
     s.child().send({ type: 'turn.stop' });
-    expect(s.stubs.executeTool.received).toEqual([{ type: 'toolcall.cancel' }]);
+    expect(s.stubs.runToolCall.received).toEqual([{ type: 'toolcall.cancel' }]);
     clock.increment(DEFAULT_TOOL_CANCEL_GRACE_MS);
     await flush();
-    expect(s.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT } });
+    expect(s.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'outcome_unknown', text: UNCONFIRMED_STOP_TEXT } });
     expect(s.out().outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
+  });
+
+  it('a run that cannot start its tool (the session is gone) is a failed result, recorded like any other, and the model is asked again', async () => {
+    const t = runTurn([toolCalls('echo'), answer('ok')]);
+    t.stubs.runToolCall.state.failExecute = new CommandError('actor_stopped', 'session ses_1 is not loaded');
+    await flush();
+    expect(t.stubs.runToolCall.executed).toHaveLength(1);
+    expect(t.stubs.runToolCall.recorded[0]).toMatchObject({
+      result: { status: 'failed', text: 'session ses_1 is not loaded', error: { code: 'execution_failed' } },
+      executed: false,
+    });
+    expect(t.published()).toContainEqual(expect.objectContaining({ type: 'tool_call_finished', status: 'failed', text: 'session ses_1 is not loaded' }));
+    expect(t.out().outcome).toEqual({ status: 'completed', finalText: 'ok' });
   });
 
   it('a result that cannot be recorded ends the turn with the write\'s code, and validation or authorisation that throws is a failed result', async () => {
     // The write is classified by its class: the fence's CommandError('ownership_lost').
-    const lost = runTurn([toolCalls('echo')], { actors: { recordToolResult: rejecting(new CommandError('ownership_lost', 'taken')) } });
+    const lost = runTurn([toolCalls('echo')], { actors: { runToolCall: run({ record: () => Promise.reject(new CommandError('ownership_lost', 'taken')) }) } });
     await flush();
-    lost.stubs.executeTool.send({ type: 'tool.finished', result: OK });
+    lost.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
     await flush();
     expect(lost.out().outcome).toEqual({ status: 'failed', code: 'ownership_lost', message: 'taken' });
-    const broken = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ validate: () => Promise.reject(new Error('zod blew up')) }) } });
+    const broken = runTurn([toolCalls('echo'), answer('ok')], { actors: { runToolCall: run({ validate: () => Promise.reject(new Error('zod blew up')) }) } });
     await flush();
-    expect(broken.stubs.checkToolCall.authorized).toEqual([]);
-    expect(broken.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'failed', text: 'tool call validation failed: zod blew up' }, executed: false });
-    const unauthorized = runTurn([toolCalls('echo'), answer('ok')], { actors: { checkToolCall: check({ authorize: () => Promise.reject(new Error('policy unreadable')) }) } });
+    expect(broken.stubs.runToolCall.authorized).toEqual([]);
+    expect(broken.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'failed', text: 'tool call validation failed: zod blew up' }, executed: false });
+    const unauthorized = runTurn([toolCalls('echo'), answer('ok')], { actors: { runToolCall: run({ authorize: () => Promise.reject(new Error('policy unreadable')) }) } });
     await flush();
-    expect(unauthorized.stubs.executeTool.inputs).toEqual([]);
-    expect(unauthorized.stubs.recordToolResult.inputs[0]).toMatchObject({ result: { status: 'failed', text: 'authorization failed: policy unreadable' }, executed: false });
+    expect(unauthorized.stubs.runToolCall.executed).toEqual([]);
+    expect(unauthorized.stubs.runToolCall.recorded[0]).toMatchObject({ result: { status: 'failed', text: 'authorization failed: policy unreadable' }, executed: false });
     expect(unauthorized.out().outcome).toEqual({ status: 'completed', finalText: 'ok' });
   });
 
@@ -648,7 +669,7 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
 
 describe('Turn machine (stub actors): a call that waits (the tool-call machine is a stub)', () => {
   it('a card to ask spawns the tool-call machine with what was decided; the Turn shows the card, relays the decision and keeps the grants', async () => {
-    const t = runTurn([toolCalls('bash'), answer('ok')], { actors: { checkToolCall: check({ authorize: { kind: 'card', card: CARD, at: 7 } }) } });
+    const t = runTurn([toolCalls('bash'), answer('ok')], { actors: { runToolCall: run({ authorize: { kind: 'card', card: CARD, at: 7 } }) } });
     await flush();
     expect(t.toolCallLog[0]!.input).toMatchObject({ toolCallId: 'turn_1.tc1', start: { kind: 'card', card: CARD, at: 7, args: {}, doom: { signature: 'bash\u0000{}', count: 1 } } });
     const call = () => t.child().getSnapshot().children.toolCall!;
@@ -674,7 +695,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
 
   it('a cancel or stop reaches the waiting call; its terminal ends the turn', async () => {
     for (const [event, relayed] of [['turn.cancel', 'toolcall.cancel'], ['turn.stop', 'toolcall.stop']] as const) {
-      const t = runTurn([toolCalls('request_user_input')], { actors: { checkToolCall: check({ validate: { kind: 'control', args: { questions: [] } } }) } });
+      const t = runTurn([toolCalls('request_user_input')], { actors: { runToolCall: run({ validate: { kind: 'control', args: { questions: [] } } }) } });
       await flush();
       expect(t.toolCallLog[0]!.input.start).toEqual({ kind: 'control', args: { questions: [] }, doom: { signature: 'request_user_input\u0000{"questions":[]}', count: 1 } });
       t.child().send({ type: event });
@@ -690,8 +711,8 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
   });
 
   it('consecutive wait_agent timeouts reaching the doom-loop threshold end the turn doom_loop', async () => {
-    const control = check({ validate: { kind: 'control', args: {} } });
-    const t = runTurn([toolCalls('wait_agent'), toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 2 } }, actors: { checkToolCall: control } });
+    const control = run({ validate: { kind: 'control', args: {} } });
+    const t = runTurn([toolCalls('wait_agent'), toolCalls('wait_agent')], { input: { limits: { maxModelCalls: 5, doomLoopThreshold: 2 } }, actors: { runToolCall: control } });
     const timedOut = (n: number): ToolCallOutput => ({ waitTimedOut: true, toolCallId: `turn_1.tc${n}`, providerCallId: 'call_1', toolName: 'wait_agent', result: { status: 'succeeded', text: 'timed out' }, recorded: true, terminal: null, doom: { signature: null, count: 0 }, plan: null });
     await flush();
     t.child().getSnapshot().children.toolCall!.send({ type: 'stub.finish', output: timedOut(1) });

@@ -77,16 +77,30 @@ export function stubExecute() {
 }
 
 /**
- * A stub of the Turn's `checkToolCall` callback actor (validation and authorisation of a call the
- * Turn runs itself): like the real one it validates just after it starts, not inside the step that
- * starts it, and reports `tool.validated`; it authorises only when the chart sends it
- * `tool.authorize` (with the parsed arguments) and reports `tool.authorized`; an answer that throws
- * or rejects is `tool.check_failed`. `inputs` holds each start's input, `authorized` the arguments
- * of each `tool.authorize` it received. Nothing is reported once it was stopped.
+ * A stub of the Turn's `runToolCall` callback actor (the whole of a call the Turn runs itself): like
+ * the real one it validates just after it starts, not inside the step that starts it, and reports
+ * `tool.validated`; then it does only what the chart sends it. `tool.authorize` (with the parsed
+ * arguments) → `tool.authorized`, an answer that throws or rejects being `tool.check_failed`;
+ * `tool.execute` starts the tool, whose progress and result the test reports through `send`
+ * (`failExecute` makes it answer `tool.execute_failed` instead, as when the session is gone);
+ * `tool.record` → `tool.recorded` with `record`'s answer (the result as given by default), or
+ * `tool.record_failed`. `inputs` holds each start's input, `authorized` the arguments of each
+ * `tool.authorize`, `executed` and `recorded` the inputs of each `tool.execute` and `tool.record`,
+ * `received` every `toolcall.cancel`. Nothing is reported once it was stopped or, for the tool,
+ * once the chart asked for the record.
  */
-export function stubCheck<V, A>(answers: { validate: V | ((input: any) => V | Promise<V>); authorize: A | ((args: unknown) => A | Promise<A>) }) {
+export function stubRunToolCall<V, A>(answers: {
+  validate: V | ((input: any) => V | Promise<V>);
+  authorize: A | ((args: unknown) => A | Promise<A>);
+  record?: (input: any) => unknown;
+}) {
   const inputs: any[] = [];
   const authorized: unknown[] = [];
+  const executed: any[] = [];
+  const recorded: any[] = [];
+  const received: AnyEventObject[] = [];
+  const state = { failExecute: null as Error | null };
+  let tool: ((event: AnyEventObject) => void) | null = null;
   const answer = <T>(a: T | ((x: any) => T | Promise<T>), x: unknown): Promise<T> =>
     Promise.resolve().then(() => (typeof a === 'function' ? (a as (x: unknown) => T | Promise<T>)(x) : a));
   const logic = fromCallback<AnyEventObject, any>(({ input, sendBack, receive }) => {
@@ -96,12 +110,35 @@ export function stubCheck<V, A>(answers: { validate: V | ((input: any) => V | Pr
       if (!stopped) sendBack(event);
     };
     receive((event) => {
-      if (event.type !== 'tool.authorize') return;
-      authorized.push(event.args);
-      answer(answers.authorize, event.args).then(
-        (output) => report({ type: 'tool.authorized', output }),
-        (error: unknown) => report({ type: 'tool.check_failed', error }),
-      );
+      switch (event.type) {
+        case 'tool.authorize':
+          authorized.push(event.args);
+          answer(answers.authorize, event.args).then(
+            (output) => report({ type: 'tool.authorized', output }),
+            (error: unknown) => report({ type: 'tool.check_failed', error }),
+          );
+          return;
+        case 'tool.execute':
+          executed.push(event.input);
+          if (state.failExecute) {
+            const error = state.failExecute;
+            queueMicrotask(() => report({ type: 'tool.execute_failed', error }));
+            return;
+          }
+          tool = report;
+          return;
+        case 'toolcall.cancel':
+          received.push(event);
+          return;
+        case 'tool.record':
+          tool = null;
+          recorded.push(event.input);
+          answer(answers.record ?? ((i: { result: unknown }) => i.result), event.input).then(
+            (result) => report({ type: 'tool.recorded', result }),
+            (error: unknown) => report({ type: 'tool.record_failed', error }),
+          );
+          return;
+      }
     });
     answer(answers.validate, input).then(
       (output) => report({ type: 'tool.validated', output }),
@@ -111,7 +148,19 @@ export function stubCheck<V, A>(answers: { validate: V | ((input: any) => V | Pr
       stopped = true;
     };
   });
-  return Object.assign(logic, { inputs, authorized });
+  return Object.assign(logic, {
+    inputs,
+    authorized,
+    executed,
+    recorded,
+    received,
+    state,
+    /** Sends `event` from the running tool to the Turn (`tool.progress`, `tool.finished`). */
+    send(event: AnyEventObject) {
+      if (!tool) throw new Error('no tool of the run stub is running');
+      tool(event);
+    },
+  });
 }
 
 /** Lets every settled stub's continuation and the actors' mailboxes run. */

@@ -1,6 +1,6 @@
 /**
  * Issue 14 point 3: a tool call that needs nobody (the policy allows it without a card, no control
- * tool) runs as the Turn's own invoked actors, without a tool-call machine; a call that has to wait
+ * tool) runs as the Turn's own invoked actor (one for the whole call), without a tool-call machine; a call that has to wait
  * (a card) gets the machine, started at its wait. Every phase stays visible: the Turn's state and
  * the snapshot show the running call, its updates go out, and a cancel mid-call stops the tool and
  * records it.
@@ -42,8 +42,9 @@ describe('a tool call run by the Turn itself', () => {
     const turn = log.named('machine turn').at(-1)!.ref;
     expect(turn.getSnapshot().value).toEqual({ tools: { run: { executing: 'running' } } });
     expect(h.session.snapshot().runtime).toMatchObject({ type: 'running', phase: 'running_tools', toolCalls: [{ providerCallId: 's', toolName: 'slow', status: 'executing' }] });
-    // One actor validates and authorises the call, another runs it: both the Turn's.
-    for (const id of ['check', 'execute']) expect(log.named(id).map((a) => a.ref._parent)).toEqual([turn]);
+    // One actor of the Turn's validates, authorises and runs the call (issue 14 point 3).
+    expect(log.named('run').map((a) => a.ref._parent)).toEqual([turn]);
+    expect(log.named('execute')).toEqual([]);
 
     await h.session.cancelTurn(turnId);
     expect(await h.session.waitForTurn(turnId)).toEqual({ status: 'cancelled' });
@@ -54,6 +55,9 @@ describe('a tool call run by the Turn itself', () => {
     const stored = await storage.listMessages(h.session.sessionId);
     expect(stored.filter((m) => m.role === 'tool').map((m) => m.providerCallId)).toEqual(['s']);
     expect(log.named('machine toolCall')).toEqual([]);
+    // The same actor recorded it: no actor of its own for the write.
+    expect(log.named('run')).toHaveLength(1);
+    expect(log.named('record')).toEqual([]);
   });
 
   it('a tool that ignores its abort: the cancel grace is an after transition of executing.stopping, on the Turn and on the tool-call machine alike, and the call is stored outcome_unknown', async () => {
@@ -146,7 +150,7 @@ describe('a tool call run by the Turn itself', () => {
     expect(machines).toHaveLength(1);
     expect(machines[0]!.ref.getSnapshot().value).toBe('waiting_permission');
     // The machine did not validate or authorise again: the Turn did, once per call.
-    expect(log.named('check')).toHaveLength(2);
+    expect(log.named('run')).toHaveLength(2);
     expect(h.session.snapshot().runtime).toMatchObject({ phase: 'waiting_permission', toolCalls: [{ providerCallId: 'g', status: 'waiting_permission' }] });
 
     await h.session.resolvePermission(turnId, (asked.update as { toolCallId: string }).toolCallId, 'allow_once');
