@@ -64,13 +64,15 @@ describe('machineChart', () => {
       [null, 'turn.tools.run'],
     ]);
     // A call runs as the Turn's own actors; only a card to ask or a control tool spawns the tool-call machine.
-    // One `check` actor over the whole run validates and, when the chart sends `tool.authorize`, authorises.
-    expect(nodes.get('tools.run')!.invoke).toEqual([{ id: 'check', src: 'checkToolCall' }]);
-    expect(['validating', 'authorizing', 'executing', 'recording'].map((s) => nodes.get(`tools.run.${s}`)!.invoke)).toEqual([
-      [],
-      [],
-      [{ id: 'execute', src: 'executeTool' }],
-      [{ id: 'record', src: 'recordToolResult' }],
+    // One `run` actor over the whole run validates, and authorises, runs and records when the chart,
+    // entering the state that shows it, sends `tool.authorize`, `tool.execute` or `tool.record`.
+    expect(nodes.get('tools.run')!.invoke).toEqual([{ id: 'run', src: 'runToolCall' }]);
+    expect(['validating', 'authorizing', 'executing', 'recording'].map((s) => nodes.get(`tools.run.${s}`)!.invoke)).toEqual([[], [], [], []]);
+    const recorded = chart.edges.filter((e) => e.source === 'turn.tools.run.recording').map((e) => [e.event, e.guard, e.target]);
+    expect(recorded).toEqual([
+      ['tool.recorded', 'directTerminal', 'turn.tools.cancelling_remaining'],
+      ['tool.recorded', null, 'turn.tools.next'],
+      ['tool.record_failed', null, 'turn.tools.cancelling_remaining'],
     ]);
     expect(nodes.get('tools.call')!.invoke).toEqual([{ id: 'toolCall', src: 'toolCall' }]);
     // The cancel grace is an `after` edge of the stop the Turn and the tool-call machine wait for.
