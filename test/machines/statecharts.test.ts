@@ -57,8 +57,8 @@ export const UNREACHABLE: Record<string, string> = {
     'ownership_lost at the turn\'s end needs a session lease, and leases are Postgres-only while the model world runs on PGlite; test/services/ownership/ownership.test.ts drives ownership_lost through a running turn',
   'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',
   'toolCall.executing|xstate.error.actor.execute|0': 'executeTool reports every tool failure as a result; it throws only if the session is gone',
-  'turn.tools.run.executing|xstate.error.actor.execute|0':
-    'the same executeTool, run by the Turn for a call that needs nobody: it reports every tool failure as a result and throws only if the session is gone',
+  'turn.tools.run.executing|tool.execute_failed|0':
+    'the same tool run, by the Turn\'s run actor for a call that needs nobody: it reports every tool failure as a result and answers tool.execute_failed only if the session is gone; test/machines/turn.test.ts drives it',
   'toolCall.executing.stopping|xstate.after.toolCancelGrace.toolCall.executing.stopping|0':
     'every tool of the model world confirms its stop at once; the grace is driven on a SimulatedClock in test/machines/tool-call.test.ts and on the real runtime in test/machines/turn/direct-tool-call.test.ts',
   'turn.tools.run.executing.stopping|xstate.after.toolCancelGrace.turn.tools.run.executing.stopping|0':

@@ -42,7 +42,7 @@ export interface SimEffects {
   fired: string[];
   replies: Array<{ commandId: string; reply: CommandReply }>;
   updates: Array<{ sequence: number; turnId: string; update: SessionUpdate }>;
-  /** `sendTo('execute', toolcall.cancel)` happened: the running tool was told to stop. */
+  /** `sendTo('execute' | 'run', toolcall.cancel)` happened: the running tool was told to stop. */
   executeAborted: boolean;
 }
 
@@ -245,7 +245,8 @@ export class SimSystem {
           } else if (to === standIns().session) {
             // A tool call publishes its updates to the session directly.
             this.send('session', event);
-          } else if (typeof to === 'object' && to !== null && to.id === 'execute') {
+          } else if (typeof to === 'object' && to !== null && (to.id === 'execute' || (to.id === 'run' && event.type === 'toolcall.cancel'))) {
+            // The tool-call machine's execute actor, or the Turn's run actor while its tool runs.
             this.effects.executeAborted = true;
           } else if (typeof to === 'object' && to !== null && CHILD_OF[slot.name]?.id === to.id) {
             this.send(CHILD_OF[slot.name]!.child, event);

@@ -398,9 +398,13 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
 
   for (const id of turnWaits) {
     if (id === 'toolCall') continue;
-    if (id === 'check') {
-      // The check actor validates on its own (settle()); its authorisation is the authorizer's port.
-      if (runState(turn!) === 'authorizing') offer('authorize');
+    if (id === 'run') {
+      // The run actor validates on its own (settle()); then what the chart sent it is a port: the
+      // authorizer's, the tool's or the result's write.
+      const run = runState(turn!);
+      if (run === 'authorizing') offer('authorize');
+      if (run === 'executing') offer('execute');
+      if (run === 'recording') offer('record');
       continue;
     }
     if (id === 'callModel' && sampling(turn!)) {
@@ -552,13 +556,13 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       sim.send('turn', { type: 'xstate.done.actor.recordCancelledCalls', output: undefined, actorId: 'recordCancelledCalls' });
       continue;
     }
-    if ('check' in turnWaits && runState(sim.snapshot('turn')!) === 'validating') {
+    if ('run' in turnWaits && runState(sim.snapshot('turn')!) === 'validating') {
       // The Turn validates every call itself (no port holds it).
-      const input = turnWaits.check as ToolCallInput;
+      const input = turnWaits.run as ToolCallInput;
       sim.send('turn', validateOutput(input, env.kinds[input.call.callId]!, config));
       continue;
     }
-    if ('execute' in turnWaits && sim.effects.executeAborted) {
+    if ('run' in turnWaits && runState(sim.snapshot('turn')!) === 'executing' && sim.effects.executeAborted) {
       sim.effects.executeAborted = false;
       sim.send('turn', { type: 'tool.finished', result: { status: 'cancelled', text: 'tool call cancelled', error: { code: 'cancelled', message: 'tool call cancelled', retryable: false } } });
       continue;
@@ -746,10 +750,11 @@ function endManual(sim: SimSystem, env: Env, outcome: string): SimReply {
 /** Model actors whose start (the request's assembly) the simulation has played already. */
 const assembled = new WeakSet<object>();
 
-/** The state of a call the Turn runs itself (`tools.run.<state>`), or null. */
+/** The state of a call the Turn runs itself (`tools.run.<state>`, `executing` for either of its substates), or null. */
 function runState(turn: { value: unknown }): string | null {
   const run = (turn.value as { tools?: { run?: unknown } } | null)?.tools?.run;
-  return typeof run === 'string' ? run : null;
+  if (typeof run === 'string') return run;
+  return run && typeof run === 'object' && 'executing' in run ? 'executing' : null;
 }
 
 /** The Turn waits for its model actor to sample World State. */
@@ -835,9 +840,14 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
         default:
           return done({ result: { status: 'succeeded', text: '{"delivered":false,"timed_out":true}' }, waitTimedOut: true });
       }
-    case 'record':
+    case 'record': {
       // The actor answers the result as stored (made storable, issue 13.2); these results already are.
-      return outcome === 'ok' ? done(input.result) : fail();
+      if (target === 'toolCall') return outcome === 'ok' ? done(input.result) : fail();
+      // The Turn's run actor writes what the chart sent it on entering `recording` (its `direct`) and
+      // reports the write as an event.
+      const result = (sim.snapshot('turn')!.context as TurnSnapshot['context']).direct!.result;
+      return outcome === 'ok' ? { target, event: { type: 'tool.recorded', result } } : { target, event: { type: 'tool.record_failed', error: storageError(actor) } };
+    }
     default:
       return outcome === 'ok' ? done(undefined) : fail();
   }
