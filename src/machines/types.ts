@@ -70,7 +70,7 @@ export interface ToolCallOutput {
 }
 
 /**
- * What the `check` actor concludes of a call's validation (seed 000 §5 steps 2-5): JSON, name and
+ * What the `run` actor concludes of a call's validation (seed 000 §5 steps 2-5): JSON, name and
  * schema. The doom-loop rule (step 6) is the Turn chart's guard over `tool-call/doom-loop.ts`.
  */
 export type ValidatedCall =

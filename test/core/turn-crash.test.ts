@@ -113,7 +113,7 @@ interface Case {
 
 const cases: Case[] = [
   {
-    name: '(a) a guard of the Turn throws on tool.validated from its check actor',
+    name: '(a) a guard of the Turn throws on tool.validated from its run actor',
     tools: [throwingArgsTool],
     steps: [{ toolCalls: [{ name: 'hostile_args', arguments: { text: 'a' } }] }],
     code: 'actor_stopped',

@@ -5,7 +5,7 @@
  * turn's threshold, ends the turn. Any other call starts the count again at one. `wait_agent` is
  * outside identical-call counting; its timeouts have a streak of their own (reference §5.5). The
  * Turn's chart applies the rule as guards (`isDoomLoop`, `waitTimeoutsReachedThreshold`) over these
- * functions once the `check` actor has validated a call; the actor only validates.
+ * functions once the `run` actor has validated a call; the actor does not apply the rule.
  */
 import { canonicalJson } from '../../protocol/canonical-json.js';
 import type { DoomState } from '../types.js';

@@ -1,7 +1,7 @@
 /**
  * @module machines/turn/direct-call
- * What the `check` actor's answers do to the call the Turn runs itself (`tools.run`), as pure
- * functions over the answer unions (`ValidatedCall`, `AuthorizationOutput`). The chart's guards
+ * What the `run` actor's validation and authorisation answers do to the call the Turn runs itself
+ * (`tools.run`), as pure functions over the answer unions (`ValidatedCall`, `AuthorizationOutput`). The chart's guards
  * pick the branch; each function is called only on the branch of its kind, and its check of the
  * kind narrows the union (instead of a cast) and changes nothing for any other kind.
  */

@@ -497,7 +497,7 @@ function storageError(what: string) {
 
 const failedResult = (code: string) => ({ status: 'failed', text: code, error: { code, message: code, retryable: false } });
 
-/** What the `check` actor reports of a call's validation (the decision of services/tool-call-actors.ts). */
+/** What the `run` actor reports of a call's validation (the decision of services/tool-call-actors.ts). */
 function validateOutput(input: ToolCallInput, kind: ToolKind, config: WorldConfig): { type: string; [k: string]: unknown } {
   const done = (output: unknown) => ({ type: 'tool.validated', output });
   const invalid = (code: string) => done({ kind: 'invalid', result: failedResult(code), resolvedName: null });
@@ -801,7 +801,7 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
     case 'finishTurn':
       return outcome === 'fail' ? fail() : done(outcome === 'ok');
     case 'authorize': {
-      // The Turn's check actor reports authorisation as an event, its failure as `tool.check_failed`.
+      // The Turn's run actor reports authorisation as an event, its failure as `tool.check_failed`.
       const authorized = (output: unknown) => ({ target, event: { type: 'tool.authorized', output } }) as const;
       switch (outcome) {
         case 'execute':
