@@ -576,6 +576,32 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     expect(r.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
   });
 
+  it('a cancel or a stop while the result is written is only noted: the one write ends the call, its result announced once, then the turn ends', async () => {
+    for (const command of ['turn.cancel', 'turn.stop'] as const) {
+      const write = deferred<ToolResult>();
+      const t = runTurn([toolCalls('echo', 'echo'), answer('never')], { actors: { runToolCall: run({ record: () => write.promise }) } });
+      await flush();
+      t.stubs.runToolCall.send({ type: 'tool.finished', result: OK });
+      await flush();
+      expect(t.state()).toEqual({ tools: { run: 'recording' } });
+      t.child().send({ type: command });
+      t.child().send({ type: command });
+      await flush();
+      // Still the same write: nothing was abandoned, nothing asked to write again.
+      expect(t.state()).toEqual({ tools: { run: 'recording' } });
+      expect(t.stubs.runToolCall.recorded).toHaveLength(1);
+      write.resolve(OK);
+      await flush();
+      expect(t.published().filter((u) => u.type === 'tool_call_finished').map((u) => [u.toolCallId, u.status])).toEqual([
+        ['turn_1.tc1', 'succeeded'],
+        ['turn_1.tc2', 'cancelled'],
+      ]);
+      expect(t.stubs.runToolCall.recorded).toHaveLength(1);
+      expect(t.stubs.recordCancelledCalls.inputs[0].calls.map((c: any) => c.toolCallId)).toEqual(['turn_1.tc2']);
+      expect(t.out().outcome).toMatchObject(command === 'turn.cancel' ? { status: 'cancelled' } : { status: 'failed', code: 'actor_stopped' });
+    }
+  });
+
   it('a cancel while its tool runs enters tools.run.executing.stopping and asks the tool once; a tool that confirms within the grace is recorded as it answered', async () => {
     const clock = new SimulatedClock();
     const t = runTurn([toolCalls('bash')], { clock, graceMs: 3_000 });
