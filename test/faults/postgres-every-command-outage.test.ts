@@ -67,8 +67,10 @@ function routerModel(childGate: Promise<void>): ModelPort {
     if (last?.role === 'tool') return last.toolName === 'spawn_agent' ? { toolCalls: [{ name: 'wait_agent', arguments: {} }] } : { text: `after ${last.toolName}` };
     const text = lastUserText(request);
     if (text.includes('child question')) return { gate: childGate, step: { text: 'child answer' } };
+    if (text.includes('child hangs')) return { hang: true };
     if (text.startsWith('card')) return { toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] };
     if (text.startsWith('hang')) return { hang: true };
+    if (text.startsWith('spawn a hanging child')) return { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'probe', message: 'child hangs' } }] };
     if (text.startsWith('spawn')) return { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'probe', message: 'child question' } }] };
     return { text: `answer to ${text}` };
   };
@@ -110,6 +112,8 @@ interface Prepared {
   closed?: boolean;
   /** Set by `act` when it started a turn. */
   startedTurn?: string;
+  /** A sub-agent's session, where the row acts on one. */
+  child?: SessionHandle;
 }
 
 interface Row {
@@ -227,6 +231,26 @@ const rows: Row[] = [
       return { session, turnId };
     },
     act: async () => 'ok',
+    answers: ['ok'],
+    turnEnds: ['failed', 'completed'],
+  },
+  {
+    name: "sub-agent: the host cancels a child's turn (closing it) while the root waits on it",
+    prepare: async (bed) => {
+      const { session } = await idle(bed);
+      const { turnId } = await session.startTurn(input('spawn a hanging child'));
+      await until('the wait', () => running(session)?.toolCalls.some((t) => t.toolName === 'wait_agent') ?? false);
+      const [child] = await bed.core.listChildSessions(session.sessionId);
+      const handle = bed.core.session(child!.id)!;
+      await until('the child in its model call', () => running(handle)?.phase === 'running_model');
+      return { session, turnId, child: handle };
+    },
+    act: async (p) => {
+      const child = running(p.child!)!.turnId;
+      const answer = await answerOf(p.child!.cancelTurn(child));
+      expect(['cancelled', 'failed']).toContain((await within(BOUND_MS, 'the child turn', p.child!.waitForTurn(child))).status);
+      return answer;
+    },
     answers: ['ok'],
     turnEnds: ['failed', 'completed'],
   },
