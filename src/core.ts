@@ -175,6 +175,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     mailbox,
     agentControl: (sessionId) => agents.control(sessionId),
     toolResultSpillRoot: options.toolResultSpillRoot ?? join(openworkHome, 'spill'),
+    ...(keeper ? { confirmOwnership: (sessionId: string) => keeper.confirm(sessionId) } : {}),
     session(sessionId) {
       const entry = registry.get(sessionId);
       if (!entry) throw new CommandError('actor_stopped', `session ${sessionId} is not loaded`);

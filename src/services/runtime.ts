@@ -67,4 +67,11 @@ export interface RuntimeServices {
   /** Where tool results past 32,000 bytes are saved whole (`~/.openwork/spill`); null: cut without saving. */
   toolResultSpillRoot: string | null;
   session(sessionId: string): SessionServices;
+  /**
+   * Resolves once this core is sure it still owns the session (its lease confirmed within the lease
+   * period, or renewed now), before a tool's side effect; rejects `ownership_lost`, or
+   * `persistence_error` when the database cannot confirm it. Answers `undefined` (nothing to wait
+   * for) while the lease is within its period. Absent where ownership is off.
+   */
+  confirmOwnership?(sessionId: string): Promise<void> | undefined;
 }

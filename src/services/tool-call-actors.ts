@@ -198,20 +198,34 @@ export function createToolCallActors(services: RuntimeServices) {
       },
       () => services.clock.now(),
     );
-    Promise.resolve()
-      .then(() =>
-        resolved.tool.execute(input.args, {
-          sessionId: input.sessionId,
-          turnId: input.turnId,
-          toolCallId: input.toolCallId,
-          providerCallId: input.providerCallId,
-          workingDirectory: session.workingDirectory,
-          permissionMode: input.permissionMode,
-          signal: controller.signal,
-          progress: (item) => progress.push(item),
-          approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
-        }),
-      )
+    const executeTool = () =>
+      resolved.tool.execute(input.args, {
+        sessionId: input.sessionId,
+        turnId: input.turnId,
+        toolCallId: input.toolCallId,
+        providerCallId: input.providerCallId,
+        workingDirectory: session.workingDirectory,
+        permissionMode: input.permissionMode,
+        signal: controller.signal,
+        progress: (item) => progress.push(item),
+        approval: { decision: approvalDecision, ...(input.approval.card ? { card: input.approval.card } : {}) },
+      });
+    // Ownership first (integrity-outage): after an outage or a stall longer than the lease, another
+    // core may have taken the session and closed this turn, and no fence can take a tool's run
+    // back. Within the lease period this is a look at a clock (nothing to wait for); past it, the
+    // run waits for a renewal, and a lease that cannot be confirmed fails the call unrun.
+    const confirming = services.confirmOwnership?.(input.sessionId);
+    let unconfirmed: unknown;
+    (confirming === undefined
+      ? Promise.resolve().then(executeTool)
+      : confirming.then(
+          () => (settled || controller.signal.aborted ? Promise.reject(controller.signal.reason as Error) : executeTool()),
+          (error: unknown) => {
+            unconfirmed = error;
+            throw error;
+          },
+        )
+    )
       // Reading what the tool returned is part of its run: a result that cannot be read (a
       // JavaScript tool that returned nothing) fails the call as a throw would, instead of
       // rejecting where nobody listens (an unhandled rejection, and a turn that never ended).
@@ -223,6 +237,10 @@ export function createToolCallActors(services: RuntimeServices) {
         },
         (error: unknown) => {
           progress.finish();
+          if (unconfirmed !== undefined) {
+            finish(failedResult('execution_failed', `the tool did not run: ${errorMessage(unconfirmed)}`));
+            return;
+          }
           if (controller.signal.aborted) {
             finish(cancelledResult(cancelledAfterText(services.clock.now() - started)));
             return;

@@ -11,8 +11,29 @@
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
-import { OpenworkError, errorMessage } from '../errors.js';
+import { OpenworkError, StorageError, errorMessage } from '../errors.js';
 import type { SqlDatabase } from './sql.js';
+import { sqlStateOf } from './sql/sql-state.js';
+
+/**
+ * True when the database could not be reached at all (refused, not found, timed out, or the
+ * connection ended under a statement, with no answer of the server about the statement itself).
+ * `createCore` then answers `persistence_error`, the code of every other command during an outage,
+ * which a host may retry once the database is back; `migration_error` stays for a migration the
+ * server refused or one changed after it was applied, which retrying does not mend.
+ */
+function unreachable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const severity = (error as { severity?: unknown }).severity;
+  // A FATAL answer ends the connection (admin shutdown, starting up, too many connections).
+  if (severity === 'FATAL' || severity === 'PANIC') return true;
+  if (severity !== undefined || sqlStateOf(error) !== undefined) return false;
+  const code = (error as { code?: unknown }).code;
+  return (
+    (typeof code === 'string' && /^E[A-Z]+$/.test(code)) ||
+    /Connection terminated|connection timeout|Query read timeout|is not queryable/i.test(error.message)
+  );
+}
 
 /** Arbitrary but fixed: the advisory lock key every openwork process uses for migrations. */
 export const MIGRATION_LOCK_KEY = 7_340_213_118;
@@ -104,6 +125,7 @@ export async function migrate(db: SqlDatabase): Promise<MigrationReport> {
     });
   } catch (error) {
     if (error instanceof OpenworkError) throw error;
+    if (unreachable(error)) throw new StorageError(`migration failed: the database is unreachable: ${errorMessage(error)}`, { cause: error });
     throw new OpenworkError('migration_error', `migration failed: ${errorMessage(error)}`, { cause: error });
   }
 }

@@ -28,6 +28,7 @@
  */
 import type pg from 'pg';
 import { isAnswerTimeout } from './postgres-timeouts.js';
+import type { ConnectionGenerations } from './pg-generations.js';
 
 /**
  * Whether a statement's failure leaves its connection unusable, so that it must be discarded rather
@@ -114,9 +115,14 @@ export class StatementLanes {
     private readonly answerMs = 0,
     /** Whether a checkout waits in the pool's queue: a lane that drains then goes back instead of resting. */
     private readonly poolWanted: () => boolean = () => false,
+    /** The connections' generations (pg-generations.ts): a lane on a suspect connection takes no new statement. */
+    private readonly generations?: ConnectionGenerations,
   ) {
     this.maxLanes = Math.max(1, poolSize - 1);
   }
+
+  /** The generation whose suspect lanes `pick` has already retired. */
+  private sweptGeneration = 0;
 
   async query(query: pg.Query, again = true): Promise<pg.QueryResult> {
     const lane = this.pick();
@@ -140,7 +146,10 @@ export class StatementLanes {
     } catch (error) {
       // A connection that cannot carry another statement (see `leavesConnectionUnusable`) takes no
       // more statements and is discarded once the ones in flight on it have answered.
-      if (leavesConnectionUnusable(error, lane.client)) this.breakLane(lane, error as Error);
+      if (leavesConnectionUnusable(error, lane.client)) {
+        this.generations?.failed(lane.client, error);
+        this.breakLane(lane, error as Error);
+      }
       if (!unsent) throw error;
     } finally {
       lane.progressAt = performance.now();
@@ -166,6 +175,9 @@ export class StatementLanes {
    * the server's deadlock detector's (40P01), as without lanes. docs/decisions.md "Lanes revived".
    */
   private pick(): Lane {
+    // A connection was found dead since the last look: the lanes on connections opened before it
+    // take no new statement (their statements in flight still answer), see pg-generations.ts.
+    if (this.generations && this.generations.generation !== this.sweptGeneration) this.sweepSuspect(this.generations);
     const now = performance.now();
     let best: Lane | undefined;
     let bestAny: Lane | undefined;
@@ -179,6 +191,13 @@ export class StatementLanes {
     return bestAny;
   }
 
+  private sweepSuspect(generations: ConnectionGenerations): void {
+    this.sweptGeneration = generations.generation;
+    for (const lane of [...this.lanes]) {
+      if (lane.client && generations.suspect(lane.client)) this.breakLane(lane, new Error('Connection opened before a connection of the pool was lost'));
+    }
+  }
+
   private open(): Lane {
     const lane: Lane = {
       client: undefined,
@@ -189,7 +208,10 @@ export class StatementLanes {
       watchdog: undefined,
       // A lost connection makes the client emit `error`; unheard, that would crash the host. `pg`
       // fails every statement in flight on it; the lane takes no new ones and is discarded.
-      onError: (error: Error) => this.breakLane(lane, error),
+      onError: (error: Error) => {
+        this.generations?.failed(lane.client, error);
+        this.breakLane(lane, error);
+      },
       ready: this.connect().then(
         (client) => {
           lane.client = client;

@@ -9,6 +9,7 @@ import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
 import { isAnswerTimeout, poolTimeouts, type PostgresTimeouts } from './postgres-timeouts.js';
 import { refusedForNow, retryRefusedConnect } from './postgres-connect.js';
 import { leavesConnectionUnusable, StatementLanes } from './pg-lanes.js';
+import { ConnectionGenerations } from './pg-generations.js';
 
 let loaded: typeof pg | undefined;
 
@@ -140,6 +141,8 @@ export class PostgresDatabase implements SqlDatabase {
   private readonly connectBoundMs: number;
   /** The client-side answer bound (`query_timeout`, 0: none); see `clientExecutor`. */
   private readonly answerMs: number;
+  /** Which connections to distrust after one was found dead (pg-generations.ts). */
+  private readonly generations = new ConnectionGenerations();
 
   constructor(options: PostgresStorageOptions) {
     const config: pg.PoolConfig = {
@@ -158,8 +161,10 @@ export class PostgresDatabase implements SqlDatabase {
     delete config.query_timeout;
     this.pool = new (loadPg().Pool)(config);
     // An idle client losing its server connection must not crash the host process.
-    this.pool.on('error', () => undefined);
-    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, this.answerMs, () => this.pool.waitingCount > 0);
+    // An idle client's error is its connection's end: the other idle ones are likely gone too.
+    this.pool.on('error', (error, client) => this.generations.failed(client, error));
+    this.pool.on('connect', (client) => this.generations.born(client));
+    this.lanes = new StatementLanes(() => this.checkout(), config.max ?? 10, send, this.answerMs, () => this.pool.waitingCount > 0, this.generations);
     this.laneExecutor = clientExecutor(this.lanes);
   }
 
@@ -168,9 +173,18 @@ export class PostgresDatabase implements SqlDatabase {
     return this.laneExecutor.query<R>(text, params);
   }
 
-  /** A client from the pool; a connection the server refused for now is asked for again (postgres-connect.ts). */
-  private checkout(): Promise<pg.PoolClient> {
-    return this.pool.connect().catch((error: unknown) => this.afterRefused(error, () => this.pool.connect()));
+  /**
+   * A client from the pool; a connection the server refused for now is asked for again
+   * (postgres-connect.ts), and an idle one opened before a connection was found dead is discarded
+   * and the pool asked again (pg-generations.ts): it is likely dead too, and a fact write's repeat
+   * must not spend itself on it.
+   */
+  private async checkout(): Promise<pg.PoolClient> {
+    for (;;) {
+      const client = await this.pool.connect().catch((error: unknown) => this.afterRefused(error, () => this.pool.connect()));
+      if (!this.generations.suspect(client)) return client;
+      client.release(new Error('Connection opened before a connection of the pool was lost'));
+    }
   }
 
   /** `error` again, unless it is a connection the server refused for now: then `again` is retried (postgres-connect.ts). */
@@ -210,7 +224,10 @@ export class PostgresDatabase implements SqlDatabase {
     } catch (error) {
       // A statement that never answered (faults-review), or a connection the server ended (its FATAL
       // answer comes before `pg` reads the close): the client must not go back to the pool.
-      if (leavesConnectionUnusable(error, client)) lost ??= error as Error;
+      if (leavesConnectionUnusable(error, client)) {
+        this.generations.failed(client, error);
+        lost ??= error as Error;
+      }
       throw error;
     } finally {
       client.off('error', onError);

@@ -107,6 +107,27 @@ export const RECORD_MODEL_CALL_START = factStatement(
 );
 
 /**
+ * The repeat of `RECORD_MODEL_CALL_START` after an unknown outcome (integrity-outage): keyed by the
+ * submission count the turn had before the call ($3, as the storage object's own facts left it), so
+ * that a first attempt that committed is not counted twice. It counts only while the count is still
+ * $3; `recorded` says the count is already $3 + 1 on the running turn (the first attempt's commit).
+ * Never on a step's path: only a lost answer to a model-call start runs it.
+ */
+export const RECORD_MODEL_CALL_START_REPEAT = factStatement(
+  'model_call_start_repeat',
+  '$4',
+  (owners) => `WITH counted AS (
+    UPDATE turns t SET model_call_count = GREATEST(model_call_count, $2),
+      model_submission_count = model_submission_count + 1, updated_at = now()
+    WHERE t.id = $1 AND ${TURN_RUNNING} AND t.model_submission_count = $3::int${turnFence(owners)}
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM counted)::int AS counted,
+    (SELECT count(*) FROM turns t WHERE t.id = $1 AND ${TURN_RUNNING} AND t.model_submission_count = $3::int + 1
+       AND t.model_call_count >= $2${turnFence(owners)})::int AS recorded`,
+);
+
+/**
  * The assistant message with its tool calls, its tokens and tool call count on the turn: one
  * statement. With $13 true (a final answer the Turn knows ends the turn) the same UPDATE ends the
  * turn as `completed`, with $14 its unfinished plan steps, as `finishTurn` writes it: the answer and

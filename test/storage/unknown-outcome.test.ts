@@ -110,8 +110,8 @@ describe('a fact statement committed whose answer was lost, on a Postgres server
     expect(messages.map((m) => m.id)).toEqual([...first, call, result, planResult, ...steer, last].map((m) => m.id));
     expect(await direct.loadSessionTurnPlans(sessionId)).toMatchObject([{ turnId, explanation: 'why' }]);
     // Counted once each: the tokens of two answers, one tool call, calls 1 (begin), 2 (reserved by the
-    // result), 3 (the start record). The start record's repeat cannot tell that its first attempt
-    // committed: its submission is counted twice (docs/decisions.md, "A write whose outcome is unknown").
+    // result), 3 (the start record), and three submissions: the start record's repeat recognises its
+    // committed first attempt by the submission count it had before (integrity-outage, point 3).
     expect(await direct.getTurn(turnId)).toMatchObject({
       status: 'completed',
       inputTokens: 20,
@@ -120,10 +120,32 @@ describe('a fact statement committed whose answer was lost, on a Postgres server
       reasoningTokens: 4,
       toolCallCount: 1,
       modelCallCount: 3,
-      modelSubmissionCount: 4,
+      modelSubmissionCount: 3,
       planUnfinishedStepCount: 1,
     });
     expect(fence.refusals).toEqual([]);
+  });
+
+  it('a model-call start (a resubmission) is counted once whether its lost first attempt committed or never arrived', async () => {
+    const { sessionId } = await leasedSession();
+    const turnId = uid('turn');
+    await begin(sessionId, turnId, [user('hi')], true);
+    // Committed, its answer lost: the repeat finds the count one past the one it had, and writes nothing.
+    await lostAnswer('ow_model_call_start', () => storage.recordModelCallStart(turnId, 1));
+    expect(await direct.getTurn(turnId)).toMatchObject({ status: 'running', modelCallCount: 1, modelSubmissionCount: 2 });
+    // Never arrived (every pooled connection forgotten by a middlebox, the write reset on its first
+    // bytes): the repeat finds the count as it was, and counts.
+    proxy.severSilently();
+    await storage.recordModelCallStart(turnId, 2);
+    expect(await direct.getTurn(turnId)).toMatchObject({ status: 'running', modelCallCount: 2, modelSubmissionCount: 3 });
+    // And the next lost answer is keyed by the count the repeat left.
+    await lostAnswer('ow_model_call_start', () => storage.recordModelCallStart(turnId, 2));
+    expect(await direct.getTurn(turnId)).toMatchObject({ status: 'running', modelCallCount: 2, modelSubmissionCount: 4 });
+    await storage.finishTurn(turnId, { status: 'completed', errorCode: null, errorMessage: null, planUnfinishedStepCount: null });
+    expect(await direct.getTurn(turnId)).toMatchObject({ status: 'completed', modelSubmissionCount: 4 });
+    // The lease pool's one connection was severed too (nothing of it is a fact to run again): a look
+    // at the database finds it dead and discards it, for the tests after this one.
+    await storage.leases.ping().catch(() => undefined);
   });
 
   it('the end of a turn and an interrupt whose answers were lost report recorded, once', async () => {

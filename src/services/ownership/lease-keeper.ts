@@ -6,8 +6,8 @@
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { InputError } from '../../errors.js';
-import type { WriteFence } from '../../storage/fence.js';
+import { InputError, StorageError } from '../../errors.js';
+import { ownershipLost, type WriteFence } from '../../storage/fence.js';
 import type { LeaseAcquisition, SessionLeaseStore } from '../../storage/leases.js';
 import type { CorrectionReport } from '../../storage/storage.js';
 
@@ -78,6 +78,12 @@ export class LeaseKeeper implements WriteFence {
   private readonly tokens = new Map<string, number>();
   /** The last token of every session this core ever leased: writes under a lost one are refused, never unfenced. */
   private readonly known = new Map<string, number>();
+  /**
+   * When (the keeper's clock) the statement that last confirmed each held lease was sent: its
+   * acquisition or a renewal that answered it. The database's expiry is at least `leaseMs` after
+   * that, so until then the lease is this core's whatever the database is doing (see `confirm`).
+   */
+  private readonly confirmedAt = new Map<string, number>();
   private readonly counts: LeaseStats = { acquisitions: 0, renewals: 0, releases: 0, scans: 0, takenOver: 0, correctedTurns: 0, lost: 0 };
   private timers: NodeJS.Timeout[] = [];
   private renewing: Promise<void> | null = null;
@@ -131,6 +137,7 @@ export class LeaseKeeper implements WriteFence {
   }
 
   private lose(sessionId: string): void {
+    this.confirmedAt.delete(sessionId);
     if (!this.tokens.delete(sessionId)) return;
     this.counts.lost += 1;
     // Never inside the storage call that noticed it: the session's shutdown awaits that very turn.
@@ -139,10 +146,12 @@ export class LeaseKeeper implements WriteFence {
 
   async acquire(sessionId: string): Promise<LeaseAcquisition> {
     this.counts.acquisitions += 1;
+    const sentAt = this.clock();
     const result = await this.store.acquire(sessionId, this.ownerId, this.settings.leaseMs);
     if (result.type === 'acquired') {
       this.tokens.set(sessionId, result.token);
       this.known.set(sessionId, result.token);
+      this.confirmedAt.set(sessionId, sentAt);
     }
     return result;
   }
@@ -155,6 +164,39 @@ export class LeaseKeeper implements WriteFence {
     this.counts.acquisitions += 1;
     this.tokens.set(sessionId, token);
     this.known.set(sessionId, token);
+    // Just answered: the creating statement's own send time is a few milliseconds earlier at most.
+    this.confirmedAt.set(sessionId, this.clock());
+  }
+
+  /**
+   * Resolves once this core is sure it still owns `sessionId`, before a side effect that no fence can
+   * take back (a tool's run). Within the lease period since the lease was last confirmed, at once:
+   * nobody can have taken it. Past it (an outage, or a stall, longer than the renewals' slack), the
+   * lease may have expired on the database and been taken by another core, whose takeover closed
+   * this turn; so the lease is renewed first, and the side effect waits for the answer: still held,
+   * it goes ahead; lost, `ownership_lost`; unreachable, `persistence_error` (the tool's result could
+   * not be recorded either). (integrity-outage, docs/decisions.md "A lease past its period".)
+   * Answers `undefined` within the period, so that the common case waits for nothing.
+   */
+  confirm(sessionId: string): Promise<void> | undefined {
+    return this.confirmedWithin(sessionId) ? undefined : this.reconfirm(sessionId);
+  }
+
+  private async reconfirm(sessionId: string): Promise<void> {
+    // A session this core never leased is not fenced by it: there is nothing to confirm.
+    if (!this.known.has(sessionId)) return;
+    if (!this.tokens.has(sessionId)) throw ownershipLost(sessionId);
+    // A renewal in flight was sent before this look, maybe before the lapse: wait for it, then send one.
+    if (this.renewing) await this.renewing;
+    await this.renewNow();
+    if (this.confirmedWithin(sessionId)) return;
+    if (!this.tokens.has(sessionId)) throw ownershipLost(sessionId);
+    throw new StorageError(`the lease of session ${sessionId} could not be confirmed: the database did not answer its renewal`);
+  }
+
+  private confirmedWithin(sessionId: string): boolean {
+    const at = this.confirmedAt.get(sessionId);
+    return at !== undefined && this.tokens.has(sessionId) && this.clock() - at < this.settings.leaseMs;
   }
 
   /** Frees one session's lease (its handle closed); during shutdown `releaseAll` frees them together. */
@@ -162,6 +204,7 @@ export class LeaseKeeper implements WriteFence {
     const token = this.tokens.get(sessionId);
     if (token === undefined) return;
     this.tokens.delete(sessionId);
+    this.confirmedAt.delete(sessionId);
     if (this.draining) return;
     this.counts.releases += 1;
     await this.store.release(sessionId, this.ownerId, token).catch(() => undefined);
@@ -216,12 +259,15 @@ export class LeaseKeeper implements WriteFence {
     this.renewing = (async () => {
       try {
         this.counts.renewals += 1;
+        const sentAt = this.clock();
         const rows = await this.store.renew(this.ownerId, [...held.keys()], this.settings.leaseMs);
         this.reached(true);
         const renewed = new Map(rows.map((r) => [r.sessionId, r.token]));
         for (const [sessionId, token] of held) {
           // Only what is still held under the same token: a release or re-acquisition meanwhile is not a loss.
-          if (this.tokens.get(sessionId) === token && renewed.get(sessionId) !== token) this.lose(sessionId);
+          if (this.tokens.get(sessionId) !== token) continue;
+          if (renewed.get(sessionId) !== token) this.lose(sessionId);
+          else if ((this.confirmedAt.get(sessionId) ?? -Infinity) < sentAt) this.confirmedAt.set(sessionId, sentAt);
         }
       } catch {
         // The database is unreachable: the next interval tries again. Writes are fenced regardless.
@@ -282,6 +328,7 @@ export class LeaseKeeper implements WriteFence {
   async releaseAll(): Promise<void> {
     this.draining = true;
     this.tokens.clear();
+    this.confirmedAt.clear();
     this.counts.releases += 1;
     await this.store.releaseAll(this.ownerId);
   }

@@ -15,6 +15,9 @@ import { rolledBackWhole } from './rolled-back.js';
 /** How often a fact statement runs again after losing a sequence race (see `step-sql.ts`). */
 const SEQUENCE_RACE_ATTEMPTS = 8;
 
+/** How many running turns' submission counts one storage object keeps (see `SqlContext.submissions`). */
+const TRACKED_TURNS = 10_000;
+
 /**
  * The shared state of one `SqlSessionStorage`, handed to each per-concept module. The database is
  * read through `openDb` on every use, so it is opened lazily and reopened after `close`.
@@ -59,6 +62,35 @@ export class SqlContext {
   /** Called by the storage object when a fence is attached or detached. */
   fencesChanged(): void {
     this.owners = undefined;
+  }
+
+  /**
+   * The `model_submission_count` of each turn begun through this storage object and still running,
+   * as its own committed facts left it (begin, a tool result's reserved call, a model-call start): the
+   * key that lets the repeat of a model-call start whose outcome is unknown recognise a committed first
+   * attempt (`turns.ts` `recordModelCallStart`). A turn runs in one process, and its facts are the
+   * only writes of the counter while it runs. At most `TRACKED_TURNS` entries: an entry a turn that
+   * ended without its end recorded (an outage) left behind is dropped oldest first.
+   */
+  private readonly submissions = new Map<string, number>();
+
+  /** The turn's submission count as this storage object knows it, or undefined. */
+  submissionsOf(turnId: string): number | undefined {
+    return this.submissions.get(turnId);
+  }
+
+  /** Records the turn's submission count after a committed fact (undefined: `by` on the known count). */
+  submitted(turnId: string, count: number | undefined, by = 1): void {
+    const next = count ?? this.submissions.get(turnId);
+    if (next === undefined) return;
+    this.submissions.delete(turnId);
+    if (this.submissions.size >= TRACKED_TURNS) this.submissions.delete(this.submissions.keys().next().value!);
+    this.submissions.set(turnId, count === undefined ? next + by : next);
+  }
+
+  /** The turn ended: its count is not needed any more. */
+  ended(turnId: string): void {
+    this.submissions.delete(turnId);
   }
 
   /** Tells every fence that `sessionId`'s write was refused, and returns the `ownership_lost` error to throw. */

@@ -19,6 +19,7 @@ import {
   COMMIT_PLAN_UPDATE,
   COMMIT_TOOL_RESULT,
   RECORD_MODEL_CALL_START,
+  RECORD_MODEL_CALL_START_REPEAT,
   SESSION_OWNERSHIP,
   TURN_READ_BACK,
   type FactStatement,
@@ -107,24 +108,40 @@ export function beginTurn(ctx: SqlContext, input: BeginTurn): Promise<StoredMess
     }
     return rows.map(messageFromRow);
   };
-  return ctx.run('begin turn', () => settleUnknownOutcome(attempt));
+  return ctx.run('begin turn', async () => {
+    const stored = await settleUnknownOutcome(attempt);
+    // The turn's submission count starts here: 1 with the first call reserved, else 0.
+    ctx.submitted(input.turnId, input.reserveModelCall ? 1 : 0);
+    return stored;
+  });
 }
 
 export function recordModelCallStart(ctx: SqlContext, turnId: string, modelCallIndex: number): Promise<void> {
-  // Run again as it is when its outcome is unknown: `model_call_count` (GREATEST) comes out the same,
-  // but a first attempt that did commit leaves `model_submission_count` one high (the repeat cannot
-  // tell; docs/decisions.md, "A write whose outcome is unknown").
-  const attempt = async () => {
-    const rows = await ctx.fact(RECORD_MODEL_CALL_START, [turnId, modelCallIndex]);
-    if (num(rows[0]?.counted ?? 0) === 0) {
-      await ctx.turnStatus(turnId);
-      throw new StorageError(`turn ${turnId} is not running`);
+  // The count before this call, as this storage object's own facts left it: the repeat's key.
+  const before = ctx.submissionsOf(turnId);
+  const attempt = async (settling: boolean) => {
+    // A repeat after an unknown outcome counts only if the first attempt did not: with the count
+    // known, `RECORD_MODEL_CALL_START_REPEAT` tells the two apart (docs/decisions.md, "A write whose
+    // outcome is unknown"); without it (a turn begun elsewhere) the repeat runs as the first did.
+    if (settling && before !== undefined) {
+      const rows = await ctx.fact(RECORD_MODEL_CALL_START_REPEAT, [turnId, modelCallIndex, before]);
+      if (num(rows[0]?.counted ?? 0) > 0 || num(rows[0]?.recorded ?? 0) > 0) return;
+    } else {
+      const rows = await ctx.fact(RECORD_MODEL_CALL_START, [turnId, modelCallIndex]);
+      if (num(rows[0]?.counted ?? 0) > 0) return;
     }
+    await ctx.turnStatus(turnId);
+    throw new StorageError(`turn ${turnId} is not running`);
   };
-  return ctx.run('record model call', () => settleUnknownOutcome(attempt));
+  return ctx.run('record model call', async () => {
+    await settleUnknownOutcome(attempt);
+    ctx.submitted(turnId, before === undefined ? undefined : before + 1);
+  });
 }
 
 export function commitAssistantMessage(ctx: SqlContext, turnId: string, message: NewMessage, usage: TokenUsage, toolCallCount: number, end?: AnswerEnd): Promise<StoredMessage> {
+  // A final answer that ends the turn: its submission count is not needed any more.
+  if (end !== undefined) ctx.ended(turnId);
   return ctx.run('commit assistant message', () =>
     commitOne(
       ctx,
@@ -143,7 +160,12 @@ export function commitAssistantMessage(ctx: SqlContext, turnId: string, message:
 }
 
 export function commitToolResult(ctx: SqlContext, turnId: string, message: NewMessage, reserveModelCall = 0): Promise<StoredMessage> {
-  return ctx.run('commit tool result', () => commitOne(ctx, turnId, COMMIT_TOOL_RESULT, message, reserveModelCall));
+  return ctx.run('commit tool result', async () => {
+    const stored = await commitOne(ctx, turnId, COMMIT_TOOL_RESULT, message, reserveModelCall);
+    // The reserved call counted one more submission, in the same statement.
+    if (reserveModelCall > 0) ctx.submitted(turnId, undefined);
+    return stored;
+  });
 }
 
 export function commitPlanUpdate(ctx: SqlContext, 
@@ -198,6 +220,7 @@ export function finishTurn(ctx: SqlContext, turnId: string, outcome: FinishTurn)
     if (result.rowCount === 0) await ctx.explainTurnMiss(turnId);
     return result.rowCount > 0;
   };
+  ctx.ended(turnId);
   return ctx.run('finish turn', () => settleUnknownOutcome(attempt));
 }
 
@@ -227,6 +250,7 @@ export function interruptTurn(ctx: SqlContext, turnId: string, reason: { errorCo
       );
       return true;
     });
+  ctx.ended(turnId);
   return ctx.run('interrupt turn', () => settleUnknownOutcome(attempt));
 }
 
