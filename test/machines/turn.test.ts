@@ -137,7 +137,7 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
       mailboxIds: i.mailbox.map((m) => m.id),
       inputIds: i.pendingInput.map((m) => m.id),
     })),
-    callModel: scriptedCallModel(model, () => stubs.persistAssistantMessage as PersistStub),
+    callModel: scriptedCallModel(model, (): PersistStub => stubs.persistAssistantMessage as PersistStub),
     persistAssistantMessage: stubPromise({ messageId: 'msg_a' }),
     compactConversation: stubPromise({ summarized: true, checkpointId: 'cp_1', conversationTokensBefore: 900, conversationTokensAfter: 100 }),
     checkToolCall: check(),
