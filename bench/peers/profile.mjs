@@ -61,8 +61,8 @@ const STACK_RULES = [
   ['trace recorder (incl. its storage writes)', (u) => u.includes('/dist/services/trace/')],
   ['storage client (dist/storage, pg, socket, PGlite)', (u) => u.includes('/dist/storage/') || /\/node_modules\/pg(-protocol|-pool|-types)?\//.test(u) || u.includes('/node_modules/@electric-sql/pglite/') || u.startsWith('wasm://')],
   ['request assembly', (u) => u.includes('/dist/services/context/')],
-  // The model call is an RxJS Observable (services/turn-actors `callModel`): everything the Turn does
-  // on its events runs with RxJS on the stack. Those samples are the Turn's, not the update stream's
+  // The model call was an RxJS Observable (services/turn-actors `callModel`; a callback actor since
+  // branch perf-fold-model): RxJS on the stack under it is the Turn's, not the update stream's
   // (branch perf-session: of a loaded profile's 0.595 ms a step charged here, 0.536 were).
   ['updates (RxJS, services/updates, session-handle/update-stream)', (u, urls) => (u.includes('/node_modules/rxjs/') && !urls.some((x) => x.includes('/dist/services/turn-actors'))) || u.includes('/dist/services/updates/') || u.includes('/dist/protocol/updates') || u.includes('/dist/session-handle/update-stream')],
   ['zod', (u) => u.includes('/node_modules/zod/')],

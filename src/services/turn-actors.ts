@@ -5,8 +5,7 @@
  * remainders (`cancelled-calls.ts`) and the end of the turn. Provided to `turnMachine` by the core.
  */
 import { isoNow } from './clock.js';
-import { Observable } from 'rxjs';
-import { fromEventObservable, fromPromise } from 'xstate';
+import { fromCallback, fromPromise } from 'xstate';
 import { ModelError, errorMessage } from '../errors.js';
 import type { ContentBlock, NewMessage, StoredMessage } from '../protocol/content.js';
 import type {
@@ -17,6 +16,7 @@ import type {
   DrainInput,
   DrainOutput,
   FinishInput,
+  PersistAssistantCommand,
   PersistAssistantInput,
   TurnEvent,
 } from '../machines/turn/ports.js';
@@ -110,6 +110,61 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     for (const change of changes) world.baseline.set(change.section, change.body);
   };
 
+  /**
+   * The assistant message's commit (reference §9.3), run by the model actor when the Turn asks for
+   * it: the answer as stored, its span ended, and a judged final answer's problem (structured output).
+   */
+  const persistAnswer = async (input: PersistAssistantInput): Promise<{ messageId: string; outputProblem?: string }> => {
+    const draft = input.draft;
+    const content: ContentBlock[] = [];
+    if (draft.reasoning !== '') content.push({ type: 'reasoning', text: draft.reasoning });
+    // One block per output message of the provider, as it came (an empty block says nothing).
+    content.push(...draft.textBlocks.filter((b) => b.text !== ''));
+    for (const opaque of draft.opaque) content.push({ type: 'provider_opaque', provider: opaque.provider, data: opaque.data });
+    content.push(...draft.toolCalls);
+    const usage = draft.completion!.usage;
+    const message: NewMessage = { id: services.ids.next('msg'), role: 'assistant', kind: 'normal', content };
+    try {
+      const chat = services.session(input.sessionId).chat;
+      // A response the conversation would refuse (duplicate call ids) is never written.
+      // The fields the check reads, named: a spread of the message plus a key would give every step's
+      // copy a V8 map of its own (docs/benchmarks.md, perf-jit).
+      chat.assertAppendable([{ role: message.role, content: message.content, turnId: input.turnId }]);
+      let stored;
+      try {
+        stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length, input.end ?? undefined);
+      } catch (error) {
+        // A final answer that ends the turn, reported failed: it may have committed all the same.
+        stored = input.end ? await answerStoredDespite(input.sessionId, input.turnId, message.id, chat.lastSequence) : null;
+        if (!stored) throw error;
+      }
+      chat.append([stored]);
+    } catch (error) {
+      endModelSpan(input.spanId, {
+        status: 'failed',
+        errorCode: 'persistence_error',
+        errorMessage: errorMessage(error),
+        inputTokens: usage.inputTokens,
+        outputTokens: usage.outputTokens,
+      });
+      throw error;
+    }
+    endModelSpan(input.spanId, {
+      status: 'succeeded',
+      responseMessageId: message.id,
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      cachedInputTokens: usage.cachedInputTokens,
+      reasoningTokens: usage.reasoningTokens,
+      attributes: { responseToolCallCount: draft.toolCalls.length },
+    }, undefined, { outputBlocks: content });
+    // A final answer of a turn with structured output is stored as said, then judged: the turn
+    // fails with output_invalid when it does not fit (the machine's guard decides).
+    const format = draft.toolCalls.length === 0 ? services.session(input.sessionId).outputFormats?.get(input.turnId) : undefined;
+    const problem = format ? outputProblem(format, draft.text) : null;
+    return problem ? { messageId: message.id, outputProblem: problem } : { messageId: message.id };
+  };
+
   return {
     beginTurn: fromPromise<void, BeginTurnInput>(async ({ input }) => {
       const session = services.session(input.sessionId);
@@ -142,350 +197,314 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       return { mailboxIds: input.mailbox.map((m) => m.id), inputIds: input.pendingInput.map((m) => m.id) };
     }),
 
-    callModel: fromEventObservable<TurnEvent, CallModelInput>(({ input }) => {
-      return new Observable<TurnEvent>((subscriber) => {
-        const session = services.session(input.sessionId);
-        const controller = new AbortController();
-        let started = services.clock.now();
-        /** The span starts once the call is recorded, right before the request goes out. */
-        let spanStarted = false;
-        const startSpan = (prepared: PreparedModelCall) => {
-          const request = prepared.request;
-          started = services.clock.now();
-          const span = modelCallSpan({
-            id: input.spanId,
-            traceId: input.turnId,
-            sessionId: input.sessionId,
-            turnId: input.turnId,
-            parentSpanId: null,
-            startedAt: isoNow(services.clock),
-            model: session.model,
-            attributes: {
-              modelCallIndex: input.modelCallIndex,
-              toolChoice: request.tools.length > 0 ? 'auto' : 'none',
-              maxOutputTokens: request.maxOutputTokens ?? null,
-              requestMessageCount: request.messages.length,
-              toolDefinitionCount: request.tools.length,
-              requestEstimatedSystemContextTokens: prepared.estimate.systemContextTokens,
-              requestEstimatedConversationTokens: prepared.estimate.conversationTokens,
-              requestEstimatedToolSurfaceTokens: prepared.estimate.toolSurfaceTokens,
-              requestEstimatedInputTokens: prepared.estimate.estimatedInputTokens,
-              requestTruncatedToolResults: prepared.projection.truncatedToolResults,
-              requestOriginalToolResultTokens: prepared.projection.originalToolResultTokens,
-              requestProjectedToolResultTokens: prepared.projection.projectedToolResultTokens,
-            },
-          });
-          services.spans.start(span, [
-            // Messages are the one authoritative copy of content: the request slot points at them and
-            // carries only what no row holds (synthesized results). Assembly is deterministic, so the
-            // exact request is rebuilt from these pointers (reference §9.2 principle 5).
-            { slot: 'request', body: requestPointers(prepared) },
-            { slot: 'system_context', body: request.system },
-            { slot: 'tool_definitions', body: request.tools },
-          ], { system: request.system, inputMessages: request.messages });
-          spanStarted = true;
-        };
-
-        let semantic = false;
-        let completions = 0;
-        let completion: Extract<TurnEvent, { type: 'model.completed' }> | null = null;
-        // Characters of text, reasoning and tool-call arguments this response carried (MAX_RESPONSE_CHARS).
-        let responseChars = 0;
-        let attempts = 1;
-        let firstTokenMs: number | null = null;
-        let partial = { text: '', reasoning: '', toolCalls: 0 };
-        let finished = false;
-        // Issue 13.2: deltas are made storable here, once, so the update, the stored message and the
-        // next request carry the same characters.
-        const textStream = new StorableTextStream();
-        const reasoningStream = new StorableTextStream();
-        // A new output message's marks wait for its first storable character (a delta may be held).
-        let blockMarks: { newBlock?: true; phase?: string } = {};
-        const emitText = (delta: string, marks: { newBlock?: true; phase?: string } = {}) => {
-          blockMarks = { ...blockMarks, ...marks };
-          if (delta === '') return;
-          partial = { ...partial, text: partial.text + delta };
-          subscriber.next({ type: 'model.text_delta', delta, ...blockMarks });
-          blockMarks = {};
-        };
-        const emitReasoning = (delta: string) => {
-          if (delta === '') return;
-          partial = { ...partial, reasoning: partial.reasoning + delta };
-          subscriber.next({ type: 'model.reasoning_delta', delta });
-        };
-
-        /** The adapter's latest rate-limit headers travel to the session, which merges them (seed 004 §2). */
-        const reportRateLimits = () => {
-          const snapshot = session.model.rateLimits?.() ?? null;
-          if (snapshot) subscriber.next({ type: 'model.rate_limits_reported', snapshot });
-        };
-
-        const fail = (error: unknown) => {
-          if (finished) return;
-          finished = true;
-          const failure =
-            error instanceof ModelError
-              ? new ModelError(error.code as 'model_error' | 'model_protocol_error' | 'context_overflow', error.message, {
-                  cause: error.cause,
-                  details: error.details,
-                  semanticOutput: error.semanticOutput || semantic,
-                  retryable: error.retryable,
-                })
-              : new ModelError('model_error', `model call failed: ${errorMessage(error)}`, { cause: error, semanticOutput: semantic });
-          const facts = failure.details;
-          endModelSpan(
-            input.spanId,
-            {
-              status: 'failed',
-              attemptCount: attempts,
-              errorCode: failure.code,
-              errorMessage: failure.message,
-              attributes: {
-                // Reference §11.1: the adapter knows where the exchange broke; semantic output overrides.
-                deliveryState: semantic || failure.semanticOutput ? 'semantic_output_emitted' : (facts.deliveryState ?? 'accepted_no_semantic_output'),
-                errorPhase: facts.errorPhase ?? (failure.code === 'model_protocol_error' ? 'stream_decode' : 'response_body'),
-                ...(facts.httpStatus !== undefined ? { httpStatus: facts.httpStatus } : {}),
-                ...(facts.providerCode !== undefined ? { providerCode: facts.providerCode } : {}),
-                ttftMs: firstTokenMs,
-                streamMs: services.clock.now() - started,
-              },
-            },
-            partial.text || partial.reasoning || partial.toolCalls ? partial : undefined,
-          );
-          reportRateLimits();
-          subscriber.error(failure);
-        };
-
-        /** A failure before the model is asked: the turn ends without a model span (`stage` says where). */
-        const failSetup = (stage: 'sample' | 'assemble' | 'record', error: unknown) => {
-          if (finished) return;
-          finished = true;
-          subscriber.error(new ModelCallSetupFailure(stage, error));
-        };
-
-        (async () => {
-          // Not inside the Turn's step that starts this actor: a command sent as the Turn enters
-          // `requesting` (a cancel) is handled before anything this actor reports.
-          await Promise.resolve();
-          if (finished) return;
-          // World State first; its stored changes are part of the conversation the request is
-          // assembled from. Sampling is not aborted: a write it started finishes (the Turn waits).
-          try {
-            await sampleWorldState(input);
-          } catch (error) {
-            failSetup('sample', error);
-            return;
-          }
-          if (finished) return;
-          subscriber.next({ type: 'model.sampled' });
-          // A stop noted while World State was sampled ends the call here (the Turn leaves).
-          if (finished || controller.signal.aborted) return;
-          // The request is assembled here, from the session's conversation as committed so far, and
-          // handed straight to the port: it never enters machine context.
-          let prepared: PreparedModelCall;
-          try {
-            // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
-            await session.toolset.refresh();
-            if (finished || controller.signal.aborted) return;
-            prepared = assembleRequest({
-              system: input.systemContext,
-              conversation: session.chat.view(),
-              tools: session.toolset.definitions,
-              pruneWatermark: session.chat.pruneWatermark,
-              spillDir: services.spillDir,
-              ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
-            });
-          } catch (error) {
-            failSetup('assemble', error);
-            return;
-          }
-          const estimatedInputTokens = prepared.estimate.estimatedInputTokens;
-          const total = estimatedInputTokens + prepared.estimate.reservedOutputTokens;
-          if (input.thresholdCompaction && input.compactAtTokens > 0 && total >= input.compactAtTokens) {
-            // Compaction first (reference §3.1): the Turn leaves this state, which ends this actor.
-            subscriber.next({ type: 'model.over_threshold', estimatedInputTokens });
-            return;
-          }
-          try {
-            // A call the fact before it reserved (the Turn decided a model call was next) has its
-            // counters committed already; a resubmission or an unreserved call writes them here.
-            if (!input.counted) await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
-          } catch (error) {
-            failSetup('record', error);
-            return;
-          }
-          if (finished || controller.signal.aborted) return;
-          subscriber.next({ type: 'model.call_recorded', estimatedInputTokens });
-          // A stop noted while the counters were written ends the call here (the Turn leaves).
-          if (finished || controller.signal.aborted) return;
-          startSpan(prepared);
-          // Structured output (services/model/output-schema): the turn's schema rides on each of its model requests.
-          const format = session.outputFormats?.get(input.turnId);
-          const request = format ? { ...prepared.request, responseFormat: format.responseFormat } : prepared.request;
-          for await (const raw of session.model.stream(request, { signal: controller.signal })) {
-            if (finished || controller.signal.aborted) return;
-            // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
-            // completion, ends the call as `model_protocol_error` before a tool can run.
-            if (completions > 0) {
-              fail(new ModelError('model_protocol_error', `the model stream sent ${describeEvent(raw)} after its completed event`, { semanticOutput: semantic }));
-              return;
-            }
-            const event = checkModelStreamEvent(raw, semantic);
-            switch (event.type) {
-              case 'text_delta':
-              case 'reasoning_delta':
-              case 'tool_call':
-                if (firstTokenMs === null) firstTokenMs = services.clock.now() - started;
-                semantic = true;
-                responseChars += event.type === 'tool_call' ? event.arguments.length : event.delta.length;
-                if (responseChars > MAX_RESPONSE_CHARS) {
-                  fail(new ModelError('model_protocol_error', `the model response carried more than ${MAX_RESPONSE_CHARS} characters of text, reasoning and tool-call arguments`, { semanticOutput: true }));
-                  return;
-                }
-                break;
-              default:
-                break;
-            }
-            switch (event.type) {
-              case 'text_delta':
-                // A surrogate held back at the end of the previous message belongs to that message.
-                if (event.newBlock) emitText(textStream.end());
-                // An empty delta opens no message; a delta held back keeps its message's marks.
-                emitText(
-                  textStream.push(event.delta),
-                  event.delta === '' ? {} : { ...(event.newBlock ? { newBlock: true as const } : {}), ...(event.phase !== undefined ? { phase: event.phase } : {}) },
-                );
-                break;
-              case 'reasoning_delta':
-                emitReasoning(reasoningStream.push(event.delta));
-                break;
-              case 'tool_call':
-                if (partial.toolCalls >= MAX_TOOL_CALLS_PER_RESPONSE) {
-                  fail(new ModelError('model_protocol_error', `the model response made more than ${MAX_TOOL_CALLS_PER_RESPONSE} tool calls`, { semanticOutput: true }));
-                  return;
-                }
-                partial = { ...partial, toolCalls: partial.toolCalls + 1 };
-                subscriber.next({ type: 'model.tool_call', callId: event.callId, name: event.name, arguments: event.arguments });
-                break;
-              case 'provider_opaque':
-                subscriber.next({ type: 'model.provider_opaque', provider: event.provider, data: event.data });
-                break;
-              case 'retry':
-                attempts = event.attempt;
-                break;
-              case 'completed':
-                completions += 1;
-                // A surrogate held back at the end of the last delta had no low half: release it replaced.
-                emitText(textStream.end());
-                emitReasoning(reasoningStream.end());
-                // Held until the stream has ended well: `model.completed` is this actor's last
-                // event, and the Turn leaves on it (issue 14 point 3: no completion event and
-                // `done.actor` after it). An event after it still fails the call below.
-                completion = {
-                  type: 'model.completed',
-                  usage: event.usage,
-                  ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
-                  ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
-                };
-                services.spans.patch(input.spanId, {
-                  providerRequestId: event.responseId ?? null,
-                  attributes: { finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null },
-                });
-                break;
-              default: {
-                const never: never = event;
-                throw new ModelError('model_protocol_error', `unknown model stream event ${JSON.stringify(never)}`);
-              }
-            }
-          }
-          if (finished || controller.signal.aborted) return;
-          if (completions === 0) {
-            fail(new ModelError('model_protocol_error', 'the model stream ended without a completed response', { semanticOutput: semantic }));
-            return;
-          }
-          finished = true;
-          services.spans.patch(input.spanId, {
-            attemptCount: attempts,
-            attributes: { ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' },
-          });
-          reportRateLimits();
-          // The Turn leaves `streaming` on this event, which stops this actor (`finished` makes
-          // the teardown a no-op); the completion below only ends the stream of a chart that stays.
-          subscriber.next(completion!);
-          subscriber.complete();
-        })().catch((error: unknown) => {
-          if (controller.signal.aborted) return;
-          fail(error);
-        });
-
-        return () => {
-          if (finished) return;
-          finished = true;
-          controller.abort(new Error('the model call was stopped'));
-          // Stopped from outside: the turn's end says whether the user cancelled (reference §11.1);
-          // any other stop (shutdown, the session actor stopped) leaves the outcome unknown.
-          const deliveryState = semantic ? 'semantic_output_emitted' : 'possibly_sent';
-          // Stopped before the request went out: no span was started.
-          if (!spanStarted) return;
-          services.spans.hold(input.turnId, input.spanId, (userCancel) => ({
-            attemptCount: attempts,
-            status: userCancel ? 'cancelled' : 'outcome_unknown',
-            ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
-            attributes: { deliveryState, errorPhase: 'cancelled', finishReason: 'cancelled' },
-          }));
-        };
+    /**
+     * One model call, from World State to the stored answer (issue 14 point 3): it samples, assembles
+     * the request, asks for a threshold compaction or records the call's counters, streams, and
+     * reports each step to the Turn as an event. Once the answer is complete (`model.completed`) it
+     * stores it when the Turn, in `persisting`, sends `model.persist` with the draft and the end it
+     * decided, and reports `model.persisted` or `model.persist_failed`. A failure of the call is
+     * `model.failed`. Stopping it aborts a request in flight; a commit in flight finishes.
+     */
+    callModel: fromCallback<PersistAssistantCommand, CallModelInput>(({ input, sendBack, receive }) => {
+      // The commit is asked once, after the completion: the actor's one last event is its outcome.
+      let persistAsked = false;
+      receive((command) => {
+        if (command.type !== 'model.persist' || persistAsked) return;
+        persistAsked = true;
+        persistAnswer({ sessionId: input.sessionId, turnId: input.turnId, modelCallIndex: input.modelCallIndex, spanId: input.spanId, draft: command.draft, end: command.end }).then(
+          (stored) => sendBack({ type: 'model.persisted', ...stored }),
+          (error: unknown) => sendBack({ type: 'model.persist_failed', error }),
+        );
       });
-    }),
-
-    persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async ({ input }) => {
-      const draft = input.draft;
-      const content: ContentBlock[] = [];
-      if (draft.reasoning !== '') content.push({ type: 'reasoning', text: draft.reasoning });
-      // One block per output message of the provider, as it came (an empty block says nothing).
-      content.push(...draft.textBlocks.filter((b) => b.text !== ''));
-      for (const opaque of draft.opaque) content.push({ type: 'provider_opaque', provider: opaque.provider, data: opaque.data });
-      content.push(...draft.toolCalls);
-      const usage = draft.completion!.usage;
-      const message: NewMessage = { id: services.ids.next('msg'), role: 'assistant', kind: 'normal', content };
-      try {
-        const chat = services.session(input.sessionId).chat;
-        // A response the conversation would refuse (duplicate call ids) is never written.
-        // The fields the check reads, named: a spread of the message plus a key would give every step's
-        // copy a V8 map of its own (docs/benchmarks.md, perf-jit).
-        chat.assertAppendable([{ role: message.role, content: message.content, turnId: input.turnId }]);
-        let stored;
-        try {
-          stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length, input.end ?? undefined);
-        } catch (error) {
-          // A final answer that ends the turn, reported failed: it may have committed all the same.
-          stored = input.end ? await answerStoredDespite(input.sessionId, input.turnId, message.id, chat.lastSequence) : null;
-          if (!stored) throw error;
-        }
-        chat.append([stored]);
-      } catch (error) {
-        endModelSpan(input.spanId, {
-          status: 'failed',
-          errorCode: 'persistence_error',
-          errorMessage: errorMessage(error),
-          inputTokens: usage.inputTokens,
-          outputTokens: usage.outputTokens,
+      const session = services.session(input.sessionId);
+      const controller = new AbortController();
+      let started = services.clock.now();
+      /** The span starts once the call is recorded, right before the request goes out. */
+      let spanStarted = false;
+      const startSpan = (prepared: PreparedModelCall) => {
+        const request = prepared.request;
+        started = services.clock.now();
+        const span = modelCallSpan({
+          id: input.spanId,
+          traceId: input.turnId,
+          sessionId: input.sessionId,
+          turnId: input.turnId,
+          parentSpanId: null,
+          startedAt: isoNow(services.clock),
+          model: session.model,
+          attributes: {
+            modelCallIndex: input.modelCallIndex,
+            toolChoice: request.tools.length > 0 ? 'auto' : 'none',
+            maxOutputTokens: request.maxOutputTokens ?? null,
+            requestMessageCount: request.messages.length,
+            toolDefinitionCount: request.tools.length,
+            requestEstimatedSystemContextTokens: prepared.estimate.systemContextTokens,
+            requestEstimatedConversationTokens: prepared.estimate.conversationTokens,
+            requestEstimatedToolSurfaceTokens: prepared.estimate.toolSurfaceTokens,
+            requestEstimatedInputTokens: prepared.estimate.estimatedInputTokens,
+            requestTruncatedToolResults: prepared.projection.truncatedToolResults,
+            requestOriginalToolResultTokens: prepared.projection.originalToolResultTokens,
+            requestProjectedToolResultTokens: prepared.projection.projectedToolResultTokens,
+          },
         });
-        throw error;
-      }
-      endModelSpan(input.spanId, {
-        status: 'succeeded',
-        responseMessageId: message.id,
-        inputTokens: usage.inputTokens,
-        outputTokens: usage.outputTokens,
-        cachedInputTokens: usage.cachedInputTokens,
-        reasoningTokens: usage.reasoningTokens,
-        attributes: { responseToolCallCount: draft.toolCalls.length },
-      }, undefined, { outputBlocks: content });
-      // A final answer of a turn with structured output is stored as said, then judged: the turn
-      // fails with output_invalid when it does not fit (the machine's guard decides).
-      const format = draft.toolCalls.length === 0 ? services.session(input.sessionId).outputFormats?.get(input.turnId) : undefined;
-      const problem = format ? outputProblem(format, draft.text) : null;
-      return problem ? { messageId: message.id, outputProblem: problem } : { messageId: message.id };
+        services.spans.start(span, [
+          // Messages are the one authoritative copy of content: the request slot points at them and
+          // carries only what no row holds (synthesized results). Assembly is deterministic, so the
+          // exact request is rebuilt from these pointers (reference §9.2 principle 5).
+          { slot: 'request', body: requestPointers(prepared) },
+          { slot: 'system_context', body: request.system },
+          { slot: 'tool_definitions', body: request.tools },
+        ], { system: request.system, inputMessages: request.messages });
+        spanStarted = true;
+      };
+
+      let semantic = false;
+      let completions = 0;
+      let completion: Extract<TurnEvent, { type: 'model.completed' }> | null = null;
+      // Characters of text, reasoning and tool-call arguments this response carried (MAX_RESPONSE_CHARS).
+      let responseChars = 0;
+      let attempts = 1;
+      let firstTokenMs: number | null = null;
+      let partial = { text: '', reasoning: '', toolCalls: 0 };
+      let finished = false;
+      // Issue 13.2: deltas are made storable here, once, so the update, the stored message and the
+      // next request carry the same characters.
+      const textStream = new StorableTextStream();
+      const reasoningStream = new StorableTextStream();
+      // A new output message's marks wait for its first storable character (a delta may be held).
+      let blockMarks: { newBlock?: true; phase?: string } = {};
+      const emitText = (delta: string, marks: { newBlock?: true; phase?: string } = {}) => {
+        blockMarks = { ...blockMarks, ...marks };
+        if (delta === '') return;
+        partial = { ...partial, text: partial.text + delta };
+        sendBack({ type: 'model.text_delta', delta, ...blockMarks });
+        blockMarks = {};
+      };
+      const emitReasoning = (delta: string) => {
+        if (delta === '') return;
+        partial = { ...partial, reasoning: partial.reasoning + delta };
+        sendBack({ type: 'model.reasoning_delta', delta });
+      };
+
+      /** The adapter's latest rate-limit headers travel to the session, which merges them (seed 004 §2). */
+      const reportRateLimits = () => {
+        const snapshot = session.model.rateLimits?.() ?? null;
+        if (snapshot) sendBack({ type: 'model.rate_limits_reported', snapshot });
+      };
+
+      const fail = (error: unknown) => {
+        if (finished) return;
+        finished = true;
+        const failure =
+          error instanceof ModelError
+            ? new ModelError(error.code as 'model_error' | 'model_protocol_error' | 'context_overflow', error.message, {
+                cause: error.cause,
+                details: error.details,
+                semanticOutput: error.semanticOutput || semantic,
+                retryable: error.retryable,
+              })
+            : new ModelError('model_error', `model call failed: ${errorMessage(error)}`, { cause: error, semanticOutput: semantic });
+        const facts = failure.details;
+        endModelSpan(
+          input.spanId,
+          {
+            status: 'failed',
+            attemptCount: attempts,
+            errorCode: failure.code,
+            errorMessage: failure.message,
+            attributes: {
+              // Reference §11.1: the adapter knows where the exchange broke; semantic output overrides.
+              deliveryState: semantic || failure.semanticOutput ? 'semantic_output_emitted' : (facts.deliveryState ?? 'accepted_no_semantic_output'),
+              errorPhase: facts.errorPhase ?? (failure.code === 'model_protocol_error' ? 'stream_decode' : 'response_body'),
+              ...(facts.httpStatus !== undefined ? { httpStatus: facts.httpStatus } : {}),
+              ...(facts.providerCode !== undefined ? { providerCode: facts.providerCode } : {}),
+              ttftMs: firstTokenMs,
+              streamMs: services.clock.now() - started,
+            },
+          },
+          partial.text || partial.reasoning || partial.toolCalls ? partial : undefined,
+        );
+        reportRateLimits();
+        sendBack({ type: 'model.failed', error: failure });
+      };
+
+      /** A failure before the model is asked: the turn ends without a model span (`stage` says where). */
+      const failSetup = (stage: 'sample' | 'assemble' | 'record', error: unknown) => {
+        if (finished) return;
+        finished = true;
+        sendBack({ type: 'model.failed', error: new ModelCallSetupFailure(stage, error) });
+      };
+
+      (async () => {
+        // Not inside the Turn's step that starts this actor: a command sent as the Turn enters
+        // `requesting` (a cancel) is handled before anything this actor reports.
+        await Promise.resolve();
+        if (finished) return;
+        // World State first; its stored changes are part of the conversation the request is
+        // assembled from. Sampling is not aborted: a write it started finishes (the Turn waits).
+        try {
+          await sampleWorldState(input);
+        } catch (error) {
+          failSetup('sample', error);
+          return;
+        }
+        if (finished) return;
+        sendBack({ type: 'model.sampled' });
+        // A stop noted while World State was sampled ends the call here (the Turn leaves).
+        if (finished || controller.signal.aborted) return;
+        // The request is assembled here, from the session's conversation as committed so far, and
+        // handed straight to the port: it never enters machine context.
+        let prepared: PreparedModelCall;
+        try {
+          // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
+          await session.toolset.refresh();
+          if (finished || controller.signal.aborted) return;
+          prepared = assembleRequest({
+            system: input.systemContext,
+            conversation: session.chat.view(),
+            tools: session.toolset.definitions,
+            pruneWatermark: session.chat.pruneWatermark,
+            spillDir: services.spillDir,
+            ...(session.model.maxOutputTokens !== undefined ? { maxOutputTokens: session.model.maxOutputTokens } : {}),
+          });
+        } catch (error) {
+          failSetup('assemble', error);
+          return;
+        }
+        const estimatedInputTokens = prepared.estimate.estimatedInputTokens;
+        const total = estimatedInputTokens + prepared.estimate.reservedOutputTokens;
+        if (input.thresholdCompaction && input.compactAtTokens > 0 && total >= input.compactAtTokens) {
+          // Compaction first (reference §3.1): the Turn leaves this state, which ends this actor.
+          sendBack({ type: 'model.over_threshold', estimatedInputTokens });
+          return;
+        }
+        try {
+          // A call the fact before it reserved (the Turn decided a model call was next) has its
+          // counters committed already; a resubmission or an unreserved call writes them here.
+          if (!input.counted) await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
+        } catch (error) {
+          failSetup('record', error);
+          return;
+        }
+        if (finished || controller.signal.aborted) return;
+        sendBack({ type: 'model.call_recorded', estimatedInputTokens });
+        // A stop noted while the counters were written ends the call here (the Turn leaves).
+        if (finished || controller.signal.aborted) return;
+        startSpan(prepared);
+        // Structured output (services/model/output-schema): the turn's schema rides on each of its model requests.
+        const format = session.outputFormats?.get(input.turnId);
+        const request = format ? { ...prepared.request, responseFormat: format.responseFormat } : prepared.request;
+        for await (const raw of session.model.stream(request, { signal: controller.signal })) {
+          if (finished || controller.signal.aborted) return;
+          // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
+          // completion, ends the call as `model_protocol_error` before a tool can run.
+          if (completions > 0) {
+            fail(new ModelError('model_protocol_error', `the model stream sent ${describeEvent(raw)} after its completed event`, { semanticOutput: semantic }));
+            return;
+          }
+          const event = checkModelStreamEvent(raw, semantic);
+          switch (event.type) {
+            case 'text_delta':
+            case 'reasoning_delta':
+            case 'tool_call':
+              if (firstTokenMs === null) firstTokenMs = services.clock.now() - started;
+              semantic = true;
+              responseChars += event.type === 'tool_call' ? event.arguments.length : event.delta.length;
+              if (responseChars > MAX_RESPONSE_CHARS) {
+                fail(new ModelError('model_protocol_error', `the model response carried more than ${MAX_RESPONSE_CHARS} characters of text, reasoning and tool-call arguments`, { semanticOutput: true }));
+                return;
+              }
+              break;
+            default:
+              break;
+          }
+          switch (event.type) {
+            case 'text_delta':
+              // A surrogate held back at the end of the previous message belongs to that message.
+              if (event.newBlock) emitText(textStream.end());
+              // An empty delta opens no message; a delta held back keeps its message's marks.
+              emitText(
+                textStream.push(event.delta),
+                event.delta === '' ? {} : { ...(event.newBlock ? { newBlock: true as const } : {}), ...(event.phase !== undefined ? { phase: event.phase } : {}) },
+              );
+              break;
+            case 'reasoning_delta':
+              emitReasoning(reasoningStream.push(event.delta));
+              break;
+            case 'tool_call':
+              if (partial.toolCalls >= MAX_TOOL_CALLS_PER_RESPONSE) {
+                fail(new ModelError('model_protocol_error', `the model response made more than ${MAX_TOOL_CALLS_PER_RESPONSE} tool calls`, { semanticOutput: true }));
+                return;
+              }
+              partial = { ...partial, toolCalls: partial.toolCalls + 1 };
+              sendBack({ type: 'model.tool_call', callId: event.callId, name: event.name, arguments: event.arguments });
+              break;
+            case 'provider_opaque':
+              sendBack({ type: 'model.provider_opaque', provider: event.provider, data: event.data });
+              break;
+            case 'retry':
+              attempts = event.attempt;
+              break;
+            case 'completed':
+              completions += 1;
+              // A surrogate held back at the end of the last delta had no low half: release it replaced.
+              emitText(textStream.end());
+              emitReasoning(reasoningStream.end());
+              // Held until the stream has ended well: `model.completed` is this actor's last
+              // event, and the Turn leaves on it (issue 14 point 3: no completion event and
+              // `done.actor` after it). An event after it still fails the call below.
+              completion = {
+                type: 'model.completed',
+                usage: event.usage,
+                ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
+                ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+              };
+              services.spans.patch(input.spanId, {
+                providerRequestId: event.responseId ?? null,
+                attributes: { finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null },
+              });
+              break;
+            default: {
+              const never: never = event;
+              throw new ModelError('model_protocol_error', `unknown model stream event ${JSON.stringify(never)}`);
+            }
+          }
+        }
+        if (finished || controller.signal.aborted) return;
+        if (completions === 0) {
+          fail(new ModelError('model_protocol_error', 'the model stream ended without a completed response', { semanticOutput: semantic }));
+          return;
+        }
+        finished = true;
+        services.spans.patch(input.spanId, {
+          attemptCount: attempts,
+          attributes: { ttftMs: firstTokenMs, streamMs: services.clock.now() - started, deliveryState: semantic ? 'semantic_output_emitted' : 'accepted_no_semantic_output' },
+        });
+        reportRateLimits();
+        // The Turn goes on to `persisting` on this event and sends `model.persist` (handled above);
+        // `finished` makes the teardown a no-op from here on, so a stop never aborts the commit.
+        sendBack(completion!);
+      })().catch((error: unknown) => {
+        if (controller.signal.aborted) return;
+        fail(error);
+      });
+
+      return () => {
+        if (finished) return;
+        finished = true;
+        controller.abort(new Error('the model call was stopped'));
+        // Stopped from outside: the turn's end says whether the user cancelled (reference §11.1);
+        // any other stop (shutdown, the session actor stopped) leaves the outcome unknown.
+        const deliveryState = semantic ? 'semantic_output_emitted' : 'possibly_sent';
+        // Stopped before the request went out: no span was started.
+        if (!spanStarted) return;
+        services.spans.hold(input.turnId, input.spanId, (userCancel) => ({
+          attemptCount: attempts,
+          status: userCancel ? 'cancelled' : 'outcome_unknown',
+          ...(userCancel ? {} : { errorCode: 'actor_stopped', errorMessage: 'the runtime stopped the model call' }),
+          attributes: { deliveryState, errorPhase: 'cancelled', finishReason: 'cancelled' },
+        }));
+      };
     }),
 
     compactConversation: fromPromise<CompactOutput, CompactInput>(async ({ input, signal }) => {

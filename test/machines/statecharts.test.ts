@@ -47,9 +47,7 @@ export const UNREACHABLE: Record<string, string> = {
   'session.ending_crashed_turn|xstate.done.actor.finishCrashedTurn|1': CRASHED_TURN,
   'session.ending_crashed_turn|xstate.error.actor.finishCrashedTurn|0': CRASHED_TURN,
   'session.ending_crashed_turn|xstate.error.actor.finishCrashedTurn|1': CRASHED_TURN,
-  'turn.running_model.streaming|xstate.done.actor.callModel|0':
-    'the callModel actor turns a stream without a completed response into model_protocol_error itself',
-  'turn.running_model.persisting|xstate.done.actor.persistAssistantMessage|1':
+  'turn.running_model.streaming.persisting|model.persisted|1':
     'structured output (outputSchema) is not part of the model world: its turns carry no schema; test/host/run.test.ts drives output_invalid',
   'turn.ending|xstate.error.actor.finishTurn|1':
     'a completed outcome reaches ending only with its end already written by the final answer\'s statement (the actor then writes nothing and cannot fail) or from a judged structured-output answer, which the model world does not carry; test/storage/answer-end.test.ts fails the end of a judged answer',

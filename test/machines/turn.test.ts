@@ -11,9 +11,8 @@
  * when the chart asks. A chart change that renames or folds one adjusts `actors()` below and the inputs the tests
  * read.
  */
-import { Observable } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { fromEventObservable, SimulatedClock, type AnyEventObject } from 'xstate';
+import { fromCallback, SimulatedClock, type AnyEventObject } from 'xstate';
 import { cancelGraceDelays, DEFAULT_TOOL_CANCEL_GRACE_MS } from '../../src/machines/tool-call/cancel-grace.js';
 import { directCallStatusOf } from '../../src/machines/turn/context.js';
 import { UNCONFIRMED_STOP_TEXT } from '../../src/protocol/model-texts.js';
@@ -71,38 +70,53 @@ const toolCalls = (...names: string[]): TurnEvent[] => [
 
 type ModelStep = TurnEvent[] | { events: TurnEvent[]; error: unknown } | 'hang' | 'sampling';
 
+/** What the model actor's commit answers: the `persistAssistantMessage` stub of `actors()` (a promise stub, run by `callModel`). */
+type PersistStub = ReturnType<typeof stubPromise<{ messageId: string; outputProblem?: string }>>;
+
 /**
- * The model call as a stub: each invocation reports World State sampled (`model.sampled`, as the
- * real actor does before it assembles the request), plays the next step's events to the Turn and
- * completes, or fails with the step's error (a `stage: 'sample'` error fails before anything is
- * sampled). `hang` is recorded, streams a little and never ends; `sampling` stays in its sampling
- * and the test goes on with `model.live` (the stream's subscriber).
+ * The model call as a stub of the callback actor: each invocation reports World State sampled
+ * (`model.sampled`, as the real actor does before it assembles the request) and plays the next
+ * step's events to the Turn, or fails with the step's error as `model.failed` (a `stage: 'sample'`
+ * error fails before anything is sampled). Like the real actor it stores the answer only when the
+ * Turn sends `model.persist`: the answer comes from `persist()` (the `persistAssistantMessage` stub,
+ * whose `inputs` record each commit's input), reported as `model.persisted` or
+ * `model.persist_failed`. `hang` is recorded, streams a little and never ends; `sampling` stays in
+ * its sampling and the test goes on with `model.live` (its `sendBack`).
  */
-function scriptedCallModel(steps: ModelStep[]) {
-  const inputs: unknown[] = [];
-  const live: { subscriber: { next(event: TurnEvent): void; complete(): void } | null } = { subscriber: null };
-  const logic = fromEventObservable<TurnEvent, any>(({ input }) => {
+function scriptedCallModel(steps: ModelStep[], persist: () => PersistStub) {
+  const inputs: any[] = [];
+  const live: { subscriber: { next(event: TurnEvent): void } | null } = { subscriber: null };
+  const logic = fromCallback<AnyEventObject, any>(({ input, sendBack, receive }) => {
     inputs.push(input);
+    receive((command) => {
+      if (command.type !== 'model.persist') return;
+      const stub = persist();
+      // The promise stub's own function (`fromPromise`'s config): it records the input and answers.
+      const run = (stub as unknown as { config: (args: { input: unknown }) => Promise<{ messageId: string; outputProblem?: string }> }).config;
+      run({ input: { sessionId: input.sessionId, turnId: input.turnId, modelCallIndex: input.modelCallIndex, spanId: input.spanId, draft: command.draft, end: command.end } }).then(
+        (stored) => sendBack({ type: 'model.persisted', ...stored }),
+        (error: unknown) => sendBack({ type: 'model.persist_failed', error }),
+      );
+    });
     const step = steps.shift();
-    return new Observable<TurnEvent>((subscriber) => {
-      if (step === undefined) return subscriber.error(new Error('the test scripted no more model calls'));
+    {
+      if (step === undefined) return sendBack({ type: 'model.failed', error: new Error('the test scripted no more model calls') });
       if (step === 'sampling') {
-        live.subscriber = subscriber;
+        live.subscriber = { next: (event) => sendBack(event) };
         return;
       }
       if (step === 'hang') {
         // The call was recorded and the model is answering: the stream stays open until stopped.
-        subscriber.next({ type: 'model.sampled' });
-        subscriber.next({ type: 'model.call_recorded', estimatedInputTokens: 1 });
-        subscriber.next({ type: 'model.text_delta', delta: 'partial' });
+        sendBack({ type: 'model.sampled' });
+        sendBack({ type: 'model.call_recorded', estimatedInputTokens: 1 });
+        sendBack({ type: 'model.text_delta', delta: 'partial' });
         return;
       }
       const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
-      if (!(error instanceof ModelCallSetupFailure && error.stage === 'sample')) subscriber.next({ type: 'model.sampled' });
-      for (const event of events) subscriber.next(event);
-      if (error !== undefined) subscriber.error(error);
-      else subscriber.complete();
-    });
+      if (!(error instanceof ModelCallSetupFailure && error.stage === 'sample')) sendBack({ type: 'model.sampled' });
+      for (const event of events) sendBack(event);
+      if (error !== undefined) sendBack({ type: 'model.failed', error });
+    }
   });
   return Object.assign(logic, { inputs, live });
 }
@@ -133,7 +147,7 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
       mailboxIds: i.mailbox.map((m) => m.id),
       inputIds: i.pendingInput.map((m) => m.id),
     })),
-    callModel: scriptedCallModel(model),
+    callModel: scriptedCallModel(model, (): PersistStub => stubs.persistAssistantMessage as PersistStub),
     persistAssistantMessage: stubPromise({ messageId: 'msg_a' }),
     compactConversation: stubPromise({ summarized: true, checkpointId: 'cp_1', conversationTokensBefore: 900, conversationTokensAfter: 100 }),
     runToolCall: run(),
@@ -219,7 +233,11 @@ describe('Turn machine (stub actors): the model call', () => {
   it('model failures: a stream without completion is model_protocol_error, a provider error model_error, an unassembled request its own code, an unrecorded call persistence_error', async () => {
     const recorded = [{ type: 'model.call_recorded' as const, estimatedInputTokens: 1 }];
     const cases: Array<[ModelStep, object]> = [
-      [[...recorded, { type: 'model.text_delta', delta: 'x' }], { code: 'model_protocol_error', message: 'the model stream ended without a completed response' }],
+      // The actor itself reports a stream that ends without a completed response (there is no done event).
+      [
+        { events: [...recorded, { type: 'model.text_delta', delta: 'x' }], error: new ModelError('model_protocol_error', 'the model stream ended without a completed response', { semanticOutput: true }) },
+        { code: 'model_protocol_error', message: 'the model stream ended without a completed response' },
+      ],
       [{ events: recorded, error: new ModelError('model_error', '429', { retryable: true }) }, { code: 'model_error', message: '429' }],
       [{ events: recorded, error: new ModelError('model_protocol_error', 'bad frame') }, { code: 'model_protocol_error', message: 'bad frame' }],
       // Only ModelError's code counts: a plain object saying model_protocol_error is a provider failure.
@@ -313,7 +331,6 @@ describe('Turn machine (stub actors): the model call', () => {
     await flush();
     expect(r.state()).toEqual({ running_model: { streaming: 'requesting' } });
     for (const event of answer('late')) r.stubs.callModel.live.subscriber!.next(event);
-    r.stubs.callModel.live.subscriber!.complete();
     await flush();
     expect(r.out().outcome).toEqual({ status: 'completed', finalText: 'late' });
   });
@@ -394,7 +411,6 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     t.child().send({ type: 'turn.steer', message: steer });
     const live = t.stubs.callModel.live.subscriber!;
     for (const event of [{ type: 'model.sampled' as const }, ...answer('first')]) live.next(event);
-    live.complete();
     await flush();
     expect(t.stubs.persistAssistantMessage.inputs[0]).toMatchObject({ end: null });
     expect(t.stubs.drainInbox.inputs[1]).toMatchObject({ mailbox: [], pendingInput: [steer] });
@@ -416,6 +432,34 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     expect(t.out()).toMatchObject({ outcome: { status: 'completed', finalText: 'first' }, endRecorded: true, pendingInput: [steer] });
     expect(t.stubs.finishTurn.inputs).toMatchObject([{ outcome: { status: 'completed' }, recorded: true }]);
     expect(t.stubs.drainInbox.inputs).toHaveLength(0);
+  });
+
+  it('one model actor spans the call and its commit: persisting is streaming.persisting under the same callModel; a stop there lets the commit finish once and runs no tool', async () => {
+    const gate = deferred<{ messageId: string }>();
+    const t = runTurn([toolCalls('echo')], { actors: { persistAssistantMessage: stubPromise(() => gate.promise) } });
+    await flush();
+    expect(t.state()).toEqual({ running_model: { streaming: 'persisting' } });
+    // The actor that streamed is the one that commits: no second actor for the write.
+    expect(Object.keys(t.child().getSnapshot().children)).toEqual(['callModel']);
+    expect(t.stubs.callModel.inputs).toHaveLength(1);
+    expect(t.stubs.persistAssistantMessage.inputs).toEqual([
+      expect.objectContaining({ spanId: 'turn_1.model1', end: null, draft: expect.objectContaining({ toolCalls: [expect.objectContaining({ callId: 'call_1', name: 'echo' })] }) }),
+    ]);
+    t.child().send({ type: 'turn.stop' });
+    t.child().send({ type: 'turn.cancel' });
+    await flush();
+    // The stop is noted; the write in flight is not abandoned.
+    expect(t.state()).toEqual({ running_model: { streaming: 'persisting' } });
+    expect(t.published()).not.toContainEqual({ type: 'draft_cleared', reason: 'committed' });
+    gate.resolve({ messageId: 'm1' });
+    await flush();
+    // Committed once and announced after the commit; the batch's call is recorded cancelled, never run.
+    expect(t.stubs.persistAssistantMessage.inputs).toHaveLength(1);
+    expect(t.published()).toContainEqual({ type: 'draft_cleared', reason: 'committed' });
+    expect(t.stubs.checkToolCall.inputs).toEqual([]);
+    expect(t.stubs.executeTool.inputs).toEqual([]);
+    expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc1' }] });
+    expect(t.out().outcome).toEqual({ status: 'failed', code: 'actor_stopped', message: 'the session actor stopped during the turn' });
   });
 });
 

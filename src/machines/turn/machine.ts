@@ -2,7 +2,7 @@
  * @module machines/turn/machine
  * The Turn machine: one ActiveTurn of a session (seed 000 §3-§6, seed 004 TurnState).
  *
- *   starting → running_model (checking → draining → streaming (sampling → requesting → receiving) → persisting) ⇄ compacting
+ *   starting → running_model (checking → draining → streaming (sampling → requesting → receiving → persisting: one model actor)) ⇄ compacting
  *              running_model → tools.run (validating → authorizing → executing → recording: one run actor) → running_model
  *                              tools.run → tools.call (a card or a control tool: the tool-call machine)
  *                                          call.running_tools ⇄ call.waiting_permission | call.waiting_user_input

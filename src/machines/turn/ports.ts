@@ -125,6 +125,15 @@ export type TurnEvent =
   | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
   | { type: 'model.provider_opaque'; provider: string; data: unknown }
   | { type: 'model.completed'; usage: TokenUsage; responseId?: string; finishReason?: string }
+  /**
+   * The model actor's failure, before the model was asked (a `ModelCallSetupFailure`) or of the call
+   * itself (a `ModelError`): its last event, reported while the Turn is in `streaming`'s call states.
+   */
+  | { type: 'model.failed'; error: unknown }
+  /** The assistant message the Turn asked for (`model.persist`) is committed: the model actor's last event. */
+  | { type: 'model.persisted'; messageId: string; outputProblem?: string }
+  /** The assistant message's write failed (nothing of it is in the conversation): the model actor's last event. */
+  | { type: 'model.persist_failed'; error: unknown }
   /** The provider's latest rate-limit headers, read after a model call; the session merges them. */
   | { type: 'model.rate_limits_reported'; snapshot: RateLimitSnapshot }
   | { type: 'toolcall.permission_requested'; toolCallId: string; card: PermissionCard }
@@ -154,6 +163,13 @@ export type RunToolCallEvent =
   | { type: 'tool.execute'; input: ExecuteInput }
   | { type: 'toolcall.cancel' }
   | { type: 'tool.record'; input: RecordInput };
+
+/**
+ * What the Turn sends its model actor on entering `streaming.persisting`: store this answer (the
+ * draft the chart assembled from the actor's events), with the turn's end when the chart decided
+ * the answer ends the turn.
+ */
+export type PersistAssistantCommand = { type: 'model.persist' } & Pick<PersistAssistantInput, 'draft' | 'end'>;
 
 
 export interface BeginTurnInput {
@@ -196,6 +212,10 @@ export interface CallModelInput {
   counted: boolean;
 }
 
+/**
+ * What the model actor's commit of the assistant message works from: the call's own input and the
+ * Turn's `model.persist` command.
+ */
 export interface PersistAssistantInput {
   sessionId: string;
   turnId: string;

@@ -3,7 +3,7 @@
  * The Turn's `setup`: its types, the actors it invokes (each a stub until the runtime provides the
  * real one), its guards and its named actions. The state nodes in `states/` are typed by it.
  */
-import { assign, enqueueActions, fromCallback, fromEventObservable, fromPromise, sendParent, setup } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, sendParent, setup } from 'xstate';
 import type { Phase, SessionUpdate } from '../../protocol/updates.js';
 import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
 import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';
@@ -25,7 +25,7 @@ import type {
   DrainOutput,
   FinishInput,
   ModelCallStage,
-  PersistAssistantInput,
+  PersistAssistantCommand,
   RunToolCallEvent,
   TurnEvent,
   TurnInput,
@@ -47,8 +47,7 @@ export const turnSetup = setup({
   actors: {
     beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
     drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
-    callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),
-    persistAssistantMessage: fromPromise<{ messageId: string; outputProblem?: string }, PersistAssistantInput>(async () => notProvided('persistAssistantMessage')),
+    callModel: fromCallback<PersistAssistantCommand, CallModelInput>(() => notProvided('callModel')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
     runToolCall: fromCallback<RunToolCallEvent, ToolCallInput>(() => notProvided('runToolCall')),
     toolCall: toolCallMachine,

@@ -89,12 +89,23 @@ describe('machineChart', () => {
       ['turn.tools.run.authorizing', 'tool.authorized', null],
     ]);
     const streaming = chart.edges.filter((e) => e.source === 'turn.running_model.streaming');
-    // The model actor's last event is its completion: the Turn stores the answer on it; a stream
-    // that ends without one is a protocol error.
-    expect(streaming).toContainEqual(expect.objectContaining({ event: 'xstate.done.actor.callModel', kind: 'done', target: 'turn.ending', targetless: false }));
+    // One model actor spans the call's states and the commit: `persisting` is a state of
+    // `streaming`, which invokes it; the actor reports its failure as an event (no done or error
+    // event: a stream that ends without a completion is its own `model_protocol_error`).
+    expect(['sampling', 'requesting', 'receiving', 'persisting'].map((s) => nodes.get(`running_model.streaming.${s}`)!.invoke)).toEqual([[], [], [], []]);
+    expect(streaming.filter((e) => e.kind === 'done' || e.kind === 'error')).toEqual([]);
     const receiving = chart.edges.filter((e) => e.source === 'turn.running_model.streaming.receiving');
-    expect(receiving).toContainEqual(expect.objectContaining({ event: 'model.completed', kind: 'event', target: 'turn.running_model.persisting', targetless: false }));
+    expect(receiving).toContainEqual(expect.objectContaining({ event: 'model.completed', kind: 'event', target: 'turn.running_model.streaming.persisting', targetless: false }));
     expect(receiving).toContainEqual(expect.objectContaining({ event: 'model.text_delta', kind: 'event', targetless: true }));
-    expect(streaming).toContainEqual(expect.objectContaining({ event: 'xstate.error.actor.callModel', kind: 'error', target: 'turn.compacting' }));
+    expect(streaming).toContainEqual(expect.objectContaining({ event: 'model.failed', kind: 'event', target: 'turn.compacting' }));
+    const persisting = chart.edges.filter((e) => e.source === 'turn.running_model.streaming.persisting');
+    expect(persisting.map((e) => [e.event, e.target])).toEqual([
+      ['model.persisted', 'turn.ending'],
+      ['model.persisted', 'turn.ending'],
+      ['model.persisted', 'turn.ending'],
+      ['model.persisted', 'turn.running_model.checking'],
+      ['model.persisted', 'tools'],
+      ['model.persist_failed', 'turn.ending'],
+    ]);
   });
 });

@@ -417,6 +417,11 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
       offer('recordModelCallStart');
       continue;
     }
+    if (id === 'callModel' && persisting(turn!)) {
+      // The same model actor stores the answer the Turn asked for (`model.persist`): a storage port.
+      offer('persistAssistantMessage');
+      continue;
+    }
     if (id === 'callModel') {
       const draft = turn!.context.draft;
       const ev = (e: ModelEventKind) => config.model.includes(e) && out.push(stim({ kind: 'model', ev: e }));
@@ -538,7 +543,7 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       const input = turnWaits.callModel as { thresholdCompaction: boolean; counted: boolean };
       if (config.assembleFails) {
         const error = new ModelCallSetupFailure('assemble', new AssemblyError('system context part too large'));
-        sim.send('turn', { type: 'xstate.error.actor.callModel', error, actorId: 'callModel' });
+        sim.send('turn', { type: 'model.failed', error });
       } else if (config.compaction === 'threshold' && input.thresholdCompaction) {
         sim.send('turn', { type: 'model.over_threshold', estimatedInputTokens: 50 });
       } else if (input.counted) {
@@ -762,6 +767,11 @@ function sampling(turn: { value: unknown }): boolean {
   return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'sampling' } });
 }
 
+/** The Turn waits for its model actor to store the answer it asked for. */
+function persisting(turn: { value: unknown }): boolean {
+  return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'persisting' } });
+}
+
 /** The Turn waits for its model actor to assemble the request and write the call's counters. */
 function requesting(turn: { value: unknown }): boolean {
   return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'requesting' } });
@@ -778,17 +788,20 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
       // The model actor writes the counters itself: their commit is its event, their failure its error.
       return outcome === 'ok'
         ? { target, event: { type: 'model.call_recorded', estimatedInputTokens: 50 } }
-        : { target, event: { type: 'xstate.error.actor.callModel', error: new ModelCallSetupFailure('record', storageError(actor)), actorId: 'callModel' } };
+        : { target, event: { type: 'model.failed', error: new ModelCallSetupFailure('record', storageError(actor)) } };
     case 'drainInbox':
       return outcome === 'ok' ? done({ mailboxIds: input.mailbox.map((m: { id: string }) => m.id), inputIds: input.pendingInput.map((m: { id: string }) => m.id) }) : fail();
     case 'sampleWorldState': {
       // The model actor samples World State itself: its end is an event, its failure the actor's error.
       if (outcome === 'ok') return { target, event: { type: 'model.sampled' } };
       const cause = outcome === 'catalog_error' ? new WorldStateError('skill_catalog_task_error', 'cannot build the skill catalog') : storageError(actor);
-      return { target, event: { type: 'xstate.error.actor.callModel', error: new ModelCallSetupFailure('sample', cause), actorId: 'callModel' } };
+      return { target, event: { type: 'model.failed', error: new ModelCallSetupFailure('sample', cause) } };
     }
     case 'persistAssistantMessage':
-      return outcome === 'ok' ? done({ messageId: 'msg_assistant' }) : fail();
+      // The model actor stores the answer itself: the commit is its event, a failed write another.
+      return outcome === 'ok'
+        ? { target, event: { type: 'model.persisted', messageId: 'msg_assistant' } }
+        : { target, event: { type: 'model.persist_failed', error: storageError(actor) } };
     case 'compactConversation':
       switch (outcome) {
         case 'ok':
@@ -869,13 +882,14 @@ function modelEvents(sim: SimSystem, ev: ModelEventKind): Array<{ type: string; 
       // The actor holds the completion until the stream has ended well, reports the limits, then completes.
       return [limits, { type: 'model.completed', usage, responseId: 'resp', finishReason: 'stop' }];
     case 'end':
-      return [limits, { type: 'xstate.done.actor.callModel', output: undefined, actorId: 'callModel' }];
+      // The actor has no done event: it reports a stream that ends without a completion as its failure.
+      return [limits, { type: 'model.failed', error: new ModelError('model_protocol_error', 'the model stream ended without a completed response', { semanticOutput: draft.semantic }) }];
     case 'protocol':
-      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('model_protocol_error', 'protocol', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
+      return [limits, { type: 'model.failed', error: new ModelError('model_protocol_error', 'protocol', { semanticOutput: draft.semantic }) }];
     case 'error':
-      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('model_error', 'provider error', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
+      return [limits, { type: 'model.failed', error: new ModelError('model_error', 'provider error', { semanticOutput: draft.semantic }) }];
     case 'overflow':
-      return [limits, { type: 'xstate.error.actor.callModel', error: new ModelError('context_overflow', 'overflow', { semanticOutput: draft.semantic }), actorId: 'callModel' }];
+      return [limits, { type: 'model.failed', error: new ModelError('context_overflow', 'overflow', { semanticOutput: draft.semantic }) }];
   }
 }
 

@@ -2,9 +2,9 @@
  * @module machines/turn/states/running-model
  * `running_model`: check the limits, drain the inbox, call the model (sampling → requesting →
  * receiving) and persist its answer, which ends the turn, loops for steering input or starts the
- * tool batch.
+ * tool batch. One model actor spans `streaming`, the call's states and `persisting` alike.
  */
-import { assign, enqueueActions } from 'xstate';
+import { assign, enqueueActions, sendTo } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { announceToParent } from '../../publish.js';
@@ -61,10 +61,13 @@ export const runningModelState = turnSetup.createStateConfig({
       },
     },
     streaming: {
-      // One actor per model call: it samples World State, assembles the request from the session's
-      // conversation (nothing of it enters this context), asks for a threshold compaction or
-      // records the call's counters, and then streams. `sampling` shows the first, `requesting`
-      // the next two, `receiving` the stream.
+      // One actor per model call, from sampling to the stored answer (issue 14 point 3): it samples
+      // World State, assembles the request from the session's conversation (nothing of it enters
+      // this context), asks for a threshold compaction or records the call's counters, streams,
+      // and stores the answer when the chart, in `persisting`, tells it to (`model.persist`). It
+      // reports each step as an event and the chart takes every transition: `sampling` shows the
+      // first, `requesting` the next two, `receiving` the stream, `persisting` the commit. Leaving
+      // `streaming` stops it, which aborts a request in flight; a commit in flight finishes.
       initial: 'sampling',
       invoke: {
         id: 'callModel',
@@ -82,13 +85,12 @@ export const runningModelState = turnSetup.createStateConfig({
           thresholdCompaction: !context.modelCall.thresholdTried && !context.modelCall.summarizedThisCall,
           counted: context.reservedCall === context.modelCallIndex,
         }),
-        // The Turn leaves on `model.completed`, the actor's last event: a stream that ends
-        // without it is a protocol error (the real actor fails such a call itself).
-        onDone: {
-          target: '#turn.ending',
-          actions: ['discardDraft', assign({ outcome: () => failedOutcome('model_protocol_error', 'the model stream ended without a completed response') })],
-        },
-        onError: [
+      },
+      on: {
+        // The call failed: the actor's last event (the real actor also turns a stream that ends
+        // without a completed response into a `model_protocol_error`). It comes only from the
+        // call's states: once the answer is complete the actor reports only the commit's outcome.
+        'model.failed': [
           {
             // World State could not be sampled (reference §2.3): nothing was asked.
             guard: { type: 'failedBeforeCall', params: ({ event }) => ({ error: event.error, stage: 'sample' as const }) },
@@ -202,7 +204,7 @@ export const runningModelState = turnSetup.createStateConfig({
             // well): the answer is complete, so the Turn goes on to store it at once (issue 14
             // point 3: no `observable.complete` and `done.actor` round after it).
             'model.completed': {
-              target: '#turn.running_model.persisting',
+              target: 'persisting',
               // Whether the answer ends the turn is decided here, once, as `persisting` is entered
               // (this is the only way in): the write either carries the end or does not, whatever
               // arrives while it runs. One `assign` with the completion: one context copy.
@@ -224,101 +226,99 @@ export const runningModelState = turnSetup.createStateConfig({
             'turn.stop': { target: '#turn.ending', actions: ['requestStop', 'discardDraft', 'outcomeFromStop'] },
           },
         },
-      },
-    },
-    persisting: {
-      // `endingWithAnswer` was decided by the transition in (`receiving` on `model.completed`).
-      invoke: {
-        id: 'persistAssistantMessage',
-        src: 'persistAssistantMessage',
-        input: ({ context }) => ({
-          sessionId: context.fixed.sessionId,
-          turnId: context.turnId,
-          modelCallIndex: context.modelCallIndex,
-          spanId: `${context.turnId}.model${context.submissionCount}`,
-          draft: context.draft,
-          end: context.endingWithAnswer ? { planUnfinishedStepCount: planUnfinishedSteps(context) } : null,
-        }),
-        onDone: [
-          {
-            // The final answer and the turn's end committed together: a stop or steering input that
-            // came during the write finds the turn ended (steering input goes to the next turn).
-            guard: ({ context }) => context.endingWithAnswer,
-            target: '#turn.ending',
-            actions: [
-              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
-              assign(({ context }) => ({
-                usage: addUsage(context.usage, context.draft.completion!.usage),
-                outcome: { status: 'completed' as const, finalText: context.draft.text },
-                draft: emptyDraft(),
-                endRecorded: true,
-              })),
-            ],
-          },
-          {
-            // Structured output: a final answer that does not fit the turn's schema fails the turn.
-            guard: ({ context, event }) =>
-              event.output.outputProblem !== undefined &&
-              context.draft.toolCalls.length === 0 &&
-              context.host.pendingInput.length === 0 &&
-              context.stopRequest === null,
-            target: '#turn.ending',
-            actions: [
-              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
-              assign(({ context, event }) => ({
-                usage: addUsage(context.usage, context.draft.completion!.usage),
-                outcome: failedOutcome('output_invalid', event.output.outputProblem!),
-                draft: emptyDraft(),
-              })),
-            ],
-          },
-          {
-            guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.host.pendingInput.length === 0 || context.stopRequest !== null),
-            target: '#turn.ending',
-            actions: [
-              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
-              assign(({ context }) => ({
-                usage: addUsage(context.usage, context.draft.completion!.usage),
-                outcome: context.stopRequest === null ? { status: 'completed' as const, finalText: context.draft.text } : stopOutcome(context.stopRequest),
-                draft: emptyDraft(),
-              })),
-            ],
-          },
-          {
-            // A final answer while steering input waits: the turn takes the input in one more round.
-            guard: ({ context }) => context.draft.toolCalls.length === 0,
-            target: 'checking',
-            actions: [
-              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
-              assign(({ context }) => ({ usage: addUsage(context.usage, context.draft.completion!.usage), draft: emptyDraft() })),
-            ],
-          },
-          {
-            target: '#turn.tools',
-            actions: [
-              { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
-              assign(({ context, event }) => {
-                const calls = context.draft.toolCalls;
-                const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
-                return {
-                  usage: addUsage(context.usage, context.draft.completion!.usage),
-                  batch: { assistantMessageId: event.output.messageId, calls, toolCallIds },
-                  batchIndex: 0,
-                  toolCallCount: context.toolCallCount + calls.length,
-                  liveToolCalls: calls.map((call, i) => ({
-                    toolCallId: toolCallIds[i]!,
-                    providerCallId: call.callId,
-                    toolName: call.name,
-                    arguments: call.arguments,
-                    status: 'pending' as const,
+        persisting: {
+          // `endingWithAnswer` was decided by the transition in (`receiving` on `model.completed`).
+          // The model actor stores the answer when told: it is the same actor, so no second actor
+          // is started, initialised and answered for the commit. No cancel or stop is handled
+          // here: the root notes it and the commit in flight finishes (the branches below read it).
+          entry: sendTo('callModel', ({ context }) => ({
+            type: 'model.persist' as const,
+            draft: context.draft,
+            end: context.endingWithAnswer ? { planUnfinishedStepCount: planUnfinishedSteps(context) } : null,
+          })),
+          on: {
+            'model.persisted': [
+              {
+                // The final answer and the turn's end committed together: a stop or steering input that
+                // came during the write finds the turn ended (steering input goes to the next turn).
+                guard: ({ context }) => context.endingWithAnswer,
+                target: '#turn.ending',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context }) => ({
+                    usage: addUsage(context.usage, context.draft.completion!.usage),
+                    outcome: { status: 'completed' as const, finalText: context.draft.text },
+                    draft: emptyDraft(),
+                    endRecorded: true,
                   })),
-                  draft: emptyDraft(),
-                };
-              }),
+                ],
+              },
+              {
+                // Structured output: a final answer that does not fit the turn's schema fails the turn.
+                guard: ({ context, event }) =>
+                  event.outputProblem !== undefined &&
+                  context.draft.toolCalls.length === 0 &&
+                  context.host.pendingInput.length === 0 &&
+                  context.stopRequest === null,
+                target: '#turn.ending',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context, event }) => ({
+                    usage: addUsage(context.usage, context.draft.completion!.usage),
+                    outcome: failedOutcome('output_invalid', event.outputProblem!),
+                    draft: emptyDraft(),
+                  })),
+                ],
+              },
+              {
+                guard: ({ context }) => context.draft.toolCalls.length === 0 && (context.host.pendingInput.length === 0 || context.stopRequest !== null),
+                target: '#turn.ending',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context }) => ({
+                    usage: addUsage(context.usage, context.draft.completion!.usage),
+                    outcome: context.stopRequest === null ? { status: 'completed' as const, finalText: context.draft.text } : stopOutcome(context.stopRequest),
+                    draft: emptyDraft(),
+                  })),
+                ],
+              },
+              {
+                // A final answer while steering input waits: the turn takes the input in one more round.
+                guard: ({ context }) => context.draft.toolCalls.length === 0,
+                target: '#turn.running_model.checking',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context }) => ({ usage: addUsage(context.usage, context.draft.completion!.usage), draft: emptyDraft() })),
+                ],
+              },
+              {
+                target: '#turn.tools',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context, event }) => {
+                    const calls = context.draft.toolCalls;
+                    const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
+                    return {
+                      usage: addUsage(context.usage, context.draft.completion!.usage),
+                      batch: { assistantMessageId: event.messageId, calls, toolCallIds },
+                      batchIndex: 0,
+                      toolCallCount: context.toolCallCount + calls.length,
+                      liveToolCalls: calls.map((call, i) => ({
+                        toolCallId: toolCallIds[i]!,
+                        providerCallId: call.callId,
+                        toolName: call.name,
+                        arguments: call.arguments,
+                        status: 'pending' as const,
+                      })),
+                      draft: emptyDraft(),
+                    };
+                  }),
+                ],
+              },
             ],
+            'model.persist_failed': { target: '#turn.ending', actions: ['discardDraft', assign({ outcome: ({ event }) => storageFailure(event.error) })] },
           },
-        ],
-        onError: { target: '#turn.ending', actions: ['discardDraft', assign({ outcome: ({ event }) => storageFailure(event.error) })] },
+        },
       },
     },
   },
