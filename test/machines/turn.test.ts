@@ -456,8 +456,8 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     // Committed once and announced after the commit; the batch's call is recorded cancelled, never run.
     expect(t.stubs.persistAssistantMessage.inputs).toHaveLength(1);
     expect(t.published()).toContainEqual({ type: 'draft_cleared', reason: 'committed' });
-    expect(t.stubs.checkToolCall.inputs).toEqual([]);
-    expect(t.stubs.executeTool.inputs).toEqual([]);
+    expect(t.stubs.runToolCall.inputs).toEqual([]);
+    expect(t.stubs.runToolCall.executed).toEqual([]);
     expect(t.stubs.recordCancelledCalls.inputs[0]).toMatchObject({ calls: [{ toolCallId: 'turn_1.tc1' }] });
     expect(t.out().outcome).toEqual({ status: 'failed', code: 'actor_stopped', message: 'the session actor stopped during the turn' });
   });
