@@ -16,7 +16,7 @@ const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
 /** Why a small file was not read. */
 export type SmallFileProblem = 'missing' | 'symlink' | 'not_regular' | 'too_large' | 'unreadable';
 
-export type SmallFile = { ok: true; bytes: Buffer } | { ok: false; problem: SmallFileProblem; message: string };
+export type SmallFile = { ok: true; bytes: Buffer } | { ok: false; problem: SmallFileProblem; message: string; size?: number };
 
 /**
  * The content of the regular file at `path`, at most `maxBytes` bytes; never blocks on a FIFO or a
@@ -37,7 +37,7 @@ export async function readSmallFile(path: string, maxBytes: number): Promise<Sma
   try {
     const info = await handle.stat();
     if (!info.isFile()) return { ok: false, problem: 'not_regular', message: 'it is not a regular file' };
-    if (info.size > maxBytes) return { ok: false, problem: 'too_large', message: `it is ${info.size} bytes; the limit is ${maxBytes}` };
+    if (info.size > maxBytes) return { ok: false, problem: 'too_large', message: `it is ${info.size} bytes; the limit is ${maxBytes}`, size: info.size };
     // One byte more than the size tells a file that grew since the stat from one that did not.
     const buf = Buffer.alloc(info.size + 1);
     let length = 0;
