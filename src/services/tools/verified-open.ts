@@ -294,3 +294,21 @@ export async function writeAll(handle: FileHandle, content: string): Promise<voi
     at += bytesWritten;
   }
 }
+
+/**
+ * The content of an opened regular file, at most the `size` it had when it was judged. Not
+ * `handle.readFile()`: that takes the size from a second `fstat` of its own, so a file truncated to
+ * a sparse gigabyte between the judgement and the read (one `ftruncate`, by any process writing
+ * the directory) was allocated and read whole past every size bound, and a file that was empty at
+ * that second look was read until end of file while a writer kept appending.
+ */
+export async function readJudged(handle: FileHandle, size: number): Promise<Buffer> {
+  const buf = Buffer.alloc(size);
+  let length = 0;
+  while (length < size) {
+    const { bytesRead } = await handle.read(buf, length, size - length, length);
+    if (bytesRead === 0) break;
+    length += bytesRead;
+  }
+  return length === size ? buf : buf.subarray(0, length);
+}
