@@ -47,20 +47,27 @@ describe('a file that changes size between check and read (attack round 4)', () 
     const path = join(env.tmp, 'flip.txt');
     writeFileSync(path, '');
     flipper = startFlipper(path);
-    const calls: ScriptedToolCall[] = [];
-    // Each call differs a little, so the doom-loop check does not end the turn.
-    for (let i = 0; i < 20; i += 1) calls.push({ name: 'read', arguments: { path, limit: 2_000 - i } });
-    for (let i = 0; i < 10; i += 1) calls.push({ name: 'grep', arguments: { pattern: `x${i}`, path } });
-    for (let i = 0; i < 10; i += 1) calls.push({ name: 'edit', arguments: { path, oldString: 'x', newString: `y${i}` } });
+    // Each call differs a little, so the doom-loop check does not end the turn; ten calls a turn
+    // stay under the turn's model-call limit.
+    const turns: ScriptedToolCall[][] = [
+      Array.from({ length: 10 }, (_, i) => ({ name: 'read', arguments: { path, limit: 2_000 - i } })),
+      Array.from({ length: 10 }, (_, i) => ({ name: 'read', arguments: { path, limit: 1_000 - i } })),
+      Array.from({ length: 10 }, (_, i) => ({ name: 'grep', arguments: { pattern: `x${i}`, path } })),
+      Array.from({ length: 10 }, (_, i) => ({ name: 'edit', arguments: { path, oldString: 'x', newString: `y${i}` } })),
+    ];
     writeFileSync('/proc/self/clear_refs', '5');
     const before = peakResident();
-    const attack = await scriptedAttack(env, storage, calls);
+    const results: string[] = [];
+    for (const calls of turns) {
+      const attack = await scriptedAttack(env, storage, calls);
+      expect(attack.outcome).toMatchObject({ status: 'completed' });
+      results.push(...attack.results);
+    }
     const grown = peakResident() - before;
     flipper.kill('SIGKILL');
     // Unprotected, each call that saw the file empty and then read it allocated 600 MiB.
     expect(grown).toBeLessThan(250 * 1024 * 1024);
-    expect(attack.outcome).toMatchObject({ status: 'completed' });
-    for (const text of attack.results.slice(0, 20)) expect(text).toMatch(/ is empty\.$| is \d+ bytes, larger than read handles /);
-    for (const text of attack.results.slice(20, 30)) expect(text).toMatch(/^No matches for "x\d"/);
+    for (const text of results.slice(0, 20)) expect(text).toMatch(/ is empty\.$| is \d+ bytes, larger than read handles /);
+    for (const text of results.slice(20, 30)) expect(text).toMatch(/^No matches for "x\d"/);
   }, 60_000);
 });
