@@ -121,7 +121,7 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
               tooLarge += 1;
               continue;
             }
-            buf = await readJudged(opened.handle, opened.info.size);
+            buf = await readJudged(opened.handle, opened.info.size, GREP_MAX_FILE_BYTES);
           } catch {
             continue;
           } finally {

@@ -60,7 +60,7 @@ export function readTool(runtime: ToolRuntime): SandboxedTool {
         if (info.size > READ_MAX_FILE_BYTES) {
           return failedResult('execution_failed', `${path} is ${info.size} bytes, larger than read handles (${READ_MAX_FILE_BYTES} bytes); use grep, or bash with head/tail/sed, to look at parts of it.`);
         }
-        buf = await readJudged(opened.handle, info.size);
+        buf = await readJudged(opened.handle, info.size, READ_MAX_FILE_BYTES);
       } finally {
         await opened.handle.close().catch(() => undefined);
       }
