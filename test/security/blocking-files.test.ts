@@ -13,7 +13,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
-import { scriptedAttack } from '../support/scripted-attack.js';
+import type { TurnOutcome } from '../../src/protocol/updates.js';
+import { scriptedModel, type ScriptedToolCall } from '../../src/services/model/scripted.js';
+import { builtinToolsCore } from '../support/scripted-attack.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 let storage: SqlSessionStorage;
@@ -37,20 +39,34 @@ function releaseEvery10s(fifo: string): void {
   releasers.push(spawn('/bin/sh', ['-c', script], { stdio: 'ignore' }));
 }
 
-/** Runs `work` while a 20 ms timer measures the longest stall of the event loop. */
-async function longestStall<T>(work: () => Promise<T>): Promise<{ value: T; stallMs: number }> {
-  let last = Date.now();
-  let stallMs = 0;
-  const timer = setInterval(() => {
-    stallMs = Math.max(stallMs, Date.now() - last);
-    last = Date.now();
-  }, 20);
+/**
+ * One turn in which the model makes `calls`, one per step, with the longest stall of the event loop
+ * measured by a 20 ms timer from the turn's start to its end (the core is started before, so its
+ * own start-up on a loaded machine does not count).
+ */
+async function attackTurn(calls: ScriptedToolCall[]): Promise<{ outcome: TurnOutcome; results: string[]; stallMs: number }> {
+  const model = scriptedModel([...calls.map((call) => ({ toolCalls: [call] })), { text: 'done' }]);
+  const core = await builtinToolsCore(env, storage, model);
   try {
-    const value = await work();
-    stallMs = Math.max(stallMs, Date.now() - last);
-    return { value, stallMs };
+    const session = await core.createSession({ workingDirectory: env.ws, permissionMode: 'auto' });
+    let last = Date.now();
+    let stallMs = 0;
+    const timer = setInterval(() => {
+      stallMs = Math.max(stallMs, Date.now() - last);
+      last = Date.now();
+    }, 20);
+    let outcome: TurnOutcome;
+    try {
+      const { turnId } = await session.startTurn({ clientRequestId: `walk-${Math.random()}`, input: [{ type: 'text', text: 'go' }] });
+      outcome = await session.waitForTurn(turnId);
+      stallMs = Math.max(stallMs, Date.now() - last);
+    } finally {
+      clearInterval(timer);
+    }
+    const results = (model.requests.at(-1)?.messages ?? []).filter((m) => m.role === 'tool').map((m) => (m as { text: string }).text);
+    return { outcome, results, stallMs };
   } finally {
-    clearInterval(timer);
+    await core.shutdown();
   }
 }
 
@@ -60,23 +76,20 @@ describe('a .gitignore that blocks cannot freeze the host (attack round 4)', () 
     mkdirSync(join(env.ws, 'pkg'));
     writeFileSync(join(env.ws, 'pkg', 'index.txt'), 'needle\n');
     releaseEvery10s(join(env.ws, 'pkg', '.gitignore'));
-    const { value: attack, stallMs } = await longestStall(() =>
-      scriptedAttack(env, storage, [
-        { name: 'bash', arguments: { command: "mkfifo pkg/.gitignore && stat -c '%F %n' pkg/.gitignore" } },
-        { name: 'grep', arguments: { pattern: 'needle' } },
-        { name: 'glob', arguments: { pattern: '**/*.txt' } },
-        { name: 'list', arguments: { path: '.', recursive: true } },
-      ]),
-    );
+    const attack = await attackTurn([
+      { name: 'bash', arguments: { command: "mkfifo pkg/.gitignore && stat -c '%F %n' pkg/.gitignore" } },
+      { name: 'grep', arguments: { pattern: 'needle' } },
+      { name: 'glob', arguments: { pattern: '**/*.txt' } },
+      { name: 'list', arguments: { path: '.', recursive: true } },
+    ]);
     expect(attack.outcome.status).toBe('completed');
     const [made, grep, glob, list] = attack.results;
     expect(made).toContain('fifo pkg/.gitignore');
     expect(grep).toContain('pkg/index.txt:1: needle');
     expect(glob).toContain('pkg/index.txt');
     expect(list).toContain('pkg/index.txt');
-    // Unprotected, each walk waited about 10 s on the main thread for the releaser; the bound leaves
-    // room for the start of the core on a loaded machine.
-    expect(stallMs).toBeLessThan(5_000);
+    // Unprotected, each walk waited about 10 s on the main thread for the releaser.
+    expect(attack.stallMs).toBeLessThan(5_000);
   }, 60_000);
 
   it('a .gitignore that is a symbolic link to a FIFO outside the workspace is not followed', async (ctx) => {
@@ -87,17 +100,15 @@ describe('a .gitignore that blocks cannot freeze the host (attack round 4)', () 
     mkdirSync(join(env.ws, 'linked'));
     writeFileSync(join(env.ws, 'linked', 'kept.txt'), 'needle\n');
     releaseEvery10s(fifo);
-    const { value: attack, stallMs } = await longestStall(() =>
-      scriptedAttack(env, storage, [
-        { name: 'bash', arguments: { command: `ln -s '${fifo}' linked/.gitignore && echo linked` } },
-        { name: 'grep', arguments: { pattern: 'needle', path: 'linked' } },
-        { name: 'list', arguments: { path: 'linked', recursive: true } },
-      ]),
-    );
+    const attack = await attackTurn([
+      { name: 'bash', arguments: { command: `ln -s '${fifo}' linked/.gitignore && echo linked` } },
+      { name: 'grep', arguments: { pattern: 'needle', path: 'linked' } },
+      { name: 'list', arguments: { path: 'linked', recursive: true } },
+    ]);
     expect(attack.outcome.status).toBe('completed');
     expect(attack.results[1]).toContain('kept.txt:1: needle');
     expect(attack.results[2]).toContain('kept.txt');
-    expect(stallMs).toBeLessThan(5_000);
+    expect(attack.stallMs).toBeLessThan(5_000);
   }, 60_000);
 
   it('an ordinary .gitignore is still honoured, an oversized one is not', async () => {
