@@ -6,7 +6,7 @@
  * sandbox policy. The baseline is memory-only, so after a restart retained sections are re-sent once
  * with a replacement notice.
  */
-import { lstat, readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { OpenworkError } from '../../errors.js';
 import type { NewMessage } from '../../protocol/content.js';
@@ -14,6 +14,7 @@ import type { PermissionMode } from '../../protocol/input.js';
 import type { SandboxStatus } from '../../protocol/snapshot.js';
 import { storableText } from '../../protocol/storable-text.js';
 import type { ConversationItem } from './chat-state.js';
+import { readSmallFile } from '../tools/small-file.js';
 
 export const WORLD_STATE_SECTIONS = ['runtime/user-project-context', 'project/AGENTS.md', 'skills/catalog', 'runtime/sandbox-policy'] as const;
 export type WorldStateSectionId = (typeof WORLD_STATE_SECTIONS)[number];
@@ -124,22 +125,34 @@ export async function renderProjectContext(workingDirectory: string): Promise<st
   return body;
 }
 
-/** `<project_instructions>` from `<working dir>/AGENTS.md`; null when missing or blank. */
+/**
+ * `<project_instructions>` from `<working dir>/AGENTS.md`; null when missing or blank. The file is
+ * judged by the descriptor it is read through (`readSmallFile`), not by a look-up before it: a
+ * process in the workspace (the parent's bash while an explorer starts its model call) could swap a
+ * FIFO in between, and the read then waited for a writer forever in a thread of the host's I/O
+ * pool (four such, and every file operation of the host waited).
+ */
 export async function renderAgentsMd(workingDirectory: string): Promise<string | null> {
-  const path = join(workingDirectory, 'AGENTS.md');
-  let info;
-  try {
-    info = await lstat(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new WorldStateError('project_instruction_error', `cannot read AGENTS.md: ${(error as Error).message}`);
+  const file = await readSmallFile(join(workingDirectory, 'AGENTS.md'), AGENTS_MD_MAX_BYTES);
+  if (!file.ok) {
+    switch (file.problem) {
+      case 'missing':
+        return null;
+      case 'symlink':
+        throw new WorldStateError('project_instruction_error', 'AGENTS.md is a symbolic link; it is not loaded');
+      case 'not_regular':
+        throw new WorldStateError('project_instruction_error', 'AGENTS.md is not a regular file');
+      case 'too_large':
+        throw new WorldStateError('project_instruction_error', `AGENTS.md is ${file.size} bytes; the limit is ${AGENTS_MD_MAX_BYTES}`);
+      case 'unreadable':
+        throw new WorldStateError('project_instruction_error', `cannot read AGENTS.md: ${file.message}`);
+      default: {
+        const never: never = file.problem;
+        throw new Error(`unknown problem ${String(never)}`);
+      }
+    }
   }
-  if (info.isSymbolicLink()) throw new WorldStateError('project_instruction_error', 'AGENTS.md is a symbolic link; it is not loaded');
-  if (!info.isFile()) throw new WorldStateError('project_instruction_error', 'AGENTS.md is not a regular file');
-  if (info.size > AGENTS_MD_MAX_BYTES) {
-    throw new WorldStateError('project_instruction_error', `AGENTS.md is ${info.size} bytes; the limit is ${AGENTS_MD_MAX_BYTES}`);
-  }
-  const bytes = await readFile(path);
+  const bytes = file.bytes;
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

@@ -25,6 +25,8 @@ const DESCRIPTION = [
   'oldString must occur exactly once unless replaceAll is true; include enough surrounding lines to make it unique. Use write to create files.',
 ].join(' ');
 
+const tooLargeText = (bytes: number) => `the edited file would be ${bytes} bytes, larger than ${MAX_WRITE_BYTES} bytes; nothing was changed.`;
+
 function occurrences(text: string, needle: string): number {
   let count = 0;
   for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) count += 1;
@@ -41,9 +43,17 @@ async function replaceIn(runtime: ToolRuntime, ctx: ToolContext, policy: Sandbox
   if (count > 1 && !replaceAll) {
     return failedResult('execution_failed', `oldString occurs ${count} times in ${path}; include more surrounding text to make it unique, or set replaceAll.`);
   }
+  // The size is known before the text is built: `replaceAll` of a one-character oldString in a
+  // 1 MiB file by a newString of 500 characters built a 500-million-character string (1 GiB of
+  // memory, seconds of the main thread) only to refuse it. Lone surrogates can make the real size
+  // a few bytes smaller than this sum, so the exact check below stays.
+  const replaced = replaceAll ? count : 1;
+  const estimated = Buffer.byteLength(before) + replaced * (Buffer.byteLength(newString) - Buffer.byteLength(oldString));
+  if (estimated > MAX_WRITE_BYTES) return failedResult('execution_failed', tooLargeText(estimated));
   // split/join, not String.replace: `$&` and friends in newString must stay literal.
   const after = replaceAll ? before.split(oldString).join(newString) : before.replace(oldString, () => newString);
-  if (Buffer.byteLength(after) > MAX_WRITE_BYTES) return failedResult('execution_failed', `the edited file would be larger than ${MAX_WRITE_BYTES} bytes.`);
+  const size = Buffer.byteLength(after);
+  if (size > MAX_WRITE_BYTES) return failedResult('execution_failed', tooLargeText(size));
   return commitWrite(runtime, ctx, policy, target, after, (a) => `Edited ${path}: replaced ${replaceAll ? count : 1} occurrence${(replaceAll ? count : 1) === 1 ? '' : 's'} (+${a.additions} -${a.deletions} lines).`);
 }
 

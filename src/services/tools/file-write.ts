@@ -13,7 +13,7 @@ import { failedResult, succeededResult, type ToolResult } from '../../protocol/t
 import { fileChangeArtifact, sha256 } from './file-change.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { callPolicy, fence, resolvePath } from './sandboxed.js';
-import { createVerified, openForWrite, writeAll } from './verified-open.js';
+import { createVerified, openForWrite, readJudged, writeAll } from './verified-open.js';
 
 /** write/edit handle text files up to 1 MiB (reference §11.2). */
 export const MAX_WRITE_BYTES = 1024 * 1024;
@@ -43,7 +43,7 @@ async function currentContent(runtime: ToolRuntime, ctx: ToolContext, policy: Sa
     return { ok: false, result: failedResult('execution_failed', text) };
   };
   if (opened.info!.size > MAX_WRITE_BYTES) return refuse(`${path} is larger than ${MAX_WRITE_BYTES} bytes; write and edit handle files up to 1 MiB.`);
-  const buf = await handle.readFile();
+  const buf = await readJudged(handle, opened.info!.size, MAX_WRITE_BYTES);
   const refusal = runtime.observations.checkEditable(ctx.sessionId, path, sha256(buf));
   if (refusal) return refuse(refusal);
   if (buf.subarray(0, 8192).includes(0)) return refuse(`${path} is a binary file; write and edit handle text files only.`);

@@ -17,7 +17,7 @@ import { failedResult } from '../../protocol/tool-result.js';
 import { displayPath, searchRoot, skippedNote, stoppedNote } from './search-common.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { defineWorkspaceTool } from './workspace-tool.js';
-import { openForRead } from './verified-open.js';
+import { openForRead, readJudged } from './verified-open.js';
 import { walk, type WalkState } from './walk.js';
 
 export const GREP_MAX_LINES = 250;
@@ -121,7 +121,7 @@ export function grepTool(runtime: ToolRuntime): SandboxedTool {
               tooLarge += 1;
               continue;
             }
-            buf = await opened.handle.readFile();
+            buf = await readJudged(opened.handle, opened.info.size, GREP_MAX_FILE_BYTES);
           } catch {
             continue;
           } finally {

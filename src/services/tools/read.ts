@@ -11,7 +11,7 @@ import { callPolicy, fence, resolvePath, type SandboxedTool } from './sandboxed.
 import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolRuntime } from './tool-runtime.js';
 import { defineWorkspaceTool } from './workspace-tool.js';
-import { openForRead } from './verified-open.js';
+import { openForRead, readJudged } from './verified-open.js';
 
 export const READ_MAX_LINES = 2_000;
 export const READ_MAX_CONTENT_BYTES = MAX_RESULT_BYTES - FOOTER_RESERVE_BYTES;
@@ -60,7 +60,7 @@ export function readTool(runtime: ToolRuntime): SandboxedTool {
         if (info.size > READ_MAX_FILE_BYTES) {
           return failedResult('execution_failed', `${path} is ${info.size} bytes, larger than read handles (${READ_MAX_FILE_BYTES} bytes); use grep, or bash with head/tail/sed, to look at parts of it.`);
         }
-        buf = await opened.handle.readFile();
+        buf = await readJudged(opened.handle, info.size, READ_MAX_FILE_BYTES);
       } finally {
         await opened.handle.close().catch(() => undefined);
       }

@@ -294,3 +294,29 @@ export async function writeAll(handle: FileHandle, content: string): Promise<voi
     at += bytesWritten;
   }
 }
+
+/**
+ * The content of an opened regular file, at most the `size` it had when it was judged. Not
+ * `handle.readFile()`: that takes the size from a second `fstat` of its own, so a file truncated to
+ * a sparse gigabyte between the judgement and the read (one `ftruncate`, by any process writing
+ * the directory) was allocated and read whole past every size bound. A file judged empty is read
+ * to its end but never past `limit` bytes: the few `/proc` facts the file tools may read report
+ * size 0, and an empty file that a writer keeps appending to must not be read without end.
+ */
+export async function readJudged(handle: FileHandle, size: number, limit: number): Promise<Buffer> {
+  const capacity = size > 0 ? Math.min(size, limit) : Math.min(64 * 1024, limit);
+  let buf = Buffer.alloc(capacity);
+  let length = 0;
+  for (;;) {
+    if (length === buf.length) {
+      if (size > 0 || length >= limit) break;
+      const grown = Buffer.alloc(Math.min(buf.length * 2, limit));
+      buf.copy(grown, 0, 0, length);
+      buf = grown;
+    }
+    const { bytesRead } = await handle.read(buf, length, buf.length - length, length);
+    if (bytesRead === 0) break;
+    length += bytesRead;
+  }
+  return length === buf.length ? buf : buf.subarray(0, length);
+}

@@ -6,13 +6,19 @@
  * them). Each directory is opened and judged before it is listed (verified-open.ts). It stops at a
  * deadline or on abort and says so.
  */
-import { readFileSync } from 'node:fs';
 import { opendir, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { canonicalize } from '../permissions/paths.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
+import { readSmallFile } from './small-file.js';
 import { openWalkDirectory } from './verified-open.js';
+
+/**
+ * A larger `.gitignore` is not honoured (its directory is walked as if it had none). Real ones are
+ * a few KiB; the bound keeps a planted file of gigabytes from being read into memory.
+ */
+export const GITIGNORE_MAX_BYTES = 1024 * 1024;
 
 export interface WalkEntry {
   /** As found (below the walk root, symlinks not resolved). */
@@ -47,13 +53,17 @@ interface IgnoreLayer {
   rules: Ignore;
 }
 
-function loadGitignore(dir: string): IgnoreLayer | null {
-  try {
-    const text = readFileSync(join(dir, '.gitignore'), 'utf8');
-    return { base: dir, rules: ignore().add(text) };
-  } catch {
-    return null;
-  }
+/**
+ * The `.gitignore` of a directory being walked, read through the directory's verified descriptor
+ * (`listPath`) and never by following a name: the model can make it a FIFO, which froze the whole
+ * host when it was read synchronously by name (the open waits for a writer on the main thread), or
+ * a symbolic link to `/dev/zero` or a credential. Like git since 2.32, a symbolic link is not
+ * followed; a FIFO, a device or an oversized file is not honoured.
+ */
+async function loadGitignore(dir: string, listPath: string): Promise<IgnoreLayer | null> {
+  const file = await readSmallFile(join(listPath, '.gitignore'), GITIGNORE_MAX_BYTES);
+  if (!file.ok) return null;
+  return { base: dir, rules: ignore().add(file.bytes.toString('utf8')) };
 }
 
 function ignored(layers: readonly IgnoreLayer[], path: string, isDirectory: boolean): boolean {
@@ -70,19 +80,28 @@ export async function* walk(root: string, options: WalkOptions, state: WalkState
   const queue: Array<{ dir: string; layers: IgnoreLayer[] }> = [{ dir: root, layers: [] }];
   while (queue.length > 0) {
     const { dir, layers: parentLayers } = queue.shift()!;
-    const own = loadGitignore(dir);
-    const layers = own ? [...parentLayers, own] : parentLayers;
     // The directory is opened and judged first, then listed through its descriptor: a directory
     // swapped for a symlink (to ~/.ssh, say) after it was queued is skipped, never listed.
     const opened = await openWalkDirectory(options.policy, dir);
     if (opened === null) continue;
     const names: Array<{ name: string; isDirectory: boolean; isSymlink: boolean }> = [];
+    let layers = parentLayers;
     try {
-      for await (const entry of await opendir(opened.listPath)) names.push({ name: entry.name, isDirectory: entry.isDirectory(), isSymlink: entry.isSymbolicLink() });
+      const own = await loadGitignore(dir, opened.listPath);
+      if (own) layers = [...parentLayers, own];
+      for await (const entry of await opendir(opened.listPath)) {
+        // A directory of millions of names (bash makes them fast) is listed only until the deadline.
+        if (options.signal.aborted || options.now() > options.deadline) break;
+        names.push({ name: entry.name, isDirectory: entry.isDirectory(), isSymlink: entry.isSymbolicLink() });
+      }
     } catch {
       continue;
     } finally {
       await opened.handle.close().catch(() => undefined);
+    }
+    if (options.signal.aborted || options.now() > options.deadline) {
+      state.stopped = options.signal.aborted ? 'aborted' : 'deadline';
+      return;
     }
     names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const entry of names) {
