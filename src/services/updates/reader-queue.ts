@@ -22,7 +22,8 @@ export interface UpdateLag {
   skipped: number;
   /**
    * The sequence to hand to `replayUpdates` to fetch what was dropped: the last update this reader
-   * took before the gap, or the one before the first dropped update when it had taken none.
+   * took (or was told of by an earlier lag) before the gap; the one before the first dropped update
+   * when it had taken none.
    */
   resumeAfterSequence: number;
   /** The sequence of the update the reader takes next (the oldest still held). */
@@ -40,7 +41,9 @@ export class UpdateReaderQueue {
   private count = 0;
   private skipped = 0;
   private resumeAfter = 0;
+  /** The last sequence the reader has accounted for: taken, or dropped and reported as a lag. */
   private lastTaken: number | null = null;
+  private lastDropped = 0;
 
   constructor(readonly capacity = SESSION_READER_CAPACITY) {}
 
@@ -55,6 +58,7 @@ export class UpdateReaderQueue {
       const dropped = this.items[this.head]!;
       if (this.skipped === 0) this.resumeAfter = this.lastTaken ?? dropped.sequence - 1;
       this.skipped += 1;
+      this.lastDropped = dropped.sequence;
       this.items[this.head] = envelope;
       this.head = (this.head + 1) % this.capacity;
       return;
@@ -74,6 +78,8 @@ export class UpdateReaderQueue {
     if (this.skipped > 0) {
       const lag: UpdateLag = { skipped: this.skipped, resumeAfterSequence: this.resumeAfter, nextSequence: this.items[this.head]!.sequence };
       this.skipped = 0;
+      // The reader now knows of everything up to the last dropped update: a later gap starts after it.
+      this.lastTaken = this.lastDropped;
       return lag;
     }
     if (this.count === 0) return undefined;
