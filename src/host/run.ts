@@ -14,7 +14,7 @@ import type { StartTurnParams, UserInput } from '../protocol/input.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
 import type { TokenUsage } from '../storage/storage.js';
 import { parseOutput } from '../services/model/output-schema.js';
-import { isUpdateLag, SESSION_READER_CAPACITY, UpdateReaderQueue } from '../services/updates/reader-queue.js';
+import { SESSION_READER_CAPACITY, UpdateReaderQueue } from '../services/updates/reader-queue.js';
 
 /** What `run` and `stream` accept as input: plain text, or the parts `startTurn` takes. */
 export type TurnInput = string | UserInput[];
@@ -191,11 +191,10 @@ export function streamTurn<Output = never>(host: TurnHost, input: TurnInput, opt
       return {
         async next(): Promise<IteratorResult<SessionUpdateEnvelope>> {
           for (;;) {
-            const taken = queue.take();
-            if (taken !== undefined) {
-              if (isUpdateLag(taken)) throw new UpdatesLaggedError(taken);
-              return { value: taken, done: false };
-            }
+            const lag = queue.takeLag();
+            if (lag !== null) throw new UpdatesLaggedError(lag);
+            const envelope = queue.take();
+            if (envelope !== undefined) return { value: envelope, done: false };
             if (failure !== null) throw failure;
             if (finished || detached) return { value: undefined, done: true };
             await new Promise<void>((resolve) => (wake = resolve));

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
-import { isUpdateLag, SESSION_READER_CAPACITY, UpdateReaderQueue, type UpdateLag } from '../../src/services/updates/reader-queue.js';
+import { SESSION_READER_CAPACITY, UpdateReaderQueue, type UpdateLag } from '../../src/services/updates/reader-queue.js';
 
 const envelope = (sequence: number): SessionUpdateEnvelope => ({
   version: 7,
@@ -18,8 +18,13 @@ const envelope = (sequence: number): SessionUpdateEnvelope => ({
 
 const takeAll = (queue: UpdateReaderQueue) => {
   const out: Array<number | UpdateLag> = [];
-  for (let taken = queue.take(); taken !== undefined; taken = queue.take()) out.push(isUpdateLag(taken) ? taken : taken.sequence);
-  return out;
+  for (;;) {
+    const lag = queue.takeLag();
+    if (lag !== null) out.push(lag);
+    const taken = queue.take();
+    if (taken === undefined) return out;
+    out.push(taken.sequence);
+  }
 };
 
 describe('update reader queue', () => {
@@ -32,6 +37,7 @@ describe('update reader queue', () => {
     expect(queue.take()).toEqual(envelope(1));
     queue.push(envelope(3));
     expect(takeAll(queue)).toEqual([2, 3]);
+    expect(queue.takeLag()).toBeNull();
     expect(queue.take()).toBeUndefined();
   });
 
@@ -73,7 +79,7 @@ describe('update reader queue', () => {
           queue.push(envelope(next));
           next += 1;
         } else {
-          const taken = queue.take();
+          const taken = queue.takeLag() ?? queue.take();
           if (skipped > 0) {
             expect(taken).toEqual({ skipped, resumeAfterSequence: resumeAfter, nextSequence: model[0] });
             skipped = 0;
@@ -95,7 +101,8 @@ describe('update reader queue', () => {
     queue.push(envelope(1));
     expect(queue.take()).toEqual(envelope(1));
     for (let s = 2; s <= 6; s += 1) queue.push(envelope(s));
-    expect(queue.take()).toEqual({ skipped: 3, resumeAfterSequence: 1, nextSequence: 5 });
+    expect(queue.takeLag()).toEqual({ skipped: 3, resumeAfterSequence: 1, nextSequence: 5 });
+    expect(queue.takeLag()).toBeNull();
     for (let s = 7; s <= 8; s += 1) queue.push(envelope(s));
     expect(takeAll(queue)).toEqual([{ skipped: 2, resumeAfterSequence: 4, nextSequence: 7 }, 7, 8]);
   });
@@ -104,6 +111,7 @@ describe('update reader queue', () => {
     const queue = new UpdateReaderQueue(2);
     for (let s = 1; s <= 5; s += 1) queue.push(envelope(s));
     queue.clear();
+    expect(queue.takeLag()).toBeNull();
     expect(queue.take()).toBeUndefined();
     queue.push(envelope(6));
     expect(takeAll(queue)).toEqual([6]);

@@ -1,11 +1,12 @@
 /**
  * @module services/updates/reader-queue
  * The updates waiting for one reader that takes them at its own pace (`session.stream`, and through
- * it `toSSE`/`toResponse`), bounded as seed 000 §7 bounds its broadcasts: a session's broadcast
- * holds 512 updates, the core's 4,096. It follows tokio's broadcast: when a reader falls more than
- * the capacity behind, the oldest updates it has not taken are dropped, and its next take is a
- * {@link UpdateLag} saying how many and from where to recover (reference §8.5: `replayUpdates`,
- * else the snapshot); the take after that is the oldest update still held. Updates are not durable
+ * it `toSSE`/`toResponse`), bounded as seed 000 §7 bounds a session's broadcast: 512 updates (the
+ * core's stream of all sessions has no buffering reader in the library; one would take 4,096, the
+ * seed's global capacity). It follows tokio's broadcast: when a reader falls more than
+ * the capacity behind, the oldest updates it has not taken are dropped, and what it is told next is
+ * an {@link UpdateLag} saying how many and from where to recover (reference §8.5: `replayUpdates`,
+ * else the snapshot); then it takes the oldest update still held. Updates are not durable
  * facts (the transcript is in the store), so dropping them for a reader that does not keep up loses
  * nothing but that reader's live view.
  */
@@ -13,8 +14,6 @@ import type { SessionUpdateEnvelope } from '../../protocol/updates.js';
 
 /** Capacity of a reader of one session's updates (seed 000 §7: the per-session broadcast). */
 export const SESSION_READER_CAPACITY = 512;
-/** Capacity of a reader of every session's updates (seed 000 §7: the core's global broadcast). */
-export const CORE_READER_CAPACITY = 4_096;
 
 /** What a reader is told when it fell behind: the updates it missed, and where to pick up. */
 export interface UpdateLag {
@@ -60,32 +59,35 @@ export class UpdateReaderQueue {
       this.skipped += 1;
       this.lastDropped = dropped.sequence;
       this.items[this.head] = envelope;
-      this.head = (this.head + 1) % this.capacity;
+      if (++this.head === this.capacity) this.head = 0;
       return;
     }
     const tail = this.head + this.count;
     // Until the buffer first wraps, every entry was appended, so the tail is the array's end.
     if (tail === this.items.length && tail < this.capacity) this.items.push(envelope);
-    else this.items[tail % this.capacity] = envelope;
+    else this.items[tail >= this.capacity ? tail - this.capacity : tail] = envelope;
     this.count += 1;
   }
 
   /**
-   * The next thing for the reader: the lag, once, when updates were dropped since its last take;
-   * else the oldest update held; `undefined` when there is none.
+   * The lag, once, when updates were dropped since the reader's last take; else null. The reader
+   * asks this before {@link take}: a reader that keeps up pays one comparison for it.
    */
-  take(): SessionUpdateEnvelope | UpdateLag | undefined {
-    if (this.skipped > 0) {
-      const lag: UpdateLag = { skipped: this.skipped, resumeAfterSequence: this.resumeAfter, nextSequence: this.items[this.head]!.sequence };
-      this.skipped = 0;
-      // The reader now knows of everything up to the last dropped update: a later gap starts after it.
-      this.lastTaken = this.lastDropped;
-      return lag;
-    }
+  takeLag(): UpdateLag | null {
+    if (this.skipped === 0) return null;
+    const lag: UpdateLag = { skipped: this.skipped, resumeAfterSequence: this.resumeAfter, nextSequence: this.items[this.head]!.sequence };
+    this.skipped = 0;
+    // The reader now knows of everything up to the last dropped update: a later gap starts after it.
+    this.lastTaken = this.lastDropped;
+    return lag;
+  }
+
+  /** The oldest update held, or `undefined` when there is none. */
+  take(): SessionUpdateEnvelope | undefined {
     if (this.count === 0) return undefined;
     const envelope = this.items[this.head]!;
     this.items[this.head] = undefined;
-    this.head = (this.head + 1) % this.capacity;
+    if (++this.head === this.capacity) this.head = 0;
     this.count -= 1;
     this.lastTaken = envelope.sequence;
     return envelope;
@@ -98,9 +100,4 @@ export class UpdateReaderQueue {
     this.count = 0;
     this.skipped = 0;
   }
-}
-
-/** Whether a take is a lag rather than an update. */
-export function isUpdateLag(taken: SessionUpdateEnvelope | UpdateLag): taken is UpdateLag {
-  return !('update' in taken);
 }
