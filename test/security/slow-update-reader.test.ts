@@ -3,10 +3,10 @@
  * calls of 2,000 deltas of 1,000 characters each, through the real `openai` client against the
  * local fake server) while the host's reader of the turn stalls: a `for await` loop that took one
  * update and never asks for the next, and an SSE client on a real HTTP connection (a Unix-domain
- * socket) that stops reading. Before the fix every update the reader had not taken was queued for it, so host memory
- * grew with the flood (3.5 MiB here beyond a turn nobody reads; 70 MiB for 8,000 deltas of
- * 3,000 characters; without bound). Now the reader's queue holds the last
- * 512 updates (seed 000 §7: the per-session broadcast's capacity), the reader is told it lagged
+ * socket) that stops reading. Before the fix every update the reader had not taken was queued for
+ * it, so host memory grew with the flood (3.5 MiB here beyond a turn nobody reads; 70 MiB for 8,000
+ * deltas of 3,000 characters; without bound). Now the reader's queue holds the last 512 updates
+ * (seed 000 §7: the per-session broadcast's capacity), the reader is told it lagged
  * (`updates_lagged` with the count skipped and where to resume, or an SSE `lagged` event), the
  * turn's `result` settles, and the transcript is whole in the store.
  */
