@@ -57,7 +57,8 @@ export type ErrorCode =
   | 'context_overflow'
   | 'migration_error'
   | 'store_locked'
-  | 'mcp_server_unavailable';
+  | 'mcp_server_unavailable'
+  | 'updates_lagged';
 
 export interface OpenworkErrorOptions {
   cause?: unknown;
@@ -136,6 +137,32 @@ export class ModelError extends OpenworkError {
     super(code, message, options);
     this.semanticOutput = options.semanticOutput ?? false;
     this.retryable = options.retryable ?? false;
+  }
+}
+
+/**
+ * `updates_lagged`: a reader of the updates (`session.stream`, `toSSE`, `toResponse`) fell more than
+ * its buffer's capacity (512 updates) behind, so the oldest updates it had not read were dropped for
+ * it (seed 000 §7; tokio's broadcast `Lagged`). Nothing else is affected: the turn goes on, its
+ * `result` settles and the transcript is stored. Reading on continues from the oldest update still
+ * held (`nextSequence`); what was missed comes from `replayUpdates(resumeAfterSequence)`, or from
+ * `snapshot()` when that answers `snapshot_required` (reference §8.5).
+ */
+export class UpdatesLaggedError extends OpenworkError {
+  declare readonly code: 'updates_lagged';
+  /** How many updates were dropped for this reader. */
+  readonly skipped: number;
+  /** The sequence to pass to `replayUpdates`: the last one the reader had before the gap. */
+  readonly resumeAfterSequence: number;
+  /** The sequence of the next update the reader gets. */
+  readonly nextSequence: number;
+  constructor(lag: { skipped: number; resumeAfterSequence: number; nextSequence: number }) {
+    super('updates_lagged', `the reader fell behind: ${lag.skipped} updates after sequence ${lag.resumeAfterSequence} were dropped for it; it goes on at ${lag.nextSequence}`, {
+      details: { skipped: lag.skipped, resumeAfterSequence: lag.resumeAfterSequence, nextSequence: lag.nextSequence },
+    });
+    this.skipped = lag.skipped;
+    this.resumeAfterSequence = lag.resumeAfterSequence;
+    this.nextSequence = lag.nextSequence;
   }
 }
 

@@ -17,7 +17,7 @@ export type { PostgresStorageOptions, PostgresPoolOptions } from './storage/post
 export type { SessionStorage, SessionRecord, TurnRecord, TraceSpanRecord, TokenUsage } from './storage/storage.js';
 export type { TelemetryOptions } from './services/telemetry/otel.js';
 
-export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, McpServerError, isOpenworkError } from './errors.js';
+export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, McpServerError, UpdatesLaggedError, isOpenworkError } from './errors.js';
 export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } from './errors.js';
 
 export { defineTool, toolDefinition } from './services/tools/define.js';

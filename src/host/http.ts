@@ -9,9 +9,16 @@
  * cannot start or the session closes mid-turn, one `error` event carries `{ code, message }`. When
  * the client goes away the stream is left, which cancels the turn (unless it was opened with
  * `detachOnBreak`).
+ *
+ * A client that reads slower than the turn produces (or stops reading) does not make the server
+ * hold more for it than the stream's 512 updates (seed 000 §7): once it falls further behind, the
+ * oldest are dropped for it and, when it reads again, one `lagged` event (no `id`) carries
+ * `{ code: 'updates_lagged', message, skipped, resumeAfterSequence, nextSequence }` before the
+ * updates go on from `nextSequence`. The client recovers what it missed as reference §8.5 has it:
+ * `replayUpdates(resumeAfterSequence)`, else the snapshot. The turn itself is unaffected.
  */
 import type { ServerResponse } from 'node:http';
-import { errorMessage, isOpenworkError } from '../errors.js';
+import { errorMessage, isOpenworkError, UpdatesLaggedError } from '../errors.js';
 import type { SessionUpdateEnvelope } from '../protocol/updates.js';
 import type { TurnStream } from './run.js';
 
@@ -33,10 +40,16 @@ export function sseError(error: unknown): string {
   return `event: error\ndata: ${JSON.stringify({ code, message: errorMessage(error) })}\n\n`;
 }
 
+/** The event that tells a client it fell behind and what was dropped for it (see the module note). */
+export function sseLagged(lag: UpdatesLaggedError): string {
+  const data = { code: lag.code, message: lag.message, skipped: lag.skipped, resumeAfterSequence: lag.resumeAfterSequence, nextSequence: lag.nextSequence };
+  return `event: lagged\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
 /**
  * The turn as a web `Response` with an SSE body. The turn was already started by `session.stream`;
- * reading the body paces nothing (updates are buffered until read) and cancelling the body leaves
- * the stream.
+ * reading the body paces nothing (up to 512 updates wait to be read, then the client is told it
+ * lagged) and cancelling the body leaves the stream.
  *
  * @example
  * app.post('/chat', async (c) => toResponse(session.stream((await c.req.json()).text)));
@@ -51,6 +64,11 @@ export function toResponse(stream: TurnStream<unknown>, init: { headers?: Record
         if (next.done) controller.close();
         else controller.enqueue(encoder.encode(sseEvent(next.value)));
       } catch (error) {
+        if (error instanceof UpdatesLaggedError) {
+          // The stream goes on after a lag; the client is told, and `pull` is called again.
+          controller.enqueue(encoder.encode(sseLagged(error)));
+          return;
+        }
         controller.enqueue(encoder.encode(sseError(error)));
         controller.close();
       }
@@ -64,7 +82,8 @@ export function toResponse(stream: TurnStream<unknown>, init: { headers?: Record
 
 /**
  * Writes the turn to a Node `ServerResponse` as SSE and resolves once the response has ended. A
- * client that disconnects leaves the stream (see the module note). Writes respect back-pressure.
+ * client that disconnects leaves the stream (see the module note). Writes respect back-pressure;
+ * a client that falls 512 updates behind gets a `lagged` event.
  *
  * @example
  * createServer(async (req, res) => { await toSSE(session.stream('hello'), res); });
@@ -80,9 +99,16 @@ export async function toSSE(stream: TurnStream<unknown>, res: ServerResponse): P
   res.on('close', onClose);
   try {
     for (;;) {
-      const next = await iterator.next();
-      if (next.done || gone) break;
-      if (!res.write(sseEvent(next.value))) {
+      let frame: string;
+      try {
+        const next = await iterator.next();
+        if (next.done || gone) break;
+        frame = sseEvent(next.value);
+      } catch (error) {
+        if (!(error instanceof UpdatesLaggedError) || gone) throw error;
+        frame = sseLagged(error);
+      }
+      if (!res.write(frame)) {
         await new Promise<void>((resolve) => {
           const go = () => {
             res.off('drain', go);

@@ -9,11 +9,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Observable, Subscription } from 'rxjs';
 import type { z } from 'zod';
-import { CommandError } from '../errors.js';
+import { CommandError, UpdatesLaggedError } from '../errors.js';
 import type { StartTurnParams, UserInput } from '../protocol/input.js';
 import type { SessionUpdateEnvelope, TurnOutcome } from '../protocol/updates.js';
 import type { TokenUsage } from '../storage/storage.js';
 import { parseOutput } from '../services/model/output-schema.js';
+import { SESSION_READER_CAPACITY, UpdateReaderQueue } from '../services/updates/reader-queue.js';
 
 /** What `run` and `stream` accept as input: plain text, or the parts `startTurn` takes. */
 export type TurnInput = string | UserInput[];
@@ -46,7 +47,14 @@ export interface RunResult<Output = never> {
   output: Output | undefined;
 }
 
-/** The turn's updates (the last one is its `turn_finished`), plus promises of its id and result. */
+/**
+ * The turn's updates (the last one is its `turn_finished`), plus promises of its id and result.
+ *
+ * At most 512 updates wait for the reader (seed 000 §7). A reader that falls further behind gets,
+ * from its next `next()`, one `UpdatesLaggedError` (`updates_lagged`: how many were dropped and the
+ * sequences to recover by) and then the oldest update still held; iterating the stream again (a
+ * new `for await` over the same object) goes on from there. The turn is not cancelled by a lag.
+ */
 export interface TurnStream<Output = never> extends AsyncIterable<SessionUpdateEnvelope> {
   /** The accepted turn's id; rejects with the `startTurn` error when it was refused. */
   readonly turnId: Promise<string>;
@@ -73,7 +81,9 @@ const ignore = () => undefined;
  * the turn finishes or the session closes (then `result` rejects with `actor_stopped`).
  */
 export function streamTurn<Output = never>(host: TurnHost, input: TurnInput, options: StreamOptions<Output> = {}): TurnStream<Output> {
-  const queue: SessionUpdateEnvelope[] = [];
+  // Bounded like the session's broadcast: a reader that stalls holds at most 512 updates, the same
+  // envelopes as the session's replay ring, so its cost does not grow with the turn.
+  const queue = new UpdateReaderQueue(SESSION_READER_CAPACITY);
   /** Updates that arrived before the turn id was known (the turn_started of our turn among them). */
   let early: SessionUpdateEnvelope[] | null = [];
   let knownTurnId: string | null = null;
@@ -141,7 +151,13 @@ export function streamTurn<Output = never>(host: TurnHost, input: TurnInput, opt
   subscription = host.updates$.subscribe({
     next(envelope) {
       if (finished) return;
-      if (knownTurnId === null) early?.push(envelope);
+      if (knownTurnId === null) {
+        early?.push(envelope);
+        // Bounded too, by dropping the oldest: while `startTurn` awaits (skills, the ownership
+        // check) another turn may still be publishing, and those are the updates dropped. Ours
+        // start only once the session took the command, a few updates before its reply is read.
+        if (early !== null && early.length > SESSION_READER_CAPACITY) early.shift();
+      }
       else if (envelope.turnId === knownTurnId) accept(envelope);
     },
     complete() {
@@ -175,8 +191,10 @@ export function streamTurn<Output = never>(host: TurnHost, input: TurnInput, opt
       return {
         async next(): Promise<IteratorResult<SessionUpdateEnvelope>> {
           for (;;) {
-            const envelope = queue.shift();
-            if (envelope) return { value: envelope, done: false };
+            const lag = queue.takeLag();
+            if (lag !== null) throw new UpdatesLaggedError(lag);
+            const envelope = queue.take();
+            if (envelope !== undefined) return { value: envelope, done: false };
             if (failure !== null) throw failure;
             if (finished || detached) return { value: undefined, done: true };
             await new Promise<void>((resolve) => (wake = resolve));
@@ -185,7 +203,7 @@ export function streamTurn<Output = never>(host: TurnHost, input: TurnInput, opt
         async return(): Promise<IteratorResult<SessionUpdateEnvelope>> {
           // Leaving the loop: stop buffering; cancel the turn unless the caller detaches.
           detached = true;
-          queue.length = 0;
+          queue.clear();
           notify(); // A `next` still waiting (another consumer of this iterator) ends now.
           if (!finished && !options.detachOnBreak) {
             if (knownTurnId !== null) cancel();

@@ -2,8 +2,8 @@
  * Issue 16.3: a turn over HTTP. `toSSE` on a real node:http server and `toResponse` (a web Response,
  * served by node:http through `Readable.fromWeb`), read by a real client (fetch) that parses the
  * Server-Sent Events as EventSource does: every update arrives in order and ends with
- * `turn_finished`, a refused start arrives as an `error` event with its code, and a client that goes
- * away cancels the turn.
+ * `turn_finished`, a refused start arrives as an `error` event with its code, a client more than 512
+ * updates behind gets one `lagged` event and then the rest, and a client that goes away cancels the turn.
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -62,12 +62,14 @@ async function readEvents(response: Response, stopWhen?: (e: SseEvent) => boolea
 
 type Mode = 'toSSE' | 'toResponse';
 
-async function serve(mode: Mode, session: () => SessionHandle): Promise<{ url: string; server: Server }> {
+/** `behind`: the handler starts writing only once the turn has ended, as a server busy elsewhere would. */
+async function serve(mode: Mode, session: () => SessionHandle, options: { behind?: boolean } = {}): Promise<{ url: string; server: Server }> {
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     for await (const chunk of req) body += chunk;
     const { text } = JSON.parse(body) as { text: string };
     const stream = session().stream(text);
+    if (options.behind) await stream.result;
     if (mode === 'toSSE') {
       await toSSE(stream, res);
       return;
@@ -125,6 +127,25 @@ describe.each<Mode>(['toSSE', 'toResponse'])('a turn over HTTP with %s', (mode) 
     expect(JSON.parse(events[0]!.data)).toMatchObject({ code: 'busy' });
     await h.session.cancelTurn(await busy.turnId);
     await busy.result;
+  });
+
+  it('a client more than 512 updates behind gets one lagged event, then the last 512 updates', async () => {
+    const h = await harness(storage, [{ text: 'abcd'.repeat(1_000), chunk: 4 }]);
+    const { url, server } = await serve(mode, () => h.session, { behind: true });
+    servers.push(server);
+    const events = await readEvents(await fetch(url, { method: 'POST', body: JSON.stringify({ text: 'flood' }) }));
+    const all = h.updates.filter((e) => e.turnId === h.updates.at(-1)!.turnId);
+    const skipped = all.length - 512;
+    expect(skipped).toBeGreaterThan(0);
+    expect(events[0]).toMatchObject({ event: 'lagged', id: null });
+    expect(JSON.parse(events[0]!.data)).toEqual({
+      code: 'updates_lagged',
+      message: expect.stringContaining(`${skipped} updates`),
+      skipped,
+      resumeAfterSequence: all[0]!.sequence - 1,
+      nextSequence: all[skipped]!.sequence,
+    });
+    expect(events.slice(1).map((e) => JSON.parse(e.data) as SessionUpdateEnvelope)).toEqual(all.slice(skipped));
   });
 
   it('a client that goes away cancels the turn', async () => {

@@ -2,13 +2,14 @@
  * Issue 16.3: the host API with no ceremony. `session.run` and `session.stream` on a real PGlite store
  * with the scripted model: the updates they deliver are exactly the turn's updates on `updates$`,
  * leaving the loop cancels the turn and drops the subscription, an abort signal cancels, refusals
- * keep their codes, usage is on `turn_finished` and summed in the snapshot (across a reload), and
+ * keep their codes, a reader 512 updates behind is told `updates_lagged` and goes on, usage is on
+ * `turn_finished` and summed in the snapshot (across a reload), and
  * `outputSchema` asks the model for JSON, types the answer, and fails the turn with `output_invalid`.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../src/core.js';
-import { BusyError, InputError } from '../../src/errors.js';
+import { BusyError, InputError, UpdatesLaggedError } from '../../src/errors.js';
 import type { SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -119,6 +120,48 @@ describe('session.run and session.stream', () => {
     expect(late.outcome).toEqual({ status: 'cancelled' });
     expect((await h.session.turns()).map((t) => t.status)).toEqual(['cancelled', 'cancelled']);
     h.model.assertDone = () => undefined; // The second hang may be cancelled before its model call.
+  });
+
+  it('a reader more than 512 updates behind gets one updates_lagged, then the last 512; the turn goes on and replay or the snapshot recovers', async () => {
+    const text = 'abcd'.repeat(1_000);
+    const h = await harness(storage, [{ text, chunk: 4 }]);
+    const stream = h.session.stream('flood');
+    // The reader is busy elsewhere until the turn has ended: 1,000 text deltas go by unread.
+    expect((await stream.result).text).toBe(text);
+    const turnId = await stream.turnId;
+    const all = h.updates.filter((e) => e.turnId === turnId);
+    expect(all.length).toBeGreaterThan(1_000);
+    const seen: SessionUpdateEnvelope[] = [];
+    let lag: unknown = null;
+    try {
+      for await (const envelope of stream) seen.push(envelope);
+    } catch (error) {
+      lag = error;
+    }
+    expect(seen).toEqual([]);
+    const skipped = all.length - 512;
+    expect(lag).toBeInstanceOf(UpdatesLaggedError);
+    expect(lag).toMatchObject({
+      code: 'updates_lagged',
+      details: { skipped, resumeAfterSequence: all[0]!.sequence - 1, nextSequence: all[skipped]!.sequence },
+    });
+    // Iterating the same stream again goes on from the oldest update still held.
+    for await (const envelope of stream) seen.push(envelope);
+    expect(seen).toEqual(all.slice(skipped));
+    // Recovery per reference §8.5: the ring holds the same last 512, so replay answers snapshot_required.
+    expect(() => h.session.replayUpdates((lag as UpdatesLaggedError).resumeAfterSequence)).toThrow(expect.objectContaining({ code: 'snapshot_required' }));
+    expect(h.session.snapshot().lastUpdateSequence).toBe(all.at(-1)!.sequence);
+    expect(observed(h.session)).toBe(true); // the harness's own subscription only
+  });
+
+  it('a reader that keeps up is never told it lagged, however long the turn', async () => {
+    const text = 'wxyz'.repeat(1_000);
+    const h = await harness(storage, [{ text, chunk: 4 }]);
+    const seen: SessionUpdateEnvelope[] = [];
+    const stream = h.session.stream('flood');
+    for await (const envelope of stream) seen.push(envelope);
+    expect(seen).toEqual(h.updates.filter((e) => e.turnId === seen[0]!.turnId));
+    expect(seen.length).toBeGreaterThan(1_000);
   });
 
   it('refusals keep their typed codes: busy rejects run, the stream loop and turnId alike', async () => {
