@@ -3,18 +3,18 @@
  * left the turn waiting forever with no outcome). Each fault is injected through the public API
  * where the chart itself evaluates host-shaped data: a tool whose schema transform yields arguments
  * the doom-loop guard cannot serialise (a throwing `toJSON`, or nesting deep enough to overflow the
- * stack), a tool whose result throws when the chart reads its `status`, and a storage whose write
+ * stack), a result whose terminal the chart fails to work out (a helper made to throw, as a bug in the
+ * chart would: host-made results no longer reach the chart uncopied), and a storage whose write
  * throws a plain bug. What must hold for each: the turn ends `failed` with a stable code, its row is
  * no longer `running` before the host hears the end, the host hears `turn_finished` exactly once
  * (sequenced, last), the session takes the next turn, and nothing reaches `onActorError`. Also: a
  * refused end, a shutdown during the end write, an explorer whose turn crashes, and a tool that
  * returns nothing (an unhandled rejection before).
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { defineTool, type AnyTool } from '../../src/services/tools/define.js';
-import type { ToolResult } from '../../src/protocol/tool-result.js';
 import type { ScriptedStep } from '../../src/services/model/scripted.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -50,34 +50,30 @@ const deepArgsTool = defineTool({
   execute: () => 'ran',
 });
 
-/** A result whose `status` throws when read (the chart reads it in an assign when the tool finishes). */
-function hostileResult(): ToolResult {
+/**
+ * A tool result whose terminal the Turn's chart cannot work out: `terminalAfterRun`, which the
+ * Turn's `tool.finished` assign calls, is made to throw for this text while `fault.onFinished` is
+ * set. (The vehicle was a result whose `status` getter threw; the tool boundary now copies every
+ * result first, services/tools/returned-result, so only a bug in the chart itself gets here.)
+ */
+const fault = vi.hoisted(() => ({ onFinished: false }));
+vi.mock('../../src/machines/tool-call/outcomes.js', async (original) => {
+  const actual = await original<typeof import('../../src/machines/tool-call/outcomes.js')>();
   return {
-    text: 'done',
-    get status(): never {
-      throw new Error('the result status exploded');
+    ...actual,
+    terminalAfterRun: (...args: Parameters<typeof actual.terminalAfterRun>) => {
+      if (fault.onFinished && args[1].text === 'explode') throw new Error('the result status exploded');
+      return actual.terminalAfterRun(...args);
     },
-  } as unknown as ToolResult;
-}
-
-/** Runs without asking: the Turn's own chart handles `tool.finished`. */
-const hostileResultTool = defineTool({
-  name: 'hostile_result',
-  description: 'Returns a result whose status throws.',
-  parameters: z.object({ text: z.string() }),
-  execute: () => hostileResult(),
+  };
 });
 
-/** Asks first: the tool-call machine the Turn spawns for a card handles `tool.finished`. */
-const hostileApprovedTool = defineTool({
-  name: 'hostile_approved',
-  description: 'Needs approval, then returns a result whose status throws.',
+/** Runs without asking: the Turn's own chart handles `tool.finished`. */
+const explodingResultTool = defineTool({
+  name: 'hostile_result',
+  description: 'Returns the result the chart cannot read.',
   parameters: z.object({ text: z.string() }),
-  authorize: () => ({
-    kind: 'card',
-    card: { kind: 'approval', summary: 'run hostile_approved', reason: 'it always asks', environmentId: 'local', grantKey: 'hostile' },
-  }),
-  execute: () => hostileResult(),
+  execute: () => 'explode',
 });
 
 /** A storage whose first `commitAssistantMessage` throws a plain TypeError (a bug, not a StorageError). */
@@ -107,6 +103,8 @@ interface Case {
   storage?: (inner: SessionStorage) => SessionStorage;
   /** Answers the card when the case asks for one. */
   approve?: boolean;
+  /** Sets `fault.onFinished` for the case. */
+  faultOnFinished?: boolean;
   code: string;
   message: RegExp;
 }
@@ -121,8 +119,9 @@ const cases: Case[] = [
   },
   {
     name: '(a) an assign of the Turn throws on tool.finished from its execute actor',
-    tools: [hostileResultTool],
+    tools: [explodingResultTool],
     steps: [{ toolCalls: [{ name: 'hostile_result', arguments: { text: 'a' } }] }],
+    faultOnFinished: true,
     code: 'actor_stopped',
     message: /the result status exploded/,
   },
@@ -141,14 +140,7 @@ const cases: Case[] = [
     code: 'actor_stopped',
     message: /Maximum call stack size exceeded/,
   },
-  {
-    name: '(d) the tool-call machine of an approved call throws',
-    tools: [hostileApprovedTool],
-    steps: [{ toolCalls: [{ name: 'hostile_approved', arguments: { text: 'a' } }] }],
-    approve: true,
-    code: 'persistence_error',
-    message: /tool call actor failed: [\s\S]*the result status exploded/,
-  },
+  // (d) the tool-call machine of an approved call throws: test/core/tool-call-crash.test.ts.
 ];
 
 for (const backend of backends) {
@@ -158,6 +150,7 @@ for (const backend of backends) {
 
     for (const c of cases) {
       it(c.name, async () => {
+        fault.onFinished = c.faultOnFinished === true;
         const actorErrors: unknown[] = [];
         const h: Harness = await harness(storage, [...c.steps, { text: 'the next turn' }], {
           tools: c.tools,
@@ -192,6 +185,7 @@ for (const backend of backends) {
         expect(sequences).toEqual(sequences.map((_, i) => i + 1));
 
         // The session is free again: the next turn runs to its answer on the same session.
+        fault.onFinished = false;
         const next = await h.run('again');
         expect(next.outcome).toMatchObject({ status: 'completed' });
         expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: c.code });
@@ -249,7 +243,7 @@ describe('the end of a crashed turn when the database refuses it, or the session
     expect(await outcomeWithin(h.session, turnId)).toMatchObject({ status: 'completed', finalText: 'carried on' });
     const finished = h.updates.find((e) => e.update.type === 'tool_call_finished')!.update;
     expect(finished).toMatchObject({ status: 'failed', error: { code: 'execution_failed' } });
-    expect((finished as { text: string }).text).toMatch(/Cannot read properties of undefined/);
+    expect((finished as { text: string }).text).toMatch(/not a tool result \(nothing instead of a string or a result\)/);
   });
 
   it('a refused end still announces turn_finished once; the next start writes the kept end and the next turn runs', async () => {

@@ -1,0 +1,125 @@
+/**
+ * A tool-call machine that fails ends its turn honestly (integrity-paths point 1). The machine of a
+ * call that waits for a card is spawned by the Turn; when its chart throws, nothing of it runs any
+ * more. Before, the Turn ended `persistence_error` ("tool call actor failed"), stored no result for
+ * the call, left its span `running` until the next start's correction, and a card the machine was
+ * waiting on never got its `permission_resolved`. Now the call ends as a stopped actor's (seed 000
+ * §5): an `outcome_unknown` result is stored and read by no later model call of this turn, the span
+ * ends `outcome_unknown` with `actor_stopped`, an open card is resolved `cancelled`, and the turn
+ * ends `failed` with `actor_stopped`.
+ *
+ * The fault: the tool boundary (services/tools/returned-result) now stops every host-made value that
+ * threw in the chart before, so the chart's own pure helpers are made to throw, once, for this
+ * file's calls only (`vi.mock`, as a bug in them would): `terminalAfterRun` when the approved tool's
+ * result comes back (the machine's `tool.finished` assign), `deniedResult` for the user's denial
+ * (the machine's `toolcall.decide` transition, while the card waits). Everything else is real: the
+ * core, the storage (both backends), the spans, the tool.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../../src/services/tools/define.js';
+import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { harness } from '../support/harness.js';
+import { backends, useBackend } from '../support/databases.js';
+import { within } from '../support/faults.js';
+import { assertStoredInvariants } from '../support/invariants.js';
+
+const fault = vi.hoisted(() => ({ onFinished: false, onDeny: false }));
+
+vi.mock('../../src/machines/tool-call/outcomes.js', async (original) => {
+  const actual = await original<typeof import('../../src/machines/tool-call/outcomes.js')>();
+  return {
+    ...actual,
+    terminalAfterRun: (...args: Parameters<typeof actual.terminalAfterRun>) => {
+      if (fault.onFinished && args[1].text === 'explode') throw new Error('the chart read the result wrong');
+      return actual.terminalAfterRun(...args);
+    },
+  };
+});
+
+vi.mock('../../src/protocol/tool-result.js', async (original) => {
+  const actual = await original<typeof import('../../src/protocol/tool-result.js')>();
+  return {
+    ...actual,
+    deniedResult: (...args: Parameters<typeof actual.deniedResult>) => {
+      if (fault.onDeny) throw new Error('the chart could not take the denial');
+      return actual.deniedResult(...args);
+    },
+  };
+});
+
+/** Asks first, so the call runs in a tool-call machine; returns the text the fault waits for. */
+const askingTool = defineTool({
+  name: 'asking',
+  description: 'Needs approval, then answers.',
+  parameters: z.object({ text: z.string() }),
+  authorize: () => ({
+    kind: 'card',
+    card: { kind: 'approval', summary: 'run asking', reason: 'it always asks', environmentId: 'local', grantKey: 'asking' },
+  }),
+  execute: () => 'explode',
+});
+
+for (const backend of backends) {
+  describe(`a tool-call machine that fails (${backend.name})`, () => {
+    let storage: SqlSessionStorage;
+    useBackend(backend, (s) => (storage = s));
+
+    for (const when of ['after its approved tool ran', 'while its card waits (the denial throws)'] as const) {
+      it(`${when}: the turn ends failed actor_stopped, the call's result is stored outcome_unknown, its span is closed, the card is resolved, a later call is recorded not executed`, async () => {
+        fault.onFinished = when === 'after its approved tool ran';
+        fault.onDeny = !fault.onFinished;
+        try {
+          const actorErrors: unknown[] = [];
+          const h = await harness(
+            storage,
+            [{ toolCalls: [{ name: 'asking', arguments: { text: 'a' } }, { name: 'echo', arguments: { text: 'never' } }] }, { text: 'the next turn' }],
+            { tools: [askingTool], onActorError: (_sessionId, error) => actorErrors.push(error) },
+          );
+          void h.waitFor((e) => e.update.type === 'permission_requested').then((e) =>
+            h.session.resolvePermission(e.turnId!, (e.update as { toolCallId: string }).toolCallId, fault.onDeny ? 'deny' : 'allow_once'),
+          );
+          const turnId = await h.start('go');
+          const outcome = await within(5_000, 'the end of the turn', h.session.waitForTurn(turnId));
+          expect(outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
+          expect(outcome.status === 'failed' && outcome.message).toMatch(/tool call actor failed: the chart (read the result wrong|could not take the denial)/);
+          expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'actor_stopped' });
+
+          const own = h.updates.filter((e) => e.turnId === turnId).map((e) => e.update);
+          const asked = own.find((u) => u.type === 'permission_requested') as { toolCallId: string };
+          // The card is closed once, whichever way the machine failed.
+          const resolved = own.filter((u) => u.type === 'permission_resolved');
+          expect(resolved).toEqual([{ type: 'permission_resolved', toolCallId: asked.toolCallId, decision: fault.onDeny ? 'cancelled' : 'allow_once' }]);
+          // The call's result as the host and the store see it; the later call was not executed.
+          const finished = own.filter((u) => u.type === 'tool_call_finished') as Array<{ toolCallId: string; status: string; text: string }>;
+          expect(finished.map((f) => [f.toolCallId === asked.toolCallId, f.status])).toEqual([
+            [true, 'outcome_unknown'],
+            [false, 'cancelled'],
+          ]);
+          expect(finished[0]!.text).toBe('the runtime stopped while this tool call was pending; its outcome is unknown');
+          expect(finished[1]!.text).toBe('tool was not executed because the turn already terminated');
+          const messages = await storage.listMessages(h.session.sessionId);
+          const results = messages.flatMap((m) => m.content.filter((b) => b.type === 'tool_result')) as Array<{ status: string; text: string }>;
+          expect(results.map((r) => r.status)).toEqual(['outcome_unknown', 'cancelled']);
+
+          await h.core.flushTrace();
+          const spans = (await storage.listTraceSpans({ turnId })).filter((s) => s.kind === 'tool_call');
+          expect(spans.filter((s) => s.status === 'running')).toEqual([]);
+          const span = spans.find((s) => s.id === `span.${asked.toolCallId}`)!;
+          expect(span).toMatchObject({ status: 'outcome_unknown', errorCode: 'actor_stopped' });
+          expect(span.endedAt).not.toBeNull();
+
+          // The host heard the end once, last; the session takes the next turn.
+          expect(own.filter((u) => u.type === 'turn_finished')).toHaveLength(1);
+          expect(own.at(-1)!.type).toBe('turn_finished');
+          fault.onFinished = fault.onDeny = false;
+          expect((await h.run('again')).outcome).toMatchObject({ status: 'completed' });
+          expect(actorErrors).toEqual([]);
+          await assertStoredInvariants(storage, h.session.sessionId);
+        } finally {
+          fault.onFinished = fault.onDeny = false;
+        }
+      });
+    }
+  });
+}
