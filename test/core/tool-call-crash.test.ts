@@ -13,7 +13,10 @@
  * file's calls only (`vi.mock`, as a bug in them would): `terminalAfterRun` when the approved tool's
  * result comes back (the machine's `tool.finished` assign), `deniedResult` for the user's denial
  * (the machine's `toolcall.decide` transition, while the card waits). Everything else is real: the
- * core, the storage (both backends), the spans, the tool.
+ * core, the storage (both backends), the spans, the tool. Also the Turn's own `tool.finished` assign
+ * for a call that needs no card (the Turn crashes: the Session's `ending_crashed_turn`). The file runs
+ * in a process of its own (vitest.config.ts ISOLATED_FILES): a shared worker's module cache would
+ * ignore `vi.mock`.
  */
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
@@ -123,3 +126,42 @@ for (const backend of backends) {
     }
   });
 }
+
+/** Runs without asking: the Turn's own chart handles `tool.finished`, and fails on this result. */
+const directTool = defineTool({
+  name: 'direct',
+  description: 'Answers the text the fault waits for.',
+  parameters: z.object({}),
+  execute: () => 'explode',
+});
+
+describe('an assign of the Turn that throws on tool.finished (the Turn itself fails)', () => {
+  let storage: SqlSessionStorage;
+  useBackend(backends[0]!, (s) => (storage = s));
+
+  it('ends the turn failed actor_stopped, once, with its row and the tool span closed; the session takes the next turn', async () => {
+    fault.onFinished = true;
+    try {
+      const actorErrors: unknown[] = [];
+      const h = await harness(storage, [{ toolCalls: [{ name: 'direct', arguments: {} }] }, { text: 'the next turn' }], {
+        tools: [directTool],
+        onActorError: (_sessionId, error) => actorErrors.push(error),
+      });
+      const turnId = await h.start('go');
+      const outcome = await within(5_000, 'the end of the turn', h.session.waitForTurn(turnId));
+      expect(outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
+      expect(outcome.status === 'failed' && outcome.message).toMatch(/the chart read the result wrong/);
+      expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: 'actor_stopped' });
+      expect(h.updates.filter((e) => e.turnId === turnId && e.update.type === 'turn_finished')).toHaveLength(1);
+      await h.core.flushTrace();
+      const spans = await storage.listTraceSpans({ turnId });
+      expect(spans.filter((s) => s.status === 'running')).toEqual([]);
+      expect(spans.find((s) => s.kind === 'tool_call')).toMatchObject({ status: 'outcome_unknown', errorCode: 'actor_stopped' });
+      fault.onFinished = false;
+      expect((await h.run('again')).outcome).toMatchObject({ status: 'completed' });
+      expect(actorErrors).toEqual([]);
+    } finally {
+      fault.onFinished = false;
+    }
+  });
+});

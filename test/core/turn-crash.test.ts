@@ -3,15 +3,15 @@
  * left the turn waiting forever with no outcome). Each fault is injected through the public API
  * where the chart itself evaluates host-shaped data: a tool whose schema transform yields arguments
  * the doom-loop guard cannot serialise (a throwing `toJSON`, or nesting deep enough to overflow the
- * stack), a result whose terminal the chart fails to work out (a helper made to throw, as a bug in the
- * chart would: host-made results no longer reach the chart uncopied), and a storage whose write
- * throws a plain bug. What must hold for each: the turn ends `failed` with a stable code, its row is
+ * stack), and a storage whose write throws a plain bug. (A result whose `status` getter threw was a
+ * fourth; host-made results no longer reach the chart uncopied, so that case, and the tool-call
+ * machine's, are test/core/tool-call-crash.test.ts with a helper made to throw.) What must hold for each: the turn ends `failed` with a stable code, its row is
  * no longer `running` before the host hears the end, the host hears `turn_finished` exactly once
  * (sequenced, last), the session takes the next turn, and nothing reaches `onActorError`. Also: a
  * refused end, a shutdown during the end write, an explorer whose turn crashes, and a tool that
  * returns nothing (an unhandled rejection before).
  */
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { defineTool, type AnyTool } from '../../src/services/tools/define.js';
@@ -50,32 +50,6 @@ const deepArgsTool = defineTool({
   execute: () => 'ran',
 });
 
-/**
- * A tool result whose terminal the Turn's chart cannot work out: `terminalAfterRun`, which the
- * Turn's `tool.finished` assign calls, is made to throw for this text while `fault.onFinished` is
- * set. (The vehicle was a result whose `status` getter threw; the tool boundary now copies every
- * result first, services/tools/returned-result, so only a bug in the chart itself gets here.)
- */
-const fault = vi.hoisted(() => ({ onFinished: false }));
-vi.mock('../../src/machines/tool-call/outcomes.js', async (original) => {
-  const actual = await original<typeof import('../../src/machines/tool-call/outcomes.js')>();
-  return {
-    ...actual,
-    terminalAfterRun: (...args: Parameters<typeof actual.terminalAfterRun>) => {
-      if (fault.onFinished && args[1].text === 'explode') throw new Error('the result status exploded');
-      return actual.terminalAfterRun(...args);
-    },
-  };
-});
-
-/** Runs without asking: the Turn's own chart handles `tool.finished`. */
-const explodingResultTool = defineTool({
-  name: 'hostile_result',
-  description: 'Returns the result the chart cannot read.',
-  parameters: z.object({ text: z.string() }),
-  execute: () => 'explode',
-});
-
 /** A storage whose first `commitAssistantMessage` throws a plain TypeError (a bug, not a StorageError). */
 function buggyAssistantWrites(inner: SessionStorage): SessionStorage {
   let broken = true;
@@ -103,8 +77,6 @@ interface Case {
   storage?: (inner: SessionStorage) => SessionStorage;
   /** Answers the card when the case asks for one. */
   approve?: boolean;
-  /** Sets `fault.onFinished` for the case. */
-  faultOnFinished?: boolean;
   code: string;
   message: RegExp;
 }
@@ -117,14 +89,7 @@ const cases: Case[] = [
     code: 'actor_stopped',
     message: /guard 'isDoomLoop'[\s\S]*the arguments refuse to be serialised/,
   },
-  {
-    name: '(a) an assign of the Turn throws on tool.finished from its execute actor',
-    tools: [explodingResultTool],
-    steps: [{ toolCalls: [{ name: 'hostile_result', arguments: { text: 'a' } }] }],
-    faultOnFinished: true,
-    code: 'actor_stopped',
-    message: /the result status exploded/,
-  },
+  // (a) an assign of the Turn throws on tool.finished: test/core/tool-call-crash.test.ts (a helper made to throw).
   {
     name: '(b) an invoked promise actor rejects with a plain bug',
     tools: [],
@@ -150,7 +115,6 @@ for (const backend of backends) {
 
     for (const c of cases) {
       it(c.name, async () => {
-        fault.onFinished = c.faultOnFinished === true;
         const actorErrors: unknown[] = [];
         const h: Harness = await harness(storage, [...c.steps, { text: 'the next turn' }], {
           tools: c.tools,
@@ -185,7 +149,6 @@ for (const backend of backends) {
         expect(sequences).toEqual(sequences.map((_, i) => i + 1));
 
         // The session is free again: the next turn runs to its answer on the same session.
-        fault.onFinished = false;
         const next = await h.run('again');
         expect(next.outcome).toMatchObject({ status: 'completed' });
         expect(await storage.getTurn(turnId)).toMatchObject({ status: 'failed', errorCode: c.code });
