@@ -27,7 +27,18 @@ import { backends, useBackend } from '../support/databases.js';
 import { within } from '../support/faults.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 
-const fault = vi.hoisted(() => ({ onFinished: false, onDeny: false }));
+const fault = vi.hoisted(() => ({ onFinished: false, onDeny: false, onProgress: false }));
+
+vi.mock('../../src/machines/publish.js', async (original) => {
+  const actual = await original<typeof import('../../src/machines/publish.js')>();
+  return {
+    ...actual,
+    announceToParent: (...args: Parameters<typeof actual.announceToParent>) => {
+      if (fault.onProgress && args[3].type === 'tool_call_progress') throw new Error('the progress could not be announced');
+      return actual.announceToParent(...args);
+    },
+  };
+});
 
 vi.mock('../../src/machines/tool-call/outcomes.js', async (original) => {
   const actual = await original<typeof import('../../src/machines/tool-call/outcomes.js')>();
@@ -162,6 +173,43 @@ describe('an assign of the Turn that throws on tool.finished (the Turn itself fa
       expect(actorErrors).toEqual([]);
     } finally {
       fault.onFinished = false;
+    }
+  });
+});
+
+describe('a Turn that fails while its tool runs', () => {
+  let storage: SqlSessionStorage;
+  useBackend(backends[0]!, (s) => (storage = s));
+
+  it('stops the tool (xstate leaves a failed machine\'s children running; the crashed turn\'s end stops them)', async () => {
+    let aborted: (() => void) | null = null;
+    const stopped = new Promise<void>((resolve) => (aborted = resolve));
+    let finished = false;
+    const longTool = defineTool({
+      name: 'long',
+      description: 'Reports progress, then runs until it is aborted or 5 s pass.',
+      parameters: z.object({}),
+      execute: async (_args, ctx) => {
+        ctx.signal.addEventListener('abort', () => aborted!());
+        ctx.progress({ kind: 'message', message: 'working' });
+        await new Promise((resolve) => setTimeout(resolve, 5_000));
+        finished = true;
+        return 'ran to the end';
+      },
+    });
+    fault.onProgress = true;
+    try {
+      const h = await harness(storage, [{ toolCalls: [{ name: 'long', arguments: {} }] }, { text: 'the next turn' }], { tools: [longTool] });
+      const turnId = await h.start('go');
+      const outcome = await within(5_000, 'the end of the turn', h.session.waitForTurn(turnId));
+      expect(outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
+      // The tool was told to stop at the crash, not left to run to its end.
+      await within(2_000, 'the abort of the tool the failed Turn left running', stopped);
+      expect(finished).toBe(false);
+      fault.onProgress = false;
+      expect((await h.run('again')).outcome).toMatchObject({ status: 'completed' });
+    } finally {
+      fault.onProgress = false;
     }
   });
 });
