@@ -27,7 +27,7 @@ import { backends, useBackend } from '../support/databases.js';
 import { within } from '../support/faults.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 
-const fault = vi.hoisted(() => ({ onFinished: false, onDeny: false, onProgress: false }));
+const fault = vi.hoisted(() => ({ onFinished: false, onDeny: false, onProgress: false, onCallProgress: false }));
 
 vi.mock('../../src/machines/publish.js', async (original) => {
   const actual = await original<typeof import('../../src/machines/publish.js')>();
@@ -36,6 +36,11 @@ vi.mock('../../src/machines/publish.js', async (original) => {
     announceToParent: (...args: Parameters<typeof actual.announceToParent>) => {
       if (fault.onProgress && args[3].type === 'tool_call_progress') throw new Error('the progress could not be announced');
       return actual.announceToParent(...args);
+    },
+    // The tool-call machine publishes a call's progress itself, with `batchUpdate`.
+    batchUpdate: (...args: Parameters<typeof actual.batchUpdate>) => {
+      if (fault.onCallProgress && args[2].type === 'tool_call_progress') throw new Error('the progress could not be published');
+      return actual.batchUpdate(...args);
     },
   };
 });
@@ -210,6 +215,49 @@ describe('a Turn that fails while its tool runs', () => {
       expect((await h.run('again')).outcome).toMatchObject({ status: 'completed' });
     } finally {
       fault.onProgress = false;
+    }
+  });
+});
+
+describe('a tool-call machine that fails while its approved tool runs', () => {
+  let storage: SqlSessionStorage;
+  useBackend(backends[0]!, (s) => (storage = s));
+
+  it('stops the tool the failed machine left running, and ends the call outcome_unknown', async () => {
+    let aborted: (() => void) | null = null;
+    const stopped = new Promise<void>((resolve) => (aborted = resolve));
+    let finished = false;
+    const longAsking = defineTool({
+      name: 'long_asking',
+      description: 'Asks, reports progress, then runs until it is aborted or 5 s pass.',
+      parameters: z.object({}),
+      authorize: () => ({ kind: 'card', card: { kind: 'approval', summary: 'run long_asking', environmentId: 'local', grantKey: 'long' } }),
+      execute: async (_args, ctx) => {
+        ctx.signal.addEventListener('abort', () => aborted!());
+        ctx.progress({ kind: 'message', message: 'working' });
+        await new Promise((resolve) => setTimeout(resolve, 5_000));
+        finished = true;
+        return 'ran to the end';
+      },
+    });
+    fault.onCallProgress = true;
+    try {
+      const h = await harness(storage, [{ toolCalls: [{ name: 'long_asking', arguments: {} }] }, { text: 'the next turn' }], { tools: [longAsking] });
+      void h.waitFor((e) => e.update.type === 'permission_requested').then((e) =>
+        h.session.resolvePermission(e.turnId!, (e.update as { toolCallId: string }).toolCallId, 'allow_once'),
+      );
+      const turnId = await h.start('go');
+      const outcome = await within(5_000, 'the end of the turn', h.session.waitForTurn(turnId));
+      expect(outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
+      expect(outcome.status === 'failed' && outcome.message).toMatch(/tool call actor failed: the progress could not be published/);
+      await within(2_000, 'the abort of the tool the failed machine left running', stopped);
+      expect(finished).toBe(false);
+      const own = h.updates.filter((e) => e.turnId === turnId).map((e) => e.update);
+      expect(own.find((u) => u.type === 'tool_call_finished')).toMatchObject({ status: 'outcome_unknown' });
+      fault.onCallProgress = false;
+      expect((await h.run('again')).outcome).toMatchObject({ status: 'completed' });
+    } finally {
+      fault.onCallProgress = false;
     }
   });
 });

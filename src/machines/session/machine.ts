@@ -22,6 +22,7 @@ import { takeUpdates } from '../publish.js';
 import type { SessionEmitted, SessionEvent } from './events.js';
 import { busyRefusal, crashedTurnFacts, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal, type CrashedTurnFacts } from './outcomes.js';
 import { addGrant } from '../grants.js';
+import { orphansOf } from '../orphans.js';
 import type { Grants, SessionInput } from './ports.js';
 
 export interface SessionContext extends SessionInput {
@@ -183,11 +184,11 @@ const sessionSetup = setup({
       const error = (event as unknown as { error: unknown }).error;
       // The failed actor is still the session's child while this transition is taken; its snapshot
       // keeps the context of its last completed step (its usage, plan, reservation and phase).
-      const snapshot = self.getSnapshot().children.turn?.getSnapshot() as { context?: TurnContext; children?: Record<string, AnyActorRef | undefined> } | undefined;
-      // Its children were not stopped with it (xstate leaves them running): the end's actor stops them.
-      const orphans = Object.values(snapshot?.children ?? {}).filter((ref): ref is AnyActorRef => ref !== undefined);
+      const failed = self.getSnapshot().children.turn;
+      const last = (failed?.getSnapshot() as { context?: TurnContext } | undefined)?.context;
       return {
-        crashedTurn: { outcome: turnCrashOutcome(error), message: turnCrashMessage(error), orphans, ...crashedTurnFacts(snapshot?.context) },
+        // Its children were not stopped with it (machines/orphans.ts): the end's actor stops them.
+        crashedTurn: { outcome: turnCrashOutcome(error), message: turnCrashMessage(error), orphans: orphansOf(failed), ...crashedTurnFacts(last) },
         pendingApproval: null,
         pendingUserInput: null,
       };

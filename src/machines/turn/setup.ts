@@ -10,6 +10,7 @@ import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../pro
 import { DEFAULT_TOOL_CANCEL_GRACE_MS, TOOL_CANCEL_GRACE } from '../tool-call/cancel-grace.js';
 import { isDoomLoopCall, waitTimeoutsReachThreshold } from '../tool-call/doom-loop.js';
 import { announceToParent } from '../publish.js';
+import { stopOrphans } from '../orphans.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { ExecuteInput, RecordInput } from '../tool-call/ports.js';
@@ -46,6 +47,8 @@ export const turnSetup = setup({
     events: {} as TurnEvent,
   },
   actors: {
+    /** Stops what a failed tool-call machine left running (machines/orphans.ts); a pure effect, not provided. */
+    stopOrphans,
     beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
     drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
     callModel: fromEventObservable<TurnEvent, CallModelInput>(() => notProvided('callModel')),

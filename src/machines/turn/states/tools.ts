@@ -12,6 +12,7 @@ import { recordFailureTerminal, terminalAfterRun, unconfirmedStop } from '../../
 import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
 import { addGrant } from '../../grants.js';
 import { announceToParent } from '../../publish.js';
+import { orphansOf } from '../../orphans.js';
 import { applyToolOutput, intoRecording, toolCallInputOf } from '../context.js';
 import { cardToAsk, countedCall, doomLoopCall, grantedCard, invalidCall, nonInteractiveRefusal, ruleDenial } from '../direct-call.js';
 import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
@@ -340,22 +341,31 @@ export const toolsState = turnSetup.createStateConfig({
     // result is; its span ends `outcome_unknown` with the cause, `actor_stopped`. The turn ends
     // `actor_stopped` whether or not the write succeeds: the failure is the cause of its end.
     abandoned: {
-      invoke: {
-        id: 'record',
-        src: 'recordToolResult',
-        input: ({ context }) => ({
-          ...recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }),
-          spanErrorCode: 'actor_stopped',
-        }),
-        onDone: {
-          target: 'cancelling_remaining',
-          actions: [
-            { type: 'announceDirectFinished', params: ({ event }) => event.output },
-            { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
-          ],
+      invoke: [
+        {
+          // The failed machine's own children (its tool run) were left running (machines/orphans.ts).
+          // The input is read as this state is entered, while the failed machine is still a child.
+          id: 'stopOrphans',
+          src: 'stopOrphans',
+          input: ({ self }) => ({ orphans: orphansOf(self.getSnapshot().children.toolCall) }),
         },
-        onError: { target: 'cancelling_remaining', actions: { type: 'finishDirect', params: { recorded: false } } },
-      },
+        {
+          id: 'record',
+          src: 'recordToolResult',
+          input: ({ context }) => ({
+            ...recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }),
+            spanErrorCode: 'actor_stopped',
+          }),
+          onDone: {
+            target: 'cancelling_remaining',
+            actions: [
+              { type: 'announceDirectFinished', params: ({ event }) => event.output },
+              { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
+            ],
+          },
+          onError: { target: 'cancelling_remaining', actions: { type: 'finishDirect', params: { recorded: false } } },
+        },
+      ],
     },
     cancelling_remaining: {
       invoke: {
