@@ -128,6 +128,9 @@ for (const backend of backends) {
           expect(span).toMatchObject({ status: 'outcome_unknown', errorCode: 'actor_stopped' });
           expect(span.endedAt).not.toBeNull();
 
+          // Out of waiting_permission once the card is closed (the deny case was still in it).
+          const phases = own.filter((u) => u.type === 'phase_changed').map((u) => (u as { phase: string }).phase);
+          expect(phases.slice(phases.lastIndexOf('waiting_permission'))).toEqual(['waiting_permission', 'running_tools', 'failed']);
           // The host heard the end once, last; the session takes the next turn.
           expect(own.filter((u) => u.type === 'turn_finished')).toHaveLength(1);
           expect(own.at(-1)!.type).toBe('turn_finished');

@@ -341,6 +341,8 @@ export const toolsState = turnSetup.createStateConfig({
     // result is; its span ends `outcome_unknown` with the cause, `actor_stopped`. The turn ends
     // `actor_stopped` whether or not the write succeeds: the failure is the cause of its end.
     abandoned: {
+      // Out of `waiting_permission` / `waiting_user_input`: the card or question is closed.
+      entry: { type: 'enterPhase', params: 'running_tools' },
       invoke: [
         {
           // The failed machine's own children (its tool run) were left running (machines/orphans.ts).
