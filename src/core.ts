@@ -196,6 +196,7 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     actors: {
       ...turnActors,
       runToolCall,
+      recordToolResult: waitingCallActors.recordToolResult,
       toolCall: toolCallLogic,
     },
     delays,

@@ -176,12 +176,20 @@ export class InspectionError extends OpenworkError {
 
 /** Turns an unknown thrown value into a message without losing it. */
 export function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  if (typeof error === 'string') return error;
+  // Always a string (integrity-paths point 3): JSON.stringify answers undefined for undefined, a
+  // symbol or a function, and String throws for an object without a prototype; a message getter may throw.
   try {
-    return JSON.stringify(error);
+    if (error instanceof Error && typeof error.message === 'string') return error.message;
+    if (typeof error === 'string') return error;
+    const json = JSON.stringify(error) as string | undefined;
+    if (typeof json === 'string') return json;
   } catch {
+    // Fall through to the plainer forms below.
+  }
+  try {
     return String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
   }
 }
 

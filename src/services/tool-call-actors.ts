@@ -280,7 +280,7 @@ export function createToolCallActors(services: RuntimeServices) {
         status: spanStatus(result),
         resolvedToolName: input.resolvedName,
         permissionWaitMs,
-        errorCode: result.error?.code ?? null,
+        errorCode: input.spanErrorCode ?? result.error?.code ?? null,
         errorMessage: result.error?.message ?? null,
         attributes: { ...attributes, resultPersisted },
       }, { toolResult: result.text });

@@ -34,12 +34,13 @@ export function sessionSnapshot(actor: ActorRefFrom<typeof sessionMachine>, sess
       type: 'running',
       turnId: ctx.activeTurn.turnId,
       clientRequestId: ctx.activeTurn.clientRequestId,
-      phase: turn?.phase ?? 'starting',
+      // A turn whose actor failed shows the phase it was in until its end is written and announced.
+      phase: turn?.phase ?? ctx.crashedTurn?.phase ?? 'starting',
       draft: { text: turn?.draft.text ?? '', reasoning: turn?.draft.reasoning ?? '' },
       toolCalls: liveCalls(turn?.liveToolCalls ?? [], callSnap, turnSnap && turn ? directCallStatusOf({ value: (turnSnap as { value?: unknown }).value, context: turn }) : null),
       pendingApprovals: turn?.pendingApprovals ?? [],
       pendingUserInput: turn?.pendingUserInput ?? [],
-      plan: turn?.plan ?? null,
+      plan: turn?.plan ?? ctx.crashedTurn?.plan ?? null,
     };
   } else if (ctx.lastTerminal) {
     runtime = { type: 'terminal', ...ctx.lastTerminal };

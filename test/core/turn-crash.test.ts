@@ -3,8 +3,9 @@
  * left the turn waiting forever with no outcome). Each fault is injected through the public API
  * where the chart itself evaluates host-shaped data: a tool whose schema transform yields arguments
  * the doom-loop guard cannot serialise (a throwing `toJSON`, or nesting deep enough to overflow the
- * stack), a tool whose result throws when the chart reads its `status`, and a storage whose write
- * throws a plain bug. What must hold for each: the turn ends `failed` with a stable code, its row is
+ * stack), and a storage whose write throws a plain bug. (A result whose `status` getter threw was a
+ * fourth; host-made results no longer reach the chart uncopied, so that case, and the tool-call
+ * machine's, are test/core/tool-call-crash.test.ts with a helper made to throw.) What must hold for each: the turn ends `failed` with a stable code, its row is
  * no longer `running` before the host hears the end, the host hears `turn_finished` exactly once
  * (sequenced, last), the session takes the next turn, and nothing reaches `onActorError`. Also: a
  * refused end, a shutdown during the end write, an explorer whose turn crashes, and a tool that
@@ -14,7 +15,6 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { defineTool, type AnyTool } from '../../src/services/tools/define.js';
-import type { ToolResult } from '../../src/protocol/tool-result.js';
 import type { ScriptedStep } from '../../src/services/model/scripted.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -48,36 +48,6 @@ const deepArgsTool = defineTool({
     return value;
   }),
   execute: () => 'ran',
-});
-
-/** A result whose `status` throws when read (the chart reads it in an assign when the tool finishes). */
-function hostileResult(): ToolResult {
-  return {
-    text: 'done',
-    get status(): never {
-      throw new Error('the result status exploded');
-    },
-  } as unknown as ToolResult;
-}
-
-/** Runs without asking: the Turn's own chart handles `tool.finished`. */
-const hostileResultTool = defineTool({
-  name: 'hostile_result',
-  description: 'Returns a result whose status throws.',
-  parameters: z.object({ text: z.string() }),
-  execute: () => hostileResult(),
-});
-
-/** Asks first: the tool-call machine the Turn spawns for a card handles `tool.finished`. */
-const hostileApprovedTool = defineTool({
-  name: 'hostile_approved',
-  description: 'Needs approval, then returns a result whose status throws.',
-  parameters: z.object({ text: z.string() }),
-  authorize: () => ({
-    kind: 'card',
-    card: { kind: 'approval', summary: 'run hostile_approved', reason: 'it always asks', environmentId: 'local', grantKey: 'hostile' },
-  }),
-  execute: () => hostileResult(),
 });
 
 /** A storage whose first `commitAssistantMessage` throws a plain TypeError (a bug, not a StorageError). */
@@ -119,13 +89,7 @@ const cases: Case[] = [
     code: 'actor_stopped',
     message: /guard 'isDoomLoop'[\s\S]*the arguments refuse to be serialised/,
   },
-  {
-    name: '(a) an assign of the Turn throws on tool.finished from its execute actor',
-    tools: [hostileResultTool],
-    steps: [{ toolCalls: [{ name: 'hostile_result', arguments: { text: 'a' } }] }],
-    code: 'actor_stopped',
-    message: /the result status exploded/,
-  },
+  // (a) an assign of the Turn throws on tool.finished: test/core/tool-call-crash.test.ts (a helper made to throw).
   {
     name: '(b) an invoked promise actor rejects with a plain bug',
     tools: [],
@@ -141,14 +105,7 @@ const cases: Case[] = [
     code: 'actor_stopped',
     message: /Maximum call stack size exceeded/,
   },
-  {
-    name: '(d) the tool-call machine of an approved call throws',
-    tools: [hostileApprovedTool],
-    steps: [{ toolCalls: [{ name: 'hostile_approved', arguments: { text: 'a' } }] }],
-    approve: true,
-    code: 'persistence_error',
-    message: /tool call actor failed: [\s\S]*the result status exploded/,
-  },
+  // (d) the tool-call machine of an approved call throws: test/core/tool-call-crash.test.ts.
 ];
 
 for (const backend of backends) {
@@ -249,7 +206,7 @@ describe('the end of a crashed turn when the database refuses it, or the session
     expect(await outcomeWithin(h.session, turnId)).toMatchObject({ status: 'completed', finalText: 'carried on' });
     const finished = h.updates.find((e) => e.update.type === 'tool_call_finished')!.update;
     expect(finished).toMatchObject({ status: 'failed', error: { code: 'execution_failed' } });
-    expect((finished as { text: string }).text).toMatch(/Cannot read properties of undefined/);
+    expect((finished as { text: string }).text).toMatch(/not a tool result \(nothing instead of a string or a result\)/);
   });
 
   it('a refused end still announces turn_finished once; the next start writes the kept end and the next turn runs', async () => {

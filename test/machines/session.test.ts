@@ -277,7 +277,7 @@ describe('Session machine (stub Turn)', () => {
     await flush();
     expect(s.value()).toBe('idle');
     const outcome = { status: 'failed', code: 'actor_stopped', message: 'the turn actor failed: boom' };
-    expect(ends).toEqual([{ sessionId: INPUT.sessionId, turnId: 'turn_1', outcome, planUnfinishedStepCount: null, unmadeModelCall: 0, recorded: false }]);
+    expect(ends).toEqual([{ sessionId: INPUT.sessionId, turnId: 'turn_1', outcome, planUnfinishedStepCount: null, unmadeModelCall: 0, recorded: false, orphans: [] }]);
     expect(s.updates.at(-1)).toEqual({
       sequence: 2,
       turnId: 'turn_1',

@@ -24,7 +24,7 @@ import { usePglite } from '../support/databases.js';
 
 /** Why no stimulus reaches the state that writes the end of a Turn actor that failed. */
 const CRASHED_TURN =
-  'reached only after the Turn actor fails, which it does only on a bug in its chart; test/core/turn-crash.test.ts drives it on the real runtime (hostile tool arguments and results, a refused end, a shutdown during the end)';
+  'reached only after the Turn actor fails, which it does only on a bug in its chart; test/core/turn-crash.test.ts drives it on the real runtime (hostile tool arguments, a refused end, a shutdown during the end), test/core/crashed-turn-facts.test.ts what the end keeps';
 
 /** Transitions no stimulus can fire, and why (docs/verification.md lists them too). */
 export const UNREACHABLE: Record<string, string> = {
@@ -53,7 +53,11 @@ export const UNREACHABLE: Record<string, string> = {
     'a completed outcome reaches ending only with its end already written by the final answer\'s statement (the actor then writes nothing and cannot fail) or from a judged structured-output answer, which the model world does not carry; test/storage/answer-end.test.ts fails the end of a judged answer',
   'turn.ending|xstate.error.actor.finishTurn|0':
     'ownership_lost at the turn\'s end needs a session lease, and leases are Postgres-only while the model world runs on PGlite; test/services/ownership/ownership.test.ts drives ownership_lost through a running turn',
-  'turn.tools.call|xstate.error.actor.toolCall|0': 'the tool-call actor fails only on a bug in the chart (every effect has an error path)',
+  'turn.tools.call|xstate.error.actor.toolCall|0':
+    'the tool-call actor fails only on a bug in the chart (every effect has an error path); test/core/tool-call-crash.test.ts makes a helper of it throw on the real runtime',
+  'turn.tools.abandoned|xstate.done.actor.record|0': 'reached only after the tool-call actor fails (above); test/core/tool-call-crash.test.ts drives it',
+  'turn.tools.abandoned|xstate.error.actor.record|0':
+    'reached only after the tool-call actor fails (above) and its result write then fails too; the same write\'s failure is driven from `tools.run.recording`',
   'toolCall.executing|xstate.error.actor.execute|0': 'executeTool reports every tool failure as a result; it throws only if the session is gone',
   'turn.tools.run.executing|tool.execute_failed|0':
     'the same tool run, by the Turn\'s run actor for a call that needs nobody: it reports every tool failure as a result and answers tool.execute_failed only if the session is gone; test/machines/turn.test.ts drives it',

@@ -99,4 +99,30 @@ describe('a hostile MCP server: answers nested 20,000 levels deep', () => {
     const finished = h.updates.flatMap((e) => (e.update.type === 'tool_call_finished' ? [e.update] : []));
     expect(finished.map((f) => f.status)).toEqual(['failed']);
   }, 60_000);
+
+  it('results that are not tool results (a number as text, content as a string) each end their call failed mcp_protocol_error; the server is not restarted; the turn goes on', async () => {
+    const server = await connect('malformed', { trust: 'trusted' });
+    const pid = server.pid;
+    const names = ['hostile__numbertext', 'hostile__stringcontent'];
+    const actorErrors: unknown[] = [];
+    const h = await harness(storage, [{ toolCalls: names.map((name) => ({ name, arguments: {} })) }, { text: 'done' }], {
+      tools: [server],
+      onActorError: (_sessionId, error) => actorErrors.push(error),
+    });
+    const { turnId, outcome } = await h.run('go');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'done' });
+    const finished = h.updates.flatMap((e) => (e.update.type === 'tool_call_finished' ? [e.update] : []));
+    expect(finished.map((f) => [f.status, f.error?.code])).toEqual([
+      ['failed', 'mcp_protocol_error'],
+      ['failed', 'mcp_protocol_error'],
+    ]);
+    expect(finished[0]!.text).toMatch(/not a tool result \(content\.0: /);
+    expect(finished[1]!.text).toMatch(/not a tool result \(content: .*expected array/);
+    // The server answered; it was not taken for a broken transport and restarted.
+    expect(server.pid).toBe(pid);
+    await h.core.flushTrace();
+    const spans = await storage.listTraceSpans({ turnId });
+    expect(spans.filter((s) => s.kind === 'tool_call').map((s) => s.status)).toEqual(['failed', 'failed']);
+    expect(actorErrors).toEqual([]);
+  }, 60_000);
 });

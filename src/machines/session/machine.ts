@@ -7,7 +7,7 @@
  * Commands carry a `commandId`; the answer is emitted as a `session.replied` event, so that a host
  * call gets exactly the answer the chart decided.
  */
-import { assign, emit, enqueueActions, fromCallback, fromPromise, sendTo, setup, stopChild, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { assign, emit, enqueueActions, fromCallback, fromPromise, sendTo, setup, stopChild, type ActorRefFrom, type AnyActorRef, type SnapshotFrom } from 'xstate';
 import type { NewMessage } from '../../protocol/content.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate, TurnOutcome } from '../../protocol/updates.js';
@@ -16,12 +16,13 @@ import type { AgentMessage } from '../../protocol/agent-message.js';
 import { addUsage } from '../../protocol/usage.js';
 import { turnMachine } from '../turn.js';
 import type { FinishInput, TurnOutput } from '../turn/ports.js';
-import { ZERO_USAGE } from '../turn/context.js';
+import type { TurnContext } from '../turn/context.js';
 import { isOwnershipLost, storageFailure } from '../turn/outcomes.js';
 import { takeUpdates } from '../publish.js';
 import type { SessionEmitted, SessionEvent } from './events.js';
-import { busyRefusal, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal } from './outcomes.js';
+import { busyRefusal, crashedTurnFacts, refusal, reloadRequiredRefusal, turnCrashMessage, turnCrashOutcome, turnNotActiveRefusal, type CrashedTurnFacts } from './outcomes.js';
 import { addGrant } from '../grants.js';
+import { orphansOf } from '../orphans.js';
 import type { Grants, SessionInput } from './ports.js';
 
 export interface SessionContext extends SessionInput {
@@ -46,20 +47,21 @@ export interface SessionContext extends SessionInput {
   /** The provider's rate limits as last reported, merged by seed 004 §2's rule. */
   rateLimits: RateLimitSnapshot | null;
   /**
-   * The outcome of the active turn whose actor failed (`ending_crashed_turn`): set by the Turn
-   * actor's `onError`, cleared once the end is written and announced.
+   * The outcome of the active turn whose actor failed (`ending_crashed_turn`), with what that actor
+   * knew when it failed (`CrashedTurnFacts`): set by the Turn actor's `onError`, cleared once the
+   * end is written and announced.
    */
-  crashedTurn: { outcome: TurnOutcome; message: string } | null;
+  crashedTurn: ({ outcome: TurnOutcome; message: string; orphans: AnyActorRef[] } & CrashedTurnFacts) | null;
 }
 
 /**
  * The terminal update of a turn whose actor failed, published after its end was written (or
- * refused): the usage the actor counted died with it.
+ * refused), with the usage of the model calls the actor made before it failed.
  */
 function crashedTurnFinished({ context }: { context: SessionContext }): { turnId: string; updates: SessionUpdate[] } {
   return {
     turnId: context.activeTurn!.turnId,
-    updates: [{ type: 'turn_finished', outcome: context.crashedTurn!.outcome, usage: ZERO_USAGE }],
+    updates: [{ type: 'turn_finished', outcome: context.crashedTurn!.outcome, usage: context.crashedTurn!.usage }],
   };
 }
 
@@ -93,7 +95,7 @@ const sessionSetup = setup({
      * Writes the end of a turn whose actor failed: the Turn's own `finishTurn` effect, provided by
      * the core, so that its bookkeeping (a refused end is kept for the session's next start) holds.
      */
-    finishCrashedTurn: fromPromise<boolean, FinishInput>(async () => {
+    finishCrashedTurn: fromPromise<boolean, FinishInput & { orphans?: readonly AnyActorRef[] }>(async () => {
       throw new Error('session actor "finishCrashedTurn" was not provided');
     }),
   },
@@ -178,10 +180,15 @@ const sessionSetup = setup({
      * of a child): nothing of it runs any more, and no card or question of it can be answered. The
      * turn stays the active one until `ending_crashed_turn` has written and announced its end.
      */
-    turnCrashed: assign(({ event }) => {
+    turnCrashed: assign(({ event, self }) => {
       const error = (event as unknown as { error: unknown }).error;
+      // The failed actor is still the session's child while this transition is taken; its snapshot
+      // keeps the context of its last completed step (its usage, plan, reservation and phase).
+      const failed = self.getSnapshot().children.turn;
+      const last = (failed?.getSnapshot() as { context?: TurnContext } | undefined)?.context;
       return {
-        crashedTurn: { outcome: turnCrashOutcome(error), message: turnCrashMessage(error) },
+        // Its children were not stopped with it (machines/orphans.ts): the end's actor stops them.
+        crashedTurn: { outcome: turnCrashOutcome(error), message: turnCrashMessage(error), orphans: orphansOf(failed), ...crashedTurnFacts(last) },
         pendingApproval: null,
         pendingUserInput: null,
       };
@@ -200,8 +207,9 @@ const sessionSetup = setup({
         turnId: context.activeTurn!.turnId,
         clientRequestId: context.activeTurn!.clientRequestId,
         outcome: context.crashedTurn!.outcome,
-        plan: null,
+        plan: context.crashedTurn!.plan,
       },
+      tokenTotals: addUsage(context.tokenTotals, context.crashedTurn!.usage),
       mailbox: [...context.activeTurn!.mailbox, ...context.mailbox],
       activeTurn: null,
       crashedTurn: null,
@@ -494,10 +502,11 @@ export const sessionMachine = sessionSetup.createMachine({
           sessionId: context.sessionId,
           turnId: context.activeTurn!.turnId,
           outcome: context.crashedTurn!.outcome,
-          // What the failed actor knew (its plan, a reserved call) died with it: nothing is taken back.
-          planUnfinishedStepCount: null,
-          unmadeModelCall: 0,
+          // As the Turn's own `ending` would: the plan's unfinished steps, and the reserved call it never made.
+          planUnfinishedStepCount: context.crashedTurn!.planUnfinishedStepCount,
+          unmadeModelCall: context.crashedTurn!.unmadeModelCall,
           recorded: false,
+          orphans: context.crashedTurn!.orphans,
         }),
         onDone: [
           {

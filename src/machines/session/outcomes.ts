@@ -5,8 +5,11 @@
  * handle turns it back into the matching `CommandError`), and a Turn actor that failed becomes the
  * turn's `actor_stopped` outcome. The chart calls these; it lists no codes of its own.
  */
-import type { CommandErrorCode } from '../../errors.js';
-import type { TurnOutcome } from '../../protocol/updates.js';
+import { errorMessage, type CommandErrorCode } from '../../errors.js';
+import type { TurnPlanSnapshot } from '../../protocol/plan.js';
+import type { Phase, TurnOutcome } from '../../protocol/updates.js';
+import { addUsage, type TokenUsage } from '../../protocol/usage.js';
+import { planUnfinishedSteps, ZERO_USAGE, type TurnContext } from '../turn/context.js';
 import type { CommandErrorReply } from './events.js';
 
 /** A refusal of a command; `activeTurnId` goes with `busy` only. */
@@ -31,10 +34,38 @@ export function turnNotActiveRefusal(turnId: string): CommandErrorReply {
 
 /** The message of a Turn actor's failure, as the session's `systemError` and the outcome carry it. */
 export function turnCrashMessage(error: unknown): string {
-  return `the turn actor failed: ${error instanceof Error ? error.message : String(error)}`;
+  // errorMessage never throws: String() of an object without a prototype would, inside the assign.
+  return `the turn actor failed: ${errorMessage(error)}`;
 }
 
 /** The outcome of a turn whose actor failed instead of finishing (the chart's `onError`). */
 export function turnCrashOutcome(error: unknown): TurnOutcome {
   return { status: 'failed', code: 'actor_stopped', message: turnCrashMessage(error) };
+}
+
+/**
+ * What the failed Turn actor knew, read from its last snapshot (an actor that fails keeps the
+ * context of its last completed step): the usage of the model calls it made, its plan, the model
+ * call it reserved and never made, and the phase it was in. The crashed turn's end records and
+ * announces these as a normal end would (integrity-paths point 2). Absent (the actor failed as it
+ * started), the turn made nothing: zero usage, no plan, nothing reserved.
+ */
+export interface CrashedTurnFacts {
+  usage: TokenUsage;
+  plan: TurnPlanSnapshot | null;
+  planUnfinishedStepCount: number | null;
+  unmadeModelCall: number;
+  phase: Phase | null;
+}
+
+export function crashedTurnFacts(last: TurnContext | undefined): CrashedTurnFacts {
+  if (!last) return { usage: ZERO_USAGE, plan: null, planUnfinishedStepCount: null, unmadeModelCall: 0, phase: null };
+  return {
+    // A copy: the dead actor's objects are not shared with the session's context.
+    usage: addUsage(ZERO_USAGE, last.usage),
+    plan: last.plan,
+    planUnfinishedStepCount: planUnfinishedSteps(last),
+    unmadeModelCall: last.reservedCall,
+    phase: last.phase,
+  };
 }

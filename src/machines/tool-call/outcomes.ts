@@ -4,14 +4,19 @@
  * the `errors.ts` classes and the result vocabulary, used by the tool-call machine and by the
  * Turn's own run of a call (`tools.run`), so the two end a call the same way.
  */
-import { CommandError, isOpenworkError } from '../../errors.js';
+import { CommandError, errorMessage, isOpenworkError } from '../../errors.js';
 import { ACTOR_STOPPED_TEXT, CANCELLED_BEFORE_RUN_TEXT, UNCONFIRMED_STOP_TEXT } from '../../protocol/model-texts.js';
 import { cancelledResult, failedResult, outcomeUnknownResult, type ToolResult } from '../../protocol/tool-result.js';
 import type { ToolCallTerminal } from '../types.js';
 
 /** The text of an actor's failure: its message, or the thrown value itself when it has none. */
 export function failureText(error: unknown): string {
-  return String((error as { message?: unknown } | null)?.message ?? error);
+  // String() throws for an object without a prototype, and a getter may throw: the text is always made.
+  try {
+    return String((error as { message?: unknown } | null)?.message ?? error);
+  } catch {
+    return errorMessage(error);
+  }
 }
 
 /** The result of a call whose actor threw (the tool's execute, the agent tool): `execution_failed`. */

@@ -26,6 +26,11 @@ export interface RecordInput {
   executed: boolean;
   /** The Turn's direct call only: the next model call to reserve with this result (0 or absent: none). */
   reserveModelCall?: number;
+  /**
+   * The span's `error_code` when it is the cause rather than the result's code: `actor_stopped` for
+   * a call whose tool-call machine failed (its result says `outcome_unknown`, the span why).
+   */
+  spanErrorCode?: string;
 }
 
 export interface ExecuteInput {

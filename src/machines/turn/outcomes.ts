@@ -7,7 +7,7 @@
  * actor's `ModelCallSetupFailure` and the `OpenworkError` that stage threw: never over a `code`
  * carried by a plain object.
  */
-import { isOpenworkError, ModelError } from '../../errors.js';
+import { errorMessage, isOpenworkError, ModelError } from '../../errors.js';
 import { storableText } from '../../protocol/storable-text.js';
 import type { TurnOutcome } from '../../protocol/updates.js';
 import { storageFailureCode, storageTerminalCode } from '../tool-call/outcomes.js';
@@ -21,8 +21,13 @@ export function failedOutcome(code: string, message: string): TurnOutcome {
 
 /** The text of a thrown value: its `message` when it has one, else the value itself. */
 export function errorText(error: unknown): string {
-  if (error && typeof error === 'object' && 'message' in error) return String((error as { message: unknown }).message);
-  return String(error);
+  // Read inside an assign: String() of an object without a prototype, or a throwing getter, would crash the Turn.
+  try {
+    if (error && typeof error === 'object' && 'message' in error) return String((error as { message: unknown }).message);
+    return String(error);
+  } catch {
+    return errorMessage(error);
+  }
 }
 
 /**

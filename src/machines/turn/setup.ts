@@ -10,8 +10,10 @@ import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../pro
 import { DEFAULT_TOOL_CANCEL_GRACE_MS, TOOL_CANCEL_GRACE } from '../tool-call/cancel-grace.js';
 import { isDoomLoopCall, waitTimeoutsReachThreshold } from '../tool-call/doom-loop.js';
 import { announceToParent } from '../publish.js';
+import { stopOrphans } from '../orphans.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
+import type { RecordInput } from '../tool-call/ports.js';
 import type { AuthorizationOutput, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
 import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, intoRecording, type TurnContext } from './context.js';
 import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
@@ -45,11 +47,15 @@ export const turnSetup = setup({
     events: {} as TurnEvent,
   },
   actors: {
+    /** Stops what a failed tool-call machine left running (machines/orphans.ts); a pure effect, not provided. */
+    stopOrphans,
     beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
     drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
     callModel: fromCallback<PersistAssistantCommand, CallModelInput>(() => notProvided('callModel')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
     runToolCall: fromCallback<RunToolCallEvent, ToolCallInput>(() => notProvided('runToolCall')),
+    // Only `tools.abandoned` writes a result on its own: that of a call whose tool-call machine failed.
+    recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
     toolCall: toolCallMachine,
     recordCancelledCalls: fromPromise<void, CancelledCallsInput>(async () => notProvided('recordCancelledCalls')),
     finishTurn: fromPromise<boolean, FinishInput>(async () => notProvided('finishTurn')),

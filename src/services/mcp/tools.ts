@@ -71,6 +71,19 @@ function failed(code: ToolErrorCode, text: string): ToolResult {
   return failedResult(code, text, { retryable: code !== 'mcp_tool_error' && code !== 'mcp_protocol_error' });
 }
 
+/** A schema check's rejection (zod's `ZodError`, whichever copy of zod the SDK carries). */
+function isSchemaError(error: unknown): error is { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> } {
+  return error instanceof Error && (error.name === 'ZodError' || error.name === '$ZodError') && Array.isArray((error as { issues?: unknown }).issues);
+}
+
+/** The first issue of a schema check, short: where, and what was wrong. */
+function schemaIssueText(error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> }): string {
+  const issue = error.issues[0];
+  if (!issue) return 'no detail';
+  const where = issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)';
+  return `${where}: ${issue.message}`.slice(0, 300);
+}
+
 function hints(annotations: Annotations): string {
   const said: string[] = [];
   if (annotations.readOnlyHint === true) said.push('read-only');
@@ -237,6 +250,13 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
       }
       if (error instanceof McpError) {
         return failed('mcp_protocol_error', `the MCP server "${name}" refused the call of "${tool.name}": ${error.message}`);
+      }
+      // The SDK checks the answer against the tool-result schema and rejects with its zod error (zod's
+      // class of the SDK's own copy, so it is known by name): the server is alive and answered, with
+      // something that is not a tool result. Before, this was taken for a broken transport, the
+      // server was restarted, and the model read the whole issue list as `mcp_server_exited`.
+      if (isSchemaError(error)) {
+        return failed('mcp_protocol_error', `the MCP server "${name}" answered the call of "${tool.name}" with something that is not a tool result (${schemaIssueText(error)})`);
       }
       // A transport failure (an HTTP connection that broke): the next call connects again.
       await connection.reset();

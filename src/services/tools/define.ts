@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import type { PermissionMode } from '../../protocol/input.js';
-import { succeededResult, type ToolResult } from '../../protocol/tool-result.js';
+import type { ToolResult } from '../../protocol/tool-result.js';
+import { returnedToolResult } from './returned-result.js';
 import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
 import type { ToolDefinition } from '../model/port.js';
 
@@ -109,6 +110,7 @@ export function toolDefinition(tool: Pick<AnyTool, 'name' | 'description' | 'par
   return { name: tool.name, description: tool.description, parameters: schema };
 }
 
-export function normalizeToolResult(result: ToolExecuteResult): ToolResult {
-  return typeof result === 'string' ? succeededResult(result) : result;
+/** What `execute` returned as a result; anything else is a failed call (services/tools/returned-result). */
+export function normalizeToolResult(result: ToolExecuteResult | unknown): ToolResult {
+  return returnedToolResult(result);
 }

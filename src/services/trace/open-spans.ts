@@ -58,6 +58,12 @@ export class OpenSpans {
     for (const [id, span] of [...this.open]) if (span.turnId === turnId) this.end(id, patch);
   }
 
+  /** Whether a span of `turnId` matching `test` is open (a model call the crashed turn's end must not take back). */
+  hasOpen(turnId: string, test: (span: SpanData) => boolean): boolean {
+    for (const span of this.open.values()) if (span.turnId === turnId && test(span)) return true;
+    return false;
+  }
+
   /**
    * A call stopped from outside cannot tell why; its span waits for the turn's end, which knows
    * (`endHeld`), and `finish` gives the end for either reason. Without an end in this task (the

@@ -5,13 +5,14 @@
  * terminal is recorded as cancelled (`cancelling_remaining`).
  */
 import { assign, enqueueActions, sendParent, sendTo } from 'xstate';
-import { authorizationFailedText, REMAINING_CALL_TEXT, validationFailedText } from '../../../protocol/model-texts.js';
-import { cancelledResult, failedResult, toolCallFinishedUpdate } from '../../../protocol/tool-result.js';
+import { ACTOR_STOPPED_TEXT, authorizationFailedText, REMAINING_CALL_TEXT, validationFailedText } from '../../../protocol/model-texts.js';
+import { cancelledResult, failedResult, outcomeUnknownResult, toolCallFinishedUpdate } from '../../../protocol/tool-result.js';
 import { TOOL_CANCEL_GRACE } from '../../tool-call/cancel-grace.js';
 import { recordFailureTerminal, terminalAfterRun, unconfirmedStop } from '../../tool-call/outcomes.js';
 import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
 import { addGrant } from '../../grants.js';
 import { announceToParent } from '../../publish.js';
+import { orphansOf } from '../../orphans.js';
 import { applyToolOutput, intoRecording, toolCallInputOf } from '../context.js';
 import { cardToAsk, countedCall, doomLoopCall, grantedCard, invalidCall, nonInteractiveRefusal, ruleDenial } from '../direct-call.js';
 import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
@@ -239,15 +240,26 @@ export const toolsState = turnSetup.createStateConfig({
           },
           { target: 'next', actions: assign(({ context, event }) => ({ ...applyToolOutput(context, event.output, false), direct: null })) },
         ],
+        // The tool-call machine failed (a fault in its chart): nothing of it runs any more, so the
+        // Turn ends the call as a stopped actor's (seed 000 §5: an `outcome_unknown` result, the turn
+        // `failed` with `actor_stopped`), closes the card or question it left open, and records.
         onError: {
-          target: 'cancelling_remaining',
-          actions: assign(({ context, event }) => ({
-            batchIndex: context.batchIndex + 1,
-            direct: null,
-            pendingApprovals: [],
-            pendingUserInput: [],
-            outcome: failedOutcome('persistence_error', `tool call actor failed: ${errorText(event.error)}`),
-          })),
+          target: 'abandoned',
+          actions: [
+            enqueueActions(({ context, self, event, enqueue }) => {
+              for (const p of context.pendingApprovals) announceToParent(enqueue, self, event, { type: 'permission_resolved', toolCallId: p.toolCallId, decision: 'cancelled' });
+              for (const q of context.pendingUserInput) announceToParent(enqueue, self, event, { type: 'user_input_resolved', toolCallId: q.toolCallId, outcome: 'cancelled' });
+            }),
+            assign(({ context, event }) => ({
+              pendingApprovals: [],
+              pendingUserInput: [],
+              direct: {
+                ...context.direct!,
+                result: outcomeUnknownResult(ACTOR_STOPPED_TEXT),
+                terminal: { code: 'actor_stopped' as const, message: `tool call actor failed: ${errorText(event.error)}` },
+              },
+            })),
+          ],
         },
       },
       on: {
@@ -325,6 +337,38 @@ export const toolsState = turnSetup.createStateConfig({
           ],
         },
       },
+    },
+    // The result of a call whose tool-call machine failed (`call`'s onError) is written as any
+    // result is; its span ends `outcome_unknown` with the cause, `actor_stopped`. The turn ends
+    // `actor_stopped` whether or not the write succeeds: the failure is the cause of its end.
+    abandoned: {
+      // Out of `waiting_permission` / `waiting_user_input`: the card or question is closed.
+      entry: { type: 'enterPhase', params: 'running_tools' },
+      invoke: [
+        {
+          // The failed machine's own children (its tool run) were left running (machines/orphans.ts).
+          // The input is read as this state is entered, while the failed machine is still a child.
+          id: 'stopOrphans',
+          src: 'stopOrphans',
+          input: ({ self }) => ({ orphans: orphansOf(self.getSnapshot().children.toolCall) }),
+        },
+        {
+          id: 'record',
+          src: 'recordToolResult',
+          input: ({ context }) => ({
+            ...recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }),
+            spanErrorCode: 'actor_stopped',
+          }),
+          onDone: {
+            target: 'cancelling_remaining',
+            actions: [
+              { type: 'announceDirectFinished', params: ({ event }) => event.output },
+              { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.output }) },
+            ],
+          },
+          onError: { target: 'cancelling_remaining', actions: { type: 'finishDirect', params: { recorded: false } } },
+        },
+      ],
     },
     cancelling_remaining: {
       invoke: {
