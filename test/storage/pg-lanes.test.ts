@@ -12,6 +12,7 @@ import { PostgresDatabase, postgresStorage } from '../../src/storage/postgres.js
 import { statement } from '../../src/storage/sql.js';
 import type { WriteFence } from '../../src/storage/fence.js';
 import { createTestDatabase } from '../support/databases.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { beginRunningTurn, toolResultMessage, uid } from '../support/storage-fixtures.js';
 
 /** Socket writes to the server at `port` while `fn` runs: every write syscall passes `_writeGeneric`. */
@@ -49,10 +50,20 @@ describe('single statements on pipelined lanes (Postgres)', () => {
   /** A pool of two: one lane and one connection kept for transactions. */
   let db: PostgresDatabase;
 
+  /**
+   * The suite's own statements reach the server through a proxy of its own, so that counting the
+   * writes to the proxy's port counts theirs alone: a shared worker's earlier file may still be
+   * closing its own connections to the server.
+   */
+  let proxy: TcpProxy;
+
   beforeAll(async () => {
-    url = await createTestDatabase();
-    port = Number(new URL(url).port);
-    admin = new pg.Client({ connectionString: url });
+    const direct = await createTestDatabase();
+    const target = new URL(direct);
+    proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+    url = proxy.urlFor(direct);
+    port = proxy.port;
+    admin = new pg.Client({ connectionString: direct });
     await admin.connect();
     db = new PostgresDatabase({ connectionString: url, max: 2 });
     await db.query('SELECT 1');
@@ -60,6 +71,7 @@ describe('single statements on pipelined lanes (Postgres)', () => {
   afterAll(async () => {
     await db.close();
     await admin.end();
+    await proxy.close();
   });
 
   it('statements submitted in one tick leave in one socket write, each with its own answer', async () => {
