@@ -156,6 +156,9 @@ for (const backend of backends) {
         await assertStoredInvariants(storage, h.session.sessionId);
         if (c.code === 'actor_stopped') {
           // No actor of the crashed turn is left to end its calls' spans: the crash's end did.
+          // The trace is written behind the turn (the turn's end only starts a flush): wait for it
+          // rather than assume that the next turn took longer than the trace write.
+          expect((await h.core.flushTrace(10_000)).flushed).toBe(true);
           const spans = await storage.listTraceSpans({ turnId });
           expect(spans.filter((span) => span.status === 'running')).toEqual([]);
           expect(spans.find((span) => span.kind === 'tool_call')).toMatchObject({ status: 'outcome_unknown', errorCode: 'actor_stopped' });

@@ -66,6 +66,14 @@ export function faultyStorage(inner: SessionStorage): FaultyStorage {
     holds.set(method, { reached, gate: new Promise<void>((resolve) => (release = resolve)), settled });
     return result;
   };
+  const frozenLeases = (leases: NonNullable<SessionStorage['leases']>) =>
+    new Proxy(leases, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => (frozen ? new Promise(() => undefined) : (value as (...a: unknown[]) => unknown).apply(target, args));
+      },
+    });
   return new Proxy(inner, {
     get(target, prop, receiver) {
       if (prop === 'failOn') {
@@ -76,6 +84,11 @@ export function faultyStorage(inner: SessionStorage): FaultyStorage {
       if (prop === 'clear') return () => failures.clear();
       if (prop === 'calls') return calls;
       const value = Reflect.get(target, prop, receiver) as unknown;
+      // A frozen process's lease keeper is as dead as the rest of it: its timers still fire, but
+      // no renewal or takeover scan of it reaches the database. (Left live, its scan corrected the
+      // running turns of the "dead" process between its successor's release of the old leases and
+      // its successor's takeover scan, so that the successor's startup correction found 0 turns.)
+      if (prop === 'leases' && value !== null && typeof value === 'object') return frozenLeases(value as NonNullable<SessionStorage['leases']>);
       if (typeof value !== 'function') return value;
       const method = prop as StorageMethod;
       return (...args: unknown[]) => {
