@@ -11,7 +11,7 @@
  * One table, run in two outages: all rows' sessions are prepared first, then the database goes down
  * once, every row's command runs at once, and the database comes back.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { OpenworkError } from '../../src/errors.js';
 import type { SessionHandle } from '../../src/session-handle.js';
@@ -23,8 +23,7 @@ import { approvalTool } from '../../src/testing/tools.js';
 import type { TurnOutcome } from '../../src/protocol/updates.js';
 import { within } from '../support/faults.js';
 import { assertStoredInvariants } from '../support/invariants.js';
-import { startPostgres, type PostgresServer } from '../support/postgres-server.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { useStoppablePostgres } from '../support/proxied-postgres.js';
 
 const timeouts = { statementMs: 1_000, answerMs: 1_500, connectMs: 1_500 };
 /** Every command, and every turn it affects, settles within this during the outage. */
@@ -257,33 +256,13 @@ const rows: Row[] = [
 ];
 
 describe('every command during a database outage', () => {
-  let server: PostgresServer;
-  let proxy: TcpProxy;
-  let direct: SqlSessionStorage;
-  const opened: SqlSessionStorage[] = [];
-
-  beforeAll(async () => {
-    server = await startPostgres();
-    direct = postgresStorage({ connectionString: server.url, max: 2 });
-    await direct.migrate();
-    proxy = await startTcpProxy({ host: '127.0.0.1', port: server.port });
-  });
-
-  afterAll(async () => {
-    proxy?.resume();
-    for (const s of [direct, ...opened]) await s?.close().catch(() => undefined);
-    await proxy?.close();
-    server?.stop();
-  });
+  const postgres = useStoppablePostgres();
 
   for (const mode of ['server stopped', 'black-holed'] as const) {
     it(`${mode}: each command answers within its bound, typed; each session takes a new turn once the database is back`, async () => {
+      const { server, proxy } = postgres;
       const url = mode === 'black-holed' ? proxy.urlFor(server.url) : server.url;
-      const openStorage = (max = 2) => {
-        const s = postgresStorage({ connectionString: url, max, timeouts });
-        opened.push(s);
-        return s;
-      };
+      const openStorage = (max = 2) => postgres.open(url, { max, timeouts });
       let releaseChild!: () => void;
       const childGate = new Promise<void>((r) => (releaseChild = r));
       const storage = openStorage(10);
@@ -338,7 +317,7 @@ describe('every command during a database outage', () => {
             }
             const { turnId } = await within(BOUND_MS, `${row.name}: a new turn`, session.startTurn(input(`after ${i}`)));
             const outcome = await within(BOUND_MS, `${row.name}: the new turn`, session.waitForTurn(turnId));
-            await assertStoredInvariants(direct, session.sessionId);
+            await assertStoredInvariants(postgres.direct, session.sessionId);
             return [row.name, outcome, session.status()];
           }),
         );

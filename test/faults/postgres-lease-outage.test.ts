@@ -10,19 +10,16 @@
  *   under the old token lands (the fence), its turn ends `ownership_lost`, its commands answer
  *   `ownership_lost`, and the other core's session works.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { OpenworkError } from '../../src/errors.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
-import { postgresStorage } from '../../src/storage/postgres.js';
-import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { z } from 'zod';
 import { defineTool } from '../../src/services/tools/define.js';
 import { within } from '../support/faults.js';
 import { assertStoredInvariants } from '../support/invariants.js';
-import { startPostgres, type PostgresServer } from '../support/postgres-server.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { useStoppablePostgres } from '../support/proxied-postgres.js';
 
 const timeouts = { statementMs: 500, answerMs: 800, connectMs: 800 };
 const LEASE_MS = 300;
@@ -75,37 +72,22 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 }
 
 describe('an outage longer than the lease', () => {
-  let server: PostgresServer;
-  let proxy: TcpProxy;
-  let direct: SqlSessionStorage;
-  const storages: SqlSessionStorage[] = [];
+  const bed = useStoppablePostgres();
   const cores: Core[] = [];
 
-  beforeAll(async () => {
-    server = await startPostgres();
-    direct = postgresStorage({ connectionString: server.url, max: 2 });
-    await direct.migrate();
-    proxy = await startTcpProxy({ host: '127.0.0.1', port: server.port });
-  });
-
   afterAll(async () => {
-    proxy?.resume();
     for (const core of cores) await core.shutdown().catch(() => undefined);
-    for (const s of [direct, ...storages]) await s?.close().catch(() => undefined);
-    await proxy?.close();
-    server?.stop();
   });
 
   async function openCore(url: string, steps: Parameters<typeof scriptedModel>[0]): Promise<Core> {
-    const storage = postgresStorage({ connectionString: url, max: 4, timeouts });
-    storages.push(storage);
+    const storage = bed.open(url, { max: 4, timeouts });
     const core = await createCore({ storage, model: scriptedModel(steps), tools: [guardedSpy], worldState: false, closeStorageOnShutdown: false, ownership: { leaseMs: LEASE_MS } });
     cores.push(core);
     return core;
   }
 
   async function leaseOf(sessionId: string) {
-    const { rows } = await direct.db.query<{ owner_id: string | null; token: number; live: boolean }>(
+    const { rows } = await bed.direct.db.query<{ owner_id: string | null; token: number; live: boolean }>(
       'SELECT owner_id, token, expires_at > now() AS live FROM session_leases WHERE session_id = $1',
       [sessionId],
     );
@@ -113,16 +95,16 @@ describe('an outage longer than the lease', () => {
   }
 
   it('nobody took the sessions meanwhile: the next renewal recovers them, an idle session and one waiting on a card go on', async () => {
-    const core = await openCore(server.url, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }, { text: 'after the card' }, { text: 'after the outage' }]);
+    const core = await openCore(bed.server.url, [{ toolCalls: [{ name: 'guarded', arguments: { action: 'x' } }] }, { text: 'after the card' }, { text: 'after the outage' }]);
     const waiting = await core.createSession({ workingDirectory: process.cwd() });
     const idle = await core.createSession({ workingDirectory: process.cwd() });
     const { turnId } = await waiting.startTurn(input('card'));
     await until('the card', () => pendingCard(waiting) !== undefined);
     const before = await leaseOf(waiting.sessionId);
 
-    server.halt();
+    bed.server.halt();
     await new Promise((r) => setTimeout(r, OUTAGE_MS));
-    server.restart();
+    bed.server.restart();
     // Expired on the database while it was down, and renewed (same owner, same token) once it is back.
     await within(BOUND_MS, 'the renewal after the outage', until('the renewal', async () => (await leaseOf(waiting.sessionId))?.live === true));
     expect(await leaseOf(waiting.sessionId)).toEqual({ ...before, live: true });
@@ -132,38 +114,38 @@ describe('an outage longer than the lease', () => {
     expect(await within(BOUND_MS, 'the turn on the card', waiting.waitForTurn(turnId))).toEqual({ status: 'completed', finalText: 'after the card' });
     const next = await idle.startTurn(input('again'));
     expect(await within(BOUND_MS, 'the idle session', idle.waitForTurn(next.turnId))).toEqual({ status: 'completed', finalText: 'after the outage' });
-    for (const s of [waiting, idle]) await assertStoredInvariants(direct, s.sessionId);
+    for (const s of [waiting, idle]) await assertStoredInvariants(bed.direct, s.sessionId);
   }, 60_000);
 
   it('another core took the session while this one was cut off: its writes are fenced, its turn ends ownership_lost, the taker works', async () => {
     ran.length = 0;
-    const a = await openCore(proxy.urlFor(server.url), [{ toolCalls: [{ name: 'guarded', arguments: { action: 'cut off' } }] }]);
-    const b = await openCore(server.url, [{ text: 'the new owner answers' }]);
+    const a = await openCore(bed.proxy.urlFor(bed.server.url), [{ toolCalls: [{ name: 'guarded', arguments: { action: 'cut off' } }] }]);
+    const b = await openCore(bed.server.url, [{ text: 'the new owner answers' }]);
     const session = await a.createSession({ workingDirectory: process.cwd() });
     const { turnId } = await session.startTurn(input('card'));
     await until('the card', () => pendingCard(session) !== undefined);
     const before = await leaseOf(session.sessionId);
 
     // Only this core is cut off: its renewals get no answer, and its lease expires on the database.
-    proxy.stall();
+    bed.proxy.stall();
     await until('the lease expiry', async () => (await leaseOf(session.sessionId))?.live === false);
     const taken = await b.loadSession(session.sessionId);
     const after = await leaseOf(session.sessionId);
     expect(after).toMatchObject({ owner_id: b.ownership!.ownerId, token: before!.token + 1 });
-    expect(await direct.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
+    expect(await bed.direct.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
     // The card is answered while the core is still cut off: the tool runs, its result is fenced.
     const answered = codeOf(session.resolvePermission(turnId, pendingCard(session)!, 'allow_once'));
     await new Promise((r) => setTimeout(r, 200));
-    proxy.resume();
+    bed.proxy.resume();
 
     expect(['ok', 'ownership_lost']).toContain(await within(BOUND_MS, 'the answer to the card', answered));
     expect(await within(BOUND_MS, 'the cut-off turn', session.waitForTurn(turnId))).toMatchObject({ status: 'failed', code: 'ownership_lost' });
     await within(BOUND_MS, 'the loss noticed', until('the loss', () => session.ownedElsewhere));
     expect(await codeOf(session.startTurn(input('refused')))).toBe('ownership_lost');
     // Nothing of the cut-off core's turn landed after the takeover: no tool result, the turn as the taker closed it.
-    const stored = await assertStoredInvariants(direct, session.sessionId);
+    const stored = await assertStoredInvariants(bed.direct, session.sessionId);
     expect(stored.messages.filter((m) => m.role === 'tool')).toEqual([]);
-    expect(await direct.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
+    expect(await bed.direct.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
     expect(ran).toEqual([]);
 
     const next = await taken.startTurn(input('over to b'));
