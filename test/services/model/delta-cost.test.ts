@@ -112,7 +112,7 @@ afterAll(async () => {
   await server.close();
 });
 
-/** The Chat Completions stream of `DELTAS`, one chunk per event, as a provider writes it token by token. */
+/** The Chat Completions stream of `DELTAS`, written at once: the time between updates is then the client's and the runtime's, not the server's pace. */
 function chatChunks(): string[] {
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
     `data: ${JSON.stringify({ id: 'chatcmpl-delta', object: 'chat.completion.chunk', created: 1, model: 'fake-model', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
@@ -127,7 +127,7 @@ function chatChunks(): string[] {
 
 describe('a text delta through the openai client (chat)', () => {
   it('costs no more after a 4 MB draft than at its start', async () => {
-    server.script({ raw: { status: 200, headers: { 'content-type': 'text/event-stream' }, chunks: chatChunks() } });
+    server.script({ raw: { status: 200, headers: { 'content-type': 'text/event-stream' }, chunks: [chatChunks().join('')] } });
     const core = await createCore({ storage, model: openaiModel({ model: 'fake-model', api: 'chat', baseURL: server.url, apiKey: 'sk-test', maxRetries: 0 }), worldState: false });
     cores.push(core);
     const session = await core.createSession({ workingDirectory: process.cwd() });
