@@ -20,7 +20,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { defineTool } from '../../src/services/tools/define.js';
+import { defineTool, type Authorization } from '../../src/services/tools/define.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { harness } from '../support/harness.js';
 import { backends, useBackend } from '../support/databases.js';
@@ -147,6 +147,30 @@ for (const backend of backends) {
 }
 
 /** Runs without asking: the Turn's own chart handles `tool.finished`, and fails on this result. */
+/**
+ * A tool that reports progress, then runs until it is aborted or 5 s pass (asking first when given
+ * a card): `stopped` settles at its abort, `finished()` says whether it ran to its end.
+ */
+function longTool(name: string, card?: Authorization) {
+  let aborted: (() => void) | null = null;
+  const stopped = new Promise<void>((resolve) => (aborted = resolve));
+  let finished = false;
+  const tool = defineTool({
+    name,
+    description: `${card ? 'Asks, reports' : 'Reports'} progress, then runs until it is aborted or 5 s pass.`,
+    parameters: z.object({}),
+    ...(card ? { authorize: () => card } : {}),
+    execute: async (_args, ctx) => {
+      ctx.signal.addEventListener('abort', () => aborted!());
+      ctx.progress({ kind: 'message', message: 'working' });
+      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      finished = true;
+      return 'ran to the end';
+    },
+  });
+  return { tool, stopped, finished: () => finished };
+}
+
 const directTool = defineTool({
   name: 'direct',
   description: 'Answers the text the fault waits for.',
@@ -190,30 +214,16 @@ describe('a Turn that fails while its tool runs', () => {
   useBackend(backends[0]!, (s) => (storage = s));
 
   it('stops the tool (xstate leaves a failed machine\'s children running; the crashed turn\'s end stops them)', async () => {
-    let aborted: (() => void) | null = null;
-    const stopped = new Promise<void>((resolve) => (aborted = resolve));
-    let finished = false;
-    const longTool = defineTool({
-      name: 'long',
-      description: 'Reports progress, then runs until it is aborted or 5 s pass.',
-      parameters: z.object({}),
-      execute: async (_args, ctx) => {
-        ctx.signal.addEventListener('abort', () => aborted!());
-        ctx.progress({ kind: 'message', message: 'working' });
-        await new Promise((resolve) => setTimeout(resolve, 5_000));
-        finished = true;
-        return 'ran to the end';
-      },
-    });
+    const long = longTool('long');
     fault.onProgress = true;
     try {
-      const h = await harness(storage, [{ toolCalls: [{ name: 'long', arguments: {} }] }, { text: 'the next turn' }], { tools: [longTool] });
+      const h = await harness(storage, [{ toolCalls: [{ name: 'long', arguments: {} }] }, { text: 'the next turn' }], { tools: [long.tool] });
       const turnId = await h.start('go');
       const outcome = await within(5_000, 'the end of the turn', h.session.waitForTurn(turnId));
       expect(outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
       // The tool was told to stop at the crash, not left to run to its end.
-      await within(2_000, 'the abort of the tool the failed Turn left running', stopped);
-      expect(finished).toBe(false);
+      await within(2_000, 'the abort of the tool the failed Turn left running', long.stopped);
+      expect(long.finished()).toBe(false);
       fault.onProgress = false;
       expect((await h.run('again')).outcome).toMatchObject({ status: 'completed' });
     } finally {
@@ -227,25 +237,10 @@ describe('a tool-call machine that fails while its approved tool runs', () => {
   useBackend(backends[0]!, (s) => (storage = s));
 
   it('stops the tool the failed machine left running, and ends the call outcome_unknown', async () => {
-    let aborted: (() => void) | null = null;
-    const stopped = new Promise<void>((resolve) => (aborted = resolve));
-    let finished = false;
-    const longAsking = defineTool({
-      name: 'long_asking',
-      description: 'Asks, reports progress, then runs until it is aborted or 5 s pass.',
-      parameters: z.object({}),
-      authorize: () => ({ kind: 'card', card: { kind: 'approval', summary: 'run long_asking', environmentId: 'local', grantKey: 'long' } }),
-      execute: async (_args, ctx) => {
-        ctx.signal.addEventListener('abort', () => aborted!());
-        ctx.progress({ kind: 'message', message: 'working' });
-        await new Promise((resolve) => setTimeout(resolve, 5_000));
-        finished = true;
-        return 'ran to the end';
-      },
-    });
+    const long = longTool('long_asking', { kind: 'card', card: { kind: 'approval', summary: 'run long_asking', environmentId: 'local', grantKey: 'long' } });
     fault.onCallProgress = true;
     try {
-      const h = await harness(storage, [{ toolCalls: [{ name: 'long_asking', arguments: {} }] }, { text: 'the next turn' }], { tools: [longAsking] });
+      const h = await harness(storage, [{ toolCalls: [{ name: 'long_asking', arguments: {} }] }, { text: 'the next turn' }], { tools: [long.tool] });
       void h.waitFor((e) => e.update.type === 'permission_requested').then((e) =>
         h.session.resolvePermission(e.turnId!, (e.update as { toolCallId: string }).toolCallId, 'allow_once'),
       );
@@ -253,8 +248,8 @@ describe('a tool-call machine that fails while its approved tool runs', () => {
       const outcome = await within(5_000, 'the end of the turn', h.session.waitForTurn(turnId));
       expect(outcome).toMatchObject({ status: 'failed', code: 'actor_stopped' });
       expect(outcome.status === 'failed' && outcome.message).toMatch(/tool call actor failed: the progress could not be published/);
-      await within(2_000, 'the abort of the tool the failed machine left running', stopped);
-      expect(finished).toBe(false);
+      await within(2_000, 'the abort of the tool the failed machine left running', long.stopped);
+      expect(long.finished()).toBe(false);
       const own = h.updates.filter((e) => e.turnId === turnId).map((e) => e.update);
       expect(own.find((u) => u.type === 'tool_call_finished')).toMatchObject({ status: 'outcome_unknown' });
       fault.onCallProgress = false;
