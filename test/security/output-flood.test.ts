@@ -6,8 +6,6 @@
  * 64 MiB while the session (and its ring) is still alive, the live progress follows the head/tail
  * rule, and no update in the ring carries a large chunk.
  */
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import type { SessionUpdateEnvelope, ToolProgress } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
@@ -17,19 +15,12 @@ import { assertAllRequests } from '../support/invariants.js';
 import { requireSandbox, type ToolEnv } from '../support/tool-env.js';
 import { useToolTurnBed } from '../support/tool-turn-bed.js';
 import { builtinToolsCore } from '../support/scripted-attack.js';
+import { heapAfterGc } from '../support/heap.js';
 
 const FLOOD_BYTES = 2 * 1024 ** 3;
 const MIB = 1024 * 1024;
 
 // A full GC on demand without changing how vitest starts its workers.
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-function heapAfterGc(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;

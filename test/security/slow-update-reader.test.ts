@@ -15,8 +15,6 @@ import { createServer, request, type IncomingMessage, type Server } from 'node:h
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { toSSE } from '../../src/host/http.js';
@@ -27,9 +25,8 @@ import { echoTool } from '../../src/testing/tools.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
+import { heapAfterGc } from '../support/heap.js';
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 const MIB = 1024 * 1024;
 
 /** Characters per reasoning delta, and deltas per model call (`SLOW_READER_*` raise them for a longer flood). */
@@ -47,12 +44,6 @@ afterEach(async () => {
     else await item.close();
   }
 });
-
-function heapAfterGc(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 /** A core whose model floods reasoning in two calls (the first also calls `echo`), then answers "done". */
 async function floodingSession(fake: FakeOpenAIServer, deltas = DELTAS) {

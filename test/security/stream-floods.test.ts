@@ -6,8 +6,6 @@
  * deltas: each must end the model call as `model_protocol_error` while it streams, after reading a
  * bounded part of the body, with the heap bounded and nothing of the flood stored.
  */
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import { MAX_BODY_LINE_BYTES } from '../../src/services/model/bounded-body.js';
@@ -17,9 +15,8 @@ import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { echoTool } from '../../src/testing/tools.js';
 import { usePglite } from '../support/databases.js';
 import { startHostileStream, type HostileStreamServer } from '../support/hostile-stream-server.js';
+import { heapAfterGc } from '../support/heap.js';
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 const MIB = 1024 * 1024;
 
 let storage: SqlSessionStorage;
@@ -32,12 +29,6 @@ afterEach(async () => {
     else await item.close();
   }
 });
-
-function heapAfterGc(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 const sse = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
 
