@@ -14,14 +14,19 @@ import { MarkdownStream } from './markdown.js';
 import type { Spinner } from './spinner.js';
 import type { Style } from './style.js';
 import { terminalText } from './terminal-text.js';
+import { cutMiddle } from '../protocol/visible-text.js';
 import { kernelInterfaceRoot } from '../services/permissions/tiers.js';
 
 // The terminal styling moved to cli/style.ts (diff-view.ts needs it, and render.ts needs the diff view).
 export { styleFor, type Style } from './style.js';
 
+/**
+ * One line of at most about `max` characters: cut in the middle, so the end of a long command or
+ * argument list (where a rider such as `; rm -rf ~` sits) is still shown, and strict, so no
+ * invisible character hides in it.
+ */
 function brief(text: string, max: number): string {
-  const flat = terminalText(text.replace(/\s+/g, ' ').trim(), { singleLine: true });
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+  return terminalText(cutMiddle(text.replace(/[ \t\n]+/g, ' ').trim(), max), { singleLine: true, strict: true });
 }
 
 function resultLine(text: string): string {
@@ -40,12 +45,12 @@ export const NETWORK_CARD_NOTE = "this command may reach the internet and the se
  * so text inside it cannot pass for a line of the card or its question.
  */
 function cardField(text: string): string {
-  return terminalText(text).split('\n').join('\n    │ ');
+  return terminalText(text, { strict: true }).split('\n').join('\n    │ ');
 }
 
 /** The lines of a permission card, before the question. */
 export function cardLines(card: PermissionCard, style: Style): string[] {
-  const lines = [style.yellow(`? ${terminalText(card.toolName, { singleLine: true })} asks: ${cardField(card.summary)}`)];
+  const lines = [style.yellow(`? ${terminalText(card.toolName, { singleLine: true, strict: true })} asks: ${cardField(card.summary)}`)];
   if (card.reason) lines.push(style.dim(`  why: ${cardField(card.reason)}`));
   if (card.command) lines.push(style.dim(`  command: ${cardField(card.command)}`));
   if (card.path) lines.push(style.dim(`  path: ${cardField(card.path)}`));
