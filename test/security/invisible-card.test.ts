@@ -79,12 +79,15 @@ describe('invisible characters on approval cards', () => {
     const command = `echo ${'a'.repeat(10_000)}\u200b; rm -rf ~`;
     const written: string[] = [];
     const view = new UpdateRenderer({ write: (chunk: string) => written.push(chunk) } as unknown as NodeJS.WritableStream, plain, { workingDirectory: '/nonexistent' });
-    view.render({ sequence: 1, sessionId: 'ses_x', turnId: 'turn_x', at: new Date().toISOString(), update: { type: 'tool_call_started', toolCallId: 'tc_long', providerCallId: 'p', toolName: 'bash', arguments: JSON.stringify({ command }), status: 'validating' } } as SessionUpdateEnvelope);
+    view.render({ sequence: 1, sessionId: 'ses_x', turnId: 'turn_x', at: new Date().toISOString(), update: { type: 'tool_call_started', toolCallId: 'tc_long', providerCallId: 'p', toolName: 'bash', arguments: JSON.stringify({ command }), status: 'validating' } } as unknown as SessionUpdateEnvelope);
     view.breakLine();
     const line = written.join('').split('\n').find((l) => l.startsWith('→ bash'))!;
     expect(line).toMatch(/characters cut> …a*<U\+200B>; rm -rf ~"\}$/);
     expect(line.length).toBeLessThan(200);
     expect(line).not.toMatch(HIDDEN);
+    // A card a host tool wrote itself, shown by the CLI: its own layer makes the characters visible too.
+    const raw: PermissionCard = { toolName: 'deploy', kind: 'approval', summary: 'deploy\u202e', command: `rm -rf src\u200b${' '.repeat(50)}x`, environmentId: 'e', grantKey: 'k', decisions: ['allow_once', 'deny'] };
+    expect(cardLines(raw, plain).join('\n')).toContain('command: rm -rf src<U+200B><50 spaces>x');
   });
 
   it('a session grant for a command does not cover the same command with an invisible character added', async (ctx) => {
