@@ -20,12 +20,18 @@ import { kernelInterfaceRoot } from '../services/permissions/tiers.js';
 // The terminal styling moved to cli/style.ts (diff-view.ts needs it, and render.ts needs the diff view).
 export { styleFor, type Style } from './style.js';
 
-/**
- * One line of at most about `max` characters: cut in the middle, so the end of a long command or
- * argument list (where a rider such as `; rm -rf ~` sits) is still shown, and strict, so no
- * invisible character hides in it.
- */
+/** One line of at most `max` characters, its head kept (a result's first line, a plan step, a name); strict. */
 function brief(text: string, max: number): string {
+  const flat = terminalText(text.replace(/[ \t\n]+/g, ' ').trim(), { singleLine: true, strict: true });
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/**
+ * A tool call's arguments on one line of about `max` characters: cut in the middle, so the end of
+ * a long command (where a rider such as `; rm -rf ~` sits) is still shown, with the number of
+ * characters cut.
+ */
+function briefArguments(text: string, max: number): string {
   return terminalText(cutMiddle(text.replace(/[ \t\n]+/g, ' ').trim(), max), { singleLine: true, strict: true });
 }
 
@@ -224,7 +230,7 @@ export class UpdateRenderer {
         return;
       case 'tool_call_started':
         this.noteBefore(u.toolCallId, u.toolName, u.arguments);
-        this.line(this.style.dim(`→ ${brief(u.toolName, 80)} ${brief(u.arguments, 120)}`));
+        this.line(this.style.dim(`→ ${brief(u.toolName, 80)} ${briefArguments(u.arguments, 120)}`));
         this.wait(`running ${brief(u.toolName, 80)}`);
         return;
       case 'tool_call_finished': {
