@@ -14,14 +14,25 @@ import { MarkdownStream } from './markdown.js';
 import type { Spinner } from './spinner.js';
 import type { Style } from './style.js';
 import { terminalText } from './terminal-text.js';
+import { cutMiddle } from '../protocol/visible-text.js';
 import { kernelInterfaceRoot } from '../services/permissions/tiers.js';
 
 // The terminal styling moved to cli/style.ts (diff-view.ts needs it, and render.ts needs the diff view).
 export { styleFor, type Style } from './style.js';
 
+/** One line of at most `max` characters, its head kept (a result's first line, a plan step, a name); strict. */
 function brief(text: string, max: number): string {
-  const flat = terminalText(text.replace(/\s+/g, ' ').trim(), { singleLine: true });
+  const flat = terminalText(text.replace(/[ \t\n]+/g, ' ').trim(), { singleLine: true, strict: true });
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/**
+ * A tool call's arguments on one line of about `max` characters: cut in the middle, so the end of
+ * a long command (where a rider such as `; rm -rf ~` sits) is still shown, with the number of
+ * characters cut.
+ */
+function briefArguments(text: string, max: number): string {
+  return terminalText(cutMiddle(text.replace(/[ \t\n]+/g, ' ').trim(), max), { singleLine: true, strict: true });
 }
 
 function resultLine(text: string): string {
@@ -40,12 +51,12 @@ export const NETWORK_CARD_NOTE = "this command may reach the internet and the se
  * so text inside it cannot pass for a line of the card or its question.
  */
 function cardField(text: string): string {
-  return terminalText(text).split('\n').join('\n    │ ');
+  return terminalText(text, { strict: true }).split('\n').join('\n    │ ');
 }
 
 /** The lines of a permission card, before the question. */
 export function cardLines(card: PermissionCard, style: Style): string[] {
-  const lines = [style.yellow(`? ${terminalText(card.toolName, { singleLine: true })} asks: ${cardField(card.summary)}`)];
+  const lines = [style.yellow(`? ${terminalText(card.toolName, { singleLine: true, strict: true })} asks: ${cardField(card.summary)}`)];
   if (card.reason) lines.push(style.dim(`  why: ${cardField(card.reason)}`));
   if (card.command) lines.push(style.dim(`  command: ${cardField(card.command)}`));
   if (card.path) lines.push(style.dim(`  path: ${cardField(card.path)}`));
@@ -219,7 +230,7 @@ export class UpdateRenderer {
         return;
       case 'tool_call_started':
         this.noteBefore(u.toolCallId, u.toolName, u.arguments);
-        this.line(this.style.dim(`→ ${brief(u.toolName, 80)} ${brief(u.arguments, 120)}`));
+        this.line(this.style.dim(`→ ${brief(u.toolName, 80)} ${briefArguments(u.arguments, 120)}`));
         this.wait(`running ${brief(u.toolName, 80)}`);
         return;
       case 'tool_call_finished': {

@@ -45,6 +45,13 @@ export const tokenUsageSchema = z.object({
 export const permissionCardSchema = z.object({
   toolName: z.string(),
   kind: z.enum(['approval', 'escalation', 'danger']),
+  /**
+   * `summary`, `command`, `path`, `reason`, `dangerNote`, `previousDenial` and `mcp.title` /
+   * `mcp.arguments` are text to show as it is: the runtime has made every invisible or look-alike
+   * character in them a visible `<U+XXXX>` / `^X` token and folded long blank runs
+   * (`protocol/shown-card`), so `command` is what runs as a human should read it, not always the
+   * same string. `grantKey` and `requestedPaths` are exact.
+   */
   summary: z.string(),
   command: z.string().optional(),
   path: z.string().optional(),

@@ -1,7 +1,8 @@
 /**
  * A hostile MCP server (test/fixtures/mcp/hostile-server.mjs, a real process on the official SDK)
  * against `mcpTools` and a real turn: tools/list pages that never end, a tool whose title and name
- * try to rewrite its approval card, a call that sends progress forever and never answers.
+ * try to rewrite its approval card, a call that sends progress forever and never answers, answers
+ * that are not valid JSON-RPC (which the SDK alone drops, leaving the call to its timeout).
  */
 import { resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -124,5 +125,30 @@ describe('a hostile MCP server: answers nested 20,000 levels deep', () => {
     const spans = await storage.listTraceSpans({ turnId });
     expect(spans.filter((s) => s.kind === 'tool_call').map((s) => s.status)).toEqual(['failed', 'failed']);
     expect(actorErrors).toEqual([]);
+  }, 60_000);
+
+  it('answers that are not valid JSON-RPC (a string code, no message, neither result nor error) end their calls at once as mcp_protocol_error; the server stays up', async () => {
+    // The default no-progress timeout is 10 minutes; the SDK alone dropped these answers, so each
+    // call waited for it and ended as `timeout`. It is lowered here only so that an unprotected run
+    // fails in seconds rather than minutes.
+    const server = await connect('malformed', { trust: 'trusted', callTimeoutMs: 5_000 });
+    const pid = server.pid;
+    const names = ['hostile__oddrejection', 'hostile__stringcode', 'hostile__nomessage', 'hostile__noresult'];
+    const h = await harness(storage, [{ toolCalls: names.map((name) => ({ name, arguments: {} })) }, { toolCalls: [{ name: 'hostile__numbertext', arguments: {} }] }, { text: 'done' }], {
+      tools: [server],
+    });
+    const started = Date.now();
+    const { outcome } = await h.run('go');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'done' });
+    const elapsed = Date.now() - started;
+    const finished = h.updates.flatMap((e) => (e.update.type === 'tool_call_finished' ? [e.update] : []));
+    expect(finished.map((f) => [f.toolName, f.status, f.error?.code])).toEqual([...names, 'hostile__numbertext'].map((n) => [n, 'failed', 'mcp_protocol_error']));
+    expect(finished[1]!.text).toContain('malformed JSON-RPC response: {"jsonrpc":"2.0","id":');
+    expect(finished[1]!.text).toContain('"error":{"code":"-32000","message":"refused"}');
+    // The same server answered the next call: it was neither restarted nor taken for gone.
+    expect(finished[4]!.text).toMatch(/not a tool result/);
+    expect(server.pid).toBe(pid);
+    // Less than one no-progress timeout for the whole turn (the statuses above are the real proof).
+    expect(elapsed).toBeLessThan(5_000);
   }, 60_000);
 });

@@ -12,6 +12,7 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { readAnswersLeniently } from './answer-lines.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { errorMessage, McpServerError } from '../../errors.js';
 import type { McpHttpServerConfig, McpServerConfig } from './config.js';
@@ -129,6 +130,8 @@ export class McpConnection {
       // Piped, not inherited: a server's log lines must not land in the host's terminal.
       stderr: 'pipe',
     });
+    // A malformed answer ends its call as a protocol error instead of being dropped (answer-lines.ts).
+    readAnswersLeniently(transport);
     transport.stderr?.on('data', (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
     });

@@ -8,6 +8,7 @@ import type { PermissionMode } from '../../protocol/input.js';
 import type { ToolResult } from '../../protocol/tool-result.js';
 import { returnedToolResult } from './returned-result.js';
 import type { PermissionCard, ToolProgress } from '../../protocol/updates.js';
+import { shownCard } from '../../protocol/shown-card.js';
 import type { ToolDefinition } from '../model/port.js';
 
 export interface ToolContext {
@@ -45,16 +46,20 @@ export type Authorization =
 export type AuthorizationCard = Omit<PermissionCard, 'decisions' | 'toolName' | 'kind' | 'environmentId' | 'grantKey'> &
   Partial<Pick<PermissionCard, 'toolName' | 'kind' | 'environmentId' | 'grantKey'>>;
 
-/** The card as the host sees it, with the defaults of `AuthorizationCard` filled in. */
+/**
+ * The card as the host sees it, with the defaults of `AuthorizationCard` filled in and every field
+ * a host shows made visible (`shownCard`): whatever a tool or policy wrote, no invisible character
+ * reaches the human, while the grant key and requested paths stay exact.
+ */
 export function completeCard(card: AuthorizationCard, toolName: string, workingDirectory: string, decisions: PermissionCard['decisions']): PermissionCard {
-  return {
+  return shownCard({
     ...card,
     toolName: card.toolName ?? toolName,
     kind: card.kind ?? 'approval',
     environmentId: card.environmentId ?? `workspace:${workingDirectory}`,
     grantKey: card.grantKey ?? `tool:${toolName}`,
     decisions,
-  };
+  });
 }
 
 export interface AuthorizeContext {
