@@ -5,15 +5,13 @@
  * leading backslash, a trailing space). A session grant covers exactly the command it was given for
  * (there are no prefix rules), so each of them shows its own card, and denied, does not run.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
-import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { requireSandbox, type ToolEnv } from '../support/tool-env.js';
 import { useToolTurnBed } from '../support/tool-turn-bed.js';
-import { builtinToolsCore } from '../support/scripted-attack.js';
+import { grantThenDeny } from '../support/scripted-attack.js';
 
 let storage: SqlSessionStorage;
 let env: ToolEnv;
@@ -37,24 +35,8 @@ const RIDERS = [
 describe('approval scope: a session grant covers one exact command', () => {
   it('commands that start with an approved one each show a card, and denied, none runs', async (ctx) => {
     requireSandbox(ctx, env.runtime);
-    mkdirSync(join(env.ws, 'build'), { recursive: true });
-    mkdirSync(join(env.ws, 'src'), { recursive: true });
-    const steps = [APPROVED, APPROVED, ...RIDERS].map((command) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] }));
-    const model = scriptedModel(steps);
-    const core = await builtinToolsCore(env, storage, model);
+    const { core, session, cards } = await grantThenDeny(env, storage, APPROVED, RIDERS);
     open.push(core);
-    const session = await core.createSession({ workingDirectory: env.ws });
-    const cards: PermissionCard[] = [];
-    session.updates$.subscribe((u: SessionUpdateEnvelope) => {
-      if (u.update.type !== 'permission_requested') return;
-      const card = u.update.card;
-      cards.push(card);
-      const toolCallId = u.update.toolCallId;
-      // The first card is the approved command, for the session; every later card is denied (the
-      // turn then stops, so each rider runs in a turn of its own below).
-      const decision = card.command === APPROVED ? 'allow_for_session' : 'deny';
-      queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, decision));
-    });
     // Turn 1: the approved command twice (one card, then the grant covers the repeat), then the first rider.
     const first = await session.startTurn({ clientRequestId: 'scope-0', input: [{ type: 'text', text: 'clean' }] });
     expect(await session.waitForTurn(first.turnId)).toMatchObject({ status: 'failed', code: 'permission_denied' });

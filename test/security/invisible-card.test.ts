@@ -16,7 +16,7 @@ import { cardLines, UpdateRenderer, type Style } from '../../src/cli/render.js';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
-import { builtinToolsCore } from '../support/scripted-attack.js';
+import { builtinToolsCore, grantThenDeny } from '../support/scripted-attack.js';
 import { requireSandbox, type ToolEnv } from '../support/tool-env.js';
 import { useToolTurnBed } from '../support/tool-turn-bed.js';
 
@@ -92,22 +92,10 @@ describe('invisible characters on approval cards', () => {
 
   it('a session grant for a command does not cover the same command with an invisible character added', async (ctx) => {
     requireSandbox(ctx, env.runtime);
-    mkdirSync(join(env.ws, 'build'), { recursive: true });
-    mkdirSync(join(env.ws, 'src'), { recursive: true });
     const APPROVED = 'rm -rf build';
     const VARIANTS = [`${APPROVED}\u200b`, `${APPROVED}\u00a0`, `rm -rf bu\u200dild`, `${APPROVED}\u{E0020}`, `rm -rf \u2066build\u2069`];
-    const steps = [APPROVED, APPROVED, ...VARIANTS].map((command) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] }));
-    const core = await builtinToolsCore(env, storage, scriptedModel(steps));
+    const { core, session, cards } = await grantThenDeny(env, storage, APPROVED, VARIANTS);
     open.push(core);
-    const session = await core.createSession({ workingDirectory: env.ws });
-    const cards: PermissionCard[] = [];
-    session.updates$.subscribe((u: SessionUpdateEnvelope) => {
-      if (u.update.type !== 'permission_requested') return;
-      const card = u.update.card;
-      cards.push(card);
-      const toolCallId = u.update.toolCallId;
-      queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, card.command === APPROVED ? 'allow_for_session' : 'deny'));
-    });
     // The approved command twice (one card, the grant covers the repeat), then the first variant.
     const first = await session.startTurn({ clientRequestId: 'grant-0', input: [{ type: 'text', text: 'clean' }] });
     expect(await session.waitForTurn(first.turnId)).toMatchObject({ status: 'failed', code: 'permission_denied' });

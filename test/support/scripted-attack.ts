@@ -14,6 +14,7 @@ import { builtinTools } from '../../src/services/tools/builtin.js';
 import { permissionPolicy } from '../../src/services/permissions/authorizer.js';
 import type { ModelPort } from '../../src/services/model/port.js';
 import { workspaceToolOptions } from '../../src/services/tools/workspace.js';
+import type { SessionHandle } from '../../src/session-handle.js';
 import type { SessionStorage } from '../../src/storage/storage.js';
 import { assertAllRequests } from './invariants.js';
 import type { Decision, ToolEnv } from './tool-env.js';
@@ -120,4 +121,32 @@ export async function deletionsBehindCards(
   const outcome = await session.waitForTurn(turnId);
   assertAllRequests(model.requests);
   return { outcome, cards, presentAtCard };
+}
+
+/**
+ * The bed of the grant-scope attacks: a workspace with `build/` and `src/`, a model that asks bash for
+ * `approved` twice and then each of `others` (one call a step), and a host that answers the card of
+ * `approved` "allow for session" and denies every other card. `cards` collects what the user saw.
+ */
+export async function grantThenDeny(
+  env: ToolEnv,
+  storage: SessionStorage,
+  approved: string,
+  others: string[],
+): Promise<{ core: Core; session: SessionHandle; cards: PermissionCard[] }> {
+  mkdirSync(join(env.ws, 'build'), { recursive: true });
+  mkdirSync(join(env.ws, 'src'), { recursive: true });
+  const steps = [approved, approved, ...others].map((command) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] }));
+  const core = await builtinToolsCore(env, storage, scriptedModel(steps));
+  const session = await core.createSession({ workingDirectory: env.ws });
+  const cards: PermissionCard[] = [];
+  session.updates$.subscribe((u: SessionUpdateEnvelope) => {
+    if (u.update.type !== 'permission_requested') return;
+    const card = u.update.card;
+    cards.push(card);
+    const toolCallId = u.update.toolCallId;
+    // A denied card stops its turn, so each later command runs in a turn of its own.
+    queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, card.command === approved ? 'allow_for_session' : 'deny'));
+  });
+  return { core, session, cards };
 }
