@@ -72,7 +72,7 @@ describe('Postgres killed at each point of a step', () => {
   beforeAll(async () => {
     // Default durability: what a killed server keeps is exactly what it acknowledged.
     server = await startPostgres({ durable: true });
-    storage = postgresStorage({ connectionString: server.url, max: 4, timeouts: { statementMs: 2_000, answerMs: 4_000, connectMs: 2_000 } });
+    storage = postgresStorage({ connectionString: server.url, max: 4, timeouts: { statementMs: 2_000, answerMs: 4_000, connectMs: 5_000 } });
     await storage.migrate();
     const hooked = beforeWrites(storage, (method) => {
       if (!kill || down) return;

@@ -131,7 +131,9 @@ describe('an outage longer than the lease', () => {
     await until('the lease expiry', async () => (await leaseOf(session.sessionId))?.live === false);
     const taken = await b.loadSession(session.sessionId);
     const after = await leaseOf(session.sessionId);
-    expect(after).toMatchObject({ owner_id: b.ownership!.ownerId, token: before!.token + 1 });
+    // Taken over with a newer token (b's takeover scan may take it before the load does: one more).
+    expect(after).toMatchObject({ owner_id: b.ownership!.ownerId });
+    expect(after!.token).toBeGreaterThan(before!.token);
     expect(await bed.direct.getTurn(turnId)).toMatchObject({ status: 'interrupted', errorCode: 'process_restart' });
     // The card is answered while the core is still cut off: the tool runs, its result is fenced.
     const answered = codeOf(session.resolvePermission(turnId, pendingCard(session)!, 'allow_once'));

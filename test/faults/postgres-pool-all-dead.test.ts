@@ -69,7 +69,8 @@ describe('the server restarted while a tool ran', () => {
   let direct: SqlSessionStorage;
 
   beforeAll(async () => {
-    server = await startPostgres();
+    // Durable: the server is crashed under acknowledged writes, which a non-durable server may lose.
+    server = await startPostgres({ durable: true });
     direct = postgresStorage({ connectionString: server.url, max: 2 });
     await direct.migrate();
   });
@@ -82,6 +83,7 @@ describe('the server restarted while a tool ran', () => {
   it('every pooled connection is dead and the process has not read a goodbye: the result write succeeds, the tool ran once', async () => {
     const application = `restart_${Date.now()}`;
     const storage = postgresStorage({ connectionString: server.url, max: POOL, timeouts, pool: { application_name: application } });
+    let core: { shutdown(): Promise<void> } | undefined;
     try {
       await fillPool(storage);
       expect(await backends(server.url, application)).toBeGreaterThan(3);
@@ -89,13 +91,15 @@ describe('the server restarted while a tool ran', () => {
       // Synchronous: the event loop does not run while the server restarts, so no pooled client has
       // noticed its connection's end when the result write is given one.
       const h = await harness(storage, oneCall, { tools: [spyTool(ran, () => server.crashRestart())], ownership: { leaseMs: 60_000 } });
+      core = h.core;
       const { turnId, outcome } = await within(BOUNDED_MS, 'the turn across the restart', h.run('go'));
       expect(outcome).toEqual({ status: 'completed', finalText: 'done' });
       expect(ran).toEqual([1]);
       await assertCompletedOnce(direct, h.session.sessionId, turnId);
       expect(h.session.status()).toEqual({ type: 'idle' });
-      await h.core.shutdown();
     } finally {
+      // Even after a failed expectation: a core left running would renew its leases into the server's stop.
+      await core?.shutdown().catch(() => undefined);
       await storage.close().catch(() => undefined);
     }
   });
