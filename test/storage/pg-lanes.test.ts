@@ -33,6 +33,21 @@ async function writesTo<T>(port: number, fn: () => Promise<T>): Promise<{ result
 
 const ECHO = statement('lanes_echo', 'SELECT $1::int AS n');
 
+/** A test database of the block's own and an admin connection to it, closed after the block. */
+function useAdminDatabase(prepare?: (admin: pg.Client) => Promise<void>): { url: string; admin: pg.Client } {
+  const bed = {} as { url: string; admin: pg.Client };
+  beforeAll(async () => {
+    bed.url = await createTestDatabase();
+    bed.admin = new pg.Client({ connectionString: bed.url });
+    await bed.admin.connect();
+    await prepare?.(bed.admin);
+  });
+  afterAll(async () => {
+    await bed.admin?.end();
+  });
+  return bed;
+}
+
 /** A database of its own for one test, closed after it whatever the test did. */
 async function onDatabase(options: ConstructorParameters<typeof PostgresDatabase>[0], test: (db: PostgresDatabase) => Promise<void>): Promise<void> {
   const db = new PostgresDatabase(options);
@@ -273,24 +288,14 @@ describe('single statements on pipelined lanes (Postgres)', () => {
  * database's size) is the sharpest case: a connection the lane kept would leave nothing.
  */
 describe('the resting lane (Postgres)', () => {
-  let url: string;
-  let admin: pg.Client;
-
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-  });
-  afterAll(async () => {
-    await admin.end();
-  });
+  const bed = useAdminDatabase();
 
   const within = <T>(ms: number, p: Promise<T>) =>
     Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))]);
   const pidOf = async (db: PostgresDatabase) => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
 
   it('serial statements ride one connection without a checkout each', async () => {
-    await onDatabase({ connectionString: url, max: 10 }, async (db) => {
+    await onDatabase({ connectionString: bed.url, max: 10 }, async (db) => {
       const pool = (db as unknown as { pool: pg.Pool }).pool;
       const connect = pool.connect.bind(pool);
       let checkouts = 0;
@@ -303,7 +308,7 @@ describe('the resting lane (Postgres)', () => {
   });
 
   it('a transaction on a pool of one gets the connection a lane rests on', async () => {
-    await onDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } }, async (db) => {
+    await onDatabase({ connectionString: bed.url, max: 1, timeouts: { connectMs: 2_000 } }, async (db) => {
       const lanePid = await pidOf(db);
       // Well inside the rest (1 s), after which the connection would go back to the pool anyway.
       const txPid = await within(500, db.transaction(async (tx) => (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid));
@@ -314,7 +319,7 @@ describe('the resting lane (Postgres)', () => {
   });
 
   it('a transaction that asked while the lane was busy gets the connection when the lane drains, not after its rest', async () => {
-    await onDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 5_000 } }, async (db) => {
+    await onDatabase({ connectionString: bed.url, max: 1, timeouts: { connectMs: 5_000 } }, async (db) => {
       await pidOf(db);
       const busy = db.query('SELECT pg_sleep(0.1)');
       await new Promise((r) => setImmediate(r));
@@ -328,9 +333,9 @@ describe('the resting lane (Postgres)', () => {
   });
 
   it('a resting connection the server ends is discarded: the next statement gets a fresh one, even on a pool of one', async () => {
-    await onDatabase({ connectionString: url, max: 1, timeouts: { connectMs: 2_000 } }, async (db) => {
+    await onDatabase({ connectionString: bed.url, max: 1, timeouts: { connectMs: 2_000 } }, async (db) => {
       const victim = await pidOf(db);
-      await admin.query('SELECT pg_terminate_backend($1)', [victim]);
+      await bed.admin.query('SELECT pg_terminate_backend($1)', [victim]);
       // The FATAL and the close reach the idle client; give them a moment to be read.
       await new Promise((r) => setTimeout(r, 100));
       // Well inside the rest (1 s), after which the dead connection would be released anyway.
@@ -340,7 +345,7 @@ describe('the resting lane (Postgres)', () => {
   });
 
   it('an unused resting lane goes back to the pool after its rest', async () => {
-    await onDatabase({ connectionString: url, max: 2 }, async (db) => {
+    await onDatabase({ connectionString: bed.url, max: 2 }, async (db) => {
       const pool = (db as unknown as { pool: pg.Pool }).pool;
       await pidOf(db);
       expect(pool.idleCount).toBe(0);
@@ -355,23 +360,14 @@ describe('the resting lane (Postgres)', () => {
  * holds up the statements behind it on that lane (src/storage/pg-lanes.ts `pick`).
  */
 describe('a lane statement waiting on a row lock (Postgres)', () => {
-  let url: string;
-  let admin: pg.Client;
-
-  beforeAll(async () => {
-    url = await createTestDatabase();
-    admin = new pg.Client({ connectionString: url });
-    await admin.connect();
+  const bed = useAdminDatabase(async (admin) => {
     await admin.query('CREATE TABLE lanes_lock (id int PRIMARY KEY, v int)');
     await admin.query('INSERT INTO lanes_lock VALUES (1, 0)');
-  });
-  afterAll(async () => {
-    await admin.end();
   });
 
   /** Holds the row lock of `lanes_lock` 1 on its own connection until the answer's `release`. */
   async function holdRowLock(): Promise<{ release: () => Promise<void> }> {
-    const holder = new pg.Client({ connectionString: url });
+    const holder = new pg.Client({ connectionString: bed.url });
     await holder.connect();
     await holder.query('BEGIN');
     await holder.query('UPDATE lanes_lock SET v = v + 1 WHERE id = 1');
@@ -386,7 +382,7 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
 
   it('statements sent after a lane stalled behind a lock take another lane and answer at once', async () => {
     // A pool of three: two lanes.
-    const db = new PostgresDatabase({ connectionString: url, max: 3 });
+    const db = new PostgresDatabase({ connectionString: bed.url, max: 3 });
     const lock = await holdRowLock();
     try {
       const blocked = db.query('UPDATE lanes_lock SET v = v + 10 WHERE id = 1');
@@ -405,7 +401,7 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
 
   it('no cycle: a transaction of the same pool holding the lock finds a connection and commits, then the lane moves on', async () => {
     // A pool of two: one lane, one connection left for transactions.
-    await onDatabase({ connectionString: url, max: 2 }, async (db) => {
+    await onDatabase({ connectionString: bed.url, max: 2 }, async (db) => {
       let locked!: () => void;
       const lockTaken = new Promise<void>((r) => (locked = r));
       const tx = db.transaction(async (t) => {
@@ -426,8 +422,8 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
   });
 
   it('two statements of one name pipelined while its first Parse waits on a table lock: each gets its own outcome, not 26000', async () => {
-    const db = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 300 } });
-    const holder = new pg.Client({ connectionString: url });
+    const db = new PostgresDatabase({ connectionString: bed.url, max: 2, timeouts: { statementMs: 300 } });
+    const holder = new pg.Client({ connectionString: bed.url });
     await holder.connect();
     try {
       await holder.query('BEGIN');
@@ -448,8 +444,8 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
   it('statements queued behind a lock waiter are not timed out by the client while the lane answers: each gets the server\'s own, certain 57014', async () => {
     // Each UPDATE waits 300 ms for the lock in turn; the fourth answers about 1.2 s after it was sent,
     // past the 700 ms answer bound that pg would count from its submission.
-    const db = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 300, answerMs: 700 } });
-    const v = async () => (await admin.query<{ v: number }>('SELECT v FROM lanes_lock WHERE id = 1')).rows[0]!.v;
+    const db = new PostgresDatabase({ connectionString: bed.url, max: 2, timeouts: { statementMs: 300, answerMs: 700 } });
+    const v = async () => (await bed.admin.query<{ v: number }>('SELECT v FROM lanes_lock WHERE id = 1')).rows[0]!.v;
     const before = await v();
     const lock = await holdRowLock();
     try {
@@ -464,7 +460,7 @@ describe('a lane statement waiting on a row lock (Postgres)', () => {
   });
 
   it('the wait is bounded: a lock never released fails the head with statement_timeout (57014), the statements behind it answer', async () => {
-    const db = new PostgresDatabase({ connectionString: url, max: 2, timeouts: { statementMs: 300 } });
+    const db = new PostgresDatabase({ connectionString: bed.url, max: 2, timeouts: { statementMs: 300 } });
     const lock = await holdRowLock();
     try {
       const started = performance.now();
