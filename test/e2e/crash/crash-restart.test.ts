@@ -97,6 +97,22 @@ function callsOf(m: StoredMessage): ToolCallBlock[] {
   return m.content.filter((b): b is ToolCallBlock => b.type === 'tool_call');
 }
 
+/**
+ * Waits (at most 5 s) until no other backend of the database is running a statement: those of a
+ * killed process finish what it sent before they notice it is gone. A process still booting may run a
+ * statement of its own meanwhile; the bound keeps that from holding the loop.
+ */
+async function backendsIdle(storage: SqlSessionStorage): Promise<void> {
+  const until = Date.now() + 5_000;
+  while (Date.now() < until) {
+    const { rows } = await storage.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state = 'active'",
+    );
+    if (rows[0]!.n === 0) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 describe('crash-restart on real Postgres', () => {
   let url: string;
   let storage: SqlSessionStorage;
@@ -245,6 +261,10 @@ describe('crash-restart on real Postgres', () => {
         stats.finishedBeforeKill += 1;
       }
       await child.exited;
+      // A statement the killed process had sent still runs (and may commit) on its server backend
+      // after the process is gone: the snapshot of what it left must wait for that, or a trace batch
+      // committed just after it reads as a span "left running" that then ends succeeded.
+      await backendsIdle(storage);
       const error = child.lines.find((l) => l.kind === 'error');
       expect(error, `${where}: the child failed`).toBeUndefined();
       // What the killed host saw up to the kill: per session from 1, no gap, no repeat.
