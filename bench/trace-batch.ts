@@ -9,7 +9,9 @@
  * Run from the source: `npx tsx bench/trace-batch.ts` (knobs: TRACE_TURNS, default 20;
  * TRACE_SPLIT, default 1; TRACE_WALDUMP=1 lists the batches' WAL records by kind and relation;
  * TRACE_PREFILL=n first stores n older spans with three payload mappings each, analysed, so that a
- * plan that reads whole trace tables shows in the buffer counts).
+ * plan that reads whole trace tables shows in the buffer counts; TRACE_SQL=<sql> runs after the
+ * migrations, a schema variant to bound what a part costs; TRACE_REPEAT=n writes the measured
+ * turns' signals n times, each time under fresh span ids, for a steadier server CPU figure).
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -17,7 +19,7 @@ import { z } from 'zod';
 import { createCore, defineTool, postgresStorage } from '../src/index.js';
 import type { TraceSignal } from '../src/protocol/trace-signals.js';
 // @ts-expect-error plain ESM helper of the peers benchmark
-import { startDurablePostgres } from './peers/postgres.mjs';
+import { postgresCpuMs, startDurablePostgres } from './peers/postgres.mjs';
 // @ts-expect-error plain ESM helper of the peers benchmark
 import { USER_TEXT, K } from './peers/scenario.mjs';
 // @ts-expect-error plain ESM helper of the peers benchmark
@@ -75,6 +77,7 @@ if (PREFILL > 0) {
     unnest(ARRAY['request', 'system_context', 'tool_definitions']) slot WHERE s.session_id = 'prefill'`);
   await probe.query('VACUUM ANALYZE');
 }
+if (process.env.TRACE_SQL) await probe.query(process.env.TRACE_SQL);
 // Warm-up: three turns (prepared statement, payload hashes already known).
 for (const signals of turns.slice(0, 3)) await write(signals);
 // The text the batches send: their parameters' characters.
@@ -86,12 +89,18 @@ storage.db.query = ((text: never, params?: unknown[]) => {
 }) as typeof storage.db.query;
 await probe.query('SELECT pg_stat_statements_reset()');
 const { rows: lsn0 } = await probe.query('SELECT pg_current_wal_lsn() AS lsn');
+const REPEAT = Math.max(1, Number(process.env.TRACE_REPEAT ?? 1));
+/** The signals of a turn again under fresh span ids (the payload bodies stay shared, as in a run). */
+const renamed = (signals: TraceSignal[], r: number): TraceSignal[] =>
+  r === 0 ? signals : (JSON.parse(JSON.stringify(signals).replaceAll('"span.', `"r${r}.span.`).replaceAll('.model', `.r${r}model`)) as TraceSignal[]);
+const serverCpu0 = postgresCpuMs(server.postmasterPid());
 const cpu0 = process.cpuUsage();
-for (const signals of turns.slice(3)) await write(signals);
+for (let r = 0; r < REPEAT; r += 1) for (const signals of turns.slice(3)) await write(renamed(signals, r));
 const cpu = process.cpuUsage(cpu0);
+const serverCpu = postgresCpuMs(server.postmasterPid()) - serverCpu0;
 const { rows: lsn1 } = await probe.query('SELECT pg_current_wal_lsn() AS lsn');
-const steps = TURNS * K;
-const signalCount = turns.slice(3).reduce((n, t) => n + t.length, 0);
+const steps = TURNS * K * REPEAT;
+const signalCount = turns.slice(3).reduce((n, t) => n + t.length, 0) * REPEAT;
 const { rows } = await probe.query(`SELECT query, calls, total_exec_time, wal_records, wal_bytes, shared_blks_hit + shared_blks_read AS blocks
   FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
     AND query NOT LIKE '%pg_stat%' AND query NOT LIKE '%pg_current_wal_lsn%' ORDER BY wal_bytes DESC`);
@@ -99,6 +108,7 @@ const per = (n: unknown, digits = 2) => (Number(n) / steps).toFixed(digits);
 console.log(`turns ${TURNS}, steps ${steps}, ${(signalCount / steps).toFixed(2)} signals a step, ${SPLIT} batch(es) a turn`);
 console.log(`parameters sent ${Math.round(sent / steps)} characters a step`);
 console.log(`Node CPU of the writes ${((cpu.user + cpu.system) / 1000 / steps).toFixed(3)} ms a step`);
+console.log(`Postgres CPU of the writes ${(serverCpu / steps).toFixed(3)} ms a step (all server processes, 10 ms ticks)`);
 console.log('  calls  exec ms  WAL rec   WAL B  blocks  statement');
 for (const r of rows) console.log(`${per(r.calls).padStart(7)} ${per(r.total_exec_time, 3).padStart(8)} ${per(r.wal_records, 1).padStart(8)} ${per(r.wal_bytes, 0).padStart(7)} ${per(r.blocks, 0).padStart(7)}  ${String(r.query).replace(/\s+/g, ' ').trim().slice(0, 60)}`);
 if (process.env.TRACE_WALDUMP === '1') {

@@ -9,7 +9,7 @@
 import { CommandError } from '../../errors.js';
 import type { PermissionMode } from '../../protocol/input.js';
 import { fenceSql } from '../fence.js';
-import { iso, num, type Row, type SqlExecutor } from '../sql.js';
+import { iso, num, statement, type Row, type SqlExecutor } from '../sql.js';
 import { MESSAGE_COLUMNS } from '../step-sql.js';
 import type { LoadedSession, NewSession, NewSessionLease, SessionRecord } from '../storage.js';
 import type { SqlContext } from './context.js';
@@ -21,6 +21,25 @@ const INSERT_SESSION = `INSERT INTO sessions (id, title, working_directory, defa
            parent_session_id, task_name, agent_role, spawn_span_id, sandbox_mode_origin)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          RETURNING ${SESSION_COLUMNS}`;
+
+/**
+ * Both session INSERTs are named (prepared once per connection on `pg`, and by PGlite's prepared path):
+ * a fresh session per turn made them the one text a step still parsed and planned on every call
+ * (docs/benchmarks.md, "Perf-pg").
+ */
+const CREATE_SESSION = statement('create_session', INSERT_SESSION);
+
+/** `createLeasedSession`'s statement: the session and its lease ($12 owner, $13 lease ms). */
+const CREATE_LEASED_SESSION = statement(
+  'create_leased_session',
+  `WITH created AS (${INSERT_SESSION}),
+  leased AS (
+    INSERT INTO session_leases (session_id, owner_id, token, expires_at)
+    SELECT id, $12, 1, now() + $13::double precision * interval '1 millisecond' FROM created
+    RETURNING token, expires_at
+  )
+  SELECT created.*, leased.token AS lease_token, leased.expires_at AS lease_expires_at FROM created, leased`,
+);
 
 function sessionParams(input: NewSession): unknown[] {
   return [
@@ -41,7 +60,7 @@ function sessionParams(input: NewSession): unknown[] {
 
 export function createSession(ctx: SqlContext, input: NewSession): Promise<SessionRecord> {
   return ctx.run('create session', async () => {
-    const { rows } = await ctx.db.query(INSERT_SESSION, sessionParams(input));
+    const { rows } = await ctx.db.query(CREATE_SESSION, sessionParams(input));
     return sessionFromRow(rows[0]!);
   });
 }
@@ -57,16 +76,7 @@ export function createLeasedSession(
   lease: NewSessionLease,
 ): Promise<{ session: SessionRecord; lease: { token: number; expiresAt: string } }> {
   return ctx.run('create session', async () => {
-    const { rows } = await ctx.db.query(
-      `WITH created AS (${INSERT_SESSION}),
-       leased AS (
-         INSERT INTO session_leases (session_id, owner_id, token, expires_at)
-         SELECT id, $12, 1, now() + $13::double precision * interval '1 millisecond' FROM created
-         RETURNING token, expires_at
-       )
-       SELECT created.*, leased.token AS lease_token, leased.expires_at AS lease_expires_at FROM created, leased`,
-      [...sessionParams(input), lease.ownerId, lease.leaseMs],
-    );
+    const { rows } = await ctx.db.query(CREATE_LEASED_SESSION, [...sessionParams(input), lease.ownerId, lease.leaseMs]);
     const row = rows[0]!;
     return { session: sessionFromRow(row), lease: { token: num(row.lease_token), expiresAt: iso(row.lease_expires_at) } };
   });
