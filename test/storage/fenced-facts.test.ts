@@ -181,7 +181,7 @@ describe('fenced fact statements on a Postgres server', () => {
       await fenced.recordModelCallStart(turnId, 1);
       await fenced.commitAssistantMessage(turnId, assistant('c1'), usage, 1);
       await fenced.commitToolResult(turnId, toolResult('c1'));
-      expect(names).toEqual(['ow_lease_acquire_unleased', 'ow_begin_turn_fenced', 'ow_model_call_start_fenced', 'ow_commit_assistant_fenced', 'ow_commit_tool_result_fenced']);
+      expect(names).toEqual(['ow_create_session', 'ow_lease_acquire_unleased', 'ow_begin_turn_fenced', 'ow_model_call_start_fenced', 'ow_commit_assistant_fenced', 'ow_commit_tool_result_fenced']);
       // Unfenced on the same connection: the plain texts, under their own names.
       fenced.detachFence(fence);
       names.length = 0;

@@ -191,9 +191,9 @@ describe('the step on a Postgres server', () => {
         await storage.commitAssistantMessage(turnId, assistant(`c${i}`), usage, 1);
         await storage.commitToolResult(turnId, toolResult(`c${i}`));
       }
-      expect(names).toEqual(['ow_begin_turn', ...Array(2).fill(['ow_model_call_start', 'ow_commit_assistant', 'ow_commit_tool_result']).flat()]);
+      expect(names).toEqual(['ow_create_session', 'ow_begin_turn', ...Array(2).fill(['ow_model_call_start', 'ow_commit_assistant', 'ow_commit_tool_result']).flat()]);
       const prepared = await storage.db.query<{ name: string }>(`SELECT name FROM pg_prepared_statements ORDER BY name`);
-      expect(prepared.rows.map((r) => r.name)).toEqual(['ow_begin_turn', 'ow_commit_assistant', 'ow_commit_tool_result', 'ow_model_call_start']);
+      expect(prepared.rows.map((r) => r.name)).toEqual(['ow_begin_turn', 'ow_commit_assistant', 'ow_commit_tool_result', 'ow_create_session', 'ow_model_call_start']);
     } finally {
       restore();
       await storage.close();
