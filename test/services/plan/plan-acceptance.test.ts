@@ -3,7 +3,10 @@
  * (branch audit-b): one plan in every place it lives, advancing within a turn, the NULL/0/N signal
  * on completed, cleared and cancelled turns, the cancelled later call, a reload, the surface.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
+import { permissionModeSchema } from '../../../src/protocol/input.js';
+import { SECTION_SPECS } from '../../../src/services/context/world-state.js';
 import { createCore } from '../../../src/core.js';
 import { OpenworkError } from '../../../src/errors.js';
 import type { SessionUpdateEnvelope } from '../../../src/protocol/updates.js';
@@ -169,5 +172,25 @@ describe('update_plan acceptance (reference §6.11)', () => {
     await expect(attempt).rejects.toMatchObject({ code: 'configuration_invalid', message: expect.stringContaining('update_plan') });
     const twice = createCore({ storage, model: scriptedModel([]), tools: [echoTool, echoTool], closeStorageOnShutdown: false });
     await expect(twice).rejects.toMatchObject({ code: 'configuration_invalid' });
+  });
+});
+
+describe('update_plan boundaries in the code (reference §6.11 acc 9-11, 24)', () => {
+  const read = (path: string) => readFileSync(new URL(`../../../${path}`, import.meta.url), 'utf8');
+  const sources = (dir: string) => readdirSync(new URL(`../../../${dir}`, import.meta.url)).filter((f) => f.endsWith('.ts')).map((f) => [`${dir}/${f}`, read(`${dir}/${f}`)] as const);
+
+  it('no plan permission mode, no plan World State section, no plan version table; the request builder, Chat State and adapters never read plan storage', () => {
+    expect(permissionModeSchema.options).toEqual(['auto', 'accept_edits']);
+    expect(Object.keys(SECTION_SPECS).filter((id) => /plan/i.test(id))).toEqual([]);
+    const ddl = readdirSync(new URL('../../../src/storage/migrations', import.meta.url)).map((f) => read(`src/storage/migrations/${f}`)).join('\n');
+    expect([...ddl.matchAll(/CREATE TABLE (\w*plan\w*)/gi)].map((m) => m[1])).toEqual(['turn_plans']);
+    // The model sees the plan only through the call's arguments and, after a compaction, the reminder
+    // the runtime-state contributor renders from the plan it is handed (never from storage).
+    for (const [path, text] of [...sources('src/services/context'), ...sources('src/services/model'), ...sources('src/services/compaction')]) {
+      expect({ path, reads: /loadSessionTurnPlans|turn_plans/.test(text) }).toEqual({ path, reads: false });
+    }
+    // The contributor touches no storage (only a type import of the state's shape).
+    expect(read('src/services/compaction/runtime-state.ts')).not.toMatch(/SessionStorage|storage\.[a-zA-Z]+\(|import \{[^}]*\} from '..\/..\/storage/);
+    expect(read('src/services/compaction/runtime-state.ts')).toMatch(/export function collectRuntimeState\(\s*messages[^,]*,\s*previous[^,]*,\s*plan:/);
   });
 });
