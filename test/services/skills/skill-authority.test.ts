@@ -36,4 +36,13 @@ describe('a skill body has no authority (reference §7.9 acc 34)', () => {
     const finished = h.updates.map((e) => e.update).find((u) => u.type === 'tool_call_finished');
     expect(finished).toMatchObject({ toolName: 'guarded', status: 'denied' });
   });
+
+  it('a description longer than 1,024 characters is cut to 1,024 (reference §1, §7.1), counted in Unicode characters', async () => {
+    const long = `${'é'.repeat(1_000)}${'x'.repeat(100)}`;
+    const root = skillRoot({ wordy: `---\ndescription: ${long}\n---\n\nBody.\n` });
+    const h = await harness(storage, [], { worldState: {}, skills: { root } });
+    const { skills } = await h.core.listSkills();
+    expect(skills.map((s) => [s.name, [...s.description].length])).toEqual([['wordy', 1_024]]);
+    expect(skills[0]!.description).toBe(long.slice(0, 1_024));
+  });
 });
