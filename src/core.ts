@@ -109,6 +109,27 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     home: process.env.HOME,
   });
   const storage = options.storage;
+  // The tool surfaces first: a name collision (configuration_invalid) is thrown before anything is
+  // migrated or started.
+  // Issue 16.3: the model is offered the tools the host registered plus the control tools it turned
+  // on, each by its own option; none is on by default.
+  const rootTools = [...(options.tools ?? [])];
+  if (options.conversationHistory === true) rootTools.push(conversationHistoryTool(storage));
+  const agentOptions = typeof options.agents === 'object' ? options.agents : {};
+  const agentsEnabled = options.agents === true || typeof options.agents === 'object';
+  const maxActiveAgentTurns = agentOptions.maxActiveTurns || undefined;
+  const rootToolset = new Toolset(rootTools, [
+    ...(options.plan === true ? [updatePlanControlTool] : []),
+    ...(options.userInput ? [requestUserInputControlTool] : []),
+    ...(agentsEnabled ? agentControlTools(maxActiveAgentTurns) : []),
+  ]);
+  const agentPrompt = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT;
+  const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
+  const explorerTools =
+    agentOptions.explorerTools ??
+    (options.tools ?? []).filter((t): t is AnyTool => !isToolSource(t) && (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
+  const explorerToolset = new Toolset(explorerTools, []);
+  const explorerSystemContext = buildSystemContext(EXPLORER_SYSTEM_PROMPT, '');
   // Before any session can run a tool: the store is never a path a tool may touch.
   options.protectRuntimePaths?.(storage.protectedPaths ?? []);
   const migrations = await storage.migrate();
@@ -131,25 +152,6 @@ export async function createCore(options: CoreOptions): Promise<Core> {
   const telemetry = options.telemetry ? new OtelSpanSink(options.telemetry) : null;
   const trace = telemetry ? withSpanSink(stored, telemetry, telemetry.fail) : stored;
   const limits: TurnLimits = { ...DEFAULT_LIMITS, ...options.limits };
-  const agentPrompt = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT;
-  // Issue 16.3: the model is offered the tools the host registered plus the control tools it turned
-  // on, each by its own option; none is on by default.
-  const rootTools = [...(options.tools ?? [])];
-  if (options.conversationHistory === true) rootTools.push(conversationHistoryTool(storage));
-  const agentOptions = typeof options.agents === 'object' ? options.agents : {};
-  const agentsEnabled = options.agents === true || typeof options.agents === 'object';
-  const maxActiveAgentTurns = agentOptions.maxActiveTurns || undefined;
-  const rootToolset = new Toolset(rootTools, [
-    ...(options.plan === true ? [updatePlanControlTool] : []),
-    ...(options.userInput ? [requestUserInputControlTool] : []),
-    ...(agentsEnabled ? agentControlTools(maxActiveAgentTurns) : []),
-  ]);
-  const systemContext = buildSystemContext(agentPrompt, rootToolset.systemPromptRules);
-  const explorerTools =
-    agentOptions.explorerTools ??
-    (options.tools ?? []).filter((t): t is AnyTool => !isToolSource(t) && (EXPLORER_TOOL_NAMES as readonly string[]).includes(t.name));
-  const explorerToolset = new Toolset(explorerTools, []);
-  const explorerSystemContext = buildSystemContext(EXPLORER_SYSTEM_PROMPT, '');
   const mailbox = new MailboxSignal(options.timers);
   const openworkHome = options.openworkHome ?? join(homedir(), '.openwork');
   const skills = await SkillService.load(storage, skillRoot, options.resolveSkills, ids);

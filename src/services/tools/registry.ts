@@ -3,6 +3,7 @@
  * The tool surface of a session: registered tools plus the Core control tools, resolved by name
  * from one table so that every advertised name dispatches and nothing else does (reference §2.6).
  */
+import { InputError } from '../../errors.js';
 import type { ToolDefinition } from '../model/port.js';
 import { toolDefinition, type AnyTool } from './define.js';
 import { isToolSource, type ToolEntry, type ToolSource } from './source.js';
@@ -18,11 +19,15 @@ export interface ControlToolSpec {
   promptRules?: string;
 }
 
-export class ToolNameCollisionError extends Error {
-  readonly code = 'invalid_request';
+/**
+ * Two tools of one surface share a name (two registered tools, or a registered tool and a control
+ * tool): `configuration_invalid`, thrown by `createCore` before it opens anything.
+ */
+export class ToolNameCollisionError extends InputError {
+  readonly toolName: string;
   constructor(name: string) {
-    super(`tool name collision: ${name} is both a control tool and a registered tool`);
-    this.name = 'ToolNameCollisionError';
+    super('configuration_invalid', `tool name collision: ${name} is offered by more than one tool (registered tools and the control tools must have distinct names)`, { details: { toolName: name } });
+    this.toolName = name;
   }
 }
 
