@@ -1,14 +1,14 @@
 /**
  * Permissions acceptance items shown with real commands in the real sandbox (acceptance audit,
- * branch audit-a; reference §4.15 acc 2, 3, 4 and 6): the workspace is a real git repository, and
+ * branch audit-a; reference §4.15 acc 2, 3, 4, 6, 20 and 33): the workspace is a real git repository, and
  * git itself runs under bubblewrap.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { PermissionMode } from '../../../src/protocol/input.js';
-import { bashDenialText } from '../../../src/services/permissions/texts.js';
+import { bashDenialText, NON_INTERACTIVE_REFUSAL_TEXT } from '../../../src/services/permissions/texts.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../../support/tool-env.js';
 
 let env: ToolEnv;
@@ -137,5 +137,32 @@ describe('git and reads in the real sandbox [reference §4.15]', () => {
       expectRan(bash.result);
       expect(bash.result.text).toMatch(/^outside data\n/);
     }
+  });
+
+  it('a write grant on ~/.cargo/registry (subtree) lets a fetch write there; every other $HOME write in the same call stays denied [reference §4.15 acc 20]', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    const registry = join(env.home, '.cargo', 'registry');
+    mkdirSync(registry, { recursive: true });
+    const grant = { sandboxPermissions: { paths: [{ path: registry, access: 'write', scope: 'subtree' }] }, justification: 'cargo fetches crates into its registry' };
+    const fetched = await env.call('bash', { command: `mkdir -p ${join(registry, 'cache')} && echo crate > ${join(registry, 'cache', 'serde.crate')}`, ...grant }, { decide: () => 'allow_once' });
+    expectRan(fetched.result);
+    expect(readFileSync(join(registry, 'cache', 'serde.crate'), 'utf8')).toBe('crate\n');
+    const other = await env.call('bash', { command: `echo x > ${join(env.home, '.cargo', 'config.toml')}`, ...grant }, { decide: () => 'allow_once' });
+    expectKernelDenial(other.result, 'auto');
+    expect(existsSync(join(env.home, '.cargo', 'config.toml'))).toBe(false);
+    const home = await env.call('bash', { command: `echo x > ${join(env.home, 'note.txt')}` });
+    expectKernelDenial(home.result, 'auto');
+  });
+
+  it('non-interactive: a dangerous command in auto is refused without a card; in accept-edits it runs and the kernel denies the workspace write [reference §4.15 acc 33]', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    const auto = await env.call('bash', { command: 'rm -rf src' }, { mode: 'auto', nonInteractive: true });
+    expect(auto.executed).toBe(false);
+    expect(auto.result).toMatchObject({ status: 'denied', text: NON_INTERACTIVE_REFUSAL_TEXT, error: { code: 'permission_denied' } });
+    const edits = await env.call('bash', { command: 'rm -rf src' }, { mode: 'accept_edits', nonInteractive: true });
+    expect(edits.card).toBeNull();
+    expect(edits.executed).toBe(true);
+    expectKernelDenial(edits.result, 'accept_edits');
+    expect(readFileSync(join(env.ws, 'src', 'main.txt'), 'utf8')).toBe('hello\nworld\n');
   });
 });
