@@ -1,6 +1,6 @@
 /**
  * Permissions acceptance items shown with real commands in the real sandbox (acceptance audit,
- * branch audit-a; reference §4.15 acc 2, 3, 4, 6, 20 and 33): the workspace is a real git repository, and
+ * branch audit-a; reference §4.15 acc 2, 3, 4, 6, 20, 33 and 47): the workspace is a real git repository, and
  * git itself runs under bubblewrap.
  */
 import { execFileSync } from 'node:child_process';
@@ -42,7 +42,7 @@ beforeAll(() => {
 });
 
 describe('git and reads in the real sandbox [reference §4.15]', () => {
-  it('in auto, git status / log / diff and ls run without a card and without a denial [reference §4.15 acc 2]', async (ctx) => {
+  it('in auto, git status / log / diff and ls run without a card and without a denial, because the sandbox holds them, not their text [reference §4.15 acc 2, 47]', async (ctx) => {
     requireSandbox(ctx, env.runtime);
     writeFileSync(join(env.ws, 'tracked.txt'), 'one\ntwo\n');
     // No `decide`: a card would fail the call.
@@ -53,6 +53,13 @@ describe('git and reads in the real sandbox [reference §4.15]', () => {
     }
     const log = await env.call('bash', { command: 'git log --oneline' });
     expect(log.result.text).toMatch(/first/);
+    // Nothing is allowed by its command text (acc 47): the same familiar command, followed by a write
+    // outside the workspace, runs in the same sandbox and the write is denied.
+    const target = join(env.outside, 'after-status.txt');
+    const chained = await env.call('bash', { command: `git status --short && echo x > ${target}` }, { mode: 'auto' });
+    expect(chained.card).toBeNull();
+    expectKernelDenial(chained.result, 'auto');
+    expect(existsSync(target)).toBe(false);
     hostGit('checkout', '-q', '--', 'tracked.txt');
   });
 
