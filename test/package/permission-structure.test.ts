@@ -21,5 +21,4 @@ describe('the bash parser [reference §4.15 acc 48]', () => {
       .map((file) => relative(SRC, file));
     expect(parsers).toEqual(['services/permissions/danger.ts']);
   });
-
 });
