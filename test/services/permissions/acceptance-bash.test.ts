@@ -1,6 +1,6 @@
 /**
  * Permissions acceptance items shown with real commands in the real sandbox (acceptance audit,
- * branch audit-a; reference §4.15 acc 2, 3, 4, 6, 20, 33 and 47): the workspace is a real git repository, and
+ * branch audit-a; reference §4.15 acc 2, 3, 4, 6, 9, 20, 33 and 47): the workspace is a real git repository, and
  * git itself runs under bubblewrap.
  */
 import { execFileSync } from 'node:child_process';
@@ -171,5 +171,26 @@ describe('git and reads in the real sandbox [reference §4.15]', () => {
     expect(edits.executed).toBe(true);
     expectKernelDenial(edits.result, 'accept_edits');
     expect(readFileSync(join(env.ws, 'src', 'main.txt'), 'utf8')).toBe('hello\nworld\n');
+  });
+
+  it('a grant on a parent of a hard-protected path never opens it: ~/.agents and .git granted, the skill root and the hooks stay unwritable for bash and the file tools [reference §4.15 acc 9]', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    const skill = join(env.home, '.agents', 'skills', 'demo', 'SKILL.md');
+    const hook = join(env.ws, '.git', 'hooks', 'pre-commit');
+    const parents = { sandboxPermissions: { paths: [{ path: join(env.home, '.agents'), access: 'write', scope: 'subtree' }, { path: join(env.ws, '.git'), access: 'write', scope: 'subtree' }] }, justification: 'tidy the agent and git directories' };
+    for (const mode of modes) {
+      const bash = await env.call('bash', { command: `echo ok > ${join(env.home, '.agents', 'note.txt')}; echo evil > ${skill}; echo evil > ${hook}` }, { mode });
+      expectKernelDenial(bash.result, mode);
+      const granted = await env.call('bash', { command: `echo ok > ${join(env.home, '.agents', 'note.txt')} && (echo evil > ${skill}; echo evil > ${hook})`, ...parents }, { mode, decide: () => 'allow_once' });
+      expectKernelDenial(granted.result, mode);
+      expect(readFileSync(join(env.home, '.agents', 'note.txt'), 'utf8')).toBe('ok\n');
+      for (const path of [skill, hook]) {
+        const write = await env.call('write', { path, content: 'evil', ...parents }, { mode, decide: () => 'allow_once' });
+        expect(write.executed).toBe(false);
+        expect(write.result.status).toBe('denied');
+      }
+    }
+    expect(readFileSync(skill, 'utf8')).toBe('# demo skill\n');
+    expect(readFileSync(hook, 'utf8')).toBe('#!/bin/sh\nexit 0\n');
   });
 });
