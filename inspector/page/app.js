@@ -1237,13 +1237,27 @@ function renderTrace() {
   if (app.traceTurn) select.value = app.traceTurn;
   const trace = app.traceTurn ? app.traces.get(app.traceTurn) : null;
   const box = $('trace');
+  const badge = $('trace-completeness');
   if (!trace) {
     $('trace-summary').textContent = turns.length === 0 ? 'no turn yet' : '';
+    badge.hidden = true;
     box.replaceChildren();
     return;
   }
   const t = trace.turn;
   $('trace-summary').textContent = `${t.model} · ${ms(t.durationMs)} · ${t.inputTokens ?? 0} in / ${t.outputTokens ?? 0} out tokens`;
+  // Reference §4.14: a partial or missing trace must look different from a complete one.
+  const c = trace.completeness;
+  badge.hidden = !c;
+  if (c) {
+    badge.dataset.state = c.state;
+    badge.className = `trace-completeness trace-${c.state}`;
+    badge.textContent =
+      c.state === 'complete'
+        ? 'trace complete'
+        : `trace ${c.state === 'none' ? 'missing' : 'partial'}: ${c.capturedModelCalls}/${c.expectedModelCalls} model, ${c.capturedToolCalls}/${c.expectedToolCalls} tool calls` +
+          (c.runningSpans + c.outcomeUnknownSpans + c.orphanToolSpans > 0 ? `, ${c.runningSpans} running, ${c.outcomeUnknownSpans} outcome unknown, ${c.orphanToolSpans} orphaned` : '');
+  }
   const open = new Set([...box.querySelectorAll('details[open]')].map((d) => d.dataset.spanId ?? d.querySelector('summary')?.textContent));
   box.replaceChildren(
     ...trace.spans.map((span) => {

@@ -78,6 +78,51 @@ export interface TraceCompaction extends TraceSpanTimes {
 
 export type TraceEntry = TraceModelCall | TraceToolCall | TraceCompaction;
 
+/**
+ * How much of a turn's trace was captured (reference §4.14, §11.1 `TraceCompleteness`), derived at
+ * read time from the turn's own counters, which the business writes keep apart from the trace:
+ * expected model calls = `model_submission_count`, expected tool calls = `tool_call_count`; captured
+ * = root-level model spans (summary attempts hang under their compaction) and every tool span.
+ * `none`: something was expected and nothing captured; `complete`: the turn is not running, both
+ * counts match and no span is orphaned, running or `outcome_unknown`; otherwise `partial`.
+ */
+export interface TraceCompleteness {
+  state: 'complete' | 'partial' | 'none';
+  expectedModelCalls: number;
+  capturedModelCalls: number;
+  expectedToolCalls: number;
+  capturedToolCalls: number;
+  /** Tool spans whose parent span is not in the trace. */
+  orphanToolSpans: number;
+  runningSpans: number;
+  outcomeUnknownSpans: number;
+}
+
+export function traceCompleteness(turn: Pick<TurnRecord, 'status' | 'modelSubmissionCount' | 'toolCallCount'>, spans: readonly TraceSpanRecord[]): TraceCompleteness {
+  const ids = new Set(spans.map((s) => s.id));
+  const models = spans.filter((s) => s.kind === 'model_call' && s.parentSpanId === null);
+  const tools = spans.filter((s) => s.kind === 'tool_call');
+  const counts = {
+    expectedModelCalls: turn.modelSubmissionCount,
+    capturedModelCalls: models.length,
+    expectedToolCalls: turn.toolCallCount,
+    capturedToolCalls: tools.length,
+    orphanToolSpans: tools.filter((s) => s.parentSpanId !== null && !ids.has(s.parentSpanId)).length,
+    runningSpans: spans.filter((s) => s.status === 'running').length,
+    outcomeUnknownSpans: spans.filter((s) => s.status === 'outcome_unknown').length,
+  };
+  const expected = counts.expectedModelCalls + counts.expectedToolCalls;
+  const captured = counts.capturedModelCalls + counts.capturedToolCalls;
+  const complete =
+    turn.status !== 'running' &&
+    counts.capturedModelCalls === counts.expectedModelCalls &&
+    counts.capturedToolCalls === counts.expectedToolCalls &&
+    counts.orphanToolSpans === 0 &&
+    counts.runningSpans === 0 &&
+    counts.outcomeUnknownSpans === 0;
+  return { state: expected > 0 && captured === 0 ? 'none' : complete ? 'complete' : 'partial', ...counts };
+}
+
 export interface TurnTrace {
   turn: {
     turnId: string;
@@ -97,6 +142,7 @@ export interface TurnTrace {
     errorMessage: string | null;
   };
   spans: TraceEntry[];
+  completeness: TraceCompleteness;
 }
 
 /** A turn of the list the trace view picks from. */
@@ -313,5 +359,6 @@ export async function turnTrace(storage: SessionStorage, sessionId: string, turn
       errorMessage: turn.errorMessage,
     },
     spans: entries,
+    completeness: traceCompleteness(turn, spans),
   };
 }

@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { OpenworkError } from '../../errors.js';
 import type { NewMessage } from '../../protocol/content.js';
 import type { PermissionMode } from '../../protocol/input.js';
+import { modeLabel } from '../../protocol/model-texts.js';
 import type { SandboxStatus } from '../../protocol/snapshot.js';
 import { storableText } from '../../protocol/storable-text.js';
 import type { ConversationItem } from './chat-state.js';
@@ -178,7 +179,8 @@ export function defaultSandboxPolicy({ mode, workspace, sandbox }: { mode: Permi
       ? 'bash: can write the workspace and temp directories; no network unless a call is granted it with sandboxPermissions'
       : 'bash: can write temp directories only — workspace writes and the network need sandboxPermissions';
   const files = sandbox.available ? 'write / edit: the workspace and temp directories; other paths need sandboxPermissions' : 'write / edit: the workspace and temp directories; other paths cannot be written in this session';
-  return ['<sandbox_policy>', `mode: ${mode}`, `workspace: ${escapeText(workspace)}`, files, bash, '</sandbox_policy>'].join('\n');
+  // The mode word is the one every denial text uses (`accept-edits`, reference §4.11).
+  return ['<sandbox_policy>', `mode: ${modeLabel(mode)}`, `workspace: ${escapeText(workspace)}`, files, bash, '</sandbox_policy>'].join('\n');
 }
 
 /** Reads the four sources (reference §2.3 `capture`). */

@@ -120,6 +120,10 @@ describe('inspector views (headless Chromium)', () => {
     const spans = page.locator('[data-testid=trace] [data-testid=trace-span]');
     await expect.poll(() => spans.count()).toBe(trace.spans.length);
     expect(await page.locator('[data-testid=trace-turn]').inputValue()).toBe(turnId);
+    // Reference §4.15 acc 46: the page says whether the stored trace is complete (audit-a).
+    expect(trace.completeness.state).toBe('complete');
+    expect(await page.locator('[data-testid=trace-completeness]').getAttribute('data-state')).toBe('complete');
+    expect(await page.locator('[data-testid=trace-completeness]').textContent()).toBe('trace complete');
 
     const first = page.locator('[data-testid=trace-span][data-kind=model_call]').first();
     await first.locator('summary').first().click();

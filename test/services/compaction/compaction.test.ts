@@ -900,6 +900,11 @@ describe('compaction (reference §3.12)', () => {
       expect(compactions[1]).toMatchObject({ attemptCount: 0, status: 'succeeded' });
       const attempts = spans.filter((s) => s.parentSpanId === m!.id);
       expect(attempts.map((s) => s.status)).toEqual(['degenerate', 'succeeded']);
+      // Acc 42: each attempt is a model_call span with its usage, so a plain sum over model calls counts the summary.
+      expect(attempts.map((s) => s.kind)).toEqual(['model_call', 'model_call']);
+      expect(attempts[1]).toMatchObject({ inputTokens: 321, outputTokens: 123 });
+      const modelTokens = spans.filter((s) => s.kind === 'model_call').reduce((sum, s) => sum + (s.inputTokens ?? 0), 0);
+      expect(modelTokens).toBeGreaterThanOrEqual(321);
       const bodies = await storage.db.query<{ span_id: string; body: { text: string } }>(
         `SELECT m.span_id, p.body FROM trace_span_payloads m JOIN trace_payloads p ON p.hash = m.payload_hash WHERE m.slot = 'response' AND m.span_id = ANY($1::text[]) ORDER BY m.span_id`,
         [attempts.map((s) => s.id)],

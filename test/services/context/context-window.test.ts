@@ -76,6 +76,18 @@ describe('context window (reference §2.12)', () => {
     expect(h2.model.requests).toHaveLength(0);
   });
 
+  it('an AGENTS.md of exactly 64 KiB is accepted; the limit is on bytes, so 64 KiB of text with one multi-byte character is refused [reference §2.12 acc 3]', async () => {
+    const limit = 64 * 1024;
+    const exact = workspace({ 'AGENTS.md': 'y'.repeat(limit) });
+    const h1 = await harness(storage, [{ text: 'ok' }], { ...worldStateOn, workingDirectory: exact });
+    expect((await h1.run('hello')).outcome).toEqual({ status: 'completed', finalText: 'ok' });
+    expect(userTexts(h1.model.requests[0]!, 'world_state').some((t) => t.startsWith('<project_instructions>') && t.includes('y'.repeat(100)))).toBe(true);
+    const wide = workspace({ 'AGENTS.md': `${'y'.repeat(limit - 1)}é` });
+    const h2 = await harness(storage, [], { ...worldStateOn, workingDirectory: wide });
+    expect((await h2.run('hello')).outcome).toMatchObject({ status: 'failed', code: 'project_instruction_error' });
+    expect(h2.model.requests).toHaveLength(0);
+  });
+
   it('a duplicate system context key fails assembly deterministically [reference §2.12 acc 4]', () => {
     const part = buildSystemContext('p', '');
     for (let i = 0; i < 3; i += 1) {
