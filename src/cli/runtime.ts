@@ -156,7 +156,7 @@ export async function openCliRuntime(
     // starting the MCP servers wait on different things, so they overlap; createCore's own
     // migrate then finds everything applied.
     const [toolOptions, , servers] = await Promise.all([
-      cliToolOptions(),
+      cliToolOptions(options.workingDirectory),
       early ? early.migrated : storage.migrate(),
       // Kept as soon as they run, so that a failing store still stops them below.
       mcpServers

@@ -76,7 +76,9 @@ function clean(value: unknown): unknown {
       const key = storableText(k);
       const c = clean(v);
       if (key !== k || c !== v) changed = true;
-      out[key] = c;
+      // An assignment to `__proto__` would set the copy's prototype (and drop the key): define it.
+      if (key === '__proto__') Object.defineProperty(out, key, { value: c, enumerable: true, writable: true, configurable: true });
+      else out[key] = c;
     }
     return changed ? out : value;
   }

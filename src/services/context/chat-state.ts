@@ -54,6 +54,14 @@ export class ChatState {
   private items: ConversationItem[] = [];
   /** `${turnId}:${callId}` of tool calls that have no result yet. */
   private readonly openCalls = new Set<string>();
+  /**
+   * Every call id of the latest turn that made tool calls, answered or not: a call id is unique in
+   * its turn (reference §2.4; the store's `uq_messages_tool_result`), so a later response of the same
+   * turn that reuses one is refused before it is stored, and before its tool runs. Kept across a
+   * compaction's `replace`, which may drop the turn's earlier messages from the Conversation.
+   */
+  private usedCallTurn: string | null = null;
+  private readonly usedCallIds = new Set<string>();
   private watermark: number | null;
 
   constructor(items: readonly ConversationItem[] = [], pruneWatermark: number | null = null) {
@@ -85,7 +93,13 @@ export class ChatState {
   private track(message: StoredMessage): void {
     if (message.role === 'assistant') {
       for (const block of message.content) {
-        if (block.type === 'tool_call') this.openCalls.add(`${message.turnId}:${block.callId}`);
+        if (block.type !== 'tool_call') continue;
+        this.openCalls.add(`${message.turnId}:${block.callId}`);
+        if (message.turnId !== this.usedCallTurn) {
+          this.usedCallTurn = message.turnId;
+          this.usedCallIds.clear();
+        }
+        this.usedCallIds.add(block.callId);
       }
     } else if (message.role === 'tool' && message.providerCallId) {
       this.openCalls.delete(`${message.turnId}:${message.providerCallId}`);
@@ -102,6 +116,8 @@ export class ChatState {
     // and copying the set for it was the chat state's whole allocation (issue 14, perf-alloc).
     let opened: Set<string> | null = null;
     let closed: Set<string> | null = null;
+    /** Call ids the batch's earlier assistant messages used, answered in the batch or not. */
+    let used: Set<string> | null = null;
     const last = messages.length - 1;
     for (let i = 0; i <= last; i += 1) {
       const message = messages[i]!;
@@ -128,11 +144,24 @@ export class ChatState {
           if (ids.has(block.callId)) throw new ChatStateError('tool call ids must be unique within a response');
           ids.add(block.callId);
         }
+        if (ids) for (const id of ids) this.refuseReusedCall(message.turnId, id, used);
+        else if (first !== null) this.refuseReusedCall(message.turnId, first, used);
         if (first !== null && i < last) {
           opened ??= new Set();
-          for (const id of ids ?? [first]) opened.add(`${message.turnId}:${id}`);
+          used ??= new Set();
+          for (const id of ids ?? [first]) {
+            opened.add(`${message.turnId}:${id}`);
+            used.add(`${message.turnId}:${id}`);
+          }
         }
       }
+    }
+  }
+
+  /** Throws when `callId` was used before in its turn: by a committed message, or earlier in the batch (`used`). */
+  private refuseReusedCall(turnId: string | null, callId: string, used: Set<string> | null): void {
+    if ((turnId === this.usedCallTurn && this.usedCallIds.has(callId)) || used?.has(`${turnId}:${callId}`)) {
+      throw new ChatStateError(`tool call id ${JSON.stringify(callId)} was already used in this turn; tool call ids must be unique within a turn`);
     }
   }
 

@@ -9,12 +9,17 @@ import type { StoredMessage } from '../../../src/protocol/content.js';
 import { ChatState, ChatStateError } from '../../../src/services/context/chat-state.js';
 import { seededRandom } from '../../support/fuzz.js';
 
-/** The former check: a copy of the open calls, updated message by message. */
+/**
+ * The former check, a copy of the open calls updated message by message, plus the rule of branch
+ * attack5: a call id is used once per turn (`used`, every call id ever opened, by turn).
+ */
 class CopyingCheck {
   readonly open = new Set<string>();
+  readonly used = new Set<string>();
 
   accepts(messages: readonly StoredMessage[]): boolean {
     const open = new Set(this.open);
+    const used = new Set(this.used);
     for (const message of messages) {
       if (message.role === 'tool') {
         const key = `${message.turnId}:${message.providerCallId}`;
@@ -24,7 +29,11 @@ class CopyingCheck {
       if (message.role === 'assistant') {
         const ids = message.content.flatMap((b) => (b.type === 'tool_call' ? [b.callId] : []));
         if (new Set(ids).size !== ids.length) return false;
-        for (const id of ids) open.add(`${message.turnId}:${id}`);
+        for (const id of ids) {
+          if (used.has(`${message.turnId}:${id}`)) return false;
+          used.add(`${message.turnId}:${id}`);
+          open.add(`${message.turnId}:${id}`);
+        }
       }
     }
     return true;
@@ -33,7 +42,11 @@ class CopyingCheck {
   append(messages: readonly StoredMessage[]): void {
     for (const message of messages) {
       if (message.role === 'assistant') {
-        for (const b of message.content) if (b.type === 'tool_call') this.open.add(`${message.turnId}:${b.callId}`);
+        for (const b of message.content) {
+          if (b.type !== 'tool_call') continue;
+          this.open.add(`${message.turnId}:${b.callId}`);
+          this.used.add(`${message.turnId}:${b.callId}`);
+        }
       } else if (message.role === 'tool' && message.providerCallId) {
         this.open.delete(`${message.turnId}:${message.providerCallId}`);
       }
@@ -60,8 +73,17 @@ describe('ChatState.assertAppendable', () => {
     expect(() => chat.append([assistant('t', ['b']), result('t', 'b'), result('t', 'b')])).toThrow(ChatStateError);
     expect(() => chat.append([assistant('t', ['c', 'c'])])).toThrow('unique');
     expect(chat.length).toBe(1);
-    chat.append([result('t', 'a'), assistant('t', ['a']), result('t', 'a')]);
-    expect(chat.length).toBe(4);
+    // A call id answered earlier in the turn is not opened again (attack5: its result could not be stored).
+    expect(() => chat.append([result('t', 'a'), assistant('t', ['a']), result('t', 'a')])).toThrow('already used in this turn');
+    expect(chat.length).toBe(1);
+    chat.append([result('t', 'a')]);
+    expect(() => chat.append([assistant('t', ['a'])])).toThrow('already used in this turn');
+    expect(() => chat.append([assistant('t', ['x']), assistant('t', ['x'])])).toThrow('already used in this turn');
+    // The next turn may use it again, and a compaction's replace does not forget the turn's ids.
+    chat.append([assistant('t2', ['a']), result('t2', 'a')]);
+    chat.replace([]);
+    expect(() => chat.append([assistant('t2', ['a'])])).toThrow('already used in this turn');
+    expect(chat.length).toBe(0);
     expect(() => chat.append([result('t', 'a')])).toThrow(ChatStateError);
   });
 
@@ -71,9 +93,12 @@ describe('ChatState.assertAppendable', () => {
     for (let run = 0; run < 100; run += 1) {
       const chat = new ChatState();
       const reference = new CopyingCheck();
+      // Turns follow each other, as in a session (one running at a time).
+      let turn = 1;
       for (let step = 0; step < 30; step += 1) {
+        if (next() < 0.15) turn += 1;
         const batch = Array.from({ length: 1 + Math.floor(next() * 4) }, () => {
-          const turnId = pick(['t1', 't2']);
+          const turnId = `t${turn}`;
           return next() < 0.4 ? assistant(turnId, Array.from({ length: Math.floor(next() * 3) }, () => pick(['a', 'b', 'c']))) : result(turnId, pick(['a', 'b', 'c']));
         });
         const accepts = reference.accepts(batch);
