@@ -41,6 +41,7 @@ const SMALL_CAPITALS = /[\u1d00-\u1d22]/u;
 /** Dashes, minus signs and slashes that read as ASCII `-` and `/` (ASCII compatibility forms are found by NFKC). */
 const PUNCTUATION_LOOKALIKES = /[\u2010-\u2015\u2212\u2043\u2044\u2215\u2571\u29f5\u29f8\u2e3a\u2e3b]/u;
 const WORD = /[\p{L}\p{M}\p{N}]+/gu;
+const LETTER = /\p{L}/u;
 const COMMON_OR_INHERITED = /[\p{Script=Common}\p{Script=Inherited}]/u;
 const SCRIPTS = [
   'Latin',
@@ -75,10 +76,30 @@ const SCRIPTS = [
 /** The script sets UTS #39 allows in one word besides a single script. */
 const ALLOWED_MIXES = [new Set(['Latin', 'Han', 'Hiragana', 'Katakana']), new Set(['Latin', 'Han', 'Bopomofo']), new Set(['Latin', 'Han', 'Hangul'])];
 
-function scriptOf(ch: string): string | null {
+/** What is known of a character, by code point: texts repeat few distinct characters many times. */
+const known = new Map<number, { script: string | null; ascii: boolean }>();
+const KNOWN_MAX = 8_192;
+
+function facts(ch: string): { script: string | null; ascii: boolean } {
+  const code = ch.codePointAt(0)!;
+  let fact = known.get(code);
+  if (fact === undefined) {
+    fact = { script: findScript(ch), ascii: false };
+    known.set(code, fact);
+    fact.ascii = findLooksLikeAscii(ch);
+    if (known.size > KNOWN_MAX) known.clear();
+  }
+  return fact;
+}
+
+function findScript(ch: string): string | null {
   if (COMMON_OR_INHERITED.test(ch)) return null;
   for (const script of SCRIPTS) if (script.test.test(ch)) return script.name;
   return 'other';
+}
+
+function scriptOf(ch: string): string | null {
+  return facts(ch).script;
 }
 
 function isAscii(ch: string): boolean {
@@ -88,7 +109,12 @@ function isAscii(ch: string): boolean {
 /** Whether one character, wherever it stands, passes for ASCII. */
 export function looksLikeAscii(ch: string): boolean {
   if (isAscii(ch)) return false;
-  if (LATIN_LOOKALIKE_LETTERS.has(ch) && scriptOf(ch) === 'Latin') return true;
+  return facts(ch).ascii;
+}
+
+function findLooksLikeAscii(ch: string): boolean {
+  if (isAscii(ch)) return false;
+  if (LATIN_LOOKALIKE_LETTERS.has(ch) && findScript(ch) === 'Latin') return true;
   if (SMALL_CAPITALS.test(ch) || PUNCTUATION_LOOKALIKES.test(ch)) return true;
   // The ellipsis reads as three dots and says so; the cut views use it for their own cuts.
   if (ch === '\u2026') return false;
@@ -115,6 +141,8 @@ export function lookAlikeOffsets(text: string): Set<number> {
   }
   for (const match of text.matchAll(WORD)) {
     const word = match[0];
+    // eslint-disable-next-line no-control-regex
+    if (/^[\x00-\x7f]*$/.test(word)) continue;
     const chars: Array<{ ch: string; at: number }> = [];
     for (let i = 0; i < word.length; ) {
       const ch = String.fromCodePoint(word.codePointAt(i)!);
@@ -123,7 +151,7 @@ export function lookAlikeOffsets(text: string): Set<number> {
     }
     const scripts = new Set(chars.map(({ ch }) => scriptOf(ch)).filter((s): s is string => s !== null));
     const mixed = scripts.size > 1 && !ALLOWED_MIXES.some((allowed) => [...scripts].every((s) => allowed.has(s)));
-    const letters = chars.filter(({ ch }) => /\p{L}/u.test(ch));
+    const letters = chars.filter(({ ch }) => LETTER.test(ch));
     const disguised = scripts.size === 1 && !scripts.has('Latin') && letters.length > 0 && letters.every(({ ch }) => LATIN_LOOKALIKE_LETTERS.has(ch));
     if (!mixed && !disguised) continue;
     for (const { ch, at } of chars) if (!isAscii(ch)) marked.add(at);
