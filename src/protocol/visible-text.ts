@@ -15,9 +15,15 @@
  * field or many screens below its head. `cutMiddle` shortens text by keeping its head and its tail
  * and saying how much was cut, never by dropping the end.
  *
+ * Strict text also shows as `<U+XXXX>` the letters and signs that pass for others (a Cyrillic `о` in
+ * `~/prоjects`, a fullwidth `ｒｍ`, an en dash before `rf`): the rule, which leaves real words in
+ * other languages alone, is in `protocol/look-alikes`.
+ *
  * Only what is shown changes: the command that runs, the grant key that covers it and what is
  * stored are the text itself.
  */
+
+import { lookAlikeOffsets } from './look-alikes.js';
 
 /**
  * What never shows as itself in running text (an answer, a file in a diff): controls, the
@@ -33,6 +39,9 @@ const HIDDEN = /[\p{Cc}\p{Cs}\p{Zl}\p{Zp}\u061c\u200b\u200e\u200f\u202a-\u202e\u
  * U+0020, private-use and unassigned code points as well.
  */
 const HIDDEN_STRICT = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\p{Zs}\p{Co}\p{Cn}]/gu;
+const HIDDEN_STRICT_ONE = new RegExp(HIDDEN_STRICT.source, 'u');
+/** A character `HIDDEN_STRICT` matches, or any other outside ASCII (a look-alike candidate). */
+const HIDDEN_OR_NOT_ASCII = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\p{Zs}\p{Co}\p{Cn}]|[^\x00-\x7f]/gu;
 /** A run of more than 8 spaces or tabs. */
 const BLANK_RUN = /[ \t]{9,}/g;
 /** More than 3 line breaks in a row (blanks between them included). */
@@ -67,11 +76,21 @@ export function visibleText(text: string, options: VisibleTextOptions = {}): str
     if (multiLine) shown = shown.replace(BREAK_RUN, (run) => `\n<${run.split('\n').length - 1} line breaks>\n`);
     shown = shown.replace(BLANK_RUN, (run) => (/^ +$/.test(run) ? `<${run.length} spaces>` : `<${run.length} blanks>`));
   }
-  return shown.replace(options.strict === true ? HIDDEN_STRICT : HIDDEN, (ch) => {
-    if (ch === ' ') return ch;
-    if (multiLine && (ch === '\n' || ch === '\t')) return ch;
-    return visibleToken(ch);
+  if (options.strict !== true) return shown.replace(HIDDEN, (ch) => hiddenToken(ch, multiLine));
+  // Look-alike letters are judged on the whole text (a word is judged whole), then shown as tokens too.
+  const lookAlikes = lookAlikeOffsets(shown);
+  if (lookAlikes.size === 0) return shown.replace(HIDDEN_STRICT, (ch) => hiddenToken(ch, multiLine));
+  return shown.replace(HIDDEN_OR_NOT_ASCII, (ch: string, offset: number) => {
+    if (HIDDEN_STRICT_ONE.test(ch)) return hiddenToken(ch, multiLine);
+    return lookAlikes.has(offset) ? visibleToken(ch) : ch;
   });
+}
+
+/** A hidden character as its token; the space, and in multi-line text the newline and tab, stay. */
+function hiddenToken(ch: string, multiLine: boolean): string {
+  if (ch === ' ') return ch;
+  if (multiLine && (ch === '\n' || ch === '\t')) return ch;
+  return visibleToken(ch);
 }
 
 /**

@@ -31,7 +31,7 @@ import type { RuntimeServices } from './runtime.js';
 import { recordCancelledCallsActor } from './cancelled-calls.js';
 import { modelCallSpan, type SpanContent, type SpanData } from './trace/signals.js';
 import { StorableTextStream } from '../protocol/storable-text.js';
-import { checkModelStreamEvent, describeEvent, MAX_RESPONSE_CHARS, MAX_TOOL_CALLS_PER_RESPONSE } from './model/stream-events.js';
+import { checkModelStreamEvent, deltaPieces, describeEvent, MAX_RESPONSE_CHARS, MAX_TOOL_CALLS_PER_RESPONSE } from './model/stream-events.js';
 import { outputProblem } from './model/output-schema.js';
 
 /** `error_message` of a turn closed as `interrupted` by the next start of its session (issue 13.1). */
@@ -277,13 +277,16 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         blockMarks = { ...blockMarks, ...marks };
         if (delta === '') return;
         partial = { ...partial, text: partial.text + delta };
-        sendBack({ type: 'model.text_delta', delta, ...blockMarks });
-        blockMarks = {};
+        // One update never carries more than MAX_DELTA_CHARS; the first piece carries the block's marks.
+        for (const piece of deltaPieces(delta)) {
+          sendBack({ type: 'model.text_delta', delta: piece, ...blockMarks });
+          blockMarks = {};
+        }
       };
       const emitReasoning = (delta: string) => {
         if (delta === '') return;
         partial = { ...partial, reasoning: partial.reasoning + delta };
-        sendBack({ type: 'model.reasoning_delta', delta });
+        for (const piece of deltaPieces(delta)) sendBack({ type: 'model.reasoning_delta', delta: piece });
       };
 
       /** The adapter's latest rate-limit headers travel to the session, which merges them (seed 004 §2). */

@@ -21,7 +21,7 @@ const QUOTED_CHARS = 300;
  * `InternalError`, never `ConnectionClosed` or `RequestTimeout`, which the caller reads as the
  * server gone or silent.
  */
-function malformedAnswer(id: string | number, line: string): JSONRPCMessage {
+export function malformedAnswer(id: string | number, line: string): JSONRPCMessage {
   const quoted = line.length > QUOTED_CHARS ? `${line.slice(0, QUOTED_CHARS)}… (${line.length} characters)` : line;
   return {
     jsonrpc: '2.0',
@@ -31,7 +31,7 @@ function malformedAnswer(id: string | number, line: string): JSONRPCMessage {
 }
 
 /** The id of a request that `value` answers, if it is an answer at all (no method, an id of the right type). */
-function answeredId(value: unknown): string | number | undefined {
+export function answeredId(value: unknown): string | number | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const { id, method } = value as { id?: unknown; method?: unknown };
   if (method !== undefined) return undefined;

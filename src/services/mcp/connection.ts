@@ -13,6 +13,7 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { readAnswersLeniently } from './answer-lines.js';
+import { guardedFetch } from './http-answers.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { errorMessage, McpServerError } from '../../errors.js';
 import type { McpHttpServerConfig, McpServerConfig } from './config.js';
@@ -143,7 +144,8 @@ export class McpConnection {
     const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
     if (config.type !== 'sse') {
       const client = this.client_('streamable-http');
-      const transport = new StreamableHTTPClientTransport(url, { requestInit });
+      // Bodies and events are read within bounds, and a bad answer ends its call (http-answers.ts).
+      const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: guardedFetch('streamable-http') });
       try {
         await client.connect(transport, { timeout });
         return { client, transport };
@@ -154,7 +156,7 @@ export class McpConnection {
       }
     }
     // The SSE transport sends `requestInit.headers` on its event stream as well as on its posts.
-    return connectOrClose(this.client_('sse'), new SSEClientTransport(url, { requestInit }), timeout);
+    return connectOrClose(this.client_('sse'), new SSEClientTransport(url, { requestInit, fetch: guardedFetch('sse') }), timeout);
   }
 }
 
@@ -194,6 +196,15 @@ function connectionLost(kind: 'stdio' | 'streamable-http' | 'sse', error: Error)
 export function answeredWithHttpStatus(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   return typeof code === 'number' && code >= 400 && code < 500;
+}
+
+/**
+ * Whether a request was answered with a redirect the transport did not follow (to another origin,
+ * or past its bound on redirects): the server answered, but not with an MCP answer.
+ */
+export function redirected(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'number' && code >= 300 && code < 400;
 }
 
 /**

@@ -17,7 +17,7 @@ import type { Authorization, AnyTool, ToolContext, ToolResult } from '../tools/d
 import { failedResult } from '../../protocol/tool-result.js';
 import type { ToolSource } from '../tools/source.js';
 import { mcpServerConfigSchema, type McpServerConfig, type McpTrust } from './config.js';
-import { McpConnection, sessionExpired } from './connection.js';
+import { McpConnection, redirected, sessionExpired } from './connection.js';
 import { namespacedToolNames } from './names.js';
 import { mcpToolResult } from './results.js';
 
@@ -257,6 +257,10 @@ export async function mcpTools(options: McpToolsOptions): Promise<McpTools> {
       // server was restarted, and the model read the whole issue list as `mcp_server_exited`.
       if (isSchemaError(error)) {
         return failed('mcp_protocol_error', `the MCP server "${name}" answered the call of "${tool.name}" with something that is not a tool result (${schemaIssueText(error)})`);
+      }
+      // Redirects are followed within the server's origin only, a few times: this one was not.
+      if (redirected(error)) {
+        return failed('mcp_protocol_error', `the MCP server "${name}" answered the call of "${tool.name}" with a redirect: ${errorMessage(error)}`);
       }
       // A transport failure (an HTTP connection that broke): the next call connects again.
       await connection.reset();

@@ -28,6 +28,30 @@ export const MAX_TOOL_ARGUMENTS_CHARS = 4 * 1024 * 1024;
  * failed.
  */
 export const MAX_RESPONSE_CHARS = 16 * 1024 * 1024;
+/**
+ * The most characters one live `text_delta` or `reasoning_delta` update carries. A provider may send
+ * its whole answer as one delta (up to `MAX_RESPONSE_CHARS`); it became one update of that size for
+ * every reader, the SSE and inspector streams, and a slot of the session's 512-update replay ring,
+ * so a few such responses held gigabytes there. Split into pieces of this size, the ring holds at
+ * most 512 of them (16 MiB of UTF-16), and a reader gets the same text in order. What is stored is
+ * unchanged: the message is the whole text.
+ */
+export const MAX_DELTA_CHARS = 16 * 1024;
+
+/** `delta` in pieces of at most `MAX_DELTA_CHARS`, never splitting a surrogate pair. */
+export function deltaPieces(delta: string, max = MAX_DELTA_CHARS): string[] {
+  if (delta.length <= max) return [delta];
+  const pieces: string[] = [];
+  for (let start = 0; start < delta.length; ) {
+    let end = Math.min(delta.length, start + max);
+    const code = delta.charCodeAt(end - 1);
+    // A high surrogate at the cut goes with its low half into the next piece.
+    if (end < delta.length && code >= 0xd800 && code <= 0xdbff) end -= 1;
+    pieces.push(delta.slice(start, end));
+    start = end;
+  }
+  return pieces;
+}
 
 /**
  * The most tool calls one model response may make. Each call runs serially and its result (up to
