@@ -1,17 +1,21 @@
 /**
- * The sub-agent control tools under a lapsed lease (trust-lease, point 1). A child session has a
- * lease of its own, so the root's write fence does not stop a spawn, a follow-up or an interrupt:
- * only the confirmation of the root's lease before the tool acts does. The window is a stall of
- * the cut-off core between the write that committed the model's answer (under a lease still its
- * own) and the control tool's run: a GC or VM pause, SIGSTOP, a blocked event loop. The test holds
- * the core right after that commit, cuts it off from the database until another core took the root
- * over, then lets it go on: the control tool must not act, and nothing of it may land.
+ * Effects other than a tool's run under a lapsed lease (trust-lease, point 1). The write fence
+ * stops what a cut-off core writes, not what it does: a tool's run confirms the lease first (stop
+ * 18); so must the sub-agent control tools (a child session has a lease of its own, so the root's
+ * fence does not stop a spawn, a follow-up or an interrupt) and a model request (it spends the
+ * session's budget and sends its conversation out). The window is a stall of the cut-off core
+ * between its last write (committed under a lease still its own) and the effect: a GC or VM pause,
+ * SIGSTOP, a blocked event loop. The tests hold the core right after that commit, cut it off from
+ * the database until another core took the session over, then let it go on: the effect must not
+ * happen, and nothing of it may land.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createCore, type Core } from '../../src/core.js';
 import type { SessionHandle } from '../../src/session-handle.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
+import { defineTool } from '../../src/services/tools/define.js';
+import { z } from 'zod';
 import { within } from '../support/faults.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 import { useStoppablePostgres } from '../support/proxied-postgres.js';
@@ -19,6 +23,9 @@ import { useStoppablePostgres } from '../support/proxied-postgres.js';
 const timeouts = { statementMs: 500, answerMs: 800, connectMs: 800 };
 const LEASE_MS = 300;
 const BOUND_MS = 10_000;
+
+/** A tool that needs no approval: its result is the last write before the next model call. */
+const noop = defineTool({ name: 'noop', description: 'Does nothing.', parameters: z.object({}), execute: () => 'nothing done' });
 
 let counter = 0;
 const input = (text: string) => ({ clientRequestId: `lease-agents-${(counter += 1)}`, input: [{ type: 'text' as const, text }] });
@@ -31,27 +38,53 @@ async function until(what: string, check: () => boolean | Promise<boolean>): Pro
   throw new Error(`${what} did not happen`);
 }
 
+interface Stall {
+  reached(): boolean;
+  release(): void;
+}
+
+function gate(): Stall & { hold(): Promise<void> } {
+  let release!: () => void;
+  const open = new Promise<void>((resolve) => (release = resolve));
+  let reached = false;
+  return {
+    reached: () => reached,
+    release,
+    hold: () => {
+      reached = true;
+      return open;
+    },
+  };
+}
+
 /**
  * Holds the core after its next committed model answer whose tool calls name `tool`, as a stall
  * would: the commit landed, the next step waits until `release`.
  */
-function stallAfterAnswer(storage: SqlSessionStorage, tool: string) {
-  let release!: () => void;
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  let reached = false;
+function stallAfterAnswer(storage: SqlSessionStorage, tool: string): Stall {
+  const stall = gate();
   const commit = storage.commitAssistantMessage.bind(storage);
   storage.commitAssistantMessage = async (turnId, message, usage, toolCallCount, end) => {
     const stored = await commit(turnId, message, usage, toolCallCount, end);
-    if (message.content.some((part) => part.type === 'tool_call' && part.name === tool)) {
-      reached = true;
-      await gate;
-    }
+    if (message.content.some((part) => part.type === 'tool_call' && part.name === tool)) await stall.hold();
     return stored;
   };
-  return { reached: () => reached, release };
+  return stall;
 }
 
-describe('sub-agent control tools of a core cut off past its lease', () => {
+/** Holds the core after its next committed tool result, before the model call that follows it. */
+function stallAfterToolResult(storage: SqlSessionStorage): Stall {
+  const stall = gate();
+  const commit = storage.commitToolResult.bind(storage);
+  storage.commitToolResult = async (...args) => {
+    const stored = await commit(...args);
+    await stall.hold();
+    return stored;
+  };
+  return stall;
+}
+
+describe('effects of a core cut off past its lease', () => {
   const bed = useStoppablePostgres();
   const cores: Core[] = [];
 
@@ -70,13 +103,13 @@ describe('sub-agent control tools of a core cut off past its lease', () => {
   async function openCore(url: string, steps: Parameters<typeof scriptedModel>[0]) {
     const storage = bed.open(url, { max: 4, timeouts });
     const model = scriptedModel(steps);
-    const core = await createCore({ storage, model, agents: true, worldState: false, closeStorageOnShutdown: false, ownership: { leaseMs: LEASE_MS } });
+    const core = await createCore({ storage, model, tools: [noop], agents: true, worldState: false, closeStorageOnShutdown: false, ownership: { leaseMs: LEASE_MS } });
     cores.push(core);
-    return { core, storage };
+    return { core, storage, model };
   }
 
   /** Cuts `a` off until `b` took `session` over, then lets the stalled core go on. */
-  async function takeOverWhileStalled(session: SessionHandle, stall: ReturnType<typeof stallAfterAnswer>, b: Core): Promise<SessionHandle> {
+  async function takeOverWhileStalled(session: SessionHandle, stall: Stall, b: Core): Promise<SessionHandle> {
     await within(BOUND_MS, 'the stall', until('the stall', stall.reached));
     bed.proxy.stall();
     await until('the lease expiry', async () => (await leaseOf(session.sessionId))?.live === false);
@@ -137,5 +170,21 @@ describe('sub-agent control tools of a core cut off past its lease', () => {
     // The child got no new turn: the core that lost its root steered nothing.
     await new Promise((r) => setTimeout(r, 300));
     expect((await bed.direct.listTurns(child!.id)).length).toBe(childTurns);
+  }, 60_000);
+
+  it('the model call after the takeover is never sent', async () => {
+    const { core: a, storage, model } = await openCore(bed.proxy.urlFor(bed.server.url), [
+      { toolCalls: [{ name: 'noop', arguments: {} }] },
+      { text: 'a request that must not be sent answers' },
+    ]);
+    const { core: b } = await openCore(bed.server.url, [{ text: 'unused' }]);
+    const stall = stallAfterToolResult(storage);
+    const session = await a.createSession({ workingDirectory: process.cwd() });
+    const { turnId } = await session.startTurn(input('noop'));
+    await takeOverWhileStalled(session, stall, b);
+
+    expect(await within(BOUND_MS, 'the cut-off turn', session.waitForTurn(turnId))).toMatchObject({ status: 'failed', code: 'ownership_lost' });
+    // One request: the one before the tool. The second was never sent on behalf of a lost session.
+    expect(model.requests).toHaveLength(1);
   }, 60_000);
 });
