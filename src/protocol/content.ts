@@ -55,6 +55,11 @@ export const toolErrorCodeSchema = z.enum([
   'mcp_server_exited',
   /** The MCP server could not be started or reached for this call. */
   'mcp_server_unavailable',
+  /**
+   * bash wrote past its disk limits (trust-lease): a file past the file size limit (RLIMIT_FSIZE),
+   * or more bytes or inodes than one call may use on the file systems it can write.
+   */
+  'disk_limit_exceeded',
 ]);
 export type ToolErrorCode = z.infer<typeof toolErrorCodeSchema>;
 

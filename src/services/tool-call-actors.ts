@@ -402,6 +402,15 @@ export function createToolCallActors(services: RuntimeServices) {
       if (!control) {
         return { result: failedResult('tool_not_found', toolNotFoundText(input.toolName)) };
       }
+      // Ownership first, as before a tool's run (trust-lease): a spawn, a follow-up or an interrupt
+      // acts on children that the root's lease does not fence (a child is a session of its own, with
+      // a lease of its own), so a core cut off past its lease period must not steer them once
+      // another core took the root over. Within the lease period this is a look at a clock.
+      try {
+        await services.confirmOwnership?.(input.sessionId);
+      } catch (error) {
+        return { result: failedResult('execution_failed', `the tool did not run: ${errorMessage(error)}`) };
+      }
       return control.execute(input.toolName as AgentToolName, input.args, {
         sessionId: input.sessionId,
         toolCallId: input.toolCallId,

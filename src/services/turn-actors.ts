@@ -389,6 +389,20 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           failSetup('record', error);
           return;
         }
+        // Ownership before the request goes out, as before a tool's run (trust-lease): past the
+        // lease period (a stall since the write before this call) another core may have taken the
+        // session over, and a request sent now would spend the session's budget and hand its
+        // conversation to the provider on behalf of a core that no longer owns it. Within the
+        // period this is a look at a clock, and nothing is awaited.
+        const confirming = services.confirmOwnership?.(input.sessionId);
+        if (confirming) {
+          try {
+            await confirming;
+          } catch (error) {
+            failSetup('record', error);
+            return;
+          }
+        }
         if (finished || controller.signal.aborted) return;
         sendBack({ type: 'model.call_recorded', estimatedInputTokens });
         // A stop noted while the counters were written ends the call here (the Turn leaves).

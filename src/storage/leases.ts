@@ -37,8 +37,12 @@ export interface SessionLeaseStore {
    * The takeover scan: every session with a `running` turn whose lease is expired, free or missing
    * gets a new token (fencing its dead owner) and is left free; its running turns become
    * `interrupted` with `process_restart` and their running spans `outcome_unknown`, in one transaction.
+   * With `freeingOwnerId` (a restart under a stable owner id), every lease of that id's previous
+   * incarnation is freed first in the same transaction, so no other core's scan can take and
+   * correct its sessions between the freeing and this scan (trust-lease: the restart's report then
+   * read 0 corrected turns while turns had been corrected).
    */
-  takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }>;
+  takeOverExpired(exceptOwnerId?: string, freeingOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }>;
   /** One round trip to the database, to learn that it answers again after an outage. */
   ping(): Promise<void>;
 }
@@ -178,9 +182,14 @@ export class SqlSessionLeases implements SessionLeaseStore {
     });
   }
 
-  takeOverExpired(exceptOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }> {
+  takeOverExpired(exceptOwnerId?: string, freeingOwnerId?: string): Promise<CorrectionReport & { sessions: string[] }> {
     return this.run('take over expired sessions', () =>
       this.db().transaction(async (tx) => {
+        // The freed rows stay locked until this transaction ends: a racing core's takeover or
+        // acquisition waits, then finds them taken (a newer token, their turns closed by this one).
+        if (freeingOwnerId !== undefined) {
+          await tx.query(`UPDATE session_leases SET owner_id = NULL, expires_at = now() WHERE owner_id = $1`, [freeingOwnerId]);
+        }
         // The candidates come from the one-running-turn index; usually there are none.
         const { rows } = await tx.query<{ session_id: string }>(
           `WITH running AS (

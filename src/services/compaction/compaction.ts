@@ -233,6 +233,9 @@ export class Compactor {
       const summaryRequest: ModelRequest = { ...summaryCall.request, tools: [], maxOutputTokens: SUMMARY_MAX_OUTPUT_TOKENS };
       const prepareMs = services.clock.now() - t0;
       const tSummary = services.clock.now();
+      // Ownership before the summary request goes out, as before a turn's model call (trust-lease):
+      // a core past its lease period renews first, and one that lost the session asks nothing.
+      await services.confirmOwnership?.(request.sessionId);
       const summary = await this.summarize(session, span, summaryRequest, request.signal, () => (attempts += 1));
       const summaryMs = services.clock.now() - tSummary;
 

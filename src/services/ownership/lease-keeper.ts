@@ -211,13 +211,14 @@ export class LeaseKeeper implements WriteFence {
   }
 
   /**
-   * Startup: with a stable owner id, the leases of this id's previous incarnation are freed first;
-   * then the takeover scan corrects every running turn whose lease is expired, free or missing (the
-   * startup correction, scoped to what no live process owns).
+   * Startup: with a stable owner id, the leases of this id's previous incarnation are freed; and
+   * the takeover scan corrects every running turn whose lease is expired, free or missing (the
+   * startup correction, scoped to what no live process owns). Both in one transaction: freed in a
+   * statement of their own, the sessions were another core's to take and correct before this
+   * scan, and the report read 0 corrected turns (trust-lease).
    */
   async startupCorrection(): Promise<CorrectionReport> {
-    if (this.settings.stableOwnerId) await this.store.releaseAll(this.ownerId);
-    const report = await this.store.takeOverExpired();
+    const report = await this.store.takeOverExpired(undefined, this.settings.stableOwnerId ? this.ownerId : undefined);
     this.counts.scans += 1;
     this.counts.takenOver += report.sessions.length;
     this.counts.correctedTurns += report.turns;

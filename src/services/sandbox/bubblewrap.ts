@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writ
 import { join } from 'node:path';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
-import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
+import { fileSizePrefix, shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
 import { buildMountPlan, type MountPlan, type Placeholder } from './mount-plan.js';
 import { limitCall, type ProcessLimit } from './process-limit.js';
 import { noUnixSocketsFilter, seccompSupported } from './seccomp.js';
@@ -114,7 +114,7 @@ export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher 
       const seccomp = network ? undefined : seccompFile(options.stateDir);
       const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network, seccompFd: seccomp ? 4 : undefined });
       const limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
-      const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, limit.shellPrefix)]);
+      const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, `${limit.shellPrefix}${fileSizePrefix(launch.fileSizeLimitBytes)}`)]);
       return {
         file,
         args: wrapped,

@@ -25,6 +25,12 @@ export interface LaunchOptions {
    * host abstract unix sockets). On only for a call whose network card the user approved.
    */
   network?: boolean;
+  /**
+   * RLIMIT_FSIZE of every process of the call, in bytes (trust-lease): a write past it stops the
+   * writer with SIGXFSZ (or fails with EFBIG when the signal is ignored). With every capability
+   * dropped the command cannot raise it. Unset: no limit.
+   */
+  fileSizeLimitBytes?: number;
 }
 
 export interface SandboxLauncher {
@@ -42,6 +48,14 @@ export interface SandboxLauncher {
  * 4.1+); the glob's own directory descriptor is closed already when the loop runs.
  */
 export const CLOSE_INHERITED_DESCRIPTORS = 'for f in /dev/fd/*; do n=${f##*/}; case $n in 0|1|2) ;; *) exec {n}>&- ;; esac; done; unset f n; ';
+
+/**
+ * The `ulimit -f` that sets a call's RLIMIT_FSIZE (soft and hard) in the wrapper shell, before the
+ * command runs; bash counts in blocks of 1,024 bytes. '' when there is no limit.
+ */
+export function fileSizePrefix(bytes: number | undefined): string {
+  return bytes === undefined ? '' : `ulimit -f ${Math.max(1, Math.floor(bytes / 1024))} && `;
+}
 
 /**
  * Runs `command` in a fresh bash whose stderr is joined to stdout, so the output keeps its order;

@@ -23,12 +23,18 @@ export interface RunOptions {
   inputFiles?: string[];
   /** How long to wait for the group to go after SIGKILL before calling the outcome unknown. */
   killGraceMs?: number;
+  /**
+   * Looked at every `everyMs` while the command runs: a reason it answers stops the command like a
+   * timeout does (its whole group killed) and the run ends `limit` (bash's disk budget).
+   */
+  watch?: { everyMs: number; exceeded(): string | null };
 }
 
 export type RunOutcome =
   | { kind: 'exited'; exitCode: number | null; signal: NodeJS.Signals | null; launcherStderr: string; status: string; durationMs: number }
   | { kind: 'timeout'; durationMs: number }
   | { kind: 'cancelled'; durationMs: number }
+  | { kind: 'limit'; reason: string; durationMs: number }
   | { kind: 'spawn_failed'; message: string; durationMs: number }
   | { kind: 'unconfirmed'; message: string; durationMs: number };
 
@@ -65,7 +71,9 @@ export function runProcess(options: RunOptions): Promise<RunOutcome> {
       // The child has its own copies now (or never started).
       for (const fd of inputs) closeSync(fd);
     }
-    let stopping: 'timeout' | 'cancelled' | null = null;
+    let stopping: 'timeout' | 'cancelled' | 'limit' | null = null;
+    let limitReason = '';
+    let watchTimer: NodeJS.Timeout | undefined;
     let settled = false;
     let graceTimer: NodeJS.Timeout | undefined;
     const finish = (outcome: RunOutcome) => {
@@ -73,10 +81,11 @@ export function runProcess(options: RunOptions): Promise<RunOutcome> {
       settled = true;
       clearTimeout(timer);
       clearTimeout(graceTimer);
+      clearInterval(watchTimer);
       options.signal.removeEventListener('abort', onAbort);
       resolve(outcome);
     };
-    const kill = (why: 'timeout' | 'cancelled') => {
+    const kill = (why: 'timeout' | 'cancelled' | 'limit') => {
       if (stopping || settled) return;
       stopping = why;
       try {
@@ -94,6 +103,16 @@ export function runProcess(options: RunOptions): Promise<RunOutcome> {
     const onAbort = () => kill('cancelled');
     options.signal.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => kill('timeout'), options.timeoutMs);
+    const watch = options.watch;
+    if (watch) {
+      watchTimer = setInterval(() => {
+        if (stopping || settled) return;
+        const reason = watch.exceeded();
+        if (reason === null) return;
+        limitReason = reason;
+        kill('limit');
+      }, watch.everyMs);
+    }
     child.stdout?.on('data', (chunk: Buffer) => {
       if (!settled) options.onOutput(chunk);
     });
@@ -114,6 +133,7 @@ export function runProcess(options: RunOptions): Promise<RunOutcome> {
     child.on('close', (exitCode, signal) => {
       if (stopping === 'timeout') return finish({ kind: 'timeout', durationMs: elapsed() });
       if (stopping === 'cancelled') return finish({ kind: 'cancelled', durationMs: elapsed() });
+      if (stopping === 'limit') return finish({ kind: 'limit', reason: limitReason, durationMs: elapsed() });
       finish({ kind: 'exited', exitCode, signal, launcherStderr: stderr(), status: status(), durationMs: elapsed() });
     });
   });

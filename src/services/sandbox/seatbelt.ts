@@ -8,7 +8,7 @@
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import { credentialPaths } from '../permissions/tiers.js';
-import { shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
+import { fileSizePrefix, shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
 
 export const SANDBOX_EXEC = '/usr/bin/sandbox-exec';
 
@@ -111,7 +111,7 @@ export function seatbeltLauncher(options: { sandboxExec?: string } = {}): Sandbo
       const { profile, params } = seatbeltProfile(policy, launch);
       return {
         file: options.sandboxExec ?? SANDBOX_EXEC,
-        args: ['-p', profile, ...params.flatMap(([k, v]) => ['-D', `${k}=${v}`]), '--', ...shellArgv(command)],
+        args: ['-p', profile, ...params.flatMap(([k, v]) => ['-D', `${k}=${v}`]), '--', ...shellArgv(command, fileSizePrefix(launch.fileSizeLimitBytes))],
         statusFd: false,
         hidden: [...policy.environment.runtimePaths, ...credentialPaths(policy.environment)],
         cleanup() {},

@@ -14,6 +14,7 @@ import { bashEscalationParameters } from '../permissions/escalation.js';
 import { bashDenialText, DENIAL_IS_POLICY_TEXT, networkDenialText, sandboxUnavailableText } from '../../protocol/model-texts.js';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { classify, networkFailureLine } from '../sandbox/classify.js';
+import { DISK_CHECK_MS, watchDisk } from '../sandbox/disk-budget.js';
 import { runProcess } from '../sandbox/process.js';
 import { defineTool, type ToolContext, type ToolResult } from './define.js';
 import { OutputCollector, spillPath } from './output.js';
@@ -77,6 +78,9 @@ function commandEnv(policy: SandboxPolicy): Record<string, string> {
   return env;
 }
 
+/** What bash and the C library say of a write past RLIMIT_FSIZE. */
+const FILE_SIZE_LINE = /File size limit exceeded|File too large/;
+
 function withStatus(output: string, status: string): string {
   return `${output}${output === '' || output.endsWith('\n') ? '' : '\n'}${status}`;
 }
@@ -101,7 +105,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
       if (!existsSync(policy.workspaceRoot)) return failedResult('execution_failed', `the working directory ${policy.workspaceRoot} does not exist`);
       let spec;
       try {
-        spec = launcher.prepare(policy, command, { network });
+        spec = launcher.prepare(policy, command, { network, fileSizeLimitBytes: runtime.bashFileSizeLimit });
       } catch (error) {
         return failedResult('execution_failed', `the sandbox could not be prepared: ${(error as Error).message}`);
       }
@@ -114,9 +118,12 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
         if (pending !== '') ctx.progress({ kind: 'stdout', chunk: pending });
         pending = '';
       };
+      // The disk budget is watched on the file systems the call can write (trust-lease).
+      const disk = watchDisk([policy.workspaceRoot, ...policy.environment.tempDirs], runtime.bashDiskLimit);
       let outcome;
       try {
         outcome = await runProcess({
+          watch: { everyMs: DISK_CHECK_MS, exceeded: () => disk.exceeded() },
           file: spec.file,
           args: spec.args,
           env: commandEnv(policy),
@@ -159,6 +166,10 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           const text = withStatus(output, `[cancelled; duration ${outcome.durationMs} ms]`);
           return cancelledResult(text, { message: 'the command was cancelled' });
         }
+        case 'limit': {
+          const text = withStatus(output, `[stopped: ${outcome.reason}; what it wrote is still there; duration ${outcome.durationMs} ms]`);
+          return failedResult('disk_limit_exceeded', text, { message: outcome.reason });
+        }
         case 'exited': {
           const verdict = classify({
             launcher: launcher.kind,
@@ -175,6 +186,12 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           }
           const exit = outcome.exitCode ?? 128;
           const status = outcome.signal && outcome.exitCode === null ? `[killed by ${outcome.signal}; duration ${outcome.durationMs} ms]` : `[exit ${exit}; duration ${outcome.durationMs} ms]`;
+          // A process that wrote past RLIMIT_FSIZE was stopped by SIGXFSZ (bash reports it, and
+          // 128 + 25 as the status of a command it ran last) or got EFBIG.
+          if (outcome.exitCode === 153 || (outcome.exitCode !== 0 && FILE_SIZE_LINE.test(output))) {
+            const message = `a process wrote past the file size limit of ${runtime.bashFileSizeLimit} bytes and was stopped`;
+            return failedResult('disk_limit_exceeded', `${withStatus(output, status)}\n[${message}; what it wrote is still there]`, { message });
+          }
           if (verdict.kind === 'denied') {
             runtime.denials.record(ctx.sessionId, ctx.turnId, verdict.line);
             return succeededResult(`${withStatus(output, status)}\n${bashDenialText(policy.mode)}`, { sandboxDenied: true });

@@ -5,6 +5,7 @@
  * observations, the last denial of each turn, and the spill directory (purged of old output at
  * start-up). Prepare it once, then hand it to `builtinTools` and `permissionPolicy`.
  */
+import { DEFAULT_BASH_DISK_BYTES, DEFAULT_BASH_DISK_INODES, DEFAULT_BASH_FILE_SIZE_BYTES, type DiskBudget } from '../sandbox/disk-budget.js';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { InputError } from '../../errors.js';
@@ -41,6 +42,18 @@ export interface ToolRuntimeOptions extends SandboxEnvironmentOptions {
    * `snapshot().sandbox.detail` says which, or that there is none (root without a pids cgroup).
    */
   bashProcessLimit?: number;
+  /**
+   * The largest file one bash process may write, in bytes (default 1 GiB): RLIMIT_FSIZE, set in the
+   * sandbox before the command runs (trust-lease). A write past it stops the writer; the call ends
+   * `disk_limit_exceeded`.
+   */
+  bashFileSizeLimit?: number;
+  /**
+   * What one bash call may take on the file systems it can write (default 4 GiB and 100,000
+   * inodes), watched with `statfs` every 100 ms: past it the command is stopped and the call ends
+   * `disk_limit_exceeded` (trust-lease; docs/security.md "Attack round 5").
+   */
+  bashDiskLimit?: { bytes?: number; inodes?: number };
   /**
    * How long one grep call may search (default 30,000 ms, `SEARCH_TIMEOUT_MS`). Matching that runs
    * past it is stopped by terminating its worker thread, and the model gets a `timeout` result.
@@ -91,6 +104,10 @@ export interface ToolRuntime {
   readonly bashKillGraceMs: number;
   /** See `ToolRuntimeOptions.grepTimeoutMs`. */
   readonly grepTimeoutMs: number;
+  /** See `ToolRuntimeOptions.bashFileSizeLimit`. */
+  readonly bashFileSizeLimit: number;
+  /** See `ToolRuntimeOptions.bashDiskLimit`. */
+  readonly bashDiskLimit: DiskBudget;
   readonly startup: { purgedSpillDirectories: number };
   /** The policy of one call: the mode it runs under, its workspace, and its approved grants. */
   policy(mode: PermissionMode, workingDirectory: string, grants?: readonly PathGrant[]): SandboxPolicy;
@@ -118,6 +135,15 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
   if (options.bashProcessLimit !== undefined && (!Number.isSafeInteger(options.bashProcessLimit) || options.bashProcessLimit < 1)) {
     throw new InputError('invalid_request', `bashProcessLimit must be a positive integer, got ${JSON.stringify(options.bashProcessLimit)}`);
   }
+  const positive = (name: string, value: unknown): number => {
+    if (!Number.isSafeInteger(value) || (value as number) < 1) throw new InputError('invalid_request', `${name} must be a positive integer, got ${JSON.stringify(value)}`);
+    return value as number;
+  };
+  const bashFileSizeLimit = positive('bashFileSizeLimit', options.bashFileSizeLimit ?? DEFAULT_BASH_FILE_SIZE_BYTES);
+  const bashDiskLimit: DiskBudget = {
+    bytes: positive('bashDiskLimit.bytes', options.bashDiskLimit?.bytes ?? DEFAULT_BASH_DISK_BYTES),
+    inodes: positive('bashDiskLimit.inodes', options.bashDiskLimit?.inodes ?? DEFAULT_BASH_DISK_INODES),
+  };
   const grepTimeoutMs = options.grepTimeoutMs ?? SEARCH_TIMEOUT_MS;
   if (!Number.isSafeInteger(grepTimeoutMs) || grepTimeoutMs <= 0) {
     throw new InputError('invalid_request', `grepTimeoutMs must be a positive integer, got ${JSON.stringify(options.grepTimeoutMs)}`);
@@ -152,6 +178,8 @@ export async function prepareToolRuntime(options: ToolRuntimeOptions = {}): Prom
     spill,
     bashKillGraceMs,
     grepTimeoutMs,
+    bashFileSizeLimit,
+    bashDiskLimit,
     startup: { purgedSpillDirectories: purged },
     policy: (mode, workingDirectory, grants = []) => new SandboxPolicy({ mode, workspaceRoot: workingDirectory, pathGrants: grants, environment }),
     protectRuntimePaths(paths) {
