@@ -5,11 +5,11 @@
  * under recording parents, as under its Session. No storage, model or tool runs; the composed
  * machines on the real runtime are test/machines/statecharts.test.ts.
  *
- * The actor ids are main's after the step-node, step-commits and result-vocab merges: the model
- * call (`callModel`) samples World State itself and reports `model.sampled` before it assembles its
- * request, and one `runToolCall` actor validates a direct call and authorises, runs and records it
- * when the chart asks. A chart change that renames or folds one adjusts `actors()` below and the inputs the tests
- * read.
+ * The model call (`callModel`) samples World State itself and reports `model.sampled` before it
+ * assembles its request, and `runToolCall` validates a direct call and authorises, runs and records
+ * it when the chart asks; both run as slots of the Turn's one effects actor (`effects`, branch
+ * perf-turn), built here from the two stubs by `runTurn`. A chart change that renames or folds one
+ * adjusts `actors()` below and the inputs the tests read.
  */
 import { describe, expect, it } from 'vitest';
 import { fromCallback, SimulatedClock, type AnyEventObject } from 'xstate';
@@ -18,6 +18,7 @@ import { directCallStatusOf } from '../../src/machines/turn/context.js';
 import { UNCONFIRMED_STOP_TEXT } from '../../src/protocol/model-texts.js';
 import { CommandError, ModelError, OpenworkError, StorageError } from '../../src/errors.js';
 import { ModelCallSetupFailure } from '../../src/machines/turn/ports.js';
+import { hostTurnEffects } from '../../src/machines/turn/effects.js';
 import { AssemblyError } from '../../src/services/context/assemble.js';
 import { WorldStateError } from '../../src/services/context/world-state.js';
 import { ReloadRequiredError } from '../../src/services/compaction/compaction.js';
@@ -159,10 +160,16 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
   return { stubs, toolCallLog };
 }
 
+/** A callback stub's own function (`fromCallback`'s config): what a slot of the Turn's effects actor runs. */
+const callbackOf = (logic: unknown) => (logic as { config: never }).config;
+
 function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; actors?: Record<string, unknown>; clock?: SimulatedClock; graceMs?: number } = {}) {
   const { stubs, toolCallLog } = actors(model, options.actors);
   const delays = options.graceMs !== undefined ? { delays: cancelGraceDelays(options.graceMs) } : {};
-  const running = underParents(turnMachine.provide({ actors: stubs as never, ...delays }), turnInput(options.input), options.clock);
+  // The model call and the direct call's run are the slots of one effects actor (machines/turn/effects.ts).
+  const { callModel, runToolCall, ...invoked } = stubs;
+  const turnEffects = hostTurnEffects({ callModel: callbackOf(callModel), runToolCall: callbackOf(runToolCall) });
+  const running = underParents(turnMachine.provide({ actors: { ...invoked, turnEffects } as never, ...delays }), turnInput(options.input), options.clock);
   const published = () => running.sent('parent', 'session.publish').flatMap((e) => e.updates);
   return {
     ...running,
@@ -434,13 +441,13 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     expect(t.stubs.drainInbox.inputs).toHaveLength(0);
   });
 
-  it('one model actor spans the call and its commit: persisting is streaming.persisting under the same callModel; a stop there lets the commit finish once and runs no tool', async () => {
+  it('one model call spans the call and its commit: persisting is streaming.persisting in the same model slot; a stop there lets the commit finish once and runs no tool', async () => {
     const gate = deferred<{ messageId: string }>();
     const t = runTurn([toolCalls('echo')], { actors: { persistAssistantMessage: stubPromise(() => gate.promise) } });
     await flush();
     expect(t.state()).toEqual({ running_model: { streaming: 'persisting' } });
-    // The actor that streamed is the one that commits: no second actor for the write.
-    expect(Object.keys(t.child().getSnapshot().children)).toEqual(['callModel']);
+    // The run that streamed is the one that commits: no second run or actor for the write.
+    expect(Object.keys(t.child().getSnapshot().children)).toEqual(['effects']);
     expect(t.stubs.callModel.inputs).toHaveLength(1);
     expect(t.stubs.persistAssistantMessage.inputs).toEqual([
       expect.objectContaining({ spanId: 'turn_1.model1', end: null, draft: expect.objectContaining({ toolCalls: [expect.objectContaining({ callId: 'call_1', name: 'echo' })] }) }),
