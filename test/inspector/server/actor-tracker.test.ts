@@ -39,11 +39,11 @@ describe('inspection of sessions', () => {
     ]);
     // Every invoked effect is an actor of the same system too.
     expect(new Set(created.filter((c) => c.machine === null).map((c) => c.id))).toEqual(
-      new Set(['beginTurn', 'callModel', 'run', 'commitPlan', 'finishTurn']),
+      new Set(['beginTurn', 'effects', 'commitPlan', 'finishTurn']),
     );
-    // The echo's one actor is the Turn's; the tool-call machine runs only the plan's commit.
-    // (The plan update is validated by the Turn too: two `run`s, one of each call.)
-    expect(created.filter((c) => ['run', 'execute', 'record'].includes(c.id)).map((c) => `${c.id}<${c.parent}`).sort()).toEqual(['run<turn', 'run<turn']);
+    // The model calls and the echo's run (and the plan update's validation) are slots of the Turn's
+    // one effects actor: no actor of their own; the tool-call machine runs only the plan's commit.
+    expect(created.filter((c) => ['effects', 'callModel', 'run', 'execute', 'record'].includes(c.id)).map((c) => `${c.id}<${c.parent}`)).toEqual(['effects<turn']);
     expect(created.find((c) => c.id === 'commitPlan')!.parent).toBe('toolCall');
     const snapshots = events.filter((e) => e.type === '@xstate.snapshot').map((e) => (e.actorRef as AnyActorRef).id);
     expect(snapshots).toContain('toolCall');
