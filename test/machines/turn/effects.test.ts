@@ -112,7 +112,7 @@ describe('the Turn effects actor', () => {
       invoke: { id: 'effects', src: 'turnEffects' },
     });
     const actor = createActor(parent).start();
-    actor.getSnapshot().children.effects!.send({ type: 'effects.model.start', input: {} });
+    actor.getSnapshot().children.effects!.send({ type: 'effects.model.start', input: {} as never });
     expect(runs).toEqual([1]);
   });
 });
