@@ -86,7 +86,7 @@ type PersistStub = ReturnType<typeof stubPromise<{ messageId: string; outputProb
  */
 function scriptedCallModel(steps: ModelStep[], persist: () => PersistStub) {
   const inputs: any[] = [];
-  const live: { subscriber: { next(event: TurnEvent): void } | null } = { subscriber: null };
+  const live: { subscriber: { next(event: TurnEvent): void } | null; stops: number } = { subscriber: null, stops: 0 };
   const logic = fromCallback<AnyEventObject, any>(({ input, sendBack, receive }) => {
     inputs.push(input);
     receive((command) => {
@@ -111,7 +111,11 @@ function scriptedCallModel(steps: ModelStep[], persist: () => PersistStub) {
         sendBack({ type: 'model.sampled' });
         sendBack({ type: 'model.call_recorded', estimatedInputTokens: 1 });
         sendBack({ type: 'model.text_delta', delta: 'partial' });
-        return;
+        live.subscriber = { next: (event) => sendBack(event) };
+        // Its stop is the abort of the request in flight.
+        return () => {
+          live.stops += 1;
+        };
       }
       const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
       if (!(error instanceof ModelCallSetupFailure && error.stage === 'sample')) sendBack({ type: 'model.sampled' });
@@ -741,6 +745,27 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     s.child().send({ type: 'turn.stop' });
     await flush();
     expect(s.out().outcome).toEqual({ status: 'failed', code: 'actor_stopped', message: 'the session actor stopped during the turn' });
+  });
+
+  it('leaving streaming stops the model call in the effects actor at once, before the turn ends: nothing it sends later reaches the Turn', async () => {
+    const end = deferred<boolean>();
+    const t = runTurn(['hang'], { actors: { finishTurn: stubPromise(() => end.promise) } });
+    await flush();
+    expect(t.stubs.callModel.live.stops).toBe(0);
+    t.child().send({ type: 'turn.cancel' });
+    await flush();
+    // The turn waits for its end's write: the effects actor lives on, the call in it is stopped.
+    expect(t.state()).toBe('ending');
+    expect(Object.keys(t.child().getSnapshot().children).sort()).toEqual(['effects', 'finishTurn']);
+    expect(t.stubs.callModel.live.stops).toBe(1);
+    t.stubs.callModel.live.subscriber!.next({ type: 'model.text_delta', delta: 'late' });
+    t.stubs.callModel.live.subscriber!.next({ type: 'model.completed', usage: USAGE });
+    await flush();
+    expect(t.published().filter((u) => u.type === 'text_delta')).toEqual([{ type: 'text_delta', delta: 'partial' }]);
+    end.resolve(true);
+    await flush();
+    expect(t.out().outcome).toEqual({ status: 'cancelled' });
+    expect(t.stubs.callModel.live.stops).toBe(1);
   });
 });
 
