@@ -15,6 +15,7 @@ import { sessionMachine } from './machines/session/machine.js';
 import { cancelGraceDelays, DEFAULT_TOOL_CANCEL_GRACE_MS } from './machines/tool-call/cancel-grace.js';
 import { toolCallMachine } from './machines/tool-call/machine.js';
 import { turnMachine } from './machines/turn/machine.js';
+import { hostTurnEffects } from './machines/turn/effects.js';
 import type { TurnLimits } from './machines/session/ports.js';
 import { requireId } from './protocol/command-input.js';
 import type { SandboxStatus, SessionStatus } from './protocol/snapshot.js';
@@ -185,19 +186,20 @@ export async function createCore(options: CoreOptions): Promise<Core> {
     },
   };
 
-  // The Turn validates, authorises, runs and records a call that needs nobody with one actor of
-  // these (`runToolCall`); the tool-call machine gets the ones of a call that waits (issue 14 point 3).
+  // The Turn validates, authorises, runs and records a call that needs nobody with one of these
+  // (`runToolCall`, a slot of its effects actor); the tool-call machine gets the ones of a call that waits (issue 14 point 3).
   const { runToolCall, ...waitingCallActors } = createToolCallActors(services);
   // The cancel grace is an `after` delay of both charts that run a tool (machines/tool-call/cancel-grace.ts).
   const delays = cancelGraceDelays(options.toolCancelGraceMs ?? DEFAULT_TOOL_CANCEL_GRACE_MS);
   const toolCallLogic = toolCallMachine.provide({ actors: waitingCallActors, delays });
   const { beforeInstall, ...compactionOptions } = options.compaction || {};
   const compactor = new Compactor(services, { ...DEFAULT_COMPACTION_OPTIONS, ...compactionOptions }, beforeInstall ? { beforeInstall } : {});
-  const turnActors = createTurnActors(services, compactor);
+  const { callModel, ...turnActors } = createTurnActors(services, compactor);
   const turnLogic = turnMachine.provide({
     actors: {
       ...turnActors,
-      runToolCall,
+      // The model call and a direct call's run: slots of one actor a turn (machines/turn/effects.ts).
+      turnEffects: hostTurnEffects({ callModel, runToolCall }),
       recordToolResult: waitingCallActors.recordToolResult,
       toolCall: toolCallLogic,
     },

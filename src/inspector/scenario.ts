@@ -145,7 +145,7 @@ const SLOW_ANSWER = [
   'from the replay buffer. The Turn actor stays in running_model.streaming until the last delta arrives; ',
   'then the assistant message is committed, the draft is cleared and the turn completes. ',
   'While it streams, the update stream on the page counts up one sequence number per delta, the actor ',
-  'tree shows the callModel effect actor running under the Turn, and the statechart keeps streaming lit.',
+  'tree shows the effects actor (whose model slot makes the call) under the Turn, and the statechart keeps streaming lit.',
 ].join('');
 
 /**

@@ -13,7 +13,8 @@ import type { PermissionCard } from '../protocol/updates.js';
 import type { AgentToolInput, AgentToolOutput, ExecuteInput, PlanCommitInput, PlanCommitOutput, RecordInput } from '../machines/tool-call/ports.js';
 import type { AgentToolName } from './agents/control.js';
 import type { AuthorizationOutput, ToolCallEvent, ToolCallInput, ValidatedCall } from '../machines/types.js';
-import type { RunToolCallEvent, TurnEvent } from '../machines/turn/ports.js';
+import type { TurnEvent } from '../machines/turn/ports.js';
+import { toolRunEffect } from '../machines/turn/effects.js';
 import { validatePlanArgs } from './plan/update-plan.js';
 import { cancelledAfterText, invalidInputText, PLAN_UPDATED_TEXT, toolNotFoundText } from '../protocol/model-texts.js';
 import { validateUserInputArgs } from './user-input/request-user-input.js';
@@ -296,7 +297,8 @@ export function createToolCallActors(services: RuntimeServices) {
 
   return {
     /**
-     * The whole of a call the Turn runs itself, as one actor over `tools.run` (issue 14 point 3):
+     * The whole of a call the Turn runs itself, over `tools.run` (issue 14 point 3), run in the
+     * `tool` slot of the Turn's effects actor (machines/turn/effects.ts):
      * it validates at once and reports `tool.validated`; then it does only what the chart sends it,
      * each step's outcome reported back as an event: `tool.authorize` (with the parsed arguments) →
      * `tool.authorized`, either failure being `tool.check_failed`; `tool.execute` → the tool's
@@ -305,7 +307,7 @@ export function createToolCallActors(services: RuntimeServices) {
      * `tool.record_failed`. The chart decides every branch; the actor saves the execute and record
      * actors and their start, resolve and done events.
      */
-    runToolCall: fromCallback<RunToolCallEvent, ToolCallInput>(({ input, sendBack, receive }) => {
+    runToolCall: toolRunEffect(({ input, sendBack, receive }) => {
       let stopped = false;
       let running: { cancel(): void; stop(): void } | null = null;
       const report = (event: TurnEvent) => {

@@ -5,7 +5,7 @@
  * remainders (`cancelled-calls.ts`) and the end of the turn. Provided to `turnMachine` by the core.
  */
 import { isoNow } from './clock.js';
-import { fromCallback, fromPromise } from 'xstate';
+import { fromPromise } from 'xstate';
 import { ModelError, errorMessage } from '../errors.js';
 import type { ContentBlock, NewMessage, StoredMessage } from '../protocol/content.js';
 import type {
@@ -16,11 +16,11 @@ import type {
   DrainInput,
   DrainOutput,
   FinishInput,
-  PersistAssistantCommand,
   PersistAssistantInput,
   TurnEvent,
 } from '../machines/turn/ports.js';
 import { ModelCallSetupFailure } from '../machines/turn/ports.js';
+import { modelCallEffect } from '../machines/turn/effects.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
 import { assembleRequest, type PreparedModelCall } from './context/assemble.js';
@@ -198,14 +198,15 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
     }),
 
     /**
-     * One model call, from World State to the stored answer (issue 14 point 3): it samples, assembles
+     * One model call, from World State to the stored answer (issue 14 point 3), run in the `model`
+     * slot of the Turn's effects actor (machines/turn/effects.ts): it samples, assembles
      * the request, asks for a threshold compaction or records the call's counters, streams, and
      * reports each step to the Turn as an event. Once the answer is complete (`model.completed`) it
      * stores it when the Turn, in `persisting`, sends `model.persist` with the draft and the end it
      * decided, and reports `model.persisted` or `model.persist_failed`. A failure of the call is
      * `model.failed`. Stopping it aborts a request in flight; a commit in flight finishes.
      */
-    callModel: fromCallback<PersistAssistantCommand, CallModelInput>(({ input, sendBack, receive }) => {
+    callModel: modelCallEffect(({ input, sendBack, receive }) => {
       // The commit is asked once, after the completion: the actor's one last event is its outcome.
       let persistAsked = false;
       receive((command) => {

@@ -154,7 +154,7 @@ describe('inspector runtime and scenario', () => {
     expect(childMessages.filter((m) => m.role === 'tool').map((m) => m.toolName)).toEqual(['list_directory']);
 
     // The actor tree: the explorer's Session actor hangs under the root's, with its own Turn; its
-    // list_directory needs nobody, so the Turn ran it with its own actor (no tool-call machine).
+    // list_directory needs nobody, so the Turn ran it in its own effects actor (no tool-call machine).
     const actors = runtime.tracker.actors(session.sessionId);
     const root = actors.find((a) => a.actorId === `session:${session.sessionId}`)!;
     const agent = actors.find((a) => a.actorId === `agent:${childId}`)!;
@@ -163,7 +163,7 @@ describe('inspector runtime and scenario', () => {
     const childTurn = actors.find((a) => a.parentKey === agent.key && a.machine === 'turn');
     expect(childTurn).toMatchObject({ actorId: 'turn', status: 'done' });
     expect(actors.some((a) => a.parentKey === childTurn!.key && a.machine === 'toolCall')).toBe(false);
-    expect(actors.some((a) => a.parentKey === childTurn!.key && a.actorId === 'run')).toBe(true);
+    expect(actors.some((a) => a.parentKey === childTurn!.key && a.actorId === 'effects')).toBe(true);
     expect(runtime.tracker.actors(childId)).toEqual([]);
 
     // Over HTTP: the root lists its explorer; the explorer's updates name their root.

@@ -5,11 +5,11 @@
  * under recording parents, as under its Session. No storage, model or tool runs; the composed
  * machines on the real runtime are test/machines/statecharts.test.ts.
  *
- * The actor ids are main's after the step-node, step-commits and result-vocab merges: the model
- * call (`callModel`) samples World State itself and reports `model.sampled` before it assembles its
- * request, and one `runToolCall` actor validates a direct call and authorises, runs and records it
- * when the chart asks. A chart change that renames or folds one adjusts `actors()` below and the inputs the tests
- * read.
+ * The model call (`callModel`) samples World State itself and reports `model.sampled` before it
+ * assembles its request, and `runToolCall` validates a direct call and authorises, runs and records
+ * it when the chart asks; both run as slots of the Turn's one effects actor (`effects`, branch
+ * perf-turn), built here from the two stubs by `runTurn`. A chart change that renames or folds one
+ * adjusts `actors()` below and the inputs the tests read.
  */
 import { describe, expect, it } from 'vitest';
 import { fromCallback, SimulatedClock, type AnyEventObject } from 'xstate';
@@ -18,6 +18,7 @@ import { directCallStatusOf } from '../../src/machines/turn/context.js';
 import { UNCONFIRMED_STOP_TEXT } from '../../src/protocol/model-texts.js';
 import { CommandError, ModelError, OpenworkError, StorageError } from '../../src/errors.js';
 import { ModelCallSetupFailure } from '../../src/machines/turn/ports.js';
+import { hostTurnEffects } from '../../src/machines/turn/effects.js';
 import { AssemblyError } from '../../src/services/context/assemble.js';
 import { WorldStateError } from '../../src/services/context/world-state.js';
 import { ReloadRequiredError } from '../../src/services/compaction/compaction.js';
@@ -85,7 +86,7 @@ type PersistStub = ReturnType<typeof stubPromise<{ messageId: string; outputProb
  */
 function scriptedCallModel(steps: ModelStep[], persist: () => PersistStub) {
   const inputs: any[] = [];
-  const live: { subscriber: { next(event: TurnEvent): void } | null } = { subscriber: null };
+  const live: { subscriber: { next(event: TurnEvent): void } | null; stops: number } = { subscriber: null, stops: 0 };
   const logic = fromCallback<AnyEventObject, any>(({ input, sendBack, receive }) => {
     inputs.push(input);
     receive((command) => {
@@ -110,7 +111,11 @@ function scriptedCallModel(steps: ModelStep[], persist: () => PersistStub) {
         sendBack({ type: 'model.sampled' });
         sendBack({ type: 'model.call_recorded', estimatedInputTokens: 1 });
         sendBack({ type: 'model.text_delta', delta: 'partial' });
-        return;
+        live.subscriber = { next: (event) => sendBack(event) };
+        // Its stop is the abort of the request in flight.
+        return () => {
+          live.stops += 1;
+        };
       }
       const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
       if (!(error instanceof ModelCallSetupFailure && error.stage === 'sample')) sendBack({ type: 'model.sampled' });
@@ -159,10 +164,16 @@ function actors(model: ModelStep[], overrides: Record<string, unknown> = {}) {
   return { stubs, toolCallLog };
 }
 
+/** A callback stub's own function (`fromCallback`'s config): what a slot of the Turn's effects actor runs. */
+const callbackOf = (logic: unknown) => (logic as { config: never }).config;
+
 function runTurn(model: ModelStep[], options: { input?: Partial<TurnInput>; actors?: Record<string, unknown>; clock?: SimulatedClock; graceMs?: number } = {}) {
   const { stubs, toolCallLog } = actors(model, options.actors);
   const delays = options.graceMs !== undefined ? { delays: cancelGraceDelays(options.graceMs) } : {};
-  const running = underParents(turnMachine.provide({ actors: stubs as never, ...delays }), turnInput(options.input), options.clock);
+  // The model call and the direct call's run are the slots of one effects actor (machines/turn/effects.ts).
+  const { callModel, runToolCall, ...invoked } = stubs;
+  const turnEffects = hostTurnEffects({ callModel: callbackOf(callModel), runToolCall: callbackOf(runToolCall) });
+  const running = underParents(turnMachine.provide({ actors: { ...invoked, turnEffects } as never, ...delays }), turnInput(options.input), options.clock);
   const published = () => running.sent('parent', 'session.publish').flatMap((e) => e.updates);
   return {
     ...running,
@@ -434,13 +445,13 @@ describe('Turn machine (stub actors): compaction and steering', () => {
     expect(t.stubs.drainInbox.inputs).toHaveLength(0);
   });
 
-  it('one model actor spans the call and its commit: persisting is streaming.persisting under the same callModel; a stop there lets the commit finish once and runs no tool', async () => {
+  it('one model call spans the call and its commit: persisting is streaming.persisting in the same model slot; a stop there lets the commit finish once and runs no tool', async () => {
     const gate = deferred<{ messageId: string }>();
     const t = runTurn([toolCalls('echo')], { actors: { persistAssistantMessage: stubPromise(() => gate.promise) } });
     await flush();
     expect(t.state()).toEqual({ running_model: { streaming: 'persisting' } });
-    // The actor that streamed is the one that commits: no second actor for the write.
-    expect(Object.keys(t.child().getSnapshot().children)).toEqual(['callModel']);
+    // The run that streamed is the one that commits: no second run or actor for the write.
+    expect(Object.keys(t.child().getSnapshot().children)).toEqual(['effects']);
     expect(t.stubs.callModel.inputs).toHaveLength(1);
     expect(t.stubs.persistAssistantMessage.inputs).toEqual([
       expect.objectContaining({ spanId: 'turn_1.model1', end: null, draft: expect.objectContaining({ toolCalls: [expect.objectContaining({ callId: 'call_1', name: 'echo' })] }) }),
@@ -734,6 +745,27 @@ describe('Turn machine (stub actors): calls it runs itself', () => {
     s.child().send({ type: 'turn.stop' });
     await flush();
     expect(s.out().outcome).toEqual({ status: 'failed', code: 'actor_stopped', message: 'the session actor stopped during the turn' });
+  });
+
+  it('leaving streaming stops the model call in the effects actor at once, before the turn ends: nothing it sends later reaches the Turn', async () => {
+    const end = deferred<boolean>();
+    const t = runTurn(['hang'], { actors: { finishTurn: stubPromise(() => end.promise) } });
+    await flush();
+    expect(t.stubs.callModel.live.stops).toBe(0);
+    t.child().send({ type: 'turn.cancel' });
+    await flush();
+    // The turn waits for its end's write: the effects actor lives on, the call in it is stopped.
+    expect(t.state()).toBe('ending');
+    expect(Object.keys(t.child().getSnapshot().children).sort()).toEqual(['effects', 'finishTurn']);
+    expect(t.stubs.callModel.live.stops).toBe(1);
+    t.stubs.callModel.live.subscriber!.next({ type: 'model.text_delta', delta: 'late' });
+    t.stubs.callModel.live.subscriber!.next({ type: 'model.completed', usage: USAGE });
+    await flush();
+    expect(t.published().filter((u) => u.type === 'text_delta')).toEqual([{ type: 'text_delta', delta: 'partial' }]);
+    end.resolve(true);
+    await flush();
+    expect(t.out().outcome).toEqual({ status: 'cancelled' });
+    expect(t.stubs.callModel.live.stops).toBe(1);
   });
 });
 

@@ -21,11 +21,11 @@ export interface TrackedActor {
   /** The openwork session the actor belongs to (its root is `session:<id>`). */
   sessionId: string;
   parentKey: string | null;
-  /** The actor's id in its parent: `turn`, `toolCall`, `callModel`, or `session:<id>` for the root. */
+  /** The actor's id in its parent: `turn`, `toolCall`, `effects`, or `session:<id>` for the root. */
   actorId: string;
   /** The machine's id (`session`, `turn`, `toolCall`) for machine actors, else null. */
   machine: string | null;
-  /** The implementation name the parent invoked (`callModel`, `executeTool`, ...). */
+  /** The implementation name the parent invoked (`turnEffects`, `executeTool`, ...). */
   src: string | null;
   /**
    * The id the actor is registered under in its system, if any: `session` for a root, and

@@ -9,8 +9,9 @@
  *   → ending → completed | failed | cancelled
  *
  * Every effect (the model call, each storage write, each tool run) is an invoked actor with an
- * error path. Cancel stops whatever is invoked; storage writes already in flight finish first, so
- * that no committed fact is left half-known.
+ * error path; the model call and a direct call's run are slots of one actor invoked for the turn
+ * (`effects`), started and stopped by their states as an invoke would be. Cancel stops whatever is
+ * invoked; storage writes already in flight finish first, so that no committed fact is left half-known.
  */
 import { assign, sendParent, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { REMAINING_CALL_TEXT } from '../../protocol/model-texts.js';
@@ -58,6 +59,9 @@ export const turnMachine = turnSetup.createMachine({
     };
   },
   initial: 'starting',
+  // The model call and the call the Turn runs itself are done by this one actor, for the whole
+  // turn: `running_model.streaming` and `tools.run` start and stop its slots (machines/turn/effects.ts).
+  invoke: { id: 'effects', src: 'turnEffects' },
   on: {
     'turn.cancel': { actions: 'requestStop' },
     'turn.stop': { actions: 'requestStop' },

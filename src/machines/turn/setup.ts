@@ -14,12 +14,12 @@ import { stopOrphans } from '../orphans.js';
 import { hasGrant, toolCallMachine } from '../tool-call/machine.js';
 import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { RecordInput } from '../tool-call/ports.js';
-import type { AuthorizationOutput, ToolCallInput, ToolCallOutput, ValidatedCall } from '../types.js';
+import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../types.js';
+import { SLOT_LAST_EVENTS, type EffectSlot, type TurnEffectsCommand } from './effects.js';
 import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, intoRecording, type TurnContext } from './context.js';
 import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
-  CallModelInput,
   CancelledCallsInput,
   CompactInput,
   CompactOutput,
@@ -27,8 +27,6 @@ import type {
   DrainOutput,
   FinishInput,
   ModelCallStage,
-  PersistAssistantCommand,
-  RunToolCallEvent,
   TurnEvent,
   TurnInput,
   TurnOutput,
@@ -51,9 +49,12 @@ export const turnSetup = setup({
     stopOrphans,
     beginTurn: fromPromise<void, BeginTurnInput>(async () => notProvided('beginTurn')),
     drainInbox: fromPromise<DrainOutput, DrainInput>(async () => notProvided('drainInbox')),
-    callModel: fromCallback<PersistAssistantCommand, CallModelInput>(() => notProvided('callModel')),
+    /**
+     * The Turn's direct work, one actor for the whole turn (machines/turn/effects.ts): the model
+     * call and the call the Turn runs itself, started and stopped by the states that show them.
+     */
+    turnEffects: fromCallback<TurnEffectsCommand>(() => notProvided('turnEffects')),
     compactConversation: fromPromise<CompactOutput, CompactInput>(async () => notProvided('compactConversation')),
-    runToolCall: fromCallback<RunToolCallEvent, ToolCallInput>(() => notProvided('runToolCall')),
     // Only `tools.abandoned` writes a result on its own: that of a call whose tool-call machine failed.
     recordToolResult: fromPromise<ToolResult, RecordInput>(async () => notProvided('recordToolResult')),
     toolCall: toolCallMachine,
@@ -98,6 +99,15 @@ export const turnSetup = setup({
       if (context.phase === phase) return;
       enqueue.assign({ phase });
       announceToParent(enqueue, self, event, { type: 'phase_changed', phase });
+    }),
+    /**
+     * Leaving the state that shows an effect stops it (machines/turn/effects.ts), as leaving an
+     * invoking state stops its actor: a request or a tool in flight is aborted. A state left on the
+     * effect's own last event has nothing left to stop, and sends nothing.
+     */
+    stopEffect: enqueueActions(({ event, enqueue }, slot: EffectSlot) => {
+      if (SLOT_LAST_EVENTS[slot].has(event.type)) return;
+      enqueue.sendTo('effects', slot === 'model' ? { type: 'effects.model.stop' as const } : { type: 'effects.tool.stop' as const });
     }),
     /** Every update the Turn announces goes through here (or `announceToParent`): one `session.publish` a macrostep. */
     emit: enqueueActions(({ self, event, enqueue }, update: SessionUpdate) => announceToParent(enqueue, self, event, update)),

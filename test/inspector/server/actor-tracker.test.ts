@@ -39,11 +39,11 @@ describe('inspection of sessions', () => {
     ]);
     // Every invoked effect is an actor of the same system too.
     expect(new Set(created.filter((c) => c.machine === null).map((c) => c.id))).toEqual(
-      new Set(['beginTurn', 'callModel', 'run', 'commitPlan', 'finishTurn']),
+      new Set(['beginTurn', 'effects', 'commitPlan', 'finishTurn']),
     );
-    // The echo's one actor is the Turn's; the tool-call machine runs only the plan's commit.
-    // (The plan update is validated by the Turn too: two `run`s, one of each call.)
-    expect(created.filter((c) => ['run', 'execute', 'record'].includes(c.id)).map((c) => `${c.id}<${c.parent}`).sort()).toEqual(['run<turn', 'run<turn']);
+    // The model calls and the echo's run (and the plan update's validation) are slots of the Turn's
+    // one effects actor: no actor of their own; the tool-call machine runs only the plan's commit.
+    expect(created.filter((c) => ['effects', 'callModel', 'run', 'execute', 'record'].includes(c.id)).map((c) => `${c.id}<${c.parent}`)).toEqual(['effects<turn']);
     expect(created.find((c) => c.id === 'commitPlan')!.parent).toBe('toolCall');
     const snapshots = events.filter((e) => e.type === '@xstate.snapshot').map((e) => (e.actorRef as AnyActorRef).id);
     expect(snapshots).toContain('toolCall');
@@ -61,7 +61,9 @@ describe('inspection of sessions', () => {
     const [session] = byActorId(live, `session:${h.session.sessionId}`);
     const [turn] = byActorId(live, 'turn');
     const [toolCall] = byActorId(live, 'toolCall');
-    expect(live.map((a) => a.actorId)).toEqual([`session:${h.session.sessionId}`, 'turn', 'toolCall']);
+    // The Turn's effects actor (its model calls and the calls it runs itself) lives as long as the turn.
+    expect(live.map((a) => a.actorId)).toEqual([`session:${h.session.sessionId}`, 'turn', 'effects', 'toolCall']);
+    expect(byActorId(live, 'effects')[0]).toMatchObject({ parentKey: turn!.key, src: 'turnEffects' });
     expect(session).toMatchObject({ parentKey: null, machine: 'session', systemId: 'session', value: 'active', status: 'active', sessionId: h.session.sessionId });
     expect(session!.fields).toMatchObject({ sessionId: h.session.sessionId, permissionMode: 'auto', sequence: requested.sequence });
     expect(turn).toMatchObject({ parentKey: session!.key, machine: 'turn', src: 'turn', systemId: null, value: { tools: { call: 'waiting_permission' } } });
@@ -131,7 +133,7 @@ describe('inspection of sessions', () => {
   });
 
   it('prunes finished actors beyond keepFinished but keeps the tree connected', async () => {
-    const tracker = createActorTracker({ keepFinished: 3 });
+    const tracker = createActorTracker({ keepFinished: 1 });
     const removed: string[] = [];
     tracker.changes$.subscribe((c) => {
       if (c.type === 'actor_removed') removed.push(c.key);
@@ -139,10 +141,10 @@ describe('inspection of sessions', () => {
     const h = await harness(storage, [{ toolCalls: [{ name: 'echo', arguments: { text: 'a' } }] }, { text: 'done' }], { inspect: tracker.inspect });
     await h.run('go');
     const kept = tracker.actors(h.session.sessionId);
-    // Six finished (the Turn, its begin, two model calls that each stored their answer, the call's
-    // one run actor, the end): three pruned past the three kept.
+    // Four finished (the Turn, its begin, its effects actor, which made both model calls and ran
+    // the call, and the end): three pruned past the one kept.
     expect(removed.length).toBeGreaterThanOrEqual(3);
-    expect(kept.filter((a) => a.status !== 'active').length).toBeLessThanOrEqual(3);
+    expect(kept.filter((a) => a.status !== 'active').length).toBeLessThanOrEqual(1);
     const keys = new Set(kept.map((a) => a.key));
     for (const actor of kept) if (actor.parentKey !== null) expect(keys.has(actor.parentKey)).toBe(true);
   });

@@ -48,7 +48,10 @@ describe('machineChart', () => {
       expect.arrayContaining(['', 'starting', 'running_model', 'running_model.streaming', 'compacting', 'tools.call.waiting_permission', 'completed', 'failed', 'cancelled']),
     );
     expect(nodes.get('running_model')).toMatchObject({ type: 'compound', initial: 'checking' });
-    expect(nodes.get('running_model.streaming')!.invoke).toEqual([{ id: 'callModel', src: 'callModel' }]);
+    // The model call and a direct call's run are slots of one effects actor invoked for the turn
+    // (machines/turn/effects.ts): `streaming` and `tools.run` start and stop them, invoking nothing.
+    expect(nodes.get('')!.invoke).toEqual([{ id: 'effects', src: 'turnEffects' }]);
+    expect(nodes.get('running_model.streaming')!.invoke).toEqual([]);
     expect(nodes.get('completed')!.type).toBe('final');
     const checking = chart.edges.filter((e) => e.source === 'turn.running_model.checking');
     expect(checking.map((e) => [e.kind, e.guard, e.target])).toEqual([
@@ -64,9 +67,9 @@ describe('machineChart', () => {
       [null, 'turn.tools.run'],
     ]);
     // A call runs as the Turn's own actors; only a card to ask or a control tool spawns the tool-call machine.
-    // One `run` actor over the whole run validates, and authorises, runs and records when the chart,
+    // The effects actor's tool slot validates, and authorises, runs and records when the chart,
     // entering the state that shows it, sends `tool.authorize`, `tool.execute` or `tool.record`.
-    expect(nodes.get('tools.run')!.invoke).toEqual([{ id: 'run', src: 'runToolCall' }]);
+    expect(nodes.get('tools.run')!.invoke).toEqual([]);
     expect(['validating', 'authorizing', 'executing', 'recording'].map((s) => nodes.get(`tools.run.${s}`)!.invoke)).toEqual([[], [], [], []]);
     const recorded = chart.edges.filter((e) => e.source === 'turn.tools.run.recording').map((e) => [e.event, e.guard, e.target]);
     expect(recorded).toEqual([

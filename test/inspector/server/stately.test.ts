@@ -168,9 +168,10 @@ describe('connectStatelyInspector', () => {
     expect(connected.lines[0]).toBe('outcome completed');
     expect(connected.code).toBe(0);
     expect(connected.afterDoneMs).toBeLessThan(2_500);
-    // The child's echo runs as the Turn's own actor (no tool-call machine): its run reached the relay.
+    // The child's echo runs in the Turn's effects actor (no tool-call machine): the start of its run reached the relay.
     expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'turn')).toBe(true);
-    expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'run')).toBe(true);
+    expect(relay.messages.some((m) => m.type === '@xstate.actor' && m.name === 'effects')).toBe(true);
+    expect(relay.messages.some((m) => m.type === '@xstate.event' && (m.event as { type?: string } | undefined)?.type === 'effects.tool.start')).toBe(true);
     await relay.stop();
   }, 180_000);
 

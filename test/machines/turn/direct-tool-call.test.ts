@@ -1,6 +1,6 @@
 /**
  * Issue 14 point 3: a tool call that needs nobody (the policy allows it without a card, no control
- * tool) runs as the Turn's own invoked actor (one for the whole call), without a tool-call machine; a call that has to wait
+ * tool) runs in the Turn's own effects actor (one run for the whole call, no actor of its own), without a tool-call machine; a call that has to wait
  * (a card) gets the machine, started at its wait. Every phase stays visible: the Turn's state and
  * the snapshot show the running call, its updates go out, and a cancel mid-call stops the tool and
  * records it.
@@ -15,17 +15,22 @@ import { UNCONFIRMED_STOP_TEXT } from '../../../src/protocol/model-texts.js';
 import { usePglite } from '../../support/databases.js';
 import { harness, updateTypes } from '../../support/harness.js';
 
-/** Records every actor the runtime creates, by machine id (`turn`, `toolCall`) or invoke id. */
+/**
+ * Records every actor the runtime creates, by machine id (`turn`, `toolCall`) or invoke id, and
+ * each run the Turn starts in its effects actor's tool slot (`effects.tool.start`, branch perf-turn).
+ */
 function actorLog() {
   const actors: Array<{ name: string; ref: AnyActorRef }> = [];
+  const toolRuns: AnyActorRef[] = [];
   const inspect = (event: InspectionEvent) => {
+    if (event.type === '@xstate.event' && event.event.type === 'effects.tool.start') toolRuns.push(event.actorRef as AnyActorRef);
     if (event.type !== '@xstate.actor') return;
     const ref = event.actorRef as AnyActorRef;
     const logic = (ref as unknown as { logic?: { id?: unknown; states?: unknown } }).logic;
     const name = typeof logic?.id === 'string' && logic.states ? `machine ${logic.id}` : ref.id;
     actors.push({ name, ref });
   };
-  return { actors, inspect, named: (name: string) => actors.filter((a) => a.name === name) };
+  return { actors, toolRuns, inspect, named: (name: string) => actors.filter((a) => a.name === name) };
 }
 
 describe('a tool call run by the Turn itself', () => {
@@ -42,8 +47,12 @@ describe('a tool call run by the Turn itself', () => {
     const turn = log.named('machine turn').at(-1)!.ref;
     expect(turn.getSnapshot().value).toEqual({ tools: { run: { executing: 'running' } } });
     expect(h.session.snapshot().runtime).toMatchObject({ type: 'running', phase: 'running_tools', toolCalls: [{ providerCallId: 's', toolName: 'slow', status: 'executing' }] });
-    // One actor of the Turn's validates, authorises and runs the call (issue 14 point 3).
-    expect(log.named('run').map((a) => a.ref._parent)).toEqual([turn]);
+    // The Turn's one effects actor validates, authorises and runs the call, in its tool slot: no
+    // actor of the call's own (issue 14 point 3).
+    const effects = log.named('effects').map((a) => a.ref);
+    expect(effects.map((ref) => ref._parent)).toEqual([turn]);
+    expect(log.toolRuns).toEqual(effects);
+    expect(log.named('run')).toEqual([]);
     expect(log.named('execute')).toEqual([]);
 
     await h.session.cancelTurn(turnId);
@@ -55,8 +64,8 @@ describe('a tool call run by the Turn itself', () => {
     const stored = await storage.listMessages(h.session.sessionId);
     expect(stored.filter((m) => m.role === 'tool').map((m) => m.providerCallId)).toEqual(['s']);
     expect(log.named('machine toolCall')).toEqual([]);
-    // The same actor recorded it: no actor of its own for the write.
-    expect(log.named('run')).toHaveLength(1);
+    // The same run recorded it: no actor of its own for the write.
+    expect(log.toolRuns).toHaveLength(1);
     expect(log.named('record')).toEqual([]);
   });
 
@@ -150,7 +159,7 @@ describe('a tool call run by the Turn itself', () => {
     expect(machines).toHaveLength(1);
     expect(machines[0]!.ref.getSnapshot().value).toBe('waiting_permission');
     // The machine did not validate or authorise again: the Turn did, once per call.
-    expect(log.named('run')).toHaveLength(2);
+    expect(log.toolRuns).toHaveLength(2);
     expect(h.session.snapshot().runtime).toMatchObject({ phase: 'waiting_permission', toolCalls: [{ providerCallId: 'g', status: 'waiting_permission' }] });
 
     await h.session.resolvePermission(turnId, (asked.update as { toolCallId: string }).toolCallId, 'allow_once');

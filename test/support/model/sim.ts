@@ -35,6 +35,29 @@ export interface SimActors {
   session: SessionMachineSnapshot;
   turn: TurnSnapshot | null;
   toolCall: ToolCallSnapshot | null;
+  /**
+   * The inputs of the Turn's effect slots (machines/turn/effects.ts), as the chart last started them:
+   * `callModel` (`effects.model.start`) and `run` (`effects.tool.start`). A slot is live while the
+   * Turn is in the state that starts it (`effectSlotsOf`).
+   */
+  slotInputs: SlotInputs;
+}
+
+export type SlotInputs = Readonly<Partial<Record<'callModel' | 'run', unknown>>>;
+
+/**
+ * The Turn's live effect slots, named as the actors they replace: `callModel` in
+ * `running_model.streaming`, `run` in `tools.run`. The chart starts a slot on entering that state
+ * and stops it on leaving (or the slot ended with the event the state was left on).
+ */
+export function effectSlotsOf(turn: { value: unknown; status: string } | null | undefined): Array<'callModel' | 'run'> {
+  if (!turn || turn.status !== 'active') return [];
+  const value = turn.value as { running_model?: unknown; tools?: unknown } | string;
+  if (typeof value !== 'object' || value === null) return [];
+  const out: Array<'callModel' | 'run'> = [];
+  if (typeof value.running_model === 'object' && value.running_model !== null && 'streaming' in value.running_model) out.push('callModel');
+  if (typeof value.tools === 'object' && value.tools !== null && 'run' in value.tools) out.push('run');
+  return out;
 }
 
 export interface SimEffects {
@@ -42,7 +65,7 @@ export interface SimEffects {
   fired: string[];
   replies: Array<{ commandId: string; reply: CommandReply }>;
   updates: Array<{ sequence: number; turnId: string; update: SessionUpdate }>;
-  /** `sendTo('execute' | 'run', toolcall.cancel)` happened: the running tool was told to stop. */
+  /** `sendTo('execute' | 'effects', toolcall.cancel)` happened: the running tool was told to stop. */
   executeAborted: boolean;
 }
 
@@ -122,6 +145,7 @@ export type EntryHook = (machine: MachineName, snapshot: AnySnap, sim: SimSystem
 export class SimSystem {
   readonly effects: SimEffects = { fired: [], replies: [], updates: [], executeAborted: false };
   private readonly slots: Record<MachineName, Slot>;
+  private slotInputs: SlotInputs;
   entryHook: EntryHook | null = null;
 
   private constructor(actors: SimActors | null, sessionInput: unknown) {
@@ -141,6 +165,7 @@ export class SimSystem {
       turn: slot('turn', selves.turn, (actors?.turn as unknown as AnySnap) ?? null),
       toolCall: slot('toolCall', selves.toolCall, actors?.toolCall ?? null),
     };
+    this.slotInputs = actors?.slotInputs ?? {};
     this.slots.turn.ref = this.slots.session.snap?.children.turn ?? null;
     this.slots.toolCall.ref = this.slots.turn.snap?.children.toolCall ?? null;
     if (!actors) this.slots.session.snap = this.init('session', sessionInput);
@@ -161,6 +186,7 @@ export class SimSystem {
       session: this.slots.session.snap as unknown as SessionMachineSnapshot,
       turn: (this.slots.turn.snap as unknown as TurnSnapshot) ?? null,
       toolCall: this.slots.toolCall.snap,
+      slotInputs: this.slotInputs,
     };
   }
 
@@ -245,9 +271,15 @@ export class SimSystem {
           } else if (to === standIns().session) {
             // A tool call publishes its updates to the session directly.
             this.send('session', event);
-          } else if (typeof to === 'object' && to !== null && (to.id === 'execute' || (to.id === 'run' && event.type === 'toolcall.cancel'))) {
-            // The tool-call machine's execute actor, or the Turn's run actor while its tool runs.
+          } else if (typeof to === 'object' && to !== null && (to.id === 'execute' || (to.id === 'effects' && event.type === 'toolcall.cancel'))) {
+            // The tool-call machine's execute actor, or the Turn's effects actor while its tool runs.
             this.effects.executeAborted = true;
+          } else if (typeof to === 'object' && to !== null && to.id === 'effects') {
+            // The Turn starts an effect slot with its input; a stop or a command needs no record
+            // (the slot's life is the state's: effectSlotsOf).
+            const command = event as { type: string; input?: unknown };
+            if (command.type === 'effects.model.start') this.slotInputs = { ...this.slotInputs, callModel: command.input };
+            if (command.type === 'effects.tool.start') this.slotInputs = { ...this.slotInputs, run: command.input };
           } else if (typeof to === 'object' && to !== null && CHILD_OF[slot.name]?.id === to.id) {
             this.send(CHILD_OF[slot.name]!.child, event);
           }
@@ -308,16 +340,20 @@ export class SimSystem {
     }
   }
 
-  /** The inputs of the invoked (effect) children of `name`, keyed by invoke id. */
+  /**
+   * The inputs of the invoked (effect) children of `name`, keyed by invoke id; for the Turn, its
+   * live effect slots (`callModel`, `run`) in place of the one `effects` actor that runs them.
+   */
   invoked(name: MachineName): Record<string, unknown> {
     const snap = this.slots[name].snap;
     if (!snap || snap.status !== 'active') return {};
     const out: Record<string, unknown> = {};
     for (const [id, ref] of Object.entries(snap.children)) {
       if (!ref) continue;
-      if ((name === 'session' && id === 'turn') || (name === 'turn' && id === 'toolCall')) continue;
+      if ((name === 'session' && id === 'turn') || (name === 'turn' && (id === 'toolCall' || id === 'effects'))) continue;
       out[id] = (ref as unknown as { options: { input: unknown } }).options.input;
     }
+    if (name === 'turn') for (const id of effectSlotsOf(snap)) out[id] = this.slotInputs[id];
     return out;
   }
 }

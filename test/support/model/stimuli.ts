@@ -29,7 +29,7 @@ import { contextLimits } from '../../../src/services/context/limits.js';
 import { DEFAULT_CARD_DECISIONS } from '../../../src/services/tool-call-actors.js';
 import { validatePlanArgs } from '../../../src/services/plan/update-plan.js';
 import type { TurnSnapshot } from '../../../src/machines/turn.js';
-import { SimSystem, type SimActors, type SimEffects, type ToolCallSnapshot } from './sim.js';
+import { effectSlotsOf, SimSystem, type SimActors, type SimEffects, type ToolCallSnapshot } from './sim.js';
 
 /** The content of a tool call the model may emit, and what validation makes of it. */
 export const TOOL_CONTENTS = {
@@ -270,7 +270,7 @@ type Snap = { value: unknown; status: string; context: any; children: Record<str
 
 export function observe(session: Snap, turn: Snap | null | undefined, toolCall: Snap | null | undefined): Observation {
   const effects = (s: Snap | null | undefined, skip: string) =>
-    s && s.status === 'active' ? Object.keys(s.children).filter((k) => k !== skip && s.children[k]) : [];
+    s && s.status === 'active' ? Object.keys(s.children).filter((k) => k !== skip && k !== 'effects' && s.children[k]) : [];
   const outcome = turn?.context.outcome as { status: string; code?: string } | null | undefined;
   return {
     session: session.value,
@@ -297,7 +297,8 @@ export function observe(session: Snap, turn: Snap | null | undefined, toolCall: 
     toolTerminal: toolCall?.context.terminal?.code ?? null,
     toolResult: toolCall?.context.result?.status ?? null,
     direct: directOf(turn),
-    waiting: [...effects(turn, 'toolCall'), ...effects(toolCall, '')].sort(),
+    // The Turn's effects actor lives as long as the turn: what it waits for is its live slots.
+    waiting: [...effects(turn, 'toolCall'), ...effectSlotsOf(turn), ...effects(toolCall, '')].sort(),
   };
 }
 
@@ -390,7 +391,10 @@ export function stimuliFor(state: ModelState, config: WorldConfig): Stimulus[] {
   const { session, turn, toolCall } = state.actors;
   const env = state.env;
   const ports = (actor: PortActor) => config.ports[actor] ?? DEFAULT_PORTS[actor];
-  const turnWaits = turn && turn.status === 'active' ? Object.keys(turn.children).filter((k) => turn.children[k as keyof typeof turn.children]) : [];
+  const turnWaits =
+    turn && turn.status === 'active'
+      ? [...Object.keys(turn.children).filter((k) => k !== 'effects' && turn.children[k as keyof typeof turn.children]), ...effectSlotsOf(turn)]
+      : [];
   const toolWaits = toolCall && toolCall.status === 'active' ? Object.keys(toolCall.children).filter((k) => toolCall.children[k]) : [];
   const offer = (actor: PortActor, allowed?: readonly string[]) => {
     for (const outcome of ports(actor)) if (!allowed || allowed.includes(outcome)) out.push(stim({ kind: 'port', actor, outcome }));
@@ -534,7 +538,8 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
       sim.send('turn', { type: 'model.sampled' });
       continue;
     }
-    const callRef = sim.snapshot('turn')?.children.callModel;
+    // A model call is known by its slot's input: each start carries a new one.
+    const callRef = turnWaits.callModel as object | undefined;
     if (callRef && !assembled.has(callRef) && requesting(sim.snapshot('turn')!)) {
       // The model actor assembles its request as it starts (no port holds it): it fails, asks for a
       // threshold compaction, or goes on to write the call's counters (a port, offered as a stimulus),
@@ -752,7 +757,7 @@ function endManual(sim: SimSystem, env: Env, outcome: string): SimReply {
   return outcome === 'ok' ? { ok: true } : { ok: false, code: outcome === 'reload' ? 'reload_required' : 'compaction_error' };
 }
 
-/** Model actors whose start (the request's assembly) the simulation has played already. */
+/** Model calls (their slot's input) whose start (the request's assembly) the simulation has played already. */
 const assembled = new WeakSet<object>();
 
 /** The state of a call the Turn runs itself (`tools.run.<state>`, `executing` for either of its substates), or null. */

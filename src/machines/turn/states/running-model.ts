@@ -69,10 +69,11 @@ export const runningModelState = turnSetup.createStateConfig({
       // first, `requesting` the next two, `receiving` the stream, `persisting` the commit. Leaving
       // `streaming` stops it, which aborts a request in flight; a commit in flight finishes.
       initial: 'sampling',
-      invoke: {
-        id: 'callModel',
-        src: 'callModel',
-        input: ({ context }) => ({
+      // The model call is the `model` slot of the Turn's effects actor (machines/turn/effects.ts):
+      // started here, stopped on leaving (`stopEffect`), as an invoke here would be.
+      entry: sendTo('effects', ({ context }) => ({
+        type: 'effects.model.start' as const,
+        input: {
           sessionId: context.fixed.sessionId,
           turnId: context.turnId,
           modelCallIndex: context.modelCallIndex,
@@ -84,8 +85,9 @@ export const runningModelState = turnSetup.createStateConfig({
           compactAtTokens: context.fixed.compactAtTokens,
           thresholdCompaction: !context.modelCall.thresholdTried && !context.modelCall.summarizedThisCall,
           counted: context.reservedCall === context.modelCallIndex,
-        }),
-      },
+        },
+      })),
+      exit: { type: 'stopEffect', params: 'model' },
       on: {
         // The call failed: the actor's last event (the real actor also turns a stream that ends
         // without a completed response into a `model_protocol_error`). It comes only from the
@@ -231,7 +233,7 @@ export const runningModelState = turnSetup.createStateConfig({
           // The model actor stores the answer when told: it is the same actor, so no second actor
           // is started, initialised and answered for the commit. No cancel or stop is handled
           // here: the root notes it and the commit in flight finishes (the branches below read it).
-          entry: sendTo('callModel', ({ context }) => ({
+          entry: sendTo('effects', ({ context }) => ({
             type: 'model.persist' as const,
             draft: context.draft,
             end: context.endingWithAnswer ? { planUnfinishedStepCount: planUnfinishedSteps(context) } : null,

@@ -52,11 +52,15 @@ export const toolsState = turnSetup.createStateConfig({
     // spawns the tool-call machine with what was decided here (issue 14 point 3).
     run: {
       initial: 'validating',
-      entry: { type: 'enterPhase', params: 'running_tools' },
-      // One actor does the whole call: it validates as it starts, and authorises, runs and records
-      // only when the chart, entering the state that shows it, sends it `tool.authorize`,
-      // `tool.execute` or `tool.record` (issue 14 point 3: one actor a call instead of three).
-      invoke: { id: 'run', src: 'runToolCall', input: ({ context }) => toolCallInputOf(context) },
+      // The `tool` slot of the Turn's effects actor (machines/turn/effects.ts) does the whole call:
+      // it validates as it starts, and authorises, runs and records only when the chart, entering
+      // the state that shows it, sends it `tool.authorize`, `tool.execute` or `tool.record` (issue 14
+      // point 3: no actor a call). Leaving `run` stops it (`stopEffect`), as an invoke here would.
+      entry: [
+        { type: 'enterPhase', params: 'running_tools' },
+        sendTo('effects', ({ context }) => ({ type: 'effects.tool.start' as const, input: toolCallInputOf(context) })),
+      ],
+      exit: { type: 'stopEffect', params: 'tool' },
       states: {
         validating: {
           entry: {
@@ -107,7 +111,7 @@ export const toolsState = turnSetup.createStateConfig({
           },
         },
         authorizing: {
-          entry: sendTo('run', ({ context }) => ({ type: 'tool.authorize' as const, args: context.direct!.args })),
+          entry: sendTo('effects', ({ context }) => ({ type: 'tool.authorize' as const, args: context.direct!.args })),
           on: {
             'turn.cancel': { target: 'recording', actions: 'directStopBeforeRun' },
             'turn.stop': { target: 'recording', actions: 'directStopBeforeRun' },
@@ -143,7 +147,7 @@ export const toolsState = turnSetup.createStateConfig({
           },
         },
         executing: {
-          entry: sendTo('run', ({ context }) => ({
+          entry: sendTo('effects', ({ context }) => ({
             type: 'tool.execute' as const,
             input: executeInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }),
           })),
@@ -179,7 +183,7 @@ export const toolsState = turnSetup.createStateConfig({
             // tool got its abort (bash kills its process group at once) and reports how it ended, or
             // ends outcome_unknown when the grace elapses. A second cancel or a stop is noted at the root.
             stopping: {
-              entry: sendTo('run', { type: 'toolcall.cancel' }),
+              entry: sendTo('effects', { type: 'toolcall.cancel' }),
               after: {
                 [TOOL_CANCEL_GRACE]: {
                   target: '#tools.run.recording',
@@ -191,7 +195,7 @@ export const toolsState = turnSetup.createStateConfig({
         },
         recording: {
           // What the record reserves (`reserving`) was decided by the transition in (`intoRecording`).
-          entry: sendTo('run', ({ context }) => ({
+          entry: sendTo('effects', ({ context }) => ({
             type: 'tool.record' as const,
             input: recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }, context.reserving),
           })),
