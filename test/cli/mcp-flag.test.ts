@@ -3,13 +3,11 @@
  * configuration in the format of other MCP hosts gives the model the servers' tools; a bad one is
  * refused with a typed, one-line error before any model call; the servers stop with the command.
  */
-import { EventEmitter } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runExec } from '../../src/cli/exec.js';
+import { runExecInProcess } from '../support/cli-in-process.js';
 import { parseChatOptions, parseExecOptions } from '../../src/cli/options.js';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
 import { createTestDatabase } from '../support/databases.js';
@@ -39,16 +37,7 @@ async function exec(config: unknown, prompt: string) {
   const file = join(dir, 'mcp.json');
   writeFileSync(file, typeof config === 'string' ? config : JSON.stringify(config));
   const options = parseExecOptions(['--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl, '--mcp', 'mcp.json', prompt], {}, dir);
-  const output = new PassThrough();
-  const error = new PassThrough();
-  let out = '';
-  let err = '';
-  output.on('data', (c: Buffer) => (out += c.toString()));
-  error.on('data', (c: Buffer) => (err += c.toString()));
-  const input = new PassThrough();
-  input.end();
-  const code = await runExec(options, { input, output, error, env: {}, signals: new EventEmitter() });
-  return { code, stdout: out, stderr: err };
+  return runExecInProcess(options);
 }
 
 describe('--mcp', { timeout: 120_000 }, () => {

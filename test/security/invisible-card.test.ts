@@ -12,7 +12,8 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cardLines, UpdateRenderer, type Style } from '../../src/cli/render.js';
+import { cardLines, UpdateRenderer } from '../../src/cli/render.js';
+import { PLAIN_STYLE } from '../support/cli-in-process.js';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -27,7 +28,7 @@ const open = useToolTurnBed((s) => (storage = s), (e) => (env = e));
 /** Everything that would not show as itself: controls, format, separators, odd spaces, tags. */
 const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cn}\u00a0\u2000-\u200a\u202f\u205f\u3000]|\p{Default_Ignorable_Code_Point}/u;
 
-const plain: Style = { on: false, dim: (t) => t, bold: (t) => t, red: (t) => t, green: (t) => t, yellow: (t) => t, cyan: (t) => t };
+const plain = PLAIN_STYLE;
 
 /** Each hostile command and how its card must show it. */
 const ATTACKS: { command: string; shown: string }[] = [

@@ -11,7 +11,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cardLines, type Style } from '../../src/cli/render.js';
+import { cardLines } from '../../src/cli/render.js';
+import { PLAIN_STYLE } from '../support/cli-in-process.js';
 import type { PermissionCard, SessionUpdateEnvelope } from '../../src/protocol/updates.js';
 import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
@@ -23,7 +24,7 @@ let storage: SqlSessionStorage;
 let env: ToolEnv;
 const open = useToolTurnBed((s) => (storage = s), (e) => (env = e));
 
-const plain: Style = { on: false, dim: (t) => t, bold: (t) => t, red: (t) => t, green: (t) => t, yellow: (t) => t, cyan: (t) => t };
+const plain = PLAIN_STYLE;
 
 /** Each command and how its card must show it. */
 const COMMANDS: { command: string; shown: string }[] = [

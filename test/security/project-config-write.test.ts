@@ -12,13 +12,11 @@
  * server, Postgres, real bubblewrap): the first run's model tries both routes; the second run must
  * not start anything the model chose.
  */
-import { EventEmitter } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runExec } from '../../src/cli/exec.js';
+import { runExecInProcess } from '../support/cli-in-process.js';
 import { parseExecOptions } from '../../src/cli/options.js';
 import { loadConfigFiles } from '../../src/cli/config.js';
 import { prepareToolRuntime } from '../../src/services/tools/tool-runtime.js';
@@ -40,16 +38,7 @@ afterAll(async () => {
 
 async function exec(dir: string, prompt: string) {
   const options = parseExecOptions(['--base-url', server.url, '--model', 'fake-model', '--database-url', databaseUrl, prompt], {}, dir, loadConfigFiles(dir));
-  const output = new PassThrough();
-  const error = new PassThrough();
-  let out = '';
-  let err = '';
-  output.on('data', (c: Buffer) => (out += c.toString()));
-  error.on('data', (c: Buffer) => (err += c.toString()));
-  const input = new PassThrough();
-  input.end();
-  const code = await runExec(options, { input, output, error, env: {}, signals: new EventEmitter() });
-  return { code, stdout: out, stderr: err };
+  return runExecInProcess(options);
 }
 
 describe('the model writes the CLI project config', { timeout: 180_000 }, () => {

@@ -14,7 +14,8 @@ import { approvalTool, echoTool } from '../../../src/testing/tools.js';
 import { CONTEXT_LENGTH_ERROR, closedPort, startFakeOpenAI, type FakeOpenAIServer, type RecordedRequest } from '../../support/fake-openai-server.js';
 import { assertStoredInvariants } from '../../support/invariants.js';
 import { loadWireFixtures, rawReply } from '../../support/wire-fixtures.js';
-import { UpdateRenderer, type Style } from '../../../src/cli/render.js';
+import { UpdateRenderer } from '../../../src/cli/render.js';
+import { PLAIN_STYLE } from '../../support/cli-in-process.js';
 import { usePglite } from '../../support/databases.js';
 
 let server: FakeOpenAIServer;
@@ -272,7 +273,7 @@ describe('recorded wire shapes in whole turns (issue 18)', () => {
     const deltas = run.updates.flatMap((u) => (u.update.type === 'text_delta' ? [u.update.delta] : []));
     expect(deltas.join('')).toBe(answer);
     const written: string[] = [];
-    const plain: Style = { on: false, dim: (t) => t, bold: (t) => t, red: (t) => t, green: (t) => t, yellow: (t) => t, cyan: (t) => t };
+    const plain = PLAIN_STYLE;
     const renderer = new UpdateRenderer({ write: (chunk: string) => written.push(chunk) } as unknown as NodeJS.WritableStream, plain);
     for (const envelope of run.updates) if (envelope.update.type === 'text_delta') renderer.render(envelope);
     expect(written.join('')).toBe(answer);
