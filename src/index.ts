@@ -20,7 +20,7 @@ export type { TelemetryOptions } from './services/telemetry/otel.js';
 export { OpenworkError, CommandError, BusyError, InputError, StorageError, StoreLockedError, ModelError, McpServerError, UpdatesLaggedError, isOpenworkError } from './errors.js';
 export type { ErrorCode, CommandErrorCode, InputErrorCode, TurnFailureCode } from './errors.js';
 
-export { defineTool, toolDefinition } from './services/tools/define.js';
+export { defineTool, toolDefinition, InvalidToolNameError } from './services/tools/define.js';
 export { workspaceToolOptions } from './services/tools/workspace.js';
 export type { WorkspaceToolOptions } from './services/tools/workspace.js';
 export type { Tool, AnyTool, ToolContext, ToolResult, Authorization, AuthorizationCard, AuthorizeContext } from './services/tools/define.js';

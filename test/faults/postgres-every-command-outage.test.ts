@@ -24,6 +24,8 @@ import type { TurnOutcome } from '../../src/protocol/updates.js';
 import { within } from '../support/faults.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 import { useStoppablePostgres } from '../support/proxied-postgres.js';
+import { skillRoot } from '../support/skill-root.js';
+import { join } from 'node:path';
 
 const timeouts = { statementMs: 1_000, answerMs: 1_500, connectMs: 1_500 };
 /** Every command, and every turn it affects, settles within this during the outage. */
@@ -151,6 +153,29 @@ const cardOf = (p: Prepared) => running(p.session)!.pendingApprovals[0]!.toolCal
 
 const STORAGE_CODES = ['persistence_error'];
 
+/** The core's skill root (trust-leftovers point 2): one skill, `deploy`, selectable by path. */
+const SKILLS = skillRoot({ deploy: '---\ndescription: Deploys the project.\n---\n\nRun the deploy script.\n' });
+const DEPLOY = { type: 'skill' as const, name: 'deploy', path: join(SKILLS, 'deploy', 'SKILL.md') };
+
+/** An idle session with two finished turns: the first is no longer the session's last terminal one. */
+async function twoTurns(bed: Bed): Promise<Prepared> {
+  const { session } = await idle(bed);
+  const first = (await session.turns())[0]!.id;
+  const { turnId } = await session.startTurn(input('second'));
+  expect(await session.waitForTurn(turnId)).toEqual({ status: 'completed', finalText: 'answer to second' });
+  return { session, turnId: first };
+}
+
+/** Tries a command that may be refused at its door or accepted with a turn that then fails. */
+async function startOrRefuse(p: Prepared, start: () => Promise<{ turnId: string }>): Promise<Answer> {
+  try {
+    p.startedTurn = (await start()).turnId;
+    return 'ok';
+  } catch (error) {
+    return answerOf(Promise.reject(error));
+  }
+}
+
 const rows: Row[] = [
   {
     name: 'createCore',
@@ -212,6 +237,46 @@ const rows: Row[] = [
   },
   { name: 'replayConversation', prepare: idle, act: (p) => answerOf(p.session.replayConversation({ latest: true })), answers: ['ok', ...STORAGE_CODES] },
   { name: 'messages and turns', prepare: idle, act: async (p) => (await answerOf(p.session.messages())) + '/' + (await answerOf(p.session.turns())), answers: ['persistence_error/persistence_error'] },
+  // trust-leftovers point 2: the rest of the public API that touches the database.
+  { name: 'listChildSessions', prepare: idle, act: (p, bed) => answerOf(bed.core.listChildSessions(p.session.sessionId)), answers: STORAGE_CODES },
+  // The skill listing and reading read the skill root, and the disabled set read at start-up: no database.
+  { name: 'listSkills (no database needed)', prepare: idle, act: async (_p, bed) => {
+    const listing = await bed.core.listSkills();
+    expect(listing.skills.map((skill) => skill.name)).toEqual(['deploy']);
+    return 'ok';
+  }, answers: ['ok'] },
+  { name: 'readSkill (no database needed)', prepare: idle, act: (_p, bed) => answerOf(bed.core.readSkill(DEPLOY.path)), answers: ['ok'] },
+  // Database first, memory only once stored: refused, and the skill stays enabled (checked after the outage).
+  { name: 'setSkillDisabled', prepare: idle, act: (_p, bed) => answerOf(bed.core.setSkillDisabled('deploy', true)), answers: STORAGE_CODES },
+  {
+    name: 'startTurn with an explicitly selected skill',
+    prepare: idle,
+    act: (p) => startOrRefuse(p, () => p.session.startTurn({ ...input('use $deploy'), input: [DEPLOY, { type: 'text', text: 'use $deploy' }] })),
+    answers: ['ok', ...STORAGE_CODES],
+    turnEnds: ['failed'],
+  },
+  {
+    name: 'run (the host helper over startTurn)',
+    prepare: idle,
+    act: async (p) => {
+      try {
+        // Accepted (its turn then fails, and `run` resolves with that outcome) or refused at the door.
+        expect((await p.session.run([{ type: 'text', text: 'run while down' }])).outcome.status).toBe('failed');
+        return 'ok';
+      } catch (error) {
+        return answerOf(Promise.reject(error));
+      }
+    },
+    answers: ['ok', ...STORAGE_CODES],
+  },
+  { name: 'deleteSession', prepare: idle, act: async (p, bed) => {
+    p.closed = true;
+    return answerOf(bed.core.deleteSession(p.session.sessionId));
+  }, answers: STORAGE_CODES },
+  { name: 'checkpoints and readTranscript', prepare: idle, act: async (p) => (await answerOf(p.session.checkpoints())) + '/' + (await answerOf(p.session.readTranscript())), answers: ['persistence_error/persistence_error'] },
+  { name: 'rewindConversation', prepare: idle, act: (p) => answerOf(p.session.rewindConversation('cmp_missing')), answers: STORAGE_CODES },
+  // A finished turn that is not the last one is read from the database.
+  { name: 'waitForTurn (an earlier turn)', prepare: twoTurns, act: (p) => answerOf(p.session.waitForTurn(p.turnId!)), answers: STORAGE_CODES },
   {
     name: 'close the session',
     prepare: idle,
@@ -271,6 +336,7 @@ describe('every command during a database outage', () => {
         model: routerModel(childGate),
         tools: [approvalTool],
         worldState: false,
+        skills: { root: SKILLS },
         agents: true,
         closeStorageOnShutdown: false,
         toolCancelGraceMs: 1_000,
@@ -322,6 +388,10 @@ describe('every command during a database outage', () => {
           }),
         );
         expect(after).toEqual(rows.map((row, i) => [row.name, { status: 'completed', finalText: `answer to after ${i}` }, { type: 'idle' }]));
+        // The refused `setSkillDisabled` changed nothing in memory either; once back, it is stored.
+        expect((await core.listSkills()).skills.map((skill) => [skill.name, skill.disabled])).toEqual([['deploy', false]]);
+        expect((await within(BOUND_MS, 'setSkillDisabled', core.setSkillDisabled('deploy', true))).skills.map((skill) => skill.disabled)).toEqual([true]);
+        await core.setSkillDisabled('deploy', false);
         // createCore works again in the same process.
         const again = await createCore({ storage: openStorage(), model: routerModel(Promise.resolve()), tools: [], worldState: false, ownership: { leaseMs: 60_000 } });
         try {

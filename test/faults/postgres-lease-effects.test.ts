@@ -187,4 +187,41 @@ describe('effects of a core cut off past its lease', () => {
     // One request: the one before the tool. The second was never sent on behalf of a lost session.
     expect(model.requests).toHaveLength(1);
   }, 60_000);
+
+  it('a manual compaction after the takeover answers ownership_lost, sends no summary request and stores no checkpoint', async () => {
+    // trust-leftovers point 1: the lost lease used to be wrapped into `compaction_error`, so the host
+    // could not tell a session taken over from a summary that failed.
+    const { core: a, storage, model } = await openCore(bed.proxy.urlFor(bed.server.url), [
+      { text: 'first answer' },
+      { text: 'a summary that must not be asked for' },
+    ]);
+    const { core: b } = await openCore(bed.server.url, [{ text: 'the new owner answers' }]);
+    const session = await a.createSession({ workingDirectory: process.cwd() });
+    const first = await session.startTurn(input('hello'));
+    await within(BOUND_MS, 'the first turn', session.waitForTurn(first.turnId));
+
+    // Held after the compaction read the session's checkpoints, before the summary request.
+    const stall = gate();
+    const list = storage.listCheckpoints.bind(storage);
+    storage.listCheckpoints = async (sessionId) => {
+      const found = await list(sessionId);
+      await stall.hold();
+      return found;
+    };
+    const compaction = session.compactConversation().then(
+      () => null,
+      (error: unknown) => error,
+    );
+    const taken = await takeOverWhileStalled(session, stall, b);
+
+    const error = await within(BOUND_MS, 'the compaction', compaction);
+    expect(error).toMatchObject({ code: 'ownership_lost' });
+    expect(model.requests).toHaveLength(1);
+    const { rows } = await bed.direct.db.query<{ n: number | string }>('SELECT count(*)::int AS n FROM conversation_compactions WHERE session_id = $1', [session.sessionId]);
+    expect(Number(rows[0]!.n)).toBe(0);
+    await expect(session.startTurn(input('again on a'))).rejects.toMatchObject({ code: 'ownership_lost' });
+
+    const next = await taken.startTurn(input('over to b'));
+    expect(await within(BOUND_MS, 'the taker', taken.waitForTurn(next.turnId))).toEqual({ status: 'completed', finalText: 'the new owner answers' });
+  }, 60_000);
 });

@@ -119,13 +119,16 @@ export function modelFailure(error: unknown): TurnOutcome {
 }
 
 /**
- * A compaction during the turn failed: the turn fails `compaction_error`. A checkpoint that was
+ * A compaction during the turn failed: the turn fails `compaction_error` (`ownership_lost` when the
+ * session is another runtime's now). A checkpoint that was
  * committed but could not be installed (an `OpenworkError` coded `reload_required`) also leaves the
  * session needing a reload before its next turn.
  */
 export function compactionFailure(error: unknown): { outcome: TurnOutcome; reloadRequired: boolean } {
   return {
-    outcome: failedOutcome('compaction_error', errorText(error)),
+    // A lease lost before the summary request, or a checkpoint the fence refused: `ownership_lost`,
+    // as for every other write of the turn (trust-leftovers).
+    outcome: failedOutcome(isOwnershipLost(error) ? 'ownership_lost' : 'compaction_error', errorText(error)),
     reloadRequired: isOpenworkError(error) && error.code === 'reload_required',
   };
 }

@@ -54,8 +54,25 @@ export function terminalAgentMessage(
         : outcome.status === 'cancelled'
           ? INTERRUPTED_BODY
           : RESTART_BODY;
-  return { id: agentMessageId(childSessionId, childTurnId, kind), taskName, kind, body };
+  const message: AgentMessage = { id: agentMessageId(childSessionId, childTurnId, kind), taskName, kind, body };
+  const tokens = agentEnvelopeTokens(message);
+  // An answer (or failure text) too long for an envelope (reference §5.6: >= 4,000 tokens is never
+  // enqueued) becomes a short notice under the same id and kind (trust-leftovers point 4): the parent
+  // learns the child finished and why its text is missing, instead of waiting out `wait_agent`; and
+  // the reconciliation finds the id delivered, so it never fails the parent's next `startTurn`.
+  return tokens >= AGENT_MESSAGE_MAX_TOKENS ? { ...message, body: undeliverableBody(kind, tokens) } : message;
 }
+
+/** The notice that replaces an undeliverable body; it starts with the stable code `agent_delivery_failed`. */
+export function undeliverableBody(kind: AgentMessageKind, tokens: number): string {
+  const what = kind === 'final_answer' ? 'final answer' : 'failure message';
+  return (
+    `${AGENT_DELIVERY_FAILED}: the sub-agent finished, but its ${what} is about ${tokens} tokens and an agent message must stay under ` +
+    `${AGENT_MESSAGE_MAX_TOKENS}, so its text was not delivered. Ask it for a shorter answer with followup_task.`
+  );
+}
+
+export const AGENT_DELIVERY_FAILED = 'agent_delivery_failed';
 
 export function agentMessageKindOfStatus(status: 'completed' | 'failed' | 'cancelled' | 'interrupted'): AgentMessageKind {
   return status === 'completed' ? 'final_answer' : status === 'failed' ? 'failed' : 'interrupted';

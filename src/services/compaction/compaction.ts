@@ -300,7 +300,9 @@ export class Compactor {
         errorCode: error instanceof OpenworkError ? error.code : 'compaction_error',
         errorMessage: errorMessage(error),
       });
-      if (error instanceof OpenworkError && (error.code === 'compaction_error' || error.code === 'reload_required')) throw error;
+      // `ownership_lost` passes through as it is (trust-leftovers): the session is another runtime's
+      // now, and the host must load it there, as after any other command of a session taken over.
+      if (error instanceof OpenworkError && (error.code === 'compaction_error' || error.code === 'reload_required' || error.code === 'ownership_lost')) throw error;
       throw new CompactionError(`compaction failed: ${errorMessage(error)}`, { cause: error });
     }
   }

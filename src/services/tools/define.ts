@@ -4,6 +4,7 @@
  * `execute` function. The JSON Schema the model sees is derived from the zod schema.
  */
 import { z } from 'zod';
+import { InputError } from '../../errors.js';
 import type { PermissionMode } from '../../protocol/input.js';
 import type { ToolResult } from '../../protocol/tool-result.js';
 import { returnedToolResult } from './returned-result.js';
@@ -98,10 +99,30 @@ export type AnyTool = Tool<z.ZodType>;
  * });
  */
 export function defineTool<Schema extends z.ZodType>(tool: Tool<Schema>): Tool<Schema> {
-  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(tool.name)) {
-    throw new TypeError(`tool name ${JSON.stringify(tool.name)} must match ^[a-zA-Z0-9_-]{1,64}$`);
-  }
+  checkToolName(tool?.name);
   return tool;
+}
+
+/** The names a model provider accepts for a function (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`). */
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * A tool whose name a provider would refuse: `configuration_invalid`, thrown by `defineTool` and by
+ * `createCore` (for a tool made without `defineTool`) before anything is opened. `toolName` is what
+ * was given, whatever its type.
+ */
+export class InvalidToolNameError extends InputError {
+  readonly toolName: unknown;
+  constructor(name: unknown) {
+    const shown = typeof name === 'string' ? JSON.stringify(name) : `a ${name === null ? 'null' : typeof name}`;
+    super('configuration_invalid', `tool name ${shown} must match ^[a-zA-Z0-9_-]{1,64}$`, { details: { toolName: typeof name === 'string' ? name : String(typeof name) } });
+    this.toolName = name;
+  }
+}
+
+/** Throws `InvalidToolNameError` unless `name` is a string a provider accepts as a function name. */
+export function checkToolName(name: unknown): void {
+  if (typeof name !== 'string' || !TOOL_NAME.test(name)) throw new InvalidToolNameError(name);
 }
 
 /** The JSON Schema of a tool's arguments, as sent to the model. */

@@ -5,7 +5,7 @@
  */
 import { InputError } from '../../errors.js';
 import type { ToolDefinition } from '../model/port.js';
-import { toolDefinition, type AnyTool } from './define.js';
+import { checkToolName, toolDefinition, type AnyTool } from './define.js';
 import { isToolSource, type ToolEntry, type ToolSource } from './source.js';
 
 export type ControlToolName = 'update_plan' | 'request_user_input' | 'spawn_agent' | 'wait_agent' | 'list_agents' | 'followup_task' | 'interrupt_agent';
@@ -55,6 +55,7 @@ export class Toolset {
         sources.push(tool);
         continue;
       }
+      checkToolName(tool.name);
       if (byName.has(tool.name)) throw new ToolNameCollisionError(tool.name);
       byName.set(tool.name, { kind: 'registered', tool });
       definitions.push(toolDefinition(tool));

@@ -82,5 +82,8 @@ describe('turn outcomes: compaction', () => {
       reloadRequired: true,
     });
     expect(compactionFailure({ code: 'reload_required', message: 'plain' })).toEqual({ outcome: failed('compaction_error', 'plain'), reloadRequired: false });
+    // trust-leftovers: a lease lost before the summary request, or a checkpoint the fence refused.
+    expect(compactionFailure(new CommandError('ownership_lost', 'taken over'))).toEqual({ outcome: failed('ownership_lost', 'taken over'), reloadRequired: false });
+    expect(compactionFailure({ code: 'ownership_lost', message: 'plain' })).toEqual({ outcome: failed('compaction_error', 'plain'), reloadRequired: false });
   });
 });

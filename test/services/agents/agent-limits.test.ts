@@ -8,7 +8,7 @@ import { agentEnvelopeTokens, AGENT_MESSAGE_MAX_TOKENS, type AgentMessage } from
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { usePglite } from '../../support/databases.js';
 import { harness } from '../../support/harness.js';
-import { router, toolResults } from './support.js';
+import { agentMessages, isChild, router, splitTimers, toolResults } from './support.js';
 
 describe('multi-agent limits at their edges (reference §1, §5.3, §5.5, §5.6)', () => {
   let storage: SqlSessionStorage;
@@ -63,5 +63,37 @@ describe('multi-agent limits at their edges (reference §1, §5.3, §5.5, §5.6)
     await h.run('what came back?');
     const stored = (await h.session.messages()).filter((m) => m.kind === 'agent_message');
     expect(stored.map((m) => m.id)).toEqual([below.id]);
+  });
+
+  it('an explorer answer too long for an envelope reaches the parent as an agent_delivery_failed notice, under its own id', async () => {
+    // trust-leftovers point 4: before, nothing was delivered, `wait_agent` timed out, and the
+    // reconciliation of the next user turn failed it with agent_delivery_failed.
+    const long = 'word '.repeat(6_000);
+    const model = router(
+      (_request, i) =>
+        i === 0
+          ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'kid', message: 'write a lot' } }, { name: 'wait_agent', arguments: { timeout_ms: 600_000 } }] }
+          : { text: `root ${i}` },
+      () => ({ text: long }),
+    );
+    const h = await harness(storage, model, { timers: splitTimers });
+    const started = Date.now();
+    const { outcome } = await h.run('spawn');
+    expect(outcome).toEqual({ status: 'completed', finalText: 'root 1' });
+    // Delivered, not timed out: the longest wait is a real minute here.
+    expect(Date.now() - started).toBeLessThan(30_000);
+    const rootRequests = model.requests.filter((r) => !isChild(r));
+    const [envelope] = agentMessages(rootRequests[1]!);
+    expect(envelope).toContain('<kind>final_answer</kind>');
+    expect(envelope).toMatch(/<body>\nagent_delivery_failed: the sub-agent finished, but its final answer is about \d+ tokens/);
+    expect(envelope!.length).toBeLessThan(1_000);
+    // The child's own turn keeps its whole answer (reference §5.6: the child turn result is unchanged).
+    const [child] = await h.core.listChildSessions(h.session.sessionId);
+    const [childTurn] = await h.core.session(child!.id)!.turns();
+    expect(await h.core.session(child!.id)!.waitForTurn(childTurn!.id)).toEqual({ status: 'completed', finalText: long });
+    const stored = (await h.session.messages()).filter((m) => m.kind === 'agent_message');
+    expect(stored.map((m) => m.id)).toEqual([`agent-msg:${child!.id}:${childTurn!.id}:final_answer`]);
+    // The reconciliation before the next user turn finds it delivered and refuses nothing.
+    expect((await h.run('next')).outcome).toEqual({ status: 'completed', finalText: 'root 2' });
   });
 });

@@ -7,7 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createCore } from '../../../src/core.js';
 import { scriptedModel } from '../../../src/services/model/scripted.js';
-import { defineTool, toolDefinition } from '../../../src/services/tools/define.js';
+import { defineTool, InvalidToolNameError, toolDefinition } from '../../../src/services/tools/define.js';
+import { InputError, OpenworkError } from '../../../src/errors.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
 import { usePglite } from '../../support/databases.js';
 
@@ -64,14 +65,34 @@ describe('defineTool', () => {
 
   it('refuses a name the providers would refuse', () => {
     for (const name of ['', 'has space', 'dots.in.name', 'x'.repeat(65)]) {
-      expect(() => defineTool({ name, description: 'd', parameters: z.object({}), execute: () => '' }), name).toThrow(TypeError);
+      // trust-leftovers point 3: typed `configuration_invalid`, never a bare TypeError.
+      let thrown: unknown;
+      try {
+        defineTool({ name, description: 'd', parameters: z.object({}), execute: () => '' });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, name).toBeInstanceOf(InvalidToolNameError);
+      expect(thrown, name).toBeInstanceOf(InputError);
+      expect(thrown, name).toMatchObject({ code: 'configuration_invalid', details: { toolName: name } });
     }
+    // Not a string at all (a JavaScript caller): the same code.
+    expect(() => defineTool({ name: 42 as unknown as string, description: 'd', parameters: z.object({}), execute: () => '' })).toThrow(OpenworkError);
     expect(defineTool({ name: 'ok-name_1', description: 'd', parameters: z.object({}), execute: () => '' }).name).toBe('ok-name_1');
   });
 
   describe('in a real turn', () => {
     let storage!: SqlSessionStorage;
     usePglite((s) => (storage = s));
+
+    it('createCore refuses a tool made without defineTool whose name a provider would refuse: configuration_invalid', async () => {
+      const model = scriptedModel([]);
+      const bad = { name: 'has space', description: 'd', parameters: z.object({}), execute: () => '' };
+      await expect(createCore({ storage, model, tools: [bad], closeStorageOnShutdown: false, worldState: false, agents: false })).rejects.toMatchObject({
+        code: 'configuration_invalid',
+        details: { toolName: 'has space' },
+      });
+    });
 
     it('the model receives the derived schema, and arguments without defaulted fields are completed by zod', async () => {
       const model = scriptedModel([
