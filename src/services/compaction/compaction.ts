@@ -293,8 +293,9 @@ export class Compactor {
         },
       });
       return { kind: request.kind, summarized: true, prunedThroughSequence: prunedThrough, checkpoint, conversationTokensBefore: before, conversationTokensAfter: after };
-    } catch (error) {
+    } catch (thrown) {
       const aborted = request.signal?.aborted ?? false;
+      const error = await this.ownershipLostInstead(thrown, request.sessionId, aborted);
       end({
         status: aborted ? 'cancelled' : 'failed',
         errorCode: error instanceof OpenworkError ? error.code : 'compaction_error',
@@ -308,6 +309,22 @@ export class Compactor {
   }
 
   /** Up to `attempts` tries of the same request (reference §3.5), each its own model span. */
+  /**
+   * What a failed compaction answers when the session's lease has lapsed meanwhile: a read or write
+   * cut off with the core (a stall, an outage) failed it, but the host must learn the session is
+   * another runtime's now (`ownership_lost`), not a summary failure it could retry here. Asked only
+   * on the failure path: `confirm` is a clock read within the lease period, a renewal past it.
+   */
+  private async ownershipLostInstead(error: unknown, sessionId: string, aborted: boolean): Promise<unknown> {
+    if (aborted || (error instanceof OpenworkError && error.code === 'ownership_lost')) return error;
+    try {
+      await this.services.confirmOwnership?.(sessionId);
+    } catch (lost) {
+      if (lost instanceof OpenworkError && lost.code === 'ownership_lost') return lost;
+    }
+    return error;
+  }
+
   private async summarize(
     session: SessionServices,
     parent: SpanData,
