@@ -2,13 +2,17 @@
  * The PGlite seed (issue 14.4): a new store loads a data directory that was initialised and migrated
  * at build time instead of running initdb. A store made from it must be exactly the store the
  * migrations make from scratch and keep its sessions across reopen.
+ *
+ * initdb is the cost here (3 s of CPU, 10-20 s at a loaded run's pace): the file runs it twice, for
+ * the seed and for one store made from scratch (`seed: null`, in memory, default settings) that the
+ * tests share, where each used to run its own (seven in all; docs/verification.md, "suite-time").
  */
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadMigrations } from '../../src/storage/migrate.js';
+import { loadMigrations, type MigrationReport } from '../../src/storage/migrate.js';
 import { PGLITE_DEFAULT_SETTINGS, PgliteDatabase, createPgliteSeed, pgliteStorage } from '../../src/storage/pglite.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 
@@ -60,23 +64,34 @@ async function schemaDump(storage: SqlSessionStorage): Promise<string[]> {
   return lines.sort();
 }
 
+/** A seed made by this file's code, and where it lives. */
+let dir: string;
+let seedPath: string;
+/**
+ * One store made from scratch: initdb, in memory, the default settings, every migration applied by
+ * its first migrate (`scratchReport`). The schema comparison, the default settings and the dump test
+ * read it; the dump test drops the table it adds.
+ */
+let fromScratch: SqlSessionStorage;
+let scratchReport: MigrationReport;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'openwork-seed-'));
+  seedPath = join(dir, 'seed.tar.gz');
+  writeFileSync(seedPath, await createPgliteSeed());
+  fromScratch = pgliteStorage({ seed: null });
+  scratchReport = await fromScratch.migrate();
+}, 120_000);
+
+afterAll(async () => {
+  await fromScratch?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
 describe('PGlite seed', () => {
-  let dir: string;
-  let seedPath: string;
-
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'openwork-seed-'));
-    seedPath = join(dir, 'seed.tar.gz');
-    writeFileSync(seedPath, await createPgliteSeed());
-  }, 120_000);
-
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
   it('a new directory store loaded from the seed has exactly the schema the migrations make from scratch', async () => {
-    const fromScratch = pgliteStorage({ seed: null });
     const fromSeed = pgliteStorage({ dataDir: join(dir, 'db-schema'), seed: seedPath });
     try {
-      const scratchReport = await fromScratch.migrate();
       const seedReport = await fromSeed.migrate();
       const all = (await loadMigrations()).map((m) => m.id);
       // The seed really was loaded: its migrations were already applied when the store opened.
@@ -86,7 +101,6 @@ describe('PGlite seed', () => {
       expect(a.length).toBeGreaterThan(100);
       expect(b).toEqual(a);
     } finally {
-      await fromScratch.close();
       await fromSeed.close();
     }
   }, 120_000);
@@ -157,10 +171,11 @@ describe('PGlite seed', () => {
 
 describe('PGlite settings', () => {
   it("run with the memory-trimming defaults, and settings given by the host extend them and PGlite's own start parameters", async () => {
-    const plain = pgliteStorage({ seed: null });
-    const tuned = pgliteStorage({ seed: null, postgresSettings: { work_mem: '2MB' } });
+    // The settings are start parameters, the same whether the store began with initdb (the shared
+    // store) or from a seed (what a built package does).
+    const plain = fromScratch;
+    const tuned = pgliteStorage({ seed: seedPath, postgresSettings: { work_mem: '2MB' } });
     try {
-      await plain.migrate();
       await tuned.migrate();
       const show = async (s: SqlSessionStorage, name: string) => (await s.db.query<Record<string, string>>(`SHOW ${name}`)).rows[0]![name];
       expect(await show(plain, 'shared_buffers')).toBe(PGLITE_DEFAULT_SETTINGS.shared_buffers);
@@ -172,28 +187,29 @@ describe('PGlite settings', () => {
       await tuned.createSession({ id: 'tuned', workingDirectory: '/work' });
       expect((await tuned.getSession('tuned'))?.id).toBe('tuned');
     } finally {
-      await plain.close();
       await tuned.close();
     }
   }, 120_000);
 
   it('memory alone runs without a WAL flush at commit or page images; a directory keeps both (acknowledged means durable there)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ow-pglite-settings-'));
-    const memory = pgliteStorage({ seed: null });
-    const disk = pgliteStorage({ seed: null, dataDir: join(dir, 'db') });
+    // Memory from initdb (the shared store), the directory from the seed (as a built package starts
+    // one): the seed must not carry memory's settings into a directory.
+    const memory = fromScratch;
+    const disk = pgliteStorage({ seed: seedPath, dataDir: join(dir, 'db') });
     try {
       const show = async (s: SqlSessionStorage, name: string) => (await s.db.query<Record<string, string>>(`SHOW ${name}`)).rows[0]![name];
       expect([await show(memory, 'synchronous_commit'), await show(memory, 'full_page_writes')]).toEqual(['off', 'off']);
       expect([await show(disk, 'synchronous_commit'), await show(disk, 'full_page_writes')]).toEqual(['on', 'on']);
     } finally {
-      await memory.close();
       await disk.close();
       rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
 
   it('a dump of a store in memory holds its last commit, though that commit never flushed its WAL', async () => {
-    const source = new PgliteDatabase({ seed: null });
+    const source = fromScratch.db;
+    if (!(source instanceof PgliteDatabase)) throw new Error('the shared store is not a PGlite database');
     let copy: PgliteDatabase | undefined;
     try {
       await source.query('CREATE TABLE dumped (n int)');
@@ -205,7 +221,7 @@ describe('PGlite settings', () => {
       expect((await copy.query<{ n: number }>('SELECT n FROM dumped ORDER BY n')).rows).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
       rmSync(dir, { recursive: true, force: true });
     } finally {
-      await source.close();
+      await source.query('DROP TABLE IF EXISTS dumped');
       await copy?.close();
     }
   }, 120_000);
