@@ -13,6 +13,7 @@ import { usePglite } from '../support/databases.js';
 import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
 import { scriptedModel, type ScriptedToolCall } from '../../src/services/model/scripted.js';
 import { BASH_MAX_NESTING, BASH_MAX_PIPES } from '../../src/services/tools/bash.js';
+import { MAX_JUSTIFICATION_CHARS } from '../../src/services/permissions/escalation.js';
 import { builtinToolsCore } from '../support/scripted-attack.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
@@ -87,4 +88,20 @@ describe('a command built to slow danger detection is refused before parsing (at
     expect(attack.cards).toEqual([]);
     expect(readFileSync(join(env.ws, 'lines.txt'), 'utf8').trim()).toBe('2');
   }, 60_000);
+
+  it('a justification of 1,000,000 mixed Cyrillic and Latin characters never reaches a card: invalid_arguments, the turn goes on', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    const justification = 'раth '.repeat(200_000); // look-alike words: the slow path of strict card text
+    const attack = await attackTurn([
+      { name: 'bash', arguments: { command: 'cat /etc/hostname', sandboxPermissions: { network: true }, justification } },
+      { name: 'read', arguments: { path: join(env.outside, 'data.txt'), sandboxPermissions: { paths: [{ path: env.outside, access: 'read', scope: 'subtree' }] }, justification } },
+      { name: 'bash', arguments: { command: 'echo ran > after-justification.txt' } },
+    ]);
+    expect(attack.outcome.status).toBe('completed');
+    expect(attack.cards).toEqual([]);
+    expect(attack.results[0]).toContain(`longer than ${MAX_JUSTIFICATION_CHARS} characters`);
+    expect(attack.results[1]).toContain(`longer than ${MAX_JUSTIFICATION_CHARS} characters`);
+    expect(readFileSync(join(env.ws, 'after-justification.txt'), 'utf8')).toBe('ran\n');
+    expect(attack.stallMs).toBeLessThan(1_500);
+  }, 120_000);
 });
