@@ -49,7 +49,7 @@ export { permissionPolicy } from './services/permissions/authorizer.js';
 export { SandboxPolicy } from './services/permissions/policy.js';
 export type { Access, Actor, GrantScope, PathGrant } from './services/permissions/policy.js';
 export type { Tier } from './services/permissions/tiers.js';
-export { CREDENTIAL_PATHS } from './services/permissions/tiers.js';
+export { CREDENTIAL_ENV_PATHS, CREDENTIAL_PATHS } from './services/permissions/tiers.js';
 export { detectEnvironment } from './services/permissions/environment.js';
 export type { SandboxEnvironment, SandboxEnvironmentOptions } from './services/permissions/environment.js';
 export { loadDangerDetector } from './services/permissions/danger.js';

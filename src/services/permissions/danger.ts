@@ -254,19 +254,38 @@ type Span = { start: number; end: number };
  */
 export const MAX_CHECKS = 100_000;
 
+/**
+ * Parser time per `detect` at most, in milliseconds, a backstop behind bash's own bounds (length,
+ * pipes, nesting; branch attack5b): a command that takes longer to parse is not checked through and
+ * counts as `unparsable` (the user is asked), so danger detection never holds the host much longer.
+ */
+export const MAX_PARSE_MS = 1_000;
+
 class TreeSitterDangerDetector implements DangerDetector {
   private checks = 0;
+  private deadline = 0;
 
   constructor(private readonly parser: Parser) {}
 
   detect(command: string): DangerHit | null {
     this.checks = 0;
-    return this.scan(command, 0, null);
+    this.deadline = performance.now() + MAX_PARSE_MS;
+    try {
+      return this.scan(command, 0, null);
+    } catch (error) {
+      // Nesting deep enough to overflow the walk's stack (`$(((…)))` 20,000 deep, when a caller
+      // skipped bash's own bound) is as unknowable as a syntax error, with a key of its own: ask.
+      if (error instanceof RangeError) return { key: 'nesting_too_deep', match: command, span: { start: 0, end: command.length } };
+      throw error;
+    }
   }
 
   /** `outer` is the span of the top-level command a nested literal came from. */
   private scan(script: string, depth: number, outer: Span | null): DangerHit | null {
-    const tree = this.parser.parse(script);
+    // Past its time budget the parse is cancelled (no tree) and the command counts as unparsable.
+    const tree = this.parser.parse(script, null, { progressCallback: () => performance.now() > this.deadline });
+    // A cancelled parse would otherwise resume on the next call, with another command's text.
+    if (!tree) this.parser.reset();
     // No tree at all is as unknowable as a syntax error.
     if (!tree) return { key: 'unparsable', match: script, span: outer ?? { start: 0, end: script.length } };
     try {

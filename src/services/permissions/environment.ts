@@ -8,7 +8,8 @@
 import { homedir, tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { InputError } from '../../errors.js';
-import { canonicalize } from './paths.js';
+import { canonicalize, isWithin } from './paths.js';
+import { movedCredentialPaths } from './tiers.js';
 
 export type SandboxPlatform = 'linux' | 'darwin' | 'unsupported';
 
@@ -26,6 +27,12 @@ export interface SandboxEnvironment {
    * No tool may read or write them, in whatever directory they are, and no grant unlocks them.
    */
   readonly runtimePaths: readonly string[];
+  /**
+   * Credential paths (absolute): `CREDENTIAL_PATHS` below the home directory, and where the
+   * environment's variables (`XDG_CONFIG_HOME`, `DOCKER_CONFIG`, `KUBECONFIG`, ...) moved them when
+   * the environment was detected. The file tools and bash's sandbox both read this one list.
+   */
+  readonly credentialRoots: readonly string[];
   readonly platform: SandboxPlatform;
 }
 
@@ -39,6 +46,8 @@ export interface SandboxEnvironmentOptions {
   /** Private paths of the runtime (configuration files, a store the core is not told about). */
   runtimePaths?: string[];
   platform?: NodeJS.Platform;
+  /** The variables that move credential stores; defaults to `process.env`, read once here. */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 function absolute(label: string, path: string): string {
@@ -69,8 +78,24 @@ export function detectEnvironment(options: SandboxEnvironmentOptions = {}): Sand
     skillRoots: Object.freeze(skillRoots),
     openworkHome: join(home, '.openwork'),
     runtimePaths: Object.freeze(uniqueCanonical('runtimePaths', options.runtimePaths ?? [])),
+    credentialRoots: Object.freeze(credentialRootsOf(home, options.env ?? process.env, tempDirs)),
     platform,
   });
+}
+
+/** The credential paths, each also where a symbolic link on its way leads (the tools see that path). */
+function credentialRootsOf(home: string, env: Readonly<Record<string, string | undefined>>, tempDirs: readonly string[]): string[] {
+  const roots: string[] = [];
+  for (const path of movedCredentialPaths(home, env, tempDirs)) {
+    roots.push(path);
+    try {
+      const real = canonicalize(path);
+      if (real !== path && !isWithin(home, real) && !tempDirs.some((t) => isWithin(t, real))) roots.push(real);
+    } catch {
+      // A path the kernel would refuse names no file to protect.
+    }
+  }
+  return [...new Set(roots)];
 }
 
 function uniqueCanonical(label: string, paths: readonly string[]): string[] {

@@ -40,7 +40,16 @@ export const bashSandboxPermissionsSchema = z.strictObject({
 });
 export type SandboxPermissionsInput = { paths?: z.infer<typeof pathRequestSchema>[] | undefined; network?: true | undefined };
 
-const JUSTIFICATION = z.string().optional().describe('One sentence for the user saying why the extra paths are needed; required with sandboxPermissions.');
+/**
+ * The longest justification accepted, in characters (branch attack5b). It is shown on the card, and
+ * making card text visible (look-alikes, invisible characters) took 2.6 s for 1,000,000 characters
+ * on the main thread; one sentence for a human fits many times over. Longer is `invalid_arguments`.
+ */
+export const MAX_JUSTIFICATION_CHARS = 2_000;
+const justificationText = () =>
+  z.string().max(MAX_JUSTIFICATION_CHARS, { message: `the justification is longer than ${MAX_JUSTIFICATION_CHARS} characters; give one sentence for the user` });
+
+const JUSTIFICATION = justificationText().optional().describe('One sentence for the user saying why the extra paths are needed; required with sandboxPermissions.');
 
 /** The two parameters every sandboxed file tool carries while the sandbox is available. */
 export const escalationParameters = {
@@ -55,7 +64,7 @@ export const bashEscalationParameters = {
   sandboxPermissions: bashSandboxPermissionsSchema
     .optional()
     .describe('Only after a "[sandbox: ...]" denial (or when you know the command needs it): the extra paths and/or the network this one command needs. The user is asked; the grant lasts for this call only.'),
-  justification: z.string().optional().describe('One sentence for the user saying why the extra paths or the network are needed; required with sandboxPermissions.'),
+  justification: justificationText().optional().describe('One sentence for the user saying why the extra paths or the network are needed; required with sandboxPermissions.'),
 };
 
 export interface EscalationRequest {

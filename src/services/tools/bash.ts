@@ -30,6 +30,37 @@ export const BASH_MAX_TIMEOUT_MS = 120_000;
  * limit is refused as `invalid_arguments` before anything is spawned. Longer scripts belong in a file.
  */
 export const BASH_MAX_COMMAND_BYTES = 65_536;
+/**
+ * The most `|` characters a command may hold (branch attack5b). The bash grammar's parse time grows
+ * with the square of a pipeline's length: 32,000 pipes in 64 KiB held the host's main thread for
+ * 1.6-5.8 s in danger detection. A real pipeline has a few stages; quoted alternations (`grep -E
+ * 'a|b'`) and code in a here-document count too, so the bound is generous. Checked before parsing.
+ */
+export const BASH_MAX_PIPES = 256;
+/**
+ * The deepest nesting of `(`/`)` and `{`/`}` a command may have, counted on the raw text before
+ * parsing (quotes are not told apart). `$(((…)))` nested 20,000 deep overflowed the stack in danger
+ * detection; a real command nests a few levels.
+ */
+export const BASH_MAX_NESTING = 256;
+
+/** Why a command is refused before it is parsed or shown, or null: pipes and nesting, in one pass. */
+export function commandShapeError(command: string): string | null {
+  let pipes = 0;
+  let depth = 0;
+  let deepest = 0;
+  for (let i = 0; i < command.length; i += 1) {
+    const c = command.charCodeAt(i);
+    if (c === 0x7c) pipes += 1;
+    else if (c === 0x28 || c === 0x7b) {
+      depth += 1;
+      if (depth > deepest) deepest = depth;
+    } else if ((c === 0x29 || c === 0x7d) && depth > 0) depth -= 1;
+  }
+  if (pipes > BASH_MAX_PIPES) return `the command holds ${pipes} '|' characters, more than ${BASH_MAX_PIPES}; write a long script to a file and run that instead`;
+  if (deepest > BASH_MAX_NESTING) return `the command nests brackets ${deepest} levels deep, more than ${BASH_MAX_NESTING}; write a long script to a file and run that instead`;
+  return null;
+}
 
 /** Progress is forwarded in batches at most this often. */
 const PROGRESS_INTERVAL_MS = 50;
@@ -42,6 +73,12 @@ const baseParameters = {
     .min(1)
     .refine((command) => Buffer.byteLength(command) <= BASH_MAX_COMMAND_BYTES, {
       message: `the command is longer than ${BASH_MAX_COMMAND_BYTES} bytes; write a long script to a file and run that instead`,
+    })
+    .superRefine((command, ctx) => {
+      // After the length check (zod runs refinements in order and this one only on a bounded string).
+      if (Buffer.byteLength(command) > BASH_MAX_COMMAND_BYTES) return;
+      const error = commandShapeError(command);
+      if (error !== null) ctx.addIssue({ code: 'custom', message: error });
     })
     .describe('The bash command line to run (cwd is the workspace root).'),
   timeoutMs: z.number().int().optional().describe(`Milliseconds before the command is killed (default ${BASH_DEFAULT_TIMEOUT_MS}, at most ${BASH_MAX_TIMEOUT_MS}).`),

@@ -3,7 +3,7 @@
  * `bash -c`, and what never hits.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadDangerDetector, MAX_NESTING, type DangerDetector } from '../../../src/services/permissions/danger.js';
+import { loadDangerDetector, MAX_NESTING, MAX_PARSE_MS, type DangerDetector } from '../../../src/services/permissions/danger.js';
 
 let detector: DangerDetector;
 beforeAll(async () => {
@@ -202,5 +202,22 @@ describe('danger detection', () => {
     const command = 'echo é && rm -rf x';
     const hit = detector.detect(command)!;
     expect(command.slice(hit.span.start, hit.span.end)).toBe('rm -rf x');
+  });
+});
+
+describe('danger detection bounds its own time and stack (branch attack5b)', () => {
+  it('a parse past MAX_PARSE_MS is cancelled as unparsable, and the next command parses from its own start', () => {
+    const pipes = 'a|'.repeat(32_000) + 'a';
+    const began = performance.now();
+    expect(detector.detect(pipes)?.key).toBe('unparsable');
+    // Unbounded this took 1.4-5.8 s; the budget plus the time to notice it.
+    expect(performance.now() - began).toBeLessThan(MAX_PARSE_MS + 1_500);
+    expect(detector.detect('rm -rf build')?.key).toBe('rm_recursive_or_force');
+    expect(detector.detect('echo fine')).toBeNull();
+  });
+
+  it('nesting that overflows the stack is nesting_too_deep, not a thrown RangeError', () => {
+    const nested = `echo $(((${'('.repeat(20_000)}1${')'.repeat(20_000)})))`;
+    expect(detector.detect(nested)?.key).toBe('nesting_too_deep');
   });
 });

@@ -9,7 +9,7 @@ import { CREDENTIAL_PATHS } from '../../../src/services/permissions/tiers.js';
 import { escapeRegex, seatbeltLauncher, seatbeltProfile } from '../../../src/services/sandbox/seatbelt.js';
 import { CLOSE_INHERITED_DESCRIPTORS } from '../../../src/services/sandbox/launcher.js';
 
-const environment = detectEnvironment({ home: '/Users/ada', tempDirs: ['/private/tmp', '/private/var/folders/x/T'], platform: 'darwin' });
+const environment = detectEnvironment({ home: '/Users/ada', tempDirs: ['/private/tmp', '/private/var/folders/x/T'], platform: 'darwin', env: {} });
 
 function profile(mode: 'auto' | 'accept_edits', grants: Array<{ path: string; access: 'read' | 'write'; scope: 'exact' | 'subtree' }> = []) {
   return seatbeltProfile(new SandboxPolicy({ mode, workspaceRoot: '/Users/ada/work/app', pathGrants: grants, environment }));
