@@ -9,7 +9,7 @@ import { homedir, tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { InputError } from '../../errors.js';
 import { canonicalize, isWithin } from './paths.js';
-import { movedCredentialPaths } from './tiers.js';
+import { movedCredentialPaths } from './credential-stores.js';
 
 export type SandboxPlatform = 'linux' | 'darwin' | 'unsupported';
 
