@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { longestStall } from '../support/event-loop.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
 import type { PermissionCard, SessionUpdateEnvelope, TurnOutcome } from '../../src/protocol/updates.js';
@@ -36,20 +37,10 @@ async function attackTurn(calls: ScriptedToolCall[]): Promise<{ outcome: TurnOut
       const { toolCallId } = u.update;
       queueMicrotask(() => void session.resolvePermission(u.turnId!, toolCallId, 'deny'));
     });
-    let last = Date.now();
-    let stallMs = 0;
-    const timer = setInterval(() => {
-      stallMs = Math.max(stallMs, Date.now() - last);
-      last = Date.now();
-    }, 20);
-    let outcome: TurnOutcome;
-    try {
+    const { value: outcome, stallMs } = await longestStall(async () => {
       const { turnId } = await session.startTurn({ clientRequestId: `long-${Math.random()}`, input: [{ type: 'text', text: 'go' }] });
-      outcome = await session.waitForTurn(turnId);
-      stallMs = Math.max(stallMs, Date.now() - last);
-    } finally {
-      clearInterval(timer);
-    }
+      return session.waitForTurn(turnId);
+    });
     const results = (model.requests.at(-1)?.messages ?? []).filter((m) => m.role === 'tool').map((m) => (m as { text: string }).text);
     return { outcome, results, cards, stallMs };
   } finally {
