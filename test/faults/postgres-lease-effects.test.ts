@@ -20,7 +20,9 @@ import { within } from '../support/faults.js';
 import { assertStoredInvariants } from '../support/invariants.js';
 import { useStoppablePostgres } from '../support/proxied-postgres.js';
 
-const timeouts = { statementMs: 500, answerMs: 800, connectMs: 800 };
+// Bounds a loaded machine meets (the clean rehearsal: the first core's start-up scan missed an
+// 800 ms answer bound under the suite's load); the stall the test makes outlasts the lease anyway.
+const timeouts = { statementMs: 2_000, answerMs: 3_000, connectMs: 3_000 };
 // Long enough that a renewal delayed by a loaded machine (the suite on 2 cores) does not lapse it
 // before the stall the test makes on purpose: a 300 ms lease lapsed once under load before the stall.
 const LEASE_MS = 1_000;
