@@ -142,7 +142,7 @@ describe.each(backends)('any text is storable through every write path ($name)',
                 { name: 'raw', arguments: { text: wrapped } },
                 { name: 'write', arguments: { path: file, content: wrapped } },
                 { name: 'bash', arguments: { command: "printf 'a\\0b'; head -c 200 /dev/urandom" } },
-                // A tool name with the same characters: stored replaced, answered as an unknown tool.
+                // A tool name with the same characters: stored replaced (and trimmed), answered as an unknown tool.
                 { name: `tool${s}`, arguments: {} },
               ],
             },
@@ -162,7 +162,8 @@ describe.each(backends)('any text is storable through every write path ($name)',
           expect(textOf(assistant[0]!.content)).toBe(storableText(wrapped));
           expect(assistant[0]!.content.find((b) => b.type === 'reasoning')).toEqual({ type: 'reasoning', text: storableText(wrapped) });
           const calls = assistant[0]!.content.filter((b) => b.type === 'tool_call');
-          expect(calls.map((c) => c.name)).toEqual(['raw', 'write', 'bash', storableText(`tool${s}`)]);
+          // The stream's tool name is trimmed when parsed (a name of blanks is refused), as for every model.
+          expect(calls.map((c) => c.name)).toEqual(['raw', 'write', 'bash', storableText(`tool${s}`.trim())]);
           const results = rows.filter((m) => m.role === 'tool').map((m) => m.content[0] as ToolResultBlock);
           expect(results.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'failed']);
           expect(results[0]!.text).toBe(storableText(wrapped));
