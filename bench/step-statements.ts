@@ -32,6 +32,8 @@ const counts = new Map<string, number>();
 const transactions = new Map<string, number>();
 const open = new WeakMap<object, string[]>();
 let counting = false;
+/** STEP_PLANS=1: the last measured call of each trace batch statement, EXPLAINed at the end. */
+const traceBatches = new Map<string, { text: string; values: unknown[] }>();
 const original = pg.Client.prototype.query;
 pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
   if (counting) {
@@ -40,6 +42,11 @@ pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     const name = typeof first === 'object' && first !== null ? (first as { name?: string }).name : undefined;
     const key = name ?? text.replace(/\s+/g, ' ').trim().slice(0, 60);
     counts.set(key, (counts.get(key) ?? 0) + 1);
+    if (name?.startsWith('ow_trace_batch')) {
+      const values = (first as { values?: unknown[] }).values ?? (args[1] as unknown[]) ?? [];
+      const ends = Array.isArray(values[2]) ? values[2].length : 0;
+      traceBatches.set(`${name}, ${ends > 0 ? 'with' : 'no'} stored ends`, { text, values });
+    }
     const verb = text.trim().split(/\s+/)[0]!.toUpperCase();
     if (verb === 'BEGIN') open.set(this, []);
     else if (verb === 'COMMIT' || verb === 'ROLLBACK') {
@@ -213,6 +220,26 @@ if (process.env.STEP_SAMPLE === '1') {
   console.log(JSON.stringify(maps));
 }
 await core.shutdown();
+if (process.env.STEP_PLANS === '1') {
+  // The trace batch's plans on this database (with STEP_PREFILL, one in use): each batch statement
+  // the measured turns ran, prepared on the probe's connection with its last parameters, and its
+  // custom and generic plans' estimated costs. A prepared statement keeps a custom plan while the
+  // generic plan's cost is above the custom plans' average (plus their planning cost), so this says
+  // which one Postgres picks after its five custom plans.
+  let n = 0;
+  for (const [name, { text, values }] of traceBatches) {
+    n += 1;
+    await probe.query(`PREPARE plans_${n} AS ${text}`);
+    const args = values.map((v) => (v === null ? 'NULL' : Array.isArray(v) ? `ARRAY[${v.map((x) => `'${String(x).replace(/'/g, "''")}'`).join(',')}]::text[]` : `'${String(v).replace(/'/g, "''")}'`));
+    for (const mode of ['force_custom_plan', 'force_generic_plan']) {
+      await probe.query(`SET plan_cache_mode = ${mode}`);
+      const { rows } = await probe.query(`EXPLAIN EXECUTE plans_${n}(${args.join(', ')})`);
+      console.log(`\n${name}, ${mode}:`);
+      for (const r of rows) console.log(`  ${r['QUERY PLAN']}`);
+    }
+    await probe.query('RESET plan_cache_mode');
+  }
+}
 if (process.env.STEP_EXPLAIN === '1') {
   const { readFileSync } = await import('node:fs');
   const { join, dirname } = await import('node:path');

@@ -354,6 +354,12 @@ export const UPSERT_SPANS_END = statement(
  * lost) is inserted whole (`ended_late`). Payload bodies ($4) are sent only when this process has
  * not written their hash lately and keep their `NOT EXISTS` test: bodies are shared across
  * sessions and processes. (docs/decisions.md, "The trace batch's shape".)
+ *
+ * The ids go through `ARRAY(SELECT unnest($3))`, a sub-select the planner does not fold, so that a
+ * custom plan (which sees $3 as a constant, most often `{}`) estimates the ends' index scan as the
+ * generic plan does (ten ids). With `= ANY ($3)` the custom plans came out cheaper than the generic
+ * one on a database with older spans (pkey index scan of 0 or 1 id against 10), so Postgres kept
+ * planning the batch at every call (docs/benchmarks.md, "Perf-pgside").
  */
 export const WRITE_TRACE_BATCH = statement(
   'trace_batch',
@@ -363,7 +369,7 @@ export const WRITE_TRACE_BATCH = statement(
   ended_stored AS (
     UPDATE trace_spans SET ${spanEndAssignments('r')}
     FROM jsonb_to_recordset($2::jsonb) ${SPAN_RECORD}
-    WHERE trace_spans.id = ANY ($3::text[]) AND trace_spans.id = r.id
+    WHERE trace_spans.id = ANY (ARRAY(SELECT unnest($3::text[]))) AND trace_spans.id = r.id
     RETURNING trace_spans.id
   ),
   ended_late AS (

@@ -4,7 +4,8 @@
  * start an earlier batch stored is updated by its end; a span this writer does not know to be stored
  * (another process wrote it, or it forgot) still ends right through the one-by-one path; an end whose
  * stored start is gone is inserted whole; spans left open by a crash are still found and corrected.
- * On Postgres, the batch's generic plan reads no trace table from end to end.
+ * On Postgres, the batch's generic plan reads no trace table from end to end, and it is the plan
+ * Postgres keeps (its estimate is no dearer than a custom plan's) on a database with older spans.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SpanData, TraceSignal } from '../../src/protocol/trace-signals.js';
@@ -192,6 +193,34 @@ describe('the trace tables on a Postgres server, on generic plans', () => {
       JSON.stringify([{ span_id: later.id, slot: 'request' }]),
     ].map(literal);
     expect(await seqScans(`EXECUTE ow_trace_batch(${args.join(', ')})`)).toEqual([]);
+  });
+
+  it('the batch\'s generic plan costs no more than a custom one, so a database in use does not plan it at every call', async () => {
+    // After five custom plans, Postgres keeps planning a prepared statement at every call while the
+    // generic plan's estimate is dearer than the custom plans' average. With `id = ANY ($3)` a custom
+    // plan saw the stored ends' ids as a constant (mostly none) and came out cheaper than the generic
+    // one on a table with older spans, so the batch was planned at every call (perf-pgside).
+    const span = modelSpan(sessionId, turnId);
+    await storage.writeTraceSignals([{ type: 'span_started', span, payloads: startPayloads }]);
+    const later = modelSpan(sessionId, turnId, { modelCallIndex: 2 });
+    const batch = (ends: string[]) =>
+      [JSON.stringify([{ id: later.id }]), JSON.stringify(ends.map((id) => ({ id }))), `{${ends.join(',')}}`, '[]', JSON.stringify([{ span_id: later.id, slot: 'request' }])].map(literal);
+    const cost = async (mode: string, args: string[]) => {
+      await storage.db.query(`SET plan_cache_mode = ${mode}`);
+      const { rows } = await storage.db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) EXECUTE ow_trace_batch(${args.join(', ')})`);
+      return (rows[0]!['QUERY PLAN'] as Array<{ Plan: { 'Total Cost': number } }>)[0]!.Plan['Total Cost'];
+    };
+    try {
+      for (const ends of [[], [span.id]]) {
+        const args = batch(ends);
+        // Postgres charges each custom plan its planning too (1,000 x cpu_operator_cost per relation
+        // plus one: 5 or more with the default 0.0025), and keeps the generic plan when it is cheaper
+        // than the custom plans' average so charged (plancache.c, choose_custom_plan).
+        expect(await cost('force_generic_plan', args), `generic plan with ${ends.length} stored ends`).toBeLessThan((await cost('force_custom_plan', args)) + 5);
+      }
+    } finally {
+      await storage.db.query('RESET plan_cache_mode');
+    }
   });
 
   it('a turn\'s trace, a session\'s spans and the cascades of a turn or session delete find spans through an index', async () => {
