@@ -120,8 +120,8 @@ describe.each(backends)('any text is storable through every write path ($name)',
           const wrapped = `<${s}>`;
           // A model of its own per case: a case that fails with steps unplayed leaves none to the next
           // (fast-check's shrinking runs more cases on the same core).
-          const model = scriptedModel([]);
-          const session = await core.createSession({ workingDirectory: env.ws, permissionMode: 'accept_edits', model });
+          const caseModel = scriptedModel([]);
+          const session = await core.createSession({ workingDirectory: env.ws, permissionMode: 'accept_edits', model: caseModel });
           const updates: SessionUpdateEnvelope[] = [];
           session.updates$.subscribe((u) => updates.push(u));
 
@@ -136,7 +136,7 @@ describe.each(backends)('any text is storable through every write path ($name)',
           }
 
           const file = `out-${backend.name}-${strings}.txt`;
-          model.push(
+          caseModel.push(
             {
               reasoning: wrapped,
               text: wrapped,
@@ -185,12 +185,12 @@ describe.each(backends)('any text is storable through every write path ($name)',
           );
 
           // The next request carries the stored text, character for character.
-          const next = model.requests.at(-1)!;
+          const next = caseModel.requests.at(-1)!;
           const sent = next.messages.filter((m) => m.role === 'assistant').at(-1)!;
           expect(sent.content).toEqual(assistant[0]!.content);
           const sentResults = next.messages.flatMap((m) => (m.role === 'tool' ? [m.text] : []));
           expect(sentResults).toEqual(results.map((r) => r.text));
-          model.assertDone();
+          caseModel.assertDone();
           await session.shutdown();
         }),
         fuzzParameters(4),
