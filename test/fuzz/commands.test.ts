@@ -26,7 +26,11 @@ import { isSummaryRequest, validSummary } from '../support/summaries.js';
 import { assertAllRequests, assertNoRunningAfterTerminal, assertRequestsFollowResults, assertSequences, assertStoredInvariants, type TurnRequest } from '../support/invariants.js';
 import { usePglite } from '../support/databases.js';
 
-let scheduler: fc.Scheduler | null = null;
+/**
+ * Each case's scheduler, by its session: a turn a failed case left running (fast-check then shrinks,
+ * running more cases) waits on its own case's scheduler, never on the next case's.
+ */
+const schedulers = new Map<string, fc.Scheduler>();
 
 /** How often each command got each answer: printed, so a run that never reaches a case shows it. */
 const answers = new Map<string, number>();
@@ -37,7 +41,7 @@ const waitTool = defineTool({
   description: 'Waits for the scheduler.',
   parameters: z.object({}),
   execute: async (_args, ctx) => {
-    const s = scheduler!;
+    const s = schedulers.get(ctx.sessionId)!;
     await Promise.race([
       s.schedule(Promise.resolve(), 'tool run ends'),
       new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true })),
@@ -328,7 +332,6 @@ describe('concurrent commands', () => {
         fc.array(fc.array(cmdArb, { minLength: 1, maxLength: 8 }), { minLength: 2, maxLength: 4 }),
         async (s, script, callers) => {
           n += 1;
-          scheduler = s;
           let turnCalls = 0;
           const model = scriptedModel((request) => {
             if (isSummaryRequest(request)) return { gate: s.schedule(Promise.resolve(), 'summary call'), step: { text: validSummary('the fuzzed requests') } };
@@ -336,6 +339,7 @@ describe('concurrent commands', () => {
             return { gate: s.schedule(Promise.resolve(), `model call ${turnCalls}`), step: script[(turnCalls - 1) % script.length]! };
           });
           const session = await core.createSession({ workingDirectory: process.cwd(), model, id: `ses_fuzz_cmd_${n}` });
+          schedulers.set(session.sessionId, s);
           // Every turn request with the turn that made it (summaries belong to no turn's count).
           const turnRequests: TurnRequest[] = [];
           const stream = model.stream.bind(model);

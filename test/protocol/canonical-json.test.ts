@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/protocol/canonical-json.js';
-import { seededRandom } from '../support/fuzz.js';
+import { fuzzSeeds, fuzzSeedsTimeout, seededRandom } from '../support/fuzz.js';
 
 /** The former implementation: every plain object rebuilt with its entries sorted. */
 function rebuilt(value: unknown): string {
@@ -59,9 +59,9 @@ describe('canonicalJson', () => {
   });
 
   it('gives the text of the rebuild-every-object form for 2,000 random values', () => {
-    for (let seed = 1; seed <= 2000; seed += 1) {
+    for (const seed of fuzzSeeds(2000)) {
       const v = value(seededRandom(seed), 0);
       expect(canonicalJson(v), `seed ${seed}`).toBe(rebuilt(v));
     }
-  });
+  }, fuzzSeedsTimeout(2000, 2));
 });

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { REPLACEMENT_CHARACTER, storableText, storableValue } from '../../src/protocol/storable-text.js';
-import { seededRandom } from '../support/fuzz.js';
+import { fuzzSeeds, fuzzSeedsTimeout, seededRandom } from '../support/fuzz.js';
 
 /** The former form: every array and plain object copied, the original returned when nothing changed. */
 function copying(value: unknown): unknown {
@@ -53,12 +53,12 @@ describe('storableValue', () => {
   });
 
   it('gives what the copying form gave, and the same object exactly when it did, for 3,000 random values', () => {
-    for (let seed = 1; seed <= 3000; seed += 1) {
+    for (const seed of fuzzSeeds(3000)) {
       const v = value(seededRandom(seed), 0);
       const expected = copying(v);
       const got = storableValue(v);
       expect(got, `seed ${seed}`).toEqual(expected);
       expect(got === v, `seed ${seed}`).toBe(expected === v);
     }
-  });
+  }, fuzzSeedsTimeout(3000, 2));
 });

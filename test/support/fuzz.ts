@@ -29,9 +29,31 @@ export function fuzzParameters<T>(ci: number): fc.Parameters<T> {
   };
 }
 
-/** A vitest timeout that grows with the number of cases (a case takes well under a second). */
-export function fuzzTimeout(ci: number): number {
-  return 60_000 + fuzzRuns(ci) * 1_000;
+/**
+ * A vitest timeout that grows with the number of cases: `perCaseMs` each (a second by default; a
+ * case that runs a real turn with tools on Postgres takes 2 s and more on a loaded machine).
+ */
+export function fuzzTimeout(ci: number, perCaseMs = 1_000): number {
+  return 60_000 + fuzzRuns(ci) * perCaseMs;
+}
+
+/**
+ * The seeds of a hand-rolled random suite (seededRandom). CI runs the fixed seeds `first`,
+ * `first + 1`, ... (`ci` of them), so a CI run never draws a new case. `npm run fuzz` (FUZZ_RUNS
+ * set) runs FUZZ_RUNS seeds from a base drawn at random and printed, so each fuzz run explores new
+ * seeds; FUZZ_SEED fixes the base to reproduce one. The failing seed is named by the test's message.
+ */
+export function fuzzSeeds(ci: number, first = 1): number[] {
+  const fixed = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) : undefined;
+  const exploring = process.env.FUZZ_RUNS !== undefined;
+  const base = fixed !== undefined && Number.isInteger(fixed) ? fixed : exploring ? 1 + Math.floor(Math.random() * 2 ** 30) : first;
+  if (exploring || fixed !== undefined) console.log(`seeded suite: ${fuzzRuns(ci)} seeds from FUZZ_SEED=${base}`);
+  return Array.from({ length: fuzzRuns(ci) }, (_, i) => base + i);
+}
+
+/** A vitest timeout for a seeded suite: the default 30 s plus `perSeedMs` for each of its seeds. */
+export function fuzzSeedsTimeout(ci: number, perSeedMs: number): number {
+  return 30_000 + fuzzRuns(ci) * perSeedMs;
 }
 
 /**

@@ -9,7 +9,7 @@ import type { StoredMessage } from '../../../src/protocol/content.js';
 import type { ConversationItem } from '../../../src/services/context/chat-state.js';
 import { SYSTEM_PART_MAX_TOKENS, assembleRequest, normalizeConversation } from '../../../src/services/context/assemble.js';
 import type { SystemPart } from '../../../src/services/model/port.js';
-import { seededRandom } from '../../support/fuzz.js';
+import { fuzzSeeds, fuzzSeedsTimeout, seededRandom } from '../../support/fuzz.js';
 
 let seq = 0;
 function msg(partial: Partial<StoredMessage> & Pick<StoredMessage, 'role' | 'content'>): StoredMessage {
@@ -26,7 +26,7 @@ const fresh = (items: readonly (ConversationItem | StoredMessage)[], options = {
 
 describe('incremental request normalisation', () => {
   it('gives what a fresh copy gives after every append, and never changes a result it returned', () => {
-    for (let run = 1; run <= 60; run += 1) {
+    for (const run of fuzzSeeds(60)) {
       const next = seededRandom(run);
       const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!;
       const items: Array<ConversationItem | StoredMessage> = [];
@@ -39,12 +39,12 @@ describe('incremental request normalisation', () => {
         items.push(next() < 0.5 && !('message' in item) ? { message: item } : item);
         const options = { pruneWatermark: run % 3 === 0 ? Math.floor(seq / 2) : null, spillDir: run % 2 === 0 ? '/spill' : null };
         const got = normalizeConversation(items, options);
-        expect(got, `run ${run} step ${step}`).toEqual(fresh(items, options));
+        expect(got, `seed ${run} step ${step}`).toEqual(fresh(items, options));
         returned.push({ result: got, text: JSON.stringify(got) });
       }
       for (const { result: r, text } of returned) expect(JSON.stringify(r)).toBe(text);
     }
-  });
+  }, fuzzSeedsTimeout(60, 80));
 
   it('starts again when an item it covered was replaced in place or the watermark moved', () => {
     const items: StoredMessage[] = [user('go'), assistant('a'), result('a', 'R'.repeat(3000)), user('next'), assistant('b'), result('b')];
