@@ -6,10 +6,9 @@
  * guard serialised each call's arguments again at every ask. Now the actors yield between slices
  * (services/host-slice) and the signature is made once per call.
  *
- * The stall is measured against a unit taken on the same machine around the turn: one pass over
- * the response (its arguments serialised and measured as UTF-8, what one commit or one request does
- * with it). Load slows both alike; the sliced turn still holds the loop for a pass or two at a time
- * (the commit's one statement, the next request's body), the unsliced one for about five.
+ * The stall is read in the process's CPU time between two ticks of a 20 ms timer
+ * (`longestCpuStall`): a machine so loaded that the process waits for a core does not count, a
+ * synchronous stretch of the host does.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -20,7 +19,7 @@ import { scriptedModel } from '../../src/services/model/scripted.js';
 import type { ModelPort } from '../../src/services/model/port.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { backends, useBackend } from '../support/databases.js';
-import { longestStall } from '../support/event-loop.js';
+import { longestCpuStall } from '../support/event-loop.js';
 import { startFakeOpenAI, type FakeOpenAIServer } from '../support/fake-openai-server.js';
 
 let storage: SqlSessionStorage;
@@ -48,34 +47,17 @@ const sink = defineTool({
   execute: ({ data }) => `got ${data.length} characters`,
 });
 
-/**
- * One pass over the response on this machine, now: its arguments serialised and measured as UTF-8
- * (what a commit or a request does with it once), the least of three.
- */
-function unitMs(): number {
-  const calls = bigCalls();
-  let best = Infinity;
-  for (let i = 0; i < 3; i += 1) {
-    const start = performance.now();
-    Buffer.byteLength(JSON.stringify(calls));
-    best = Math.min(best, performance.now() - start);
-  }
-  return best;
-}
-
-async function stallOfTurn(model: ModelPort): Promise<{ stallMs: number; unit: number; results: string[]; status: string }> {
+async function stallOfTurn(model: ModelPort): Promise<{ stallMs: number; wallStallMs: number; results: string[]; status: string }> {
   const core = await createCore({ storage, model, tools: [sink], agents: false, worldState: false, closeStorageOnShutdown: false });
   try {
     const session = await core.createSession({ workingDirectory: process.cwd() });
-    const before = unitMs();
-    const { value: outcome, stallMs } = await longestStall(async () => {
+    const { value: outcome, stallMs, wallStallMs } = await longestCpuStall(async () => {
       const { turnId } = await session.startTurn({ clientRequestId: `stall-${Math.random()}`, input: [{ type: 'text', text: 'go' }] });
       return session.waitForTurn(turnId);
     });
-    const unit = Math.min(before, unitMs());
     const messages = await storage.listMessages(session.sessionId);
     const results = messages.flatMap((m) => m.content).flatMap((b) => (b.type === 'tool_result' ? [b.text] : []));
-    return { stallMs, unit, results, status: outcome.status };
+    return { stallMs, wallStallMs, results, status: outcome.status };
   } finally {
     await core.shutdown();
   }
@@ -84,21 +66,21 @@ async function stallOfTurn(model: ModelPort): Promise<{ stallMs: number; unit: n
 describe('a 12 MB model response does not freeze the host (trust-stall)', () => {
   it('through the scripted model: three calls of 3.9 Mi characters run, and the loop keeps ticking', async () => {
     const model = scriptedModel([{ toolCalls: bigCalls(), usage: USAGE }, { text: 'done', usage: USAGE }], { record: false });
-    const { stallMs, unit, results, status } = await stallOfTurn(model);
+    const { stallMs, wallStallMs, results, status } = await stallOfTurn(model);
     expect(status).toBe('completed');
     expect(results).toEqual(Array.from({ length: CALLS }, () => `got ${CHARS} characters`));
-    // Measured at load 11-14: unsliced 1,047-1,388 ms (4.9 units); sliced 522-530 ms (1.8 units).
-    expect(stallMs, `longest stall ${stallMs} ms, unit ${unit.toFixed(1)} ms`).toBeLessThan(Math.max(250, 4 * unit));
+    // Measured at load 11-15: unsliced 335-338 ms of CPU (wall 1.0-1.4 s); sliced 198 ms (wall 0.5 s).
+    expect(stallMs, `longest stall ${stallMs.toFixed(0)} ms of CPU (wall ${wallStallMs} ms)`).toBeLessThan(300);
   }, 60_000);
 
   it('through the OpenAI adapter (Chat Completions wire, local server): the same response, the loop keeps ticking', async () => {
     server.script({ toolCalls: bigCalls(), argsChunk: 64 * 1024, flushEvery: 16 }, { text: 'done' });
     const model = openaiModel({ model: 'fake-model', api: 'chat', baseURL: server.url, apiKey: 'sk-test' });
-    const { stallMs, unit, results, status } = await stallOfTurn(model);
+    const { stallMs, wallStallMs, results, status } = await stallOfTurn(model);
     expect(status).toBe('completed');
     expect(results).toEqual(Array.from({ length: CALLS }, () => `got ${CHARS} characters`));
-    // The fake server runs in this process and renders the 12 MB too, so this bound is a guard
-    // against a regression, not the attack's proof (unsliced 6.6 units, sliced 3.8, at load 11-14).
-    expect(stallMs, `longest stall ${stallMs} ms, unit ${unit.toFixed(1)} ms`).toBeLessThan(Math.max(250, 8 * unit));
+    // The fake server runs in this process and renders the 12 MB too, so this bound guards against
+    // a regression and is not the attack's proof (unsliced 282 ms of CPU, sliced 245, at load 11-15).
+    expect(stallMs, `longest stall ${stallMs.toFixed(0)} ms of CPU (wall ${wallStallMs} ms)`).toBeLessThan(500);
   }, 60_000);
 });
