@@ -27,6 +27,7 @@ import { ProgressBudget } from './updates/progress-budget.js';
 import { isoNow } from './clock.js';
 import type { SpanContent, SpanData } from './trace/signals.js';
 import { MAX_TOOL_ARGUMENTS_CHARS, oversizedArgumentsChars } from './model/stream-events.js';
+import { yieldIfDue } from './host-slice.js';
 
 /** What the model is told of arguments over the size limit. */
 function oversizedArgumentsText(chars: number): string {
@@ -346,7 +347,9 @@ export function createToolCallActors(services: RuntimeServices) {
       });
       // Not inside the step that starts this actor: a command sent as the Turn enters `validating`
       // (a cancel) is handled before the validation's outcome, as with an invoked promise.
+      // The host's other sessions run first when this stretch is long (trust-stall: many large calls).
       Promise.resolve()
+        .then(yieldIfDue)
         .then(() => validate(input))
         .then(
           (output) => report({ type: 'tool.validated', output }),

@@ -24,6 +24,7 @@ import { modelCallEffect } from '../machines/turn/effects.js';
 import type { FinishTurn } from '../storage/storage.js';
 import { agentMessageToNewMessage } from './agents/mailbox.js';
 import { assembleRequest, type PreparedModelCall } from './context/assemble.js';
+import { nextSlice, sliceDue } from './host-slice.js';
 import { requestPointers } from './context/request-pointers.js';
 import { captureWorldState, diffWorldState, retainedSections, worldStateNewMessage } from './context/world-state.js';
 import type { Compactor } from './compaction/compaction.js';
@@ -132,6 +133,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
       chat.assertAppendable([{ role: message.role, content: message.content, turnId: input.turnId }]);
       let stored;
       try {
+        if (sliceDue()) await nextSlice();
         stored = await services.storage.commitAssistantMessage(input.turnId, message, usage, draft.toolCalls.length, input.end ?? undefined);
       } catch (error) {
         // A final answer that ends the turn, reported failed: it may have committed all the same.
@@ -363,6 +365,8 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
           await session.toolset.refresh();
           if (finished || controller.signal.aborted) return;
+          if (sliceDue()) await nextSlice();
+          if (finished || controller.signal.aborted) return;
           prepared = assembleRequest({
             system: input.systemContext,
             conversation: session.chat.view(),
@@ -408,11 +412,18 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         sendBack({ type: 'model.call_recorded', estimatedInputTokens });
         // A stop noted while the counters were written ends the call here (the Turn leaves).
         if (finished || controller.signal.aborted) return;
+        // Assembling a large conversation and serialising it for the provider are each a long
+        // stretch; the host's other sessions run between them (trust-stall).
+        if (sliceDue()) await nextSlice();
+        if (finished || controller.signal.aborted) return;
         startSpan(prepared);
         // Structured output (services/model/output-schema): the turn's schema rides on each of its model requests.
         const format = session.outputFormats?.get(input.turnId);
         const request = format ? { ...prepared.request, responseFormat: format.responseFormat } : prepared.request;
         for await (const raw of session.model.stream(request, { signal: controller.signal })) {
+          // A buffered stream hands over its events in one promise chain: let the host's other
+          // sessions run between slices of it (trust-stall).
+          if (sliceDue()) await nextSlice();
           if (finished || controller.signal.aborted) return;
           // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
           // completion, ends the call as `model_protocol_error` before a tool can run.

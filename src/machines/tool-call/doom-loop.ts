@@ -10,9 +10,27 @@
 import { canonicalJson } from '../../protocol/canonical-json.js';
 import type { DoomState } from '../types.js';
 
+/**
+ * The signature of each arguments object seen, remembered with the name it was counted under: the
+ * chart's guard and its count ask for the same call's signature in one step, and arguments of
+ * 4 Mi characters made each ask cost a full serialisation (and a copy to join it to the name) on
+ * the host's main thread (branch trust-stall). A validated call's arguments are never changed after
+ * validation, so the text stays true for the object.
+ */
+const signatures = new WeakMap<object, { name: string; signature: string }>();
+
+function signatureOf(name: string, args: unknown): string {
+  if (args === null || typeof args !== 'object') return `${name}\u0000${canonicalJson(args)}`;
+  const known = signatures.get(args);
+  if (known?.name === name) return known.signature;
+  const signature = `${name}\u0000${canonicalJson(args)}`;
+  signatures.set(args, { name, signature });
+  return signature;
+}
+
 /** The count after one more call of `name` with `args`. */
 export function countCall(doom: DoomState, name: string, args: unknown): DoomState {
-  const signature = `${name}\u0000${canonicalJson(args)}`;
+  const signature = signatureOf(name, args);
   return { signature, count: doom.signature === signature ? doom.count + 1 : 1 };
 }
 

@@ -77,20 +77,32 @@ function waitForAbort(signal: AbortSignal): Promise<never> {
 
 let callCounter = 0;
 
-function eventsOf(step: Extract<ScriptedStep, { text?: string }>, request: ModelRequest): ModelStreamEvent[] {
-  const events: ModelStreamEvent[] = [];
-  if (step.reasoning) events.push({ type: 'reasoning_delta', delta: step.reasoning });
+/**
+ * The events of a scripted response, made one at a time as they are played: a step of 12 MB of
+ * arguments serialises each call when its turn comes, so the runtime's slices (services/host-slice)
+ * fall between them as they do between a provider's events (branch trust-stall).
+ */
+function* eventsOf(step: Extract<ScriptedStep, { text?: string }>, request: ModelRequest): Generator<ModelStreamEvent> {
+  let count = 0;
+  if (step.reasoning) {
+    count += 1;
+    yield { type: 'reasoning_delta', delta: step.reasoning };
+  }
   const text = step.text ?? '';
   const chunk = Math.max(1, step.chunk ?? 16);
-  for (let i = 0; i < text.length; i += chunk) events.push({ type: 'text_delta', delta: text.slice(i, i + chunk) });
+  for (let i = 0; i < text.length; i += chunk) {
+    count += 1;
+    yield { type: 'text_delta', delta: text.slice(i, i + chunk) };
+  }
   for (const call of step.toolCalls ?? []) {
     callCounter += 1;
-    events.push({
+    count += 1;
+    yield {
       type: 'tool_call',
       callId: call.callId ?? `call_${callCounter}`,
       name: call.name,
       arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}),
-    });
+    };
   }
   const usage: TokenUsage = {
     inputTokens: step.usage?.inputTokens ?? estimateTokens(request.messages) + estimateTokens(request.system),
@@ -98,13 +110,12 @@ function eventsOf(step: Extract<ScriptedStep, { text?: string }>, request: Model
     cachedInputTokens: step.usage?.cachedInputTokens ?? 0,
     reasoningTokens: step.usage?.reasoningTokens ?? (step.reasoning ? estimateTokens(step.reasoning) : 0),
   };
-  events.push({
+  yield {
     type: 'completed',
     usage,
-    responseId: `resp_${callCounter}_${events.length}`,
+    responseId: `resp_${callCounter}_${count}`,
     finishReason: step.finishReason ?? ((step.toolCalls?.length ?? 0) > 0 ? 'tool_use' : 'stop'),
-  });
-  return events;
+  };
 }
 
 /**

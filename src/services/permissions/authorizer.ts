@@ -163,13 +163,16 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
       }
 
       const command = spec.command?.(args);
-      const detect = (): DangerHit | null => (command !== undefined && runtime.launcher ? runtime.danger.detect(command) : null);
+      // In slices of the main thread: 64 KiB of dense words or `;` took up to a second to parse and
+      // walk, and held every other session of the host meanwhile (trust-stall).
+      const detect = async (): Promise<DangerHit | null> => (command !== undefined && runtime.launcher ? runtime.danger.detectSliced(command) : null);
 
       // 2. An explicit escalation request: validated, then one card for this one call.
       if (hasEscalation(args)) {
         const verdict = validateEscalation(args, policy, spec.actor);
         if (!verdict.ok) return { kind: 'deny', text: verdict.text, source: 'builtin' };
-        return { kind: 'card', card: escalationCard(tool, args, policy, verdict.grants, verdict.network, detect(), runtime.denials.get(ctx.sessionId, ctx.turnId)) };
+        const { grants, network } = verdict;
+        return detect().then((hit) => ({ kind: 'card', card: escalationCard(tool, args, policy, grants, network, hit, runtime.denials.get(ctx.sessionId, ctx.turnId)) }));
       }
 
       if (spec.actor === 'bash') {
@@ -177,8 +180,7 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
         if (!runtime.launcher) return { kind: 'deny', text: sandboxUnavailableText(runtime.sandbox.detail ?? 'no sandbox'), source: 'sandbox_unavailable' };
         // 4. Only in auto: in accept-edits the kernel refuses workspace writes anyway.
         if (policy.mode === 'auto' && command !== undefined) {
-          const hit = detect();
-          if (hit) return { kind: 'card', card: dangerCard(tool, command, policy, hit) };
+          return detect().then((hit): Authorization => (hit ? { kind: 'card', card: dangerCard(tool, command, policy, hit) } : { kind: 'execute' }));
         }
       }
       // 5. Run under the mode; the sandbox refuses what the policy does not allow.

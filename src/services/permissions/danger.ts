@@ -14,7 +14,8 @@
  */
 import { createRequire } from 'node:module';
 import { basename } from 'node:path';
-import { Language, Parser, type Node } from 'web-tree-sitter';
+import { Language, Parser, type Node, type Tree } from 'web-tree-sitter';
+import { nextSlice, sliceDue } from '../host-slice.js';
 
 export type DangerKey =
   | 'rm_recursive_or_force'
@@ -244,6 +245,12 @@ function expandEnvSplit(args: Arg[]): Arg[] {
 export interface DangerDetector {
   /** The first hit in document order, or null. A syntax error is itself a hit (`unparsable`). */
   detect(command: string): DangerHit | null;
+  /**
+   * The same answer, worked out in slices of the host's main thread (services/host-slice) so that
+   * a long command does not hold every other session while it is parsed and walked (trust-stall).
+   * Detections made this way run one at a time.
+   */
+  detectSliced(command: string): Promise<DangerHit | null>;
 }
 
 type Span = { start: number; end: number };
@@ -261,17 +268,28 @@ export const MAX_CHECKS = 100_000;
  */
 export const MAX_PARSE_MS = 1_000;
 
-class TreeSitterDangerDetector implements DangerDetector {
+/** One detection's state: the words looked at, the parser time spent, whether it may yield. */
+type Step = Generator<void, DangerHit | null, void>;
+
+/**
+ * One detection's walk, as a generator that yields where it may let the host run (trust-stall): in
+ * a sliced detection, a parse past its slice is cancelled by tree-sitter's progress callback and
+ * resumed where it stopped after the yield (the parser keeps its state until it is reset), and the
+ * walk yields between nodes. A synchronous detection never yields. Parser time is counted without
+ * the yields, so `MAX_PARSE_MS` bounds the parse whatever else the host does meanwhile.
+ */
+class DangerScan {
   private checks = 0;
-  private deadline = 0;
+  private parseMs = 0;
 
-  constructor(private readonly parser: Parser) {}
+  constructor(
+    private readonly parser: Parser,
+    private readonly sliced: boolean,
+  ) {}
 
-  detect(command: string): DangerHit | null {
-    this.checks = 0;
-    this.deadline = performance.now() + MAX_PARSE_MS;
+  *run(command: string): Step {
     try {
-      return this.scan(command, 0, null);
+      return yield* this.scan(command, 0, null);
     } catch (error) {
       // Nesting deep enough to overflow the walk's stack (`$(((…)))` 20,000 deep, when a caller
       // skipped bash's own bound) is as unknowable as a syntax error, with a key of its own: ask.
@@ -280,12 +298,33 @@ class TreeSitterDangerDetector implements DangerDetector {
     }
   }
 
+  /** Whether a sliced detection should let the host run now. */
+  private due(): boolean {
+    return this.sliced && sliceDue();
+  }
+
+  /** The parse of `script`, in slices when sliced; null when it ran past `MAX_PARSE_MS`. */
+  private *parse(script: string): Generator<void, Tree | null, void> {
+    for (;;) {
+      const start = performance.now();
+      const spent = this.parseMs;
+      const tree = this.parser.parse(script, null, { progressCallback: () => spent + (performance.now() - start) > MAX_PARSE_MS || this.due() });
+      this.parseMs += performance.now() - start;
+      if (tree) return tree;
+      // Past its time budget the parse is cancelled for good; a cancelled parse would otherwise
+      // resume on the next call, with another command's text.
+      if (this.parseMs > MAX_PARSE_MS) {
+        this.parser.reset();
+        return null;
+      }
+      // Cancelled for the slice: the next call with the same text resumes it.
+      yield;
+    }
+  }
+
   /** `outer` is the span of the top-level command a nested literal came from. */
-  private scan(script: string, depth: number, outer: Span | null): DangerHit | null {
-    // Past its time budget the parse is cancelled (no tree) and the command counts as unparsable.
-    const tree = this.parser.parse(script, null, { progressCallback: () => performance.now() > this.deadline });
-    // A cancelled parse would otherwise resume on the next call, with another command's text.
-    if (!tree) this.parser.reset();
+  private *scan(script: string, depth: number, outer: Span | null): Step {
+    const tree = yield* this.parse(script);
     // No tree at all is as unknowable as a syntax error.
     if (!tree) return { key: 'unparsable', match: script, span: outer ?? { start: 0, end: script.length } };
     try {
@@ -295,11 +334,12 @@ class TreeSitterDangerDetector implements DangerDetector {
       const stack: Node[] = [tree.rootNode];
       // Depth-first, in document order: the first hit is the leftmost.
       while (stack.length > 0) {
+        if (this.due()) yield;
         const node = stack.pop()!;
         if (node.type === 'command') {
           const argv = argvOf(node);
           const span = outer ?? { start: node.startIndex, end: node.endIndex };
-          const hit = argv ? this.checkArgv(argv, node.text, depth, span) : null;
+          const hit = argv ? yield* this.checkArgv(argv, node.text, depth, span) : null;
           if (hit) return hit;
         }
         const children = node.namedChildren;
@@ -314,7 +354,7 @@ class TreeSitterDangerDetector implements DangerDetector {
     }
   }
 
-  private checkArgv(argv: Arg[], text: string, depth: number, span: Span): DangerHit | null {
+  private *checkArgv(argv: Arg[], text: string, depth: number, span: Span): Step {
     const head = argv[0];
     if (head === undefined) return null;
     // Each check looks at the words after the head at most a few times.
@@ -332,7 +372,7 @@ class TreeSitterDangerDetector implements DangerDetector {
       case 'rm':
         return rmHit(args) ? { key: 'rm_recursive_or_force', match: text, span } : null;
       case 'find':
-        return this.checkFind(args, text, depth, span);
+        return (yield* this.checkFind(args, text, depth, span));
       case 'git':
         return gitCleanHit(args) ? { key: 'git_clean_force', match: text, span } : embeddedHit(args, text, span);
       case 'alias': {
@@ -340,7 +380,7 @@ class TreeSitterDangerDetector implements DangerDetector {
         for (const { value } of args) {
           const eq = value?.indexOf('=') ?? -1;
           if (value === null || eq <= 0) continue;
-          const hit = this.nested(value.slice(eq + 1), text, depth, span);
+          const hit = (yield* this.nested(value.slice(eq + 1), text, depth, span));
           if (hit && hit.key !== 'unparsable') return hit;
         }
         return null;
@@ -357,36 +397,36 @@ class TreeSitterDangerDetector implements DangerDetector {
         if (args.length === 0) return null;
         // The joined words are what eval runs; a more specific hit inside is reported as such.
         const script = args.every((a) => a.value !== null) ? args.map((a) => a.value).join(' ') : null;
-        return (script !== null ? this.nested(script, text, depth, span) : null) ?? dynamic;
+        return (script !== null ? (yield* this.nested(script, text, depth, span)) : null) ?? dynamic;
       }
       case 'exec': {
         // `exec 2>&1` only redirects; `exec cmd` replaces the shell with cmd (options like `-a name` included).
         if (args.length === 0) return null;
-        return this.wrapped(args, text, depth, span) ?? dynamic;
+        return (yield* this.wrapped(args, text, depth, span)) ?? dynamic;
       }
       case 'trap': {
         const operands = args.filter((a) => a.value === null || !a.value.startsWith('-'));
         const action = operands[0];
         if (action === undefined || operands.length < 2) return null;
         if (action.value === null) return dynamic;
-        return this.nested(action.value, text, depth, span);
+        return (yield* this.nested(action.value, text, depth, span));
       }
       case 'command': {
         // `command -v` / `-V` only describes a command; it does not run it.
         if (args.some((o) => o.value !== null && /^-[a-zA-Z]*[vV]/.test(o.value))) return null;
-        return this.wrapped(args, text, depth, span);
+        return (yield* this.wrapped(args, text, depth, span));
       }
       case 'env':
-        return this.wrapped(expandEnvSplit(args), text, depth, span);
+        return (yield* this.wrapped(expandEnvSplit(args), text, depth, span));
       case 'xargs': {
         // xargs builds the command line from its input: a shell under it runs text nobody can see here.
         if (args.some((a) => a.name !== null && SHELLS.has(a.name))) return dynamic;
-        return this.wrapped(args, text, depth, span);
+        return (yield* this.wrapped(args, text, depth, span));
       }
       default:
-        if (SHELLS.has(name)) return this.checkShell(args, text, depth, span);
+        if (SHELLS.has(name)) return (yield* this.checkShell(args, text, depth, span));
         if (HARMLESS.has(name)) return null;
-        return this.wrapped(args, text, depth, span);
+        return (yield* this.wrapped(args, text, depth, span));
     }
   }
 
@@ -396,7 +436,7 @@ class TreeSitterDangerDetector implements DangerDetector {
    * checked with the words after it. Options are not parsed, so an unknown option syntax cannot
    * hide the inner command.
    */
-  private wrapped(args: Arg[], text: string, depth: number, span: Span): DangerHit | null {
+  private *wrapped(args: Arg[], text: string, depth: number, span: Span): Step {
     for (let i = 0; i < args.length; i += 1) {
       const value = args[i]!.value;
       if (value === null) {
@@ -407,7 +447,7 @@ class TreeSitterDangerDetector implements DangerDetector {
       if (EMBEDDED_RM.test(value)) return { key: 'rm_recursive_or_force', match: text, span };
       const name = args[i]!.name!;
       if (!HEADS.has(name)) continue;
-      const hit = this.checkArgv(args.slice(i), text, depth, span);
+      const hit = (yield* this.checkArgv(args.slice(i), text, depth, span));
       // These check every operand after them themselves; looking again would only repeat that work.
       if (hit || SELF_SCANNING.has(name)) return hit;
     }
@@ -415,7 +455,7 @@ class TreeSitterDangerDetector implements DangerDetector {
   }
 
   /** `-delete`, or `-exec`/`-execdir`/`-ok`/`-okdir` running `rm` or any other dangerous command. */
-  private checkFind(args: Arg[], text: string, depth: number, span: Span): DangerHit | null {
+  private *checkFind(args: Arg[], text: string, depth: number, span: Span): Step {
     for (let i = 0; i < args.length; i += 1) {
       const value = args[i]!.value;
       if (value === '-delete') return { key: 'find_delete', match: text, span };
@@ -426,14 +466,14 @@ class TreeSitterDangerDetector implements DangerDetector {
       const program = command[0];
       if (program === undefined) continue;
       if (program.name === 'rm') return { key: 'find_delete', match: text, span };
-      const hit = this.checkArgv(command, text, depth, span);
+      const hit = (yield* this.checkArgv(command, text, depth, span));
       if (hit) return hit;
       i = end;
     }
     return null;
   }
 
-  private checkShell(args: Arg[], text: string, depth: number, span: Span): DangerHit | null {
+  private *checkShell(args: Arg[], text: string, depth: number, span: Span): Step {
     const dynamic: DangerHit = { key: 'dynamic_command', match: text, span };
     let readsString = false;
     for (let i = 0; i < args.length; i += 1) {
@@ -449,7 +489,7 @@ class TreeSitterDangerDetector implements DangerDetector {
         if (!readsString) return script === undefined || value === '-' ? dynamic : script.substitution ? dynamic : null;
         if (script === undefined) return null;
         if (script.value === null) return script.substitution ? dynamic : null;
-        return this.nested(script.value, text, depth, span);
+        return (yield* this.nested(script.value, text, depth, span));
       }
       if ((value.startsWith('-') || value.startsWith('+')) && value.length > 1) {
         if (SHELL_VALUE.has(value)) {
@@ -462,15 +502,46 @@ class TreeSitterDangerDetector implements DangerDetector {
         continue;
       }
       // The first operand: the command string under -c, otherwise a script file (not checked).
-      return readsString ? this.nested(value, text, depth, span) : null;
+      return readsString ? (yield* this.nested(value, text, depth, span)) : null;
     }
     // No operand: the shell runs whatever arrives on stdin (`curl … | sh`, `sh <<< "…"`).
     return readsString ? null : dynamic;
   }
 
-  private nested(script: string, text: string, depth: number, span: Span): DangerHit | null {
+  private *nested(script: string, text: string, depth: number, span: Span): Step {
     if (depth + 1 > MAX_NESTING) return { key: 'nesting_too_deep', match: text, span };
-    return this.scan(script, depth + 1, span);
+    return (yield* this.scan(script, depth + 1, span));
+  }
+}
+
+/** The detector: a synchronous detection on one parser, sliced ones one at a time on another. */
+class TreeSitterDangerDetector implements DangerDetector {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly parser: Parser,
+    private readonly slicedParser: Parser,
+  ) {}
+
+  detect(command: string): DangerHit | null {
+    const steps = new DangerScan(this.parser, false).run(command);
+    for (;;) {
+      const step = steps.next();
+      if (step.done) return step.value;
+    }
+  }
+
+  detectSliced(command: string): Promise<DangerHit | null> {
+    const run = this.queue.then(async () => {
+      const steps = new DangerScan(this.slicedParser, true).run(command);
+      for (;;) {
+        const step = steps.next();
+        if (step.done) return step.value;
+        await nextSlice();
+      }
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
   }
 }
 
@@ -484,7 +555,9 @@ export function loadDangerDetector(): Promise<DangerDetector> {
     const language = await Language.load(require.resolve('tree-sitter-bash/tree-sitter-bash.wasm'));
     const parser = new Parser();
     parser.setLanguage(language);
-    return new TreeSitterDangerDetector(parser);
+    const slicedParser = new Parser();
+    slicedParser.setLanguage(language);
+    return new TreeSitterDangerDetector(parser, slicedParser);
   })();
   loading.catch(() => {
     loading = null;
