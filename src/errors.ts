@@ -58,7 +58,8 @@ export type ErrorCode =
   | 'migration_error'
   | 'store_locked'
   | 'mcp_server_unavailable'
-  | 'updates_lagged';
+  | 'updates_lagged'
+  | 'script_error';
 
 export interface OpenworkErrorOptions {
   cause?: unknown;

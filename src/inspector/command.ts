@@ -88,7 +88,11 @@ export async function runInspect(args: string[]): Promise<number> {
   let coreOptions: Partial<CoreOptions> = {};
   if (!model && modelName) {
     const api = (values.api ?? (values['base-url'] ? 'chat' : 'responses')) as 'responses' | 'chat';
-    if (api !== 'responses' && api !== 'chat') throw new Error(`--api must be "responses" or "chat", not ${JSON.stringify(values.api)}`);
+    if (api !== 'responses' && api !== 'chat') {
+      // A usage error like a bad port (branch trust-typed): it threw a bare Error.
+      process.stderr.write(`openwork inspect: --api must be "responses" or "chat", not ${JSON.stringify(values.api)}\n${INSPECT_USAGE}`);
+      return 2;
+    }
     model = openaiModel({ model: modelName, api, ...(values['base-url'] ? { baseURL: values['base-url'] } : {}) });
     coreOptions = workspaceToolOptions(await prepareToolRuntime());
   }

@@ -74,6 +74,7 @@ async function currentSchema(db: SqlDatabase, migrations: readonly Migration[]):
     throw error;
   }
   const done = new Map(rows.map((r) => [r.id, r.checksum]));
+  refuseUnknown(done, migrations);
   for (const m of migrations) {
     const seen = done.get(m.id);
     if (seen === undefined) return null;
@@ -84,6 +85,22 @@ async function currentSchema(db: SqlDatabase, migrations: readonly Migration[]):
 
 function changedAfterApplied(id: string): OpenworkError {
   return new OpenworkError('migration_error', `migration ${id} was changed after it was applied`);
+}
+
+/**
+ * A store that records migrations this code does not have was written by a newer openwork-core (or
+ * another program using the same table): its schema may have columns, constraints or meanings this
+ * code would break, so it is refused with `migration_error` naming them, before anything is written.
+ */
+function refuseUnknown(done: ReadonlyMap<string, string>, migrations: readonly Migration[]): void {
+  const known = new Set(migrations.map((m) => m.id));
+  const unknown = [...done.keys()].filter((id) => !known.has(id)).sort();
+  if (unknown.length === 0) return;
+  throw new OpenworkError(
+    'migration_error',
+    `the store was migrated by a newer openwork-core or another program: it records migration(s) this version does not have (${unknown.slice(0, 5).join(', ')}${unknown.length > 5 ? ', ...' : ''}); open it with that version`,
+    { details: { unknownMigrations: unknown } },
+  );
 }
 
 export async function migrate(db: SqlDatabase): Promise<MigrationReport> {
@@ -101,6 +118,7 @@ export async function migrate(db: SqlDatabase): Promise<MigrationReport> {
         )`);
         const { rows } = await conn.query<{ id: string; checksum: string }>('SELECT id, checksum FROM openwork_migrations');
         const done = new Map(rows.map((r) => [r.id, r.checksum]));
+        refuseUnknown(done, migrations);
         const report: MigrationReport = { applied: [], alreadyApplied: [] };
         for (const m of migrations) {
           const seen = done.get(m.id);

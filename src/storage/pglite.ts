@@ -16,12 +16,13 @@
  * by the migration table like any other store. Without a seed (running from `src/`), initdb runs.
  */
 import { PGlite } from '@electric-sql/pglite';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { OpenworkError, StorageError, errorMessage } from '../errors.js';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
-import { acquireStoreLock, type StoreLock } from './store-lock.js';
+import { acquireStoreLock, STORE_LOCK_FILE, type StoreLock } from './store-lock.js';
 import { migrate } from './migrate.js';
 import { PgliteProtocol } from './pglite-protocol.js';
 import { installBuiltinArrayTypes } from './pglite-array-types.js';
@@ -97,9 +98,8 @@ export class PgliteDatabase implements SqlDatabase {
   private readonly lock: StoreLock | null;
 
   constructor(options: PgliteStorageOptions) {
-    if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
     // Before PGlite touches the directory: a second process would overwrite this one's pages.
-    this.lock = options.dataDir ? acquireStoreLock(options.dataDir) : null;
+    this.lock = options.dataDir ? openDataDir(options.dataDir) : null;
     const settings = { ...PGLITE_DEFAULT_SETTINGS, ...(options.dataDir ? {} : PGLITE_MEMORY_SETTINGS), ...options.postgresSettings };
     const extra = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
     // PGlite's start parameters replace its defaults (single-user mode and friends), so extend them.
@@ -115,7 +115,11 @@ export class PgliteDatabase implements SqlDatabase {
       });
     } catch (error) {
       this.lock?.release();
-      throw error;
+      if (error instanceof OpenworkError) throw error;
+      throw new StorageError(`the embedded store${options.dataDir ? ` in ${options.dataDir}` : ''} cannot be started: ${errorMessage(error)}`, {
+        cause: error,
+        details: { ...(options.dataDir ? { dataDir: options.dataDir } : {}), ...errnoDetails(error) },
+      });
     }
     // A failed start (a seed that cannot be written, a damaged directory) reaches the first statement,
     // which awaits the same promise; until then it must not count as an unhandled rejection.
@@ -147,6 +151,64 @@ export class PgliteDatabase implements SqlDatabase {
     } finally {
       this.lock?.release();
     }
+  }
+}
+
+/**
+ * What a PGlite data directory holds at its top level (Postgres 17's `initdb`, as PGlite writes it
+ * and as the seed holds it), with the store's lock file and the lock files moved aside by a
+ * takeover. A directory without `PG_VERSION` that holds only these is a new store, or one whose
+ * seed a killed process left half written; anything else is another program's directory.
+ */
+const STORE_ENTRIES = new Set([
+  'PG_VERSION', 'base', 'global', 'pg_commit_ts', 'pg_dynshmem', 'pg_hba.conf', 'pg_ident.conf', 'pg_logical',
+  'pg_multixact', 'pg_notify', 'pg_replslot', 'pg_serial', 'pg_snapshots', 'pg_stat', 'pg_stat_tmp', 'pg_subtrans',
+  'pg_tblspc', 'pg_twophase', 'pg_wal', 'pg_xact', 'postgresql.auto.conf', 'postgresql.conf', 'postmaster.opts',
+  'postmaster.pid', STORE_LOCK_FILE,
+]);
+
+/** `errno` and `syscall` of a Node file system error, for `details`. */
+function errnoDetails(error: unknown): Record<string, string> {
+  const { code, syscall } = (error ?? {}) as { code?: unknown; syscall?: unknown };
+  return { ...(typeof code === 'string' ? { errno: code } : {}), ...(typeof syscall === 'string' ? { syscall } : {}) };
+}
+
+/**
+ * Creates the data directory if need be, refuses one that is another program's, and takes its lock
+ * (store-lock.ts). A directory that cannot be created or locked (EACCES, ENOTDIR, EEXIST for a
+ * file, ENOSPC, EROFS) is a `persistence_error` naming the directory and the cause, as is a
+ * directory that holds files but no store: PGlite would write its own files among them.
+ * `store_locked` stays `store_locked`.
+ */
+function openDataDir(dataDir: string): StoreLock {
+  const refuse = (what: string, error?: unknown): never => {
+    throw new StorageError(`the embedded store's directory ${dataDir} ${what}${error === undefined ? '' : `: ${errorMessage(error)}`}`, {
+      ...(error === undefined ? {} : { cause: error }),
+      details: { dataDir, ...errnoDetails(error) },
+    });
+  };
+  try {
+    mkdirSync(dataDir, { recursive: true });
+  } catch (error) {
+    refuse('cannot be created', error);
+  }
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(dataDir);
+  } catch (error) {
+    refuse('cannot be read', error);
+  }
+  if (!entries.includes('PG_VERSION')) {
+    const foreign = entries.filter((name) => !STORE_ENTRIES.has(name) && !name.startsWith(`${STORE_LOCK_FILE}.stale-`));
+    if (foreign.length > 0) {
+      refuse(`holds files but no store (no PG_VERSION; found ${foreign.slice(0, 5).map((n) => JSON.stringify(n)).join(', ')}${foreign.length > 5 ? ', ...' : ''}): give an empty or new directory`);
+    }
+  }
+  try {
+    return acquireStoreLock(dataDir);
+  } catch (error) {
+    if (error instanceof OpenworkError) throw error;
+    return refuse('cannot be locked', error);
   }
 }
 

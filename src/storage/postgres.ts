@@ -3,6 +3,7 @@
  * The server Postgres adapter: the only module that imports `pg`.
  */
 import { createRequire } from 'node:module';
+import { InputError } from '../errors.js';
 import type pg from 'pg';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
 import { SqlSessionStorage, type StorageOptions } from './sql-storage.js';
@@ -242,6 +243,35 @@ export class PostgresDatabase implements SqlDatabase {
 }
 
 /**
+ * Refuses a connection string `pg` would misread (branch trust-typed): one that is neither a URL
+ * with a scheme (`postgres://...`, `socket:...`) nor a socket directory (`/...`). `pg` reads any
+ * other text as a path relative to `postgres://base`, so `"not a url"` tried to reach a host named
+ * `base`, and a malformed URL failed `createCore` as `migration_error` ("Invalid URL").
+ * `configuration_invalid`; the message never quotes the string (it may hold a password).
+ */
+function checkConnectionString(text: unknown): void {
+  if (text === undefined) return;
+  const refuse = (why: string): never => {
+    throw new InputError('configuration_invalid', `the Postgres connection string ${why}; expected postgres://user:password@host:port/database`);
+  };
+  if (typeof text !== 'string') refuse(`must be a string, got ${typeof text}`);
+  const value = text as string;
+  if (value.startsWith('/')) return;
+  if (!/^[a-z][a-z0-9+.-]*:/i.test(value)) refuse('is not a URL (it has no scheme such as postgres://)');
+  // As pg-connection-string parses it: spaces encoded, and an empty host (`user@/db`) allowed.
+  const encoded = /\s|%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(value) ? encodeURI(value).replace(/%25(\d\d)/g, '%$1') : value;
+  for (const candidate of [encoded, encoded.replace('@/', '@___DUMMY___/')]) {
+    try {
+      new URL(candidate);
+      return;
+    } catch {
+      // Try the next form.
+    }
+  }
+  refuse('is not a valid URL');
+}
+
+/**
  * Storage on a Postgres server; many runtime processes may share it.
  *
  * @example
@@ -250,6 +280,8 @@ export class PostgresDatabase implements SqlDatabase {
 export function postgresStorage(options: PostgresStorageOptions = {}): SqlSessionStorage {
   // Bad timeouts are a configuration error now, not at the first statement.
   poolTimeouts(options.timeouts);
+  checkConnectionString(options.connectionString);
+  checkConnectionString(options.pool?.connectionString);
   // Leases get a pool of one of their own (issue 15): renewals never wait behind the turns' queries.
   return new SqlSessionStorage(() => new PostgresDatabase(options), options, () => new PostgresDatabase({ ...options, max: 1 }));
 }

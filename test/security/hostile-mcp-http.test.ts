@@ -10,6 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SessionUpdate } from '../../src/protocol/updates.js';
+import { MCP_MAX_STRAY_MESSAGES } from '../../src/services/mcp/http-answers.js';
 import { mcpTools, type McpTools } from '../../src/services/mcp/tools.js';
 import type { SqlSessionStorage } from '../../src/storage/sql-storage.js';
 import { usePglite } from '../support/databases.js';
@@ -349,11 +350,19 @@ async function hostileSseServer(): Promise<{ url: string; seen: Seen }> {
         case 'initialize':
           return send({ jsonrpc: '2.0', id, result: { protocolVersion: message.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'hostile-sse', version: '1' } } });
         case 'tools/list':
-          return send({ jsonrpc: '2.0', id, result: { tools: ['sse_malformed', 'sse_huge_event', 'fine'].map((name) => ({ name, inputSchema: { type: 'object' } })) } });
+          return send({ jsonrpc: '2.0', id, result: { tools: ['sse_malformed', 'sse_huge_event', 'sse_strays', 'sse_few_strays', 'fine'].map((name) => ({ name, inputSchema: { type: 'object' } })) } });
         case 'tools/call':
           switch (String(message.params?.name)) {
             case 'sse_malformed':
               return send({ jsonrpc: '2.0', id, error: { code: 'E_BAD' } });
+            case 'sse_strays':
+              // Answers to requests never made (and a non-message), and never this call's answer.
+              for (let n = 0; n < MCP_MAX_STRAY_MESSAGES - 1; n += 1) send(answer(`never-asked-${n}`, 'leaked'));
+              return stream!.write('event: message\ndata: {"not":"json-rpc"}\n\n');
+            case 'sse_few_strays':
+              // Below the bound: the strays are dropped and the call gets its own answer.
+              for (let n = 0; n < MCP_MAX_STRAY_MESSAGES - 2; n += 1) send(answer(`never-asked-${n}`, 'leaked'));
+              return send(answer(id, 'fine'));
             case 'sse_huge_event':
               // No keepalive may break the one endless event into lines.
               quiet();
@@ -381,6 +390,23 @@ describe('a hostile HTTP+SSE MCP server', { timeout: 90_000 }, () => {
       ['failed', 'mcp_protocol_error'],
       ['succeeded', undefined],
     ]);
+    expect(ms).toBeLessThan(PROMPT_MS);
+  });
+
+  it(`${MCP_MAX_STRAY_MESSAGES} messages answering no request in flight end the call in flight as mcp_protocol_error at once; the next call works`, async () => {
+    const { url } = await hostileSseServer();
+    const server = await connect(url, { type: 'sse', callTimeoutMs: CALL_TIMEOUT_MS });
+    const { results, ms } = await callAll(server, ['sse_few_strays', 'sse_strays', 'fine']);
+    // The few strays of the first call count too: its answer came, and the second call's strays reach the bound.
+    expect(results.map(failure)).toEqual([
+      ['succeeded', undefined],
+      ['failed', 'mcp_protocol_error'],
+      ['succeeded', undefined],
+    ]);
+    expect(results[1]!.text).toContain('answer no request in flight');
+    expect(results[1]!.text).toContain('never-asked-0');
+    // Nothing a stray carried reached a call.
+    expect(JSON.stringify(results)).not.toContain('leaked');
     expect(ms).toBeLessThan(PROMPT_MS);
   });
 

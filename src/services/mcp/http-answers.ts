@@ -19,7 +19,9 @@
  *   no-progress timeout. Once every request of the POST is answered, the stream is closed.
  * On the long-lived event stream of the HTTP+SSE transport, where all answers arrive, a malformed
  * answer naming a request in flight becomes that request's error and an event over the bound ends
- * every request in flight and the stream (the connection is then made again). The errors use the
+ * every request in flight and the stream (the connection is then made again). A late answer to a
+ * request already answered or given up is dropped; `MCP_MAX_STRAY_MESSAGES` messages that answer
+ * nothing this connection asked (or are not JSON-RPC) end the stream the same way. The errors use the
  * SDK's `InternalError` code, which `mcpTools` reports as `mcp_protocol_error`.
  */
 import { ErrorCode, JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -31,6 +33,14 @@ export const MCP_MAX_ANSWER_BYTES = 10 * 1024 * 1024;
 export const MCP_MAX_SERVER_REQUESTS = 100;
 /** Notifications (progress included) one call's event stream may carry before its answer. */
 export const MCP_MAX_STREAM_NOTIFICATIONS = 10_000;
+/**
+ * Messages on a GET event stream that answer no request this connection sent, or are not JSON-RPC
+ * (branch trust-typed): at this many the server is taken to be confused about whom it answers, and
+ * the stream ends with a protocol error for each call in flight (the connection is made again).
+ */
+export const MCP_MAX_STRAY_MESSAGES = 8;
+/** Ids of requests already answered or given up that a late answer may still name without counting as stray. */
+const RECENT_IDS = 1024;
 
 type Fetch = (url: string | URL, init?: RequestInit) => Promise<Response>;
 type Id = string | number;
@@ -96,6 +106,22 @@ function copyHeaders(response: Response): Headers {
 class InFlight {
   readonly pending = new Map<string, Id>();
   readonly streams = new Map<string, () => void>();
+  /** The latest ids no longer in flight (answered or given up), oldest first. */
+  private readonly recent = new Set<string>();
+
+  /** `id` is answered or given up: a late answer naming it is dropped, not counted as stray. */
+  done(id: Id): void {
+    const k = key(id);
+    this.pending.delete(k);
+    this.recent.delete(k);
+    this.recent.add(k);
+    if (this.recent.size > RECENT_IDS) this.recent.delete(this.recent.values().next().value as string);
+  }
+
+  /** True when `id` was sent on this connection and is no longer in flight. */
+  wasDone(id: Id): boolean {
+    return this.recent.has(key(id));
+  }
 }
 
 /**
@@ -159,9 +185,12 @@ function guardStream(body: ReadableStream<Uint8Array>, { sent, flight }: StreamO
   const write = (message: JSONRPCMessage) => out.enqueue(encoder.encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`));
   const settle = (id: Id) => {
     own.delete(key(id));
-    flight.pending.delete(key(id));
+    flight.done(id);
     flight.streams.delete(key(id));
   };
+  /** What the GET stream carried that answered nothing in flight (the first few, quoted). */
+  let strays = 0;
+  const strayQuotes: string[] = [];
   /** Ends the requests this stream owes (all in flight, on a GET stream) with `why`, and the stream. */
   const fail = (why: string) => {
     if (ended) return;
@@ -213,9 +242,19 @@ function guardStream(body: ReadableStream<Uint8Array>, { sent, flight }: StreamO
       return;
     }
     if (!parsed.success || (id !== undefined && !('method' in parsed.data))) {
-      // Not a message, or an answer to nothing this stream owes: the POST's requests end; a GET
-      // stream drops it, as the SDK does (it cannot say whom it was for).
-      if (sent !== null) fail(id !== undefined ? `the server answered another request (${quote(JSON.stringify(id))}) instead of this one` : `the server sent an event that is not a JSON-RPC message: ${quote(text)}`);
+      // Not a message, or an answer to nothing this stream owes: the POST's requests end.
+      if (sent !== null) return fail(id !== undefined ? `the server answered another request (${quote(JSON.stringify(id))}) instead of this one` : `the server sent an event that is not a JSON-RPC message: ${quote(text)}`);
+      // On a GET stream a late answer to a call already answered or given up (a timeout's
+      // cancellation crosses the answer on the wire) is dropped. Anything else answers a request this
+      // connection never sent, or is no message at all: it cannot be given to any call, and a server
+      // that keeps sending such is confused about whom it answers (another client's answers on this
+      // stream?). Counted; at the bound, every call in flight ends and the stream with them.
+      if (id !== undefined && flight.wasDone(id)) return;
+      strays += 1;
+      if (strayQuotes.length < 3) strayQuotes.push(quote(id !== undefined ? `an answer to ${JSON.stringify(id)}` : text));
+      if (strays >= MCP_MAX_STRAY_MESSAGES) {
+        fail(`the server sent ${strays} messages on its event stream that answer no request in flight (${strayQuotes.join('; ')}), so its answers cannot be trusted`);
+      }
       return;
     }
     if ('method' in parsed.data && 'id' in parsed.data) requests += 1;
@@ -298,7 +337,7 @@ export function guardedFetch(mode: 'streamable-http' | 'sse', base: Fetch = fetc
     // A request that was given up (timeout, turn cancelled): its stream is closed, not read on.
     for (const id of cancelled) {
       flight.streams.get(key(id))?.();
-      flight.pending.delete(key(id));
+      flight.done(id);
     }
     for (const id of requests) flight.pending.set(key(id), id);
     const response = await base(url, init);
@@ -314,7 +353,7 @@ export function guardedFetch(mode: 'streamable-http' | 'sse', base: Fetch = fetc
     if (mode === 'streamable-http' && type === 'application/json' && requests.length > 0) {
       const bytes = await readBounded(response.body, MCP_MAX_ANSWER_BYTES);
       const answers = guardJson(bytes === null ? null : bytes.toString('utf8'), requests);
-      for (const id of requests) flight.pending.delete(key(id));
+      for (const id of requests) flight.done(id);
       return new Response(JSON.stringify(answers), init_);
     }
     return response;

@@ -4,7 +4,7 @@
  * fails loudly on a call it has no step for (and, through `assertDone`, on a step never used).
  * For unit tests and the offline demo; exported from `openwork-core/testing`.
  */
-import { ModelError } from '../../errors.js';
+import { ModelError, OpenworkError, type OpenworkErrorOptions } from '../../errors.js';
 import type { TokenUsage } from '../../storage/storage.js';
 import { estimateTokens } from '../context/estimate.js';
 import { sleep } from '../abortable.js';
@@ -47,10 +47,15 @@ export interface ScriptedModelOptions {
   record?: boolean;
 }
 
-export class ScriptError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ScriptError';
+/**
+ * `script_error`: the script and the calls disagree (a call with no step, a step never used). A
+ * mistake of the test's script, not a failure of the runtime: `assertDone()` throws it, and a call
+ * with no step fails as a `ModelError` (`model_error`, what a turn reports) whose `cause` is one.
+ */
+export class ScriptError extends OpenworkError {
+  declare readonly code: 'script_error';
+  constructor(message: string, options?: OpenworkErrorOptions) {
+    super('script_error', message, options);
   }
 }
 
@@ -182,8 +187,8 @@ export function scriptedModel(
       steps.push(...more);
     },
     assertDone() {
-      if (unexpected.length > 0) throw new ScriptError(`the model was called ${unexpected.length} time(s) more than scripted`);
-      if (!generator && index < steps.length) throw new ScriptError(`${steps.length - index} scripted step(s) were never used`);
+      if (unexpected.length > 0) throw new ScriptError(`the model was called ${unexpected.length} time(s) more than scripted`, { details: { unexpectedCalls: unexpected.length } });
+      if (!generator && index < steps.length) throw new ScriptError(`${steps.length - index} scripted step(s) were never used`, { details: { unusedSteps: steps.length - index } });
     },
     stream(request: ModelRequest, { signal }: ModelCallOptions): AsyncIterable<ModelStreamEvent> {
       if (options.record !== false) requests.push(structuredClone(request));
@@ -192,7 +197,8 @@ export function scriptedModel(
       const step = generator ? (req: ModelRequest) => generator(req, callIndex) : steps[callIndex];
       if (step === undefined) {
         unexpected.push(structuredClone(request));
-        const error = new ModelError('model_error', `scripted model: no step for call ${callIndex + 1}`);
+        const message = `scripted model: no step for call ${callIndex + 1}`;
+        const error = new ModelError('model_error', message, { cause: new ScriptError(message, { details: { call: callIndex + 1 } }), details: { scriptError: true, call: callIndex + 1 } });
         return (async function* () {
           throw error;
         })();

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createCore } from '../../../src/core.js';
-import { ModelError } from '../../../src/errors.js';
+import { ModelError, OpenworkError } from '../../../src/errors.js';
 import type { ModelRequest, ModelStreamEvent } from '../../../src/services/model/port.js';
 import { ScriptError, scriptedModel, type ScriptedModel } from '../../../src/services/model/scripted.js';
 import type { SqlSessionStorage } from '../../../src/storage/sql-storage.js';
@@ -43,6 +43,16 @@ describe('scriptedModel', () => {
     const model = scriptedModel([{ text: 'used' }, { text: 'never used' }, { text: 'nor this' }]);
     await drain(model, request('hi'));
     expect(() => model.assertDone()).toThrow(ScriptError);
+    // Typed (branch trust-typed): a host's tests tell a script mistake from a runtime failure by code.
+    const thrown = (() => {
+      try {
+        model.assertDone();
+      } catch (error) {
+        return error;
+      }
+    })();
+    expect(thrown).toBeInstanceOf(OpenworkError);
+    expect(thrown).toMatchObject({ name: 'ScriptError', code: 'script_error', details: { unusedSteps: 2 } });
     expect(() => model.assertDone()).toThrow('2 scripted step(s) were never used');
     model.push({ text: 'and one more' });
     expect(() => model.assertDone()).toThrow('3 scripted step(s) were never used');
@@ -53,10 +63,13 @@ describe('scriptedModel', () => {
     await drain(model, request('first'));
     const error = await drain(model, request('second')).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ModelError);
-    expect(error).toMatchObject({ code: 'model_error', message: 'scripted model: no step for call 2' });
+    expect(error).toMatchObject({ code: 'model_error', message: 'scripted model: no step for call 2', details: { scriptError: true, call: 2 } });
+    // The turn reports `model_error` (a turn failure code); the cause says it was the script's mistake.
+    expect((error as ModelError).cause).toBeInstanceOf(ScriptError);
+    expect((error as ModelError).cause).toMatchObject({ code: 'script_error' });
     expect(model.unexpected.map((r) => (r.messages[0] as { content: Array<{ text: string }> }).content[0]!.text)).toEqual(['second']);
     expect(model.requests).toHaveLength(2);
-    expect(() => model.assertDone()).toThrow('the model was called 1 time(s) more than scripted');
+    expect(() => model.assertDone()).toThrow(expect.objectContaining({ code: 'script_error', message: 'the model was called 1 time(s) more than scripted' }));
   });
 
   it('an empty script fails its first call as call 1', async () => {
@@ -136,7 +149,7 @@ describe('scriptedModel', () => {
         const { turnId } = await session.startTurn({ clientRequestId: 'r1', input: [{ type: 'text', text: 'go' }] });
         const outcome = await session.waitForTurn(turnId);
         expect(outcome).toMatchObject({ status: 'failed', message: expect.stringContaining('scripted model: no step for call 2') });
-        expect(() => model.assertDone()).toThrow('the model was called 1 time(s) more than scripted');
+        expect(() => model.assertDone()).toThrow(expect.objectContaining({ code: 'script_error', message: 'the model was called 1 time(s) more than scripted' }));
       } finally {
         await core.shutdown();
       }
