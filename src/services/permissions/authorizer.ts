@@ -165,7 +165,7 @@ export function permissionPolicy(runtime: ToolRuntime): Authorizer {
       const command = spec.command?.(args);
       // In slices of the main thread: 64 KiB of dense words or `;` took up to a second to parse and
       // walk, and held every other session of the host meanwhile (trust-stall).
-      const detect = async (): Promise<DangerHit | null> => (command !== undefined && runtime.launcher ? runtime.danger.detectSliced(command) : null);
+      const detect = async (): Promise<DangerHit | null> => (command !== undefined && runtime.launcher ? (runtime.danger.detectSliced?.(command) ?? runtime.danger.detect(command)) : null);
 
       // 2. An explicit escalation request: validated, then one card for this one call.
       if (hasEscalation(args)) {

@@ -248,9 +248,10 @@ export interface DangerDetector {
   /**
    * The same answer, worked out in slices of the host's main thread (services/host-slice) so that
    * a long command does not hold every other session while it is parsed and walked (trust-stall).
-   * Detections made this way run one at a time.
+   * Detections made this way run one at a time. Optional for a host's own detector: without it the
+   * runtime calls `detect`.
    */
-  detectSliced(command: string): Promise<DangerHit | null>;
+  detectSliced?(command: string): Promise<DangerHit | null>;
 }
 
 type Span = { start: number; end: number };
@@ -545,10 +546,10 @@ class TreeSitterDangerDetector implements DangerDetector {
   }
 }
 
-let loading: Promise<DangerDetector> | null = null;
+let loading: Promise<Required<DangerDetector>> | null = null;
 
 /** Loads the bash grammar once per process; resolves to a synchronous detector. */
-export function loadDangerDetector(): Promise<DangerDetector> {
+export function loadDangerDetector(): Promise<Required<DangerDetector>> {
   loading ??= (async () => {
     const require = createRequire(import.meta.url);
     await Parser.init();
