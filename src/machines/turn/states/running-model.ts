@@ -12,6 +12,38 @@ import { emptyDraft, planUnfinishedSteps, toolCallIdFor } from '../context.js';
 import { assemblyFailure, counterWriteFailure, failedOutcome, modelFailure, samplingFailure, stopOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
+/**
+ * The outcome of a model call's request, from `requesting` (a call that wrote its counters) or
+ * straight from `sampling` (a call the fact before reserved): compaction first, or the call is made.
+ * A stop noted before it ends the call there, before the model is asked.
+ */
+const requestOutcome = turnSetup.createStateConfig({
+  on: {
+    'model.over_threshold': [
+      { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+      {
+        target: '#turn.compacting',
+        actions: assign(({ context, event }) => ({
+          modelCall: { ...context.modelCall, estimatedInputTokens: event.estimatedInputTokens, compactionTrigger: 'threshold' as const, thresholdTried: true },
+        })),
+      },
+    ],
+    'model.call_recorded': [
+      { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+      {
+        target: '#turn.running_model.streaming.receiving',
+        actions: assign(({ context, event }) => ({
+          submissionCount: context.submissionCount + 1,
+          // The reservation (if any) is spent: the call is being made.
+          reservedCall: 0,
+          draft: emptyDraft(),
+          modelCall: { ...context.modelCall, compactionTrigger: null, estimatedInputTokens: event.estimatedInputTokens },
+        })),
+      },
+    ],
+  },
+}).on!;
+
 export const runningModelState = turnSetup.createStateConfig({
   entry: { type: 'enterPhase', params: 'running_model' },
   initial: 'checking',
@@ -66,7 +98,9 @@ export const runningModelState = turnSetup.createStateConfig({
       // this context), asks for a threshold compaction or records the call's counters, streams,
       // and stores the answer when the chart, in `persisting`, tells it to (`model.persist`). It
       // reports each step as an event and the chart takes every transition: `sampling` shows the
-      // first, `requesting` the next two, `receiving` the stream, `persisting` the commit. Leaving
+      // sampling (and, for a call the fact before reserved, the assembly: it has no write of its
+      // own), `requesting` the assembly and the counters' write of a call that writes them,
+      // `receiving` the stream, `persisting` the commit. Leaving
       // `streaming` stops it, which aborts a request in flight; a commit in flight finishes.
       initial: 'sampling',
       // The model call is the `model` slot of the Turn's effects actor (machines/turn/effects.ts):
@@ -126,38 +160,20 @@ export const runningModelState = turnSetup.createStateConfig({
       },
       states: {
         sampling: {
-          // A cancel waits for the sampling in flight (the root handler notes it); the call stops
-          // here, before its counters are written.
+          // A cancel waits for the sampling in flight (the root handler notes it). A call that writes
+          // its counters reports the sampling (`model.sampled`) and shows `requesting` while it
+          // writes them; a call the fact before reserved (`counted`) has nothing to write, so it
+          // reports the sampling with its request's outcome and goes from here to `receiving` or
+          // `compacting` in one macrostep (issue 14 point 3). Either way a stop noted before that
+          // event ends the call before the model is asked.
           on: {
             'model.sampled': [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'requesting' }],
+            ...requestOutcome,
           },
         },
         requesting: {
           // A cancel waits for the counters' write in flight (the root handler notes it).
-          on: {
-            'model.over_threshold': [
-              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
-              {
-                target: '#turn.compacting',
-                actions: assign(({ context, event }) => ({
-                  modelCall: { ...context.modelCall, estimatedInputTokens: event.estimatedInputTokens, compactionTrigger: 'threshold' as const, thresholdTried: true },
-                })),
-              },
-            ],
-            'model.call_recorded': [
-              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
-              {
-                target: 'receiving',
-                actions: assign(({ context, event }) => ({
-                  submissionCount: context.submissionCount + 1,
-                  // The reservation (if any) is spent: the call is being made.
-                  reservedCall: 0,
-                  draft: emptyDraft(),
-                  modelCall: { ...context.modelCall, compactionTrigger: null, estimatedInputTokens: event.estimatedInputTokens },
-                })),
-              },
-            ],
-          },
+          on: requestOutcome,
         },
         receiving: {
           on: {
