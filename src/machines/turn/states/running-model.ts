@@ -8,9 +8,29 @@ import { assign, enqueueActions, sendTo } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { announceToParent } from '../../publish.js';
-import { emptyDraft, planUnfinishedSteps, toolCallIdFor } from '../context.js';
+import { emptyDraft, nextDirectCall, planUnfinishedSteps, toolCallIdFor, type TurnContext } from '../context.js';
 import { assemblyFailure, counterWriteFailure, failedOutcome, modelFailure, samplingFailure, stopOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
+
+/** The context patch of a committed answer with tool calls: its batch, from the first call. */
+function intoBatch(context: TurnContext, assistantMessageId: string) {
+  const calls = context.draft.toolCalls;
+  const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
+  return {
+    usage: addUsage(context.usage, context.draft.completion!.usage),
+    batch: { assistantMessageId, calls, toolCallIds },
+    batchIndex: 0,
+    toolCallCount: context.toolCallCount + calls.length,
+    liveToolCalls: calls.map((call, i) => ({
+      toolCallId: toolCallIds[i]!,
+      providerCallId: call.callId,
+      toolName: call.name,
+      arguments: call.arguments,
+      status: 'pending' as const,
+    })),
+    draft: emptyDraft(),
+  };
+}
 
 /**
  * The outcome of a model call's request, from `requesting` (a call that wrote its counters) or
@@ -310,26 +330,23 @@ export const runningModelState = turnSetup.createStateConfig({
                 ],
               },
               {
+                // A stop noted during the commit: `tools.next` records the batch cancelled.
+                guard: 'stopRequested',
                 target: '#turn.tools',
                 actions: [
                   { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context, event }) => intoBatch(context, event.messageId)),
+                ],
+              },
+              {
+                // The batch's first call starts at once, as `tools.next` would start it (no stop, and a
+                // batch has a call): one microstep and one context copy fewer a step (issue 14 point 3).
+                target: '#tools.run',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
                   assign(({ context, event }) => {
-                    const calls = context.draft.toolCalls;
-                    const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
-                    return {
-                      usage: addUsage(context.usage, context.draft.completion!.usage),
-                      batch: { assistantMessageId: event.messageId, calls, toolCallIds },
-                      batchIndex: 0,
-                      toolCallCount: context.toolCallCount + calls.length,
-                      liveToolCalls: calls.map((call, i) => ({
-                        toolCallId: toolCallIds[i]!,
-                        providerCallId: call.callId,
-                        toolName: call.name,
-                        arguments: call.arguments,
-                        status: 'pending' as const,
-                      })),
-                      draft: emptyDraft(),
-                    };
+                    const patch = intoBatch(context, event.messageId);
+                    return { ...patch, direct: nextDirectCall({ ...context, ...patch }) };
                   }),
                 ],
               },
