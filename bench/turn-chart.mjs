@@ -5,12 +5,14 @@
  * the begin and end of the turn are resolved promises). No storage, no model, no session: what is
  * measured is the interpreter, the chart's actions and the effects actor's host.
  *
- * Per tool step it prints: the Turn's macrosteps (events the Turn processed), every XState event and
+ * Per tool step it prints: the Turn's macrosteps (events the Turn processed) and microsteps (transitions
+ * taken, eventless ones included; inspection's `@xstate.microstep`), every XState event and
  * snapshot (inspection), the heap's growth with a young generation large enough that nothing is
  * collected in the window (the method of docs/benchmarks.md "Perf-fold"), and the process CPU over
  * the same turns (median of the rounds; counts and allocation do not depend on load, CPU does).
  *
  * `node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 bench/turn-chart.mjs <dist>`
+ * TURN_CHART_INSPECT=1: the counts instead (add `--allow-natives-syntax` for the context's property mode).
  * TURN_CHART_HEAP_PROF=<file>: an allocation profile of one round instead (every sample, collected or not).
  * Knobs: TURN_CHART_WARMUP (300 turns), TURN_CHART_TURNS (50 a round), TURN_CHART_ROUNDS (7), BENCH_K (10).
  *
@@ -138,15 +140,23 @@ function turnInput(turnId) {
 }
 
 let counting = false;
-const counts = { turnEvents: 0, events: 0, snapshots: 0, turnSnapshots: 0 };
+const counts = { turnEvents: 0, events: 0, snapshots: 0, turnSnapshots: 0, turnMicrosteps: 0, fastContexts: 0 };
+// With `node --allow-natives-syntax`: whether each Turn snapshot's context has fast properties (a
+// hidden class) or went to dictionary mode (a hash table: every read a lookup, every copy rehashed).
+const hasFastProperties = process.execArgv.includes('--allow-natives-syntax') ? new Function('o', 'return %HasFastProperties(o)') : null;
 const inspect = (e) => {
   if (!counting) return;
   if (e.type === '@xstate.event') {
     counts.events += 1;
     if (e.actorRef?.id === 'turn') counts.turnEvents += 1;
+  } else if (e.type === '@xstate.microstep') {
+    if (e.actorRef?.id === 'turn') counts.turnMicrosteps += 1;
   } else if (e.type === '@xstate.snapshot') {
     counts.snapshots += 1;
-    if (e.actorRef?.id === 'turn') counts.turnSnapshots += 1;
+    if (e.actorRef?.id === 'turn') {
+      counts.turnSnapshots += 1;
+      if (hasFastProperties?.(e.snapshot.context)) counts.fastContexts += 1;
+    }
   }
 };
 const withInspect = process.env.TURN_CHART_INSPECT === '1';
@@ -168,7 +178,10 @@ if (withInspect) {
   for (let i = 0; i < 10; i++) await runTurn();
   counting = false;
   const per = (n) => (n / (10 * K)).toFixed(2);
-  console.log(`${dist} (fold ${folded}): per tool step: Turn macrosteps ${per(counts.turnEvents)}, XState events ${per(counts.events)}, snapshots ${per(counts.snapshots)} (Turn ${per(counts.turnSnapshots)})`);
+  console.log(
+    `${dist} (fold ${folded}): per tool step: Turn macrosteps ${per(counts.turnEvents)}, Turn microsteps ${per(counts.turnMicrosteps)}, XState events ${per(counts.events)}, snapshots ${per(counts.snapshots)} (Turn ${per(counts.turnSnapshots)})` +
+      (hasFastProperties ? `; Turn contexts with fast properties ${((100 * counts.fastContexts) / counts.turnSnapshots).toFixed(0)}%` : ''),
+  );
   process.exit(0);
 }
 
