@@ -116,6 +116,7 @@ describe('machineChart', () => {
       ['model.persisted', 'turn.ending'],
       ['model.persisted', 'turn.running_model.checking'],
       ['model.persisted', 'tools'],
+      ['model.persisted', 'turn.tools.run'],
       ['model.persist_failed', 'turn.ending'],
     ]);
   });
