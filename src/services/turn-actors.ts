@@ -355,9 +355,16 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           return;
         }
         if (finished) return;
-        sendBack({ type: 'model.sampled' });
-        // A stop noted while World State was sampled ends the call here (the Turn leaves).
-        if (finished || controller.signal.aborted) return;
+        // A call the fact before reserved has no write before its request: `model.call_recorded`
+        // (or `model.over_threshold`) below tells the Turn both that World State was sampled and
+        // that the request is ready, one Turn macrostep instead of two (issue 14 point 3). A call
+        // that writes its counters here reports the sampling first, so that the Turn shows
+        // `requesting` while they are written and a stop noted meanwhile waits for that write.
+        if (!input.counted) {
+          sendBack({ type: 'model.sampled' });
+          // A stop noted while World State was sampled ends the call here (the Turn leaves).
+          if (finished || controller.signal.aborted) return;
+        }
         // The request is assembled here, from the session's conversation as committed so far, and
         // handed straight to the port: it never enters machine context.
         let prepared: PreparedModelCall;

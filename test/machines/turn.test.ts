@@ -75,8 +75,9 @@ type ModelStep = TurnEvent[] | { events: TurnEvent[]; error: unknown } | 'hang' 
 type PersistStub = ReturnType<typeof stubPromise<{ messageId: string; outputProblem?: string }>>;
 
 /**
- * The model call as a stub of the callback actor: each invocation reports World State sampled
- * (`model.sampled`, as the real actor does before it assembles the request) and plays the next
+ * The model call as a stub of the callback actor: each invocation that writes its own counters
+ * reports World State sampled (`model.sampled`, as the real actor does before it assembles the
+ * request; a call the fact before reserved, `counted`, does not) and plays the next
  * step's events to the Turn, or fails with the step's error as `model.failed` (a `stage: 'sample'`
  * error fails before anything is sampled). Like the real actor it stores the answer only when the
  * Turn sends `model.persist`: the answer comes from `persist()` (the `persistAssistantMessage` stub,
@@ -108,7 +109,7 @@ function scriptedCallModel(steps: ModelStep[], persist: () => PersistStub) {
       }
       if (step === 'hang') {
         // The call was recorded and the model is answering: the stream stays open until stopped.
-        sendBack({ type: 'model.sampled' });
+        if (!input.counted) sendBack({ type: 'model.sampled' });
         sendBack({ type: 'model.call_recorded', estimatedInputTokens: 1 });
         sendBack({ type: 'model.text_delta', delta: 'partial' });
         live.subscriber = { next: (event) => sendBack(event) };
@@ -118,7 +119,9 @@ function scriptedCallModel(steps: ModelStep[], persist: () => PersistStub) {
         };
       }
       const { events, error } = Array.isArray(step) ? { events: step, error: undefined } : step;
-      if (!(error instanceof ModelCallSetupFailure && error.stage === 'sample')) sendBack({ type: 'model.sampled' });
+      // Like the real actor, only a call that writes its own counters reports its sampling apart: a
+      // call the fact before reserved (`counted`) reports it with its request's outcome.
+      if (!input.counted && !(error instanceof ModelCallSetupFailure && error.stage === 'sample')) sendBack({ type: 'model.sampled' });
       for (const event of events) sendBack(event);
       if (error !== undefined) sendBack({ type: 'model.failed', error });
     }
@@ -323,19 +326,40 @@ describe('Turn machine (stub actors): the model call', () => {
     expect(invalid.out()).toMatchObject({ outcome: { status: 'failed', code: 'output_invalid', message: 'missing field a' }, usage: USAGE });
   });
 
-  it('the model call samples first: the Turn shows sampling until it hears model.sampled; a cancel meanwhile ends the turn cancelled there, the reserved call given back', async () => {
+  it('the model call samples first: the Turn shows sampling until it hears from it; a cancel meanwhile ends the turn cancelled there, the reserved call given back', async () => {
     const t = runTurn(['sampling']);
     await flush();
     expect(t.state()).toEqual({ running_model: { streaming: 'sampling' } });
+    // The first call was reserved by the turn's first fact: it has no counters to write.
+    expect(t.stubs.callModel.inputs[0]).toMatchObject({ counted: true });
     t.child().send({ type: 'turn.cancel' });
     await flush();
     // The sampling in flight finishes first: the cancel is only noted.
     expect(t.state()).toEqual({ running_model: { streaming: 'sampling' } });
-    t.stubs.callModel.live.subscriber!.next({ type: 'model.sampled' });
+    // A counted call reports its sampling with its request's outcome (issue 14 point 3): the noted
+    // cancel ends the turn on it, before the model is asked.
+    t.stubs.callModel.live.subscriber!.next({ type: 'model.call_recorded', estimatedInputTokens: 1 });
     await flush();
     expect(t.out().outcome).toEqual({ status: 'cancelled' });
     expect(t.stubs.finishTurn.inputs[0]).toMatchObject({ outcome: { status: 'cancelled' }, unmadeModelCall: 1 });
-    // Without a cancel the call goes on to its request once sampled.
+    // Without a cancel a counted call goes from sampling straight to receiving: one macrostep.
+    const c = runTurn(['sampling']);
+    await flush();
+    c.stubs.callModel.live.subscriber!.next({ type: 'model.call_recorded', estimatedInputTokens: 1 });
+    await flush();
+    expect(c.state()).toEqual({ running_model: { streaming: 'receiving' } });
+    expect(c.child().getSnapshot().context).toMatchObject({ submissionCount: 1, reservedCall: 0 });
+    for (const event of answer('now').slice(1)) c.stubs.callModel.live.subscriber!.next(event);
+    await flush();
+    expect(c.out().outcome).toEqual({ status: 'completed', finalText: 'now' });
+    // A call that writes its own counters reports the sampling apart and shows `requesting` meanwhile;
+    // a cancel noted in `sampling` ends the turn as soon as it is sampled.
+    const u = runTurn(['sampling']);
+    await flush();
+    u.child().send({ type: 'turn.cancel' });
+    u.stubs.callModel.live.subscriber!.next({ type: 'model.sampled' });
+    await flush();
+    expect(u.out().outcome).toEqual({ status: 'cancelled' });
     const r = runTurn(['sampling']);
     await flush();
     r.stubs.callModel.live.subscriber!.next({ type: 'model.sampled' });

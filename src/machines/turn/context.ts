@@ -142,6 +142,24 @@ export function intoRecording(context: TurnContext, patch: { direct: DirectCall;
   return { ...patch, reserving: last ? nextModelCall(stopRequest === context.stopRequest ? context : { ...context, stopRequest }) : 0 };
 }
 
+/** The batch's call at `batchIndex` as the Turn starts to run it (`tools.next` into `run`). */
+export function nextDirectCall(context: Pick<TurnContext, 'batch' | 'batchIndex' | 'host' | 'doom'>): DirectCall {
+  return {
+    toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
+    call: context.batch!.calls[context.batchIndex]!,
+    permissionMode: context.host.permissionMode,
+    permissionModeOrigin: context.host.permissionModeOrigin,
+    args: undefined,
+    resolvedName: null,
+    doom: context.doom,
+    approval: { decision: 'none', source: 'sandbox', card: null, requestedAt: null, decidedAt: null },
+    result: null,
+    terminal: null,
+    executed: false,
+    start: null,
+  };
+}
+
 /** What validation and authorisation (and a tool-call machine) need to know of the current call. */
 export function toolCallInputOf(context: TurnContext): ToolCallInput {
   const d = context.direct!;

@@ -116,11 +116,15 @@ export type TurnEvent =
   /** `newBlock`: the provider began another output message; `phase`: that message's label. */
   | { type: 'model.text_delta'; delta: string; newBlock?: boolean; phase?: string }
   | { type: 'model.reasoning_delta'; delta: string }
-  /** World State is sampled (and any change stored) for this model call; the request comes next. */
+  /**
+   * World State is sampled (and any change stored) for this model call; the request comes next. Sent
+   * only by a call that writes its own counters: a call the fact before reserved reports its
+   * sampling with the event that ends its request (`model.over_threshold`, `model.call_recorded`).
+   */
   | { type: 'model.sampled' }
   /** The assembled request reached the compaction line: compact before the call (nothing was recorded). */
   | { type: 'model.over_threshold'; estimatedInputTokens: number }
-  /** The call's counters are committed; the request goes to the model now. */
+  /** The call's counters are committed (by the call, or by the fact before it); the request goes to the model now. */
   | { type: 'model.call_recorded'; estimatedInputTokens: number }
   | { type: 'model.tool_call'; callId: string; name: string; arguments: string }
   | { type: 'model.provider_opaque'; provider: string; data: unknown }

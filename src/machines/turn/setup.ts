@@ -65,6 +65,8 @@ export const turnSetup = setup({
     stopRequested: ({ context }) => context.stopRequest !== null,
     maxModelCallsReached: ({ context }) => context.modelCallIndex >= context.fixed.limits.maxModelCalls,
     batchDone: ({ context }) => context.batch === null || context.batchIndex >= context.batch.calls.length,
+    /** The current call is the batch's last: once it is finished, `batchDone` holds. */
+    lastOfBatch: ({ context }) => context.batch !== null && context.batchIndex + 1 >= context.batch.calls.length,
     outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
     outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
     isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',

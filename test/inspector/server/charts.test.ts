@@ -72,10 +72,18 @@ describe('machineChart', () => {
     expect(nodes.get('tools.run')!.invoke).toEqual([]);
     expect(['validating', 'authorizing', 'executing', 'recording'].map((s) => nodes.get(`tools.run.${s}`)!.invoke)).toEqual([[], [], [], []]);
     const recorded = chart.edges.filter((e) => e.source === 'turn.tools.run.recording').map((e) => [e.event, e.guard, e.target]);
+    // The batch's last call goes on to the model itself (perf-steps: no `tools.next` hop a step).
     expect(recorded).toEqual([
       ['tool.recorded', 'directTerminal', 'turn.tools.cancelling_remaining'],
+      ['tool.recorded', 'lastOfBatch', 'turn.running_model'],
       ['tool.recorded', null, 'turn.tools.next'],
       ['tool.record_failed', null, 'turn.tools.cancelling_remaining'],
+    ]);
+    // A stored answer with tool calls starts the first call itself unless a stop was noted.
+    const persisted = chart.edges.filter((e) => e.source === 'turn.running_model.streaming.persisting' && e.event === 'model.persisted').map((e) => [e.guard, e.target]);
+    expect(persisted.slice(-2)).toEqual([
+      ['stopRequested', 'tools'],
+      [null, 'turn.tools.run'],
     ]);
     expect(nodes.get('tools.call')!.invoke).toEqual([{ id: 'toolCall', src: 'toolCall' }]);
     // The cancel grace is an `after` edge of the stop the Turn and the tool-call machine wait for.
@@ -108,6 +116,7 @@ describe('machineChart', () => {
       ['model.persisted', 'turn.ending'],
       ['model.persisted', 'turn.running_model.checking'],
       ['model.persisted', 'tools'],
+      ['model.persisted', 'turn.tools.run'],
       ['model.persist_failed', 'turn.ending'],
     ]);
   });

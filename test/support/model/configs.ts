@@ -130,15 +130,42 @@ export const CONFIGS: WorldConfig[] = [
   { ...base, name: 'explorer session', nonInteractive: true, toolKinds: ['ok_a', 'spawn'], limits: { maxModelCalls: 3, doomLoopThreshold: 3 }, ports: { ...OK_TURN, authorize: ['card'] } },
   { ...base, name: 'model call limit', limits: { maxModelCalls: 1, doomLoopThreshold: 3 } },
   { ...base, name: 'cancel while sampling', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'sampling' } }), cmd: 'cancel' } },
-  { ...base, name: 'cancel while requesting', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'cancel' } },
+  // Only a call that writes its own counters shows `requesting` (a call the fact before reserved goes
+  // from `sampling` to its request's outcome in one event, branch perf-steps): the resubmission after
+  // an overflow, or the call after steering input.
+  {
+    ...base,
+    name: 'cancel while requesting',
+    model: ['completed', 'end', 'overflow'],
+    toolKinds: [],
+    interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'cancel' },
+  },
   // Over the compaction line, the model actor asks for compaction at once: a cancel noted on entry wins.
   {
     ...base,
     name: 'cancel while requesting, over the line',
     compaction: 'threshold',
+    toolKinds: [],
+    commands: ['start', 'steer'],
     interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'cancel' },
   },
-  { ...base, name: 'shutdown while requesting', interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'shutdown' } },
+  { ...base, name: 'threshold compaction after steering', compaction: 'threshold', toolKinds: [], commands: ['start', 'steer'] },
+  // A reserved call over the line asks for compaction straight from `sampling`: a cancel noted there wins.
+  {
+    ...base,
+    name: 'cancel while sampling, over the line',
+    compaction: 'threshold',
+    interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'sampling' } }), cmd: 'cancel' },
+  },
+  // A cancel while the resubmission after an overflow samples World State: it ends on `model.sampled`.
+  { ...base, name: 'World State on a resubmission', worldState: true, toolKinds: [], model: ['completed', 'end', 'overflow'], commands: ['start', 'cancel'], ports: { ...OK_TURN } },
+  {
+    ...base,
+    name: 'shutdown while requesting',
+    model: ['completed', 'end', 'overflow'],
+    toolKinds: [],
+    interrupt: { machine: 'turn', state: JSON.stringify({ running_model: { streaming: 'requesting' } }), cmd: 'shutdown' },
+  },
   { ...base, name: 'cancel while validating', interrupt: { machine: 'turn', state: JSON.stringify({ tools: { run: 'validating' } }), cmd: 'cancel' } },
   { ...base, name: 'shutdown while validating', interrupt: { machine: 'turn', state: JSON.stringify({ tools: { run: 'validating' } }), cmd: 'shutdown' } },
 ];

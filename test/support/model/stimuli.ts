@@ -535,25 +535,18 @@ function settle(sim: SimSystem, env: Env, config: WorldConfig): void {
     const turnWaits = sim.invoked('turn');
     if ('callModel' in turnWaits && !config.worldState && sampling(sim.snapshot('turn')!)) {
       // Sampling is off: the model actor goes on to its request at once.
-      sim.send('turn', { type: 'model.sampled' });
+      sim.send('turn', sampledEvent(sim, config));
       continue;
     }
     // A model call is known by its slot's input: each start carries a new one.
     const callRef = turnWaits.callModel as object | undefined;
     if (callRef && !assembled.has(callRef) && requesting(sim.snapshot('turn')!)) {
-      // The model actor assembles its request as it starts (no port holds it): it fails, asks for a
-      // threshold compaction, or goes on to write the call's counters (a port, offered as a stimulus),
-      // unless the fact before the call reserved them (`counted`): then it goes straight on.
+      // A call that writes its own counters assembles its request in `requesting` (no port holds
+      // it): it fails, asks for a threshold compaction, or goes on to write the call's counters (a
+      // port, offered as a stimulus).
       assembled.add(callRef);
-      const input = turnWaits.callModel as { thresholdCompaction: boolean; counted: boolean };
-      if (config.assembleFails) {
-        const error = new ModelCallSetupFailure('assemble', new AssemblyError('system context part too large'));
-        sim.send('turn', { type: 'model.failed', error });
-      } else if (config.compaction === 'threshold' && input.thresholdCompaction) {
-        sim.send('turn', { type: 'model.over_threshold', estimatedInputTokens: 50 });
-      } else if (input.counted) {
-        sim.send('turn', { type: 'model.call_recorded', estimatedInputTokens: 50 });
-      }
+      const outcome = assemblyOutcome(turnWaits.callModel as CallStart, config);
+      if (outcome) sim.send('turn', outcome);
       continue;
     }
     if ((turnWaits.finishTurn as { recorded?: boolean } | undefined)?.recorded) {
@@ -760,6 +753,30 @@ function endManual(sim: SimSystem, env: Env, outcome: string): SimReply {
 /** Model calls (their slot's input) whose start (the request's assembly) the simulation has played already. */
 const assembled = new WeakSet<object>();
 
+/** What the Turn told its model slot as the call started. */
+type CallStart = { thresholdCompaction: boolean; counted: boolean };
+
+/**
+ * What the model actor reports once World State is sampled: `model.sampled` for a call that writes
+ * its own counters (it shows `requesting` for that write); for a call the fact before reserved
+ * (`counted`), nothing is written before the request, so it reports the outcome of the request's
+ * assembly at once (issue 14 point 3: one Turn macrostep fewer a model call).
+ */
+function sampledEvent(sim: SimSystem, config: WorldConfig): { type: string; [k: string]: unknown } {
+  const input = sim.invoked('turn').callModel as CallStart;
+  return input.counted ? assemblyOutcome(input, config)! : { type: 'model.sampled' };
+}
+
+/**
+ * What the model actor reports once its request is assembled: its failure, a threshold compaction,
+ * or (for a call already counted) the request going out; null when it goes on to write its counters.
+ */
+function assemblyOutcome(input: CallStart, config: WorldConfig): { type: string; [k: string]: unknown } | null {
+  if (config.assembleFails) return { type: 'model.failed', error: new ModelCallSetupFailure('assemble', new AssemblyError('system context part too large')) };
+  if (config.compaction === 'threshold' && input.thresholdCompaction) return { type: 'model.over_threshold', estimatedInputTokens: 50 };
+  return input.counted ? { type: 'model.call_recorded', estimatedInputTokens: 50 } : null;
+}
+
 /** The state of a call the Turn runs itself (`tools.run.<state>`, `executing` for either of its substates), or null. */
 function runState(turn: { value: unknown }): string | null {
   const run = (turn.value as { tools?: { run?: unknown } } | null)?.tools?.run;
@@ -782,7 +799,7 @@ function requesting(turn: { value: unknown }): boolean {
   return JSON.stringify(turn.value) === JSON.stringify({ running_model: { streaming: 'requesting' } });
 }
 
-function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome: string): { target: 'turn' | 'toolCall'; event: { type: string; [k: string]: unknown } } {
+function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome: string, config: WorldConfig): { target: 'turn' | 'toolCall'; event: { type: string; [k: string]: unknown } } {
   // A call's actors run in the tool-call machine when the call waits, else in the Turn itself.
   const target = actor in sim.invoked('toolCall') ? 'toolCall' : 'turn';
   const input = sim.invoked(target)[actor] as Record<string, any>;
@@ -798,7 +815,7 @@ function portEvent(sim: SimSystem, actor: Exclude<PortActor, 'manual'>, outcome:
       return outcome === 'ok' ? done({ mailboxIds: input.mailbox.map((m: { id: string }) => m.id), inputIds: input.pendingInput.map((m: { id: string }) => m.id) }) : fail();
     case 'sampleWorldState': {
       // The model actor samples World State itself: its end is an event, its failure the actor's error.
-      if (outcome === 'ok') return { target, event: { type: 'model.sampled' } };
+      if (outcome === 'ok') return { target, event: sampledEvent(sim, config) };
       const cause = outcome === 'catalog_error' ? new WorldStateError('skill_catalog_task_error', 'cannot build the skill catalog') : storageError(actor);
       return { target, event: { type: 'model.failed', error: new ModelCallSetupFailure('sample', cause) } };
     }
@@ -931,7 +948,7 @@ export function applyStimulus(state: ModelState, stimulus: Stimulus, config: Wor
         }
         env.reserved = stimulus.outcome === 'ok';
       }
-      const { target, event } = portEvent(sim, stimulus.actor, stimulus.outcome);
+      const { target, event } = portEvent(sim, stimulus.actor, stimulus.outcome, config);
       sim.send(target, event);
       break;
     }

@@ -8,9 +8,61 @@ import { assign, enqueueActions, sendTo } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { announceToParent } from '../../publish.js';
-import { emptyDraft, planUnfinishedSteps, toolCallIdFor } from '../context.js';
+import { emptyDraft, nextDirectCall, planUnfinishedSteps, toolCallIdFor, type TurnContext } from '../context.js';
 import { assemblyFailure, counterWriteFailure, failedOutcome, modelFailure, samplingFailure, stopOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
+
+/** The context patch of a committed answer with tool calls: its batch, from the first call. */
+function intoBatch(context: TurnContext, assistantMessageId: string) {
+  const calls = context.draft.toolCalls;
+  const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
+  return {
+    usage: addUsage(context.usage, context.draft.completion!.usage),
+    batch: { assistantMessageId, calls, toolCallIds },
+    batchIndex: 0,
+    toolCallCount: context.toolCallCount + calls.length,
+    liveToolCalls: calls.map((call, i) => ({
+      toolCallId: toolCallIds[i]!,
+      providerCallId: call.callId,
+      toolName: call.name,
+      arguments: call.arguments,
+      status: 'pending' as const,
+    })),
+    draft: emptyDraft(),
+  };
+}
+
+/**
+ * The outcome of a model call's request, from `requesting` (a call that wrote its counters) or
+ * straight from `sampling` (a call the fact before reserved): compaction first, or the call is made.
+ * A stop noted before it ends the call there, before the model is asked.
+ */
+const requestOutcome = turnSetup.createStateConfig({
+  on: {
+    'model.over_threshold': [
+      { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+      {
+        target: '#turn.compacting',
+        actions: assign(({ context, event }) => ({
+          modelCall: { ...context.modelCall, estimatedInputTokens: event.estimatedInputTokens, compactionTrigger: 'threshold' as const, thresholdTried: true },
+        })),
+      },
+    ],
+    'model.call_recorded': [
+      { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
+      {
+        target: '#turn.running_model.streaming.receiving',
+        actions: assign(({ context, event }) => ({
+          submissionCount: context.submissionCount + 1,
+          // The reservation (if any) is spent: the call is being made.
+          reservedCall: 0,
+          draft: emptyDraft(),
+          modelCall: { ...context.modelCall, compactionTrigger: null, estimatedInputTokens: event.estimatedInputTokens },
+        })),
+      },
+    ],
+  },
+}).on!;
 
 export const runningModelState = turnSetup.createStateConfig({
   entry: { type: 'enterPhase', params: 'running_model' },
@@ -66,7 +118,9 @@ export const runningModelState = turnSetup.createStateConfig({
       // this context), asks for a threshold compaction or records the call's counters, streams,
       // and stores the answer when the chart, in `persisting`, tells it to (`model.persist`). It
       // reports each step as an event and the chart takes every transition: `sampling` shows the
-      // first, `requesting` the next two, `receiving` the stream, `persisting` the commit. Leaving
+      // sampling (and, for a call the fact before reserved, the assembly: it has no write of its
+      // own), `requesting` the assembly and the counters' write of a call that writes them,
+      // `receiving` the stream, `persisting` the commit. Leaving
       // `streaming` stops it, which aborts a request in flight; a commit in flight finishes.
       initial: 'sampling',
       // The model call is the `model` slot of the Turn's effects actor (machines/turn/effects.ts):
@@ -126,38 +180,20 @@ export const runningModelState = turnSetup.createStateConfig({
       },
       states: {
         sampling: {
-          // A cancel waits for the sampling in flight (the root handler notes it); the call stops
-          // here, before its counters are written.
+          // A cancel waits for the sampling in flight (the root handler notes it). A call that writes
+          // its counters reports the sampling (`model.sampled`) and shows `requesting` while it
+          // writes them; a call the fact before reserved (`counted`) has nothing to write, so it
+          // reports the sampling with its request's outcome and goes from here to `receiving` or
+          // `compacting` in one macrostep (issue 14 point 3). Either way a stop noted before that
+          // event ends the call before the model is asked.
           on: {
             'model.sampled': [{ guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' }, { target: 'requesting' }],
+            ...requestOutcome,
           },
         },
         requesting: {
           // A cancel waits for the counters' write in flight (the root handler notes it).
-          on: {
-            'model.over_threshold': [
-              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
-              {
-                target: '#turn.compacting',
-                actions: assign(({ context, event }) => ({
-                  modelCall: { ...context.modelCall, estimatedInputTokens: event.estimatedInputTokens, compactionTrigger: 'threshold' as const, thresholdTried: true },
-                })),
-              },
-            ],
-            'model.call_recorded': [
-              { guard: 'stopRequested', target: '#turn.ending', actions: 'outcomeFromStop' },
-              {
-                target: 'receiving',
-                actions: assign(({ context, event }) => ({
-                  submissionCount: context.submissionCount + 1,
-                  // The reservation (if any) is spent: the call is being made.
-                  reservedCall: 0,
-                  draft: emptyDraft(),
-                  modelCall: { ...context.modelCall, compactionTrigger: null, estimatedInputTokens: event.estimatedInputTokens },
-                })),
-              },
-            ],
-          },
+          on: requestOutcome,
         },
         receiving: {
           on: {
@@ -294,26 +330,23 @@ export const runningModelState = turnSetup.createStateConfig({
                 ],
               },
               {
+                // A stop noted during the commit: `tools.next` records the batch cancelled.
+                guard: 'stopRequested',
                 target: '#turn.tools',
                 actions: [
                   { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
+                  assign(({ context, event }) => intoBatch(context, event.messageId)),
+                ],
+              },
+              {
+                // The batch's first call starts at once, as `tools.next` would start it (no stop, and a
+                // batch has a call): one microstep and one context copy fewer a step (issue 14 point 3).
+                target: '#tools.run',
+                actions: [
+                  { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
                   assign(({ context, event }) => {
-                    const calls = context.draft.toolCalls;
-                    const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
-                    return {
-                      usage: addUsage(context.usage, context.draft.completion!.usage),
-                      batch: { assistantMessageId: event.messageId, calls, toolCallIds },
-                      batchIndex: 0,
-                      toolCallCount: context.toolCallCount + calls.length,
-                      liveToolCalls: calls.map((call, i) => ({
-                        toolCallId: toolCallIds[i]!,
-                        providerCallId: call.callId,
-                        toolName: call.name,
-                        arguments: call.arguments,
-                        status: 'pending' as const,
-                      })),
-                      draft: emptyDraft(),
-                    };
+                    const patch = intoBatch(context, event.messageId);
+                    return { ...patch, direct: nextDirectCall({ ...context, ...patch }) };
                   }),
                 ],
               },

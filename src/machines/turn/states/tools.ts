@@ -13,7 +13,7 @@ import { executeInputOf, recordInputOf } from '../../tool-call/ports.js';
 import { addGrant } from '../../grants.js';
 import { announceToParent } from '../../publish.js';
 import { orphansOf } from '../../orphans.js';
-import { applyToolOutput, intoRecording, toolCallInputOf } from '../context.js';
+import { applyToolOutput, intoRecording, nextDirectCall, toolCallInputOf } from '../context.js';
 import { cardToAsk, countedCall, doomLoopCall, grantedCard, invalidCall, nonInteractiveRefusal, ruleDenial } from '../direct-call.js';
 import { errorText, failedOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
@@ -26,25 +26,7 @@ export const toolsState = turnSetup.createStateConfig({
       always: [
         { guard: 'batchDone', target: '#turn.running_model' },
         { guard: 'stopRequested', target: 'cancelling_remaining', actions: 'outcomeFromStop' },
-        {
-          target: 'run',
-          actions: assign(({ context }) => ({
-            direct: {
-              toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
-              call: context.batch!.calls[context.batchIndex]!,
-              permissionMode: context.host.permissionMode,
-              permissionModeOrigin: context.host.permissionModeOrigin,
-              args: undefined,
-              resolvedName: null,
-              doom: context.doom,
-              approval: { decision: 'none' as const, source: 'sandbox', card: null, requestedAt: null, decidedAt: null },
-              result: null,
-              terminal: null,
-              executed: false,
-              start: null,
-            },
-          })),
-        },
+        { target: 'run', actions: assign(({ context }) => ({ direct: nextDirectCall(context) })) },
       ],
     },
     // A call runs as the Turn's own actor (validate, authorize, execute, record) as long as it
@@ -204,6 +186,16 @@ export const toolsState = turnSetup.createStateConfig({
               {
                 guard: 'directTerminal',
                 target: '#tools.cancelling_remaining',
+                actions: [
+                  { type: 'announceDirectFinished', params: ({ event }) => event.result },
+                  { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.result }) },
+                ],
+              },
+              {
+                // The batch's last call: `next` would go on to the model at once (`batchDone`), so the
+                // transition goes there itself, one microstep fewer a step (issue 14 point 3).
+                guard: 'lastOfBatch',
+                target: '#turn.running_model',
                 actions: [
                   { type: 'announceDirectFinished', params: ({ event }) => event.result },
                   { type: 'finishDirect', params: ({ event }) => ({ recorded: true, stored: event.result }) },
