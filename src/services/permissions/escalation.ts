@@ -7,6 +7,7 @@
  * namespace, so the internet and the host's loopback services are out of reach until the user
  * grants it.
  */
+import { statSync } from 'node:fs';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { expandHome, canonicalize, isAncestorOrSelf } from './paths.js';
@@ -72,6 +73,15 @@ export interface EscalationRequest {
   justification?: string | undefined;
 }
 
+/** Whether `path` (canonical) is a directory now; a missing or unreadable path is not. */
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 /** A valid request: its path grants (canonical) and whether it asks for the network. */
 export type EscalationValidation = { ok: true; grants: PathGrant[]; network: boolean } | { ok: false; text: string };
 
@@ -115,6 +125,11 @@ export function validateEscalation(request: EscalationRequest, policy: SandboxPo
     }
     if (tier === 'hard_protected' && grant.access === 'write') {
       return refused(`${grant.path} is protected and cannot be written in any mode; do not retry`);
+    }
+    // Attack round 6: `exact` is one file (reference §4.9), and the card says "(file)"; a directory
+    // bound as it is gives the command everything below it, past the subtree rules just below.
+    if (grant.scope === 'exact' && isDirectory(grant.path)) {
+      return refused(`${grant.path} is a directory, and an exact grant covers one file; list the files this call needs, or ask for a subtree of the narrowest directory`);
     }
     if (grant.scope === 'subtree' && (grant.path === sep || isAncestorOrSelf(grant.path, home))) {
       return refused(`a subtree at ${grant.path} is too broad (it is the filesystem root, the home directory or an ancestor of it); list narrower paths`);

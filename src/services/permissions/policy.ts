@@ -62,6 +62,11 @@ export class SandboxPolicy {
     return this.environment.tempDirs.some((t) => isWithin(path, t));
   }
 
+  /** Whether `path` is in a temp dir that lies strictly below the workspace root. */
+  private inTempBelowWorkspace(path: string): boolean {
+    return this.environment.tempDirs.some((t) => t !== this.workspaceRoot && isWithin(t, this.workspaceRoot) && isWithin(path, t));
+  }
+
   isInWorkspace(path: string): boolean {
     return isWithin(path, this.workspaceRoot);
   }
@@ -109,8 +114,12 @@ export class SandboxPolicy {
       case 'sensitive':
         return access === 'read' || this.grantCovers(path, 'write', root) ? null : 'sensitive';
       case 'normal': {
-        if (access === 'read' || this.isTemp(path) || this.grantCovers(path, 'write', null)) return null;
-        if (this.isInWorkspace(path)) return this.workspaceWritable(actor) ? null : 'workspace_not_writable_by_bash';
+        if (access === 'read' || this.grantCovers(path, 'write', null)) return null;
+        // Attack round 6: a workspace inside a temp dir (a checkout under /tmp) is still the
+        // workspace: its rule wins there, or accept-edits bash (and every explorer) wrote it as temp.
+        // A temp dir inside the workspace stays writable, as temp dirs are in both modes.
+        if (this.isInWorkspace(path) && !this.inTempBelowWorkspace(path)) return this.workspaceWritable(actor) ? null : 'workspace_not_writable_by_bash';
+        if (this.isTemp(path)) return null;
         return 'outside_workspace';
       }
       default: {

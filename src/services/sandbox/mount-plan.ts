@@ -157,9 +157,15 @@ function depth(path: string): number {
   return path.split('/').filter((c) => c !== '').length;
 }
 
-function modeOf(policy: SandboxPolicy, path: string): MountMode {
-  if (!policy.check(path, 'read', 'bash')) return 'hidden';
-  return policy.check(path, 'write', 'bash') ? 'rw' : 'ro';
+/**
+ * The mount mode of `path`. An `exact` grant is one file (reference §4.9): a directory is judged
+ * without the call's exact grants (attack round 6), since binding it would open everything below it.
+ * Validation refuses an exact grant on a directory; this holds when the path became one after.
+ */
+function modeOf(policy: SandboxPolicy, path: string, isDirectory: boolean): MountMode {
+  const judge = isDirectory && policy.pathGrants.some((g) => g.scope === 'exact') ? policy.withGrants(policy.pathGrants.filter((g) => g.scope === 'subtree')) : policy;
+  if (!judge.check(path, 'read', 'bash')) return 'hidden';
+  return judge.check(path, 'write', 'bash') ? 'rw' : 'ro';
 }
 
 /** Makes what an approved write grant names exist, so that it can be bound writable. */
@@ -214,7 +220,7 @@ export function buildMountPlan(policy: SandboxPolicy): MountPlan {
   for (const path of candidates) {
     const info = exists(path);
     if (!info) continue;
-    present.push({ path, mode: modeOf(policy, path), isDirectory: info.isDirectory });
+    present.push({ path, mode: modeOf(policy, path, info.isDirectory), isDirectory: info.isDirectory });
   }
   present.sort((a, b) => depth(a.path) - depth(b.path) || a.path.localeCompare(b.path));
   const ops: MountOp[] = [];

@@ -83,7 +83,9 @@ export function seatbeltProfile(policy: SandboxPolicy, options: LaunchOptions = 
 
   const roots = [...env.tempDirs, ...(policy.bashWritesWorkspace() ? [ws] : [])];
   for (const root of roots) {
-    lines.push(`(allow file-write* (require-all (subpath ${param(root)}) ${[...hard, ...sensitive, ...credentialExclusions(null)].join(' ')}))`);
+    // Attack round 6: a workspace inside a temp dir keeps the workspace rule (policy.ts `denial`).
+    const workspaceInside = !policy.bashWritesWorkspace() && isWithin(ws, root) ? [`(require-not (subpath ${param(ws)}))`] : [];
+    lines.push(`(allow file-write* (require-all (subpath ${param(root)}) ${[...hard, ...sensitive, ...credentialExclusions(null), ...workspaceInside].join(' ')}))`);
   }
   for (const grant of policy.pathGrants.filter((g) => g.access === 'write')) {
     const tierRoot = policy.tierAnswer(grant.path).root;

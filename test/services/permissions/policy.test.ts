@@ -106,6 +106,17 @@ describe('check under the two modes', () => {
     });
   }
 
+  it('a workspace inside a temp dir is the workspace there; a temp dir inside the workspace stays temp (attack round 6)', () => {
+    const inTemp = join(tmp, 'project');
+    expect(policy('accept_edits', [], inTemp).check(join(inTemp, 'src', 'a.ts'), 'write', 'bash')).toBe(false);
+    expect(policy('accept_edits', [], inTemp).check(join(inTemp, 'src', 'a.ts'), 'write', 'file_tool')).toBe(true);
+    expect(policy('auto', [], inTemp).check(join(inTemp, 'src', 'a.ts'), 'write', 'bash')).toBe(true);
+    expect(policy('accept_edits', [], inTemp).check(join(tmp, 'other', 'x'), 'write', 'bash')).toBe(true);
+    // The temp dir is below the workspace `base`: still writable by bash under accept-edits.
+    expect(policy('accept_edits', [], base).check(join(tmp, 'x'), 'write', 'bash')).toBe(true);
+    expect(policy('accept_edits', [], base).check(join(base, 'outside', 'x'), 'write', 'bash')).toBe(false);
+  });
+
   it('a workspace that is $HOME or an ancestor of it is not writable by bash in either mode; file tools still write it [reference §4.15 acc 49]', () => {
     for (const workspace of [home, base]) {
       const p = policy('auto', [], workspace);

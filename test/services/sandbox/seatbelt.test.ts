@@ -31,6 +31,21 @@ describe('Seatbelt profile', () => {
     expect(profile('accept_edits').params.map(([, v]) => v)).not.toContain('/Users/ada/work/app');
   });
 
+  it('a workspace inside a temp dir is taken out of that temp root under accept-edits (attack round 6)', () => {
+    const ws = '/private/tmp/checkout';
+    const build = (mode: 'auto' | 'accept_edits') => seatbeltProfile(new SandboxPolicy({ mode, workspaceRoot: ws, pathGrants: [], environment }));
+    const { profile: text, params } = build('accept_edits');
+    const tmpKey = params.find(([, v]) => v === '/private/tmp')![0];
+    const wsKey = params.find(([, v]) => v === ws)![0];
+    const tmpRule = text.split('\n').find((l) => l.startsWith(`(allow file-write* (require-all (subpath (param "${tmpKey}"))`))!;
+    expect(tmpRule).toContain(`(require-not (subpath (param "${wsKey}")))`);
+    // Only that temp root's rule; in auto the workspace is a writable root of its own.
+    expect(text.split('\n').filter((l) => l.includes(`(require-not (subpath (param "${wsKey}")))`))).toHaveLength(1);
+    const auto = build('auto');
+    const autoWsKey = auto.params.find(([, v]) => v === ws)![0];
+    expect(auto.profile).not.toContain(`(require-not (subpath (param "${autoWsKey}")))`);
+  });
+
   it('a read grant inside a credential path is subtracted from its read denial', () => {
     const { profile: text, params } = profile('auto', [{ path: '/Users/ada/.ssh', access: 'read', scope: 'subtree' }]);
     // Registered last: the credential read denials, each followed by the grants it subtracts.
