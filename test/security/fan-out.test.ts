@@ -30,7 +30,10 @@ describe('fan-out bombs', () => {
       // Each explorer first tries to spawn one of its own, then answers.
       (request) => (toolResults(request).length === 0 ? { toolCalls: [{ name: 'spawn_agent', arguments: { task_name: 'deeper', message: 'recurse' } }] } : { text: 'child done' }),
     );
-    const h = await harness(storage, model, { agents: true });
+    // The active-turn cap is lifted so that only the per-session cap can refuse: explorers answer at
+    // once, but on a loaded machine a few may still be running when the next spawn comes (CI refused
+    // 28 of 70 with the three-turn cap), which proves nothing about the 64.
+    const h = await harness(storage, model, { agents: { maxActiveTurns: 1_000 } });
     const { outcome } = await h.run('go');
     expect(outcome).toMatchObject({ status: 'completed', finalText: 'root done' });
     const codes = await resultCodes(h.session.sessionId);
@@ -38,7 +41,7 @@ describe('fan-out bombs', () => {
     expect(results.filter((r) => r.status === 'success')).toHaveLength(MAX_SUB_AGENTS_PER_SESSION);
     const refused = results.filter((r) => r.status !== 'success');
     expect(refused).toHaveLength(70 - MAX_SUB_AGENTS_PER_SESSION);
-    for (const r of refused) expect(r.text).toMatch(/^agent_limit_reached: /);
+    for (const r of refused) expect(r.text).toMatch(new RegExp(`^agent_limit_reached: this session has ${MAX_SUB_AGENTS_PER_SESSION} explorers already`));
     expect(await resultCodes(h.session.sessionId)).toHaveLength(70);
     // Depth 1: the explorer's surface has no spawn_agent.
     const childResults = model.requests.filter(isChild).flatMap((r) => toolResults(r));
