@@ -12,7 +12,10 @@
  * the same turns (median of the rounds; counts and allocation do not depend on load, CPU does).
  *
  * `node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 bench/turn-chart.mjs <dist>`
- * TURN_CHART_INSPECT=1: the counts instead (add `--allow-natives-syntax` for the context's property mode).
+ * TURN_CHART_INSPECT=1: the counts instead (add `--allow-natives-syntax` for the context's property mode;
+ * the run then exits 1 when any Turn snapshot's context is in dictionary mode, naming the first: the
+ * check of branch perf-context, run by test/machines/turn/context-shape.test.ts from the sources).
+ * TURN_CHART_INSPECT_TURNS (10): the turns counted.
  * TURN_CHART_HEAP_PROF=<file>: an allocation profile of one round instead (every sample, collected or not).
  * Knobs: TURN_CHART_WARMUP (300 turns), TURN_CHART_TURNS (50 a round), TURN_CHART_ROUNDS (7), BENCH_K (10).
  *
@@ -141,6 +144,7 @@ function turnInput(turnId) {
 
 let counting = false;
 const counts = { turnEvents: 0, events: 0, snapshots: 0, turnSnapshots: 0, turnMicrosteps: 0, fastContexts: 0 };
+let firstSlow = null;
 // With `node --allow-natives-syntax`: whether each Turn snapshot's context has fast properties (a
 // hidden class) or went to dictionary mode (a hash table: every read a lookup, every copy rehashed).
 const hasFastProperties = process.execArgv.includes('--allow-natives-syntax') ? new Function('o', 'return %HasFastProperties(o)') : null;
@@ -156,6 +160,8 @@ const inspect = (e) => {
     if (e.actorRef?.id === 'turn') {
       counts.turnSnapshots += 1;
       if (hasFastProperties?.(e.snapshot.context)) counts.fastContexts += 1;
+      else if (hasFastProperties && firstSlow === null)
+        firstSlow = { value: JSON.stringify(e.snapshot.value), event: e.event?.type ?? null, keys: Object.keys(e.snapshot.context).length };
     }
   }
 };
@@ -175,13 +181,18 @@ for (let i = 0; i < WARMUP; i++) await runTurn();
 // The counts: one pass with an inspector attached (in its own process run, TURN_CHART_INSPECT=1).
 if (withInspect) {
   counting = true;
-  for (let i = 0; i < 10; i++) await runTurn();
+  const counted = Number(process.env.TURN_CHART_INSPECT_TURNS ?? 10);
+  for (let i = 0; i < counted; i++) await runTurn();
   counting = false;
-  const per = (n) => (n / (10 * K)).toFixed(2);
+  const per = (n) => (n / (counted * K)).toFixed(2);
   console.log(
     `${dist} (fold ${folded}): per tool step: Turn macrosteps ${per(counts.turnEvents)}, Turn microsteps ${per(counts.turnMicrosteps)}, XState events ${per(counts.events)}, snapshots ${per(counts.snapshots)} (Turn ${per(counts.turnSnapshots)})` +
       (hasFastProperties ? `; Turn contexts with fast properties ${((100 * counts.fastContexts) / counts.turnSnapshots).toFixed(0)}%` : ''),
   );
+  if (firstSlow !== null) {
+    console.log(`Turn context in dictionary mode: first at state ${firstSlow.value} after ${firstSlow.event}, ${firstSlow.keys} top-level keys`);
+    process.exit(1);
+  }
   process.exit(0);
 }
 

@@ -348,7 +348,7 @@ describe('Turn machine (stub actors): the model call', () => {
     c.stubs.callModel.live.subscriber!.next({ type: 'model.call_recorded', estimatedInputTokens: 1 });
     await flush();
     expect(c.state()).toEqual({ running_model: { streaming: 'receiving' } });
-    expect(c.child().getSnapshot().context).toMatchObject({ submissionCount: 1, reservedCall: 0 });
+    expect(c.child().getSnapshot().context).toMatchObject({ counts: { submissionCount: 1, reservedCall: 0 } });
     for (const event of answer('now').slice(1)) c.stubs.callModel.live.subscriber!.next(event);
     await flush();
     expect(c.out().outcome).toEqual({ status: 'completed', finalText: 'now' });
@@ -843,7 +843,7 @@ describe('Turn machine (stub actors): a call that waits (the tool-call machine i
     await flush();
     t.child().getSnapshot().children.toolCall!.send({ type: 'stub.finish', output: timedOut(1) });
     await flush();
-    expect(t.context().waitTimeouts).toBe(1);
+    expect(t.context().counts.waitTimeouts).toBe(1);
     t.child().getSnapshot().children.toolCall!.send({ type: 'stub.finish', output: timedOut(2) });
     await flush();
     expect(t.out().outcome).toEqual({ status: 'failed', code: 'doom_loop', message: "doom loop detected for tool 'wait_agent'" });

@@ -35,7 +35,7 @@ export interface TrackedActor {
   status: ActorStatus;
   /** The state value of a machine actor; null for promise, callback and observable actors. */
   value: StateValueJson | null;
-  /** Top-level context fields that are short primitives (ids, phase, counters, flags). */
+  /** Context fields that are short primitives (ids, phase, counters, flags), top-level or in a group of them. */
   fields: Record<string, string | number | boolean | null>;
   /** The type of the last event that changed the snapshot. */
   lastEvent: string | null;
@@ -147,14 +147,33 @@ function stateValueOf(value: unknown, depth = 0): StateValueJson | null {
   return out;
 }
 
+function shortPrimitive(value: unknown, maxLength: number): value is string | number | boolean | null {
+  return (
+    value === null ||
+    typeof value === 'boolean' ||
+    (typeof value === 'number' && Number.isFinite(value)) ||
+    (typeof value === 'string' && value.length <= maxLength)
+  );
+}
+
+/**
+ * The context's short primitive fields, and those of a plain object in it that holds nothing else
+ * (a group of counters or flags, e.g. the Turn's `counts` and `end`, kept nested so that the context
+ * stays small for V8: docs/decisions.md "The Turn's context shape"), each under its own name; a
+ * top-level field wins over a grouped one of the same name.
+ */
 function fieldsOf(context: unknown, maxLength: number): Record<string, string | number | boolean | null> {
   const fields: Record<string, string | number | boolean | null> = {};
   if (context === null || typeof context !== 'object') return fields;
+  const grouped: Record<string, string | number | boolean | null> = {};
   for (const [key, value] of Object.entries(context)) {
-    if (value === null || typeof value === 'boolean') fields[key] = value;
-    else if (typeof value === 'number' && Number.isFinite(value)) fields[key] = value;
-    else if (typeof value === 'string' && value.length <= maxLength) fields[key] = value;
+    if (shortPrimitive(value, maxLength)) fields[key] = value;
+    else if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+      const entries = Object.entries(value as object);
+      if (entries.length > 0 && entries.every(([, v]) => shortPrimitive(v, maxLength))) for (const [k, v] of entries) if (!(k in grouped)) grouped[k] = v;
+    }
   }
+  for (const [key, value] of Object.entries(grouped)) if (!(key in fields)) fields[key] = value;
   return fields;
 }
 

@@ -65,7 +65,7 @@ export function crashedTurnFacts(last: TurnContext | undefined): CrashedTurnFact
     usage: addUsage(ZERO_USAGE, last.usage),
     plan: last.plan,
     planUnfinishedStepCount: planUnfinishedSteps(last),
-    unmadeModelCall: last.reservedCall,
+    unmadeModelCall: last.counts.reservedCall,
     phase: last.phase,
   };
 }

@@ -53,6 +53,76 @@ export const FRESH_LOGICAL_CALL: LogicalCallState = Object.freeze({
 });
 
 /**
+ * The turn's counters, grouped so that the context's top level stays under 20 keys (branch
+ * perf-context): xstate's `assign` copies the context with `Object.assign({}, context, patch)`,
+ * and V8 sends an object built that way to dictionary mode when it adds a 20th key along a map
+ * transition that does not exist yet (docs/decisions.md "The Turn's context shape").
+ */
+export interface TurnCounts {
+  modelCallIndex: number;
+  submissionCount: number;
+  toolCallCount: number;
+  /** The batch's call that runs next. */
+  batchIndex: number;
+  /** Consecutive wait_agent timeouts; reaching the doom-loop threshold ends the turn (reference §5.5). */
+  waitTimeouts: number;
+  /**
+   * The logical model call whose counters a fact already wrote (begin turn, the batch's last tool
+   * result), 0 for none: that call writes no counter statement of its own, and the turn's end takes
+   * it back if it is never made. `reserving` is the call a fact in flight asks for; it becomes
+   * `reservedCall` when that fact has committed.
+   */
+  reservedCall: number;
+  reserving: number;
+}
+
+/** The counters with `patch` applied: every `TurnCounts` is built here, so all share one shape. */
+export function withCounts(counts: TurnCounts, patch: Partial<TurnCounts>): TurnCounts {
+  return {
+    modelCallIndex: patch.modelCallIndex ?? counts.modelCallIndex,
+    submissionCount: patch.submissionCount ?? counts.submissionCount,
+    toolCallCount: patch.toolCallCount ?? counts.toolCallCount,
+    batchIndex: patch.batchIndex ?? counts.batchIndex,
+    waitTimeouts: patch.waitTimeouts ?? counts.waitTimeouts,
+    reservedCall: patch.reservedCall ?? counts.reservedCall,
+    reserving: patch.reserving ?? counts.reserving,
+  };
+}
+
+/** A turn's counters as it starts. */
+export function zeroCounts(): TurnCounts {
+  return withCounts({ modelCallIndex: 0, submissionCount: 0, toolCallCount: 0, batchIndex: 0, waitTimeouts: 0, reservedCall: 0, reserving: 0 }, {});
+}
+
+/** How the turn ends, written a few times a turn (grouped for the same reason as `TurnCounts`). */
+export interface TurnEnd {
+  /**
+   * The answer being stored ends the turn, decided as `persisting` is entered (no tool calls, no
+   * steering input waiting, no stop asked, no judged output): its statement writes the turn's end
+   * too (`PersistAssistantInput.end`), and a stop or steering input that arrives during that write
+   * comes after the end, as it would after a separate end write.
+   */
+  endingWithAnswer: boolean;
+  endRecorded: boolean;
+  /** A checkpoint was committed but not installed: the session must refuse turns until reloaded. */
+  reloadRequired: boolean;
+}
+
+/** `end` with `patch` applied: every `TurnEnd` is built here. */
+export function withEnd(end: TurnEnd, patch: Partial<TurnEnd>): TurnEnd {
+  return {
+    endingWithAnswer: patch.endingWithAnswer ?? end.endingWithAnswer,
+    endRecorded: patch.endRecorded ?? end.endRecorded,
+    reloadRequired: patch.reloadRequired ?? end.reloadRequired,
+  };
+}
+
+/** A turn's end fields as it starts. */
+export function notEnded(): TurnEnd {
+  return withEnd({ endingWithAnswer: false, endRecorded: false, reloadRequired: false }, {});
+}
+
+/**
  * The Turn's context, in groups by how often they change (issue 14 point 3): `fixed` never,
  * `host` on a host command, `modelCall` a few times a logical call; what a step changes stays at
  * the top level, with what the session's snapshot reads (phase, draft, live calls, pending
@@ -68,21 +138,11 @@ export interface TurnContext {
   pendingApprovals: PendingApproval[];
   /** request_user_input questions waiting for the host's answers (seed 004 `pending_user_input`). */
   pendingUserInput: PendingUserInput[];
-  modelCallIndex: number;
-  submissionCount: number;
-  /**
-   * The logical model call whose counters a fact already wrote (begin turn, the batch's last tool
-   * result), 0 for none: that call writes no counter statement of its own, and the turn's end takes
-   * it back if it is never made. `reserving` is the call a fact in flight asks for; it becomes
-   * `reservedCall` when that fact has committed.
-   */
-  reservedCall: number;
-  reserving: number;
-  toolCallCount: number;
+  /** The turn's counters, one object with one shape (`withCounts`). */
+  counts: TurnCounts;
   usage: TokenUsage;
   draft: ModelDraft;
   batch: ToolBatch | null;
-  batchIndex: number;
   liveToolCalls: LiveToolCall[];
   /** The call the Turn runs with its own actors (`tools.run`), until it ends or has to wait. */
   direct: DirectCall | null;
@@ -90,18 +150,8 @@ export interface TurnContext {
   plan: TurnPlanSnapshot | null;
   outcome: TurnOutcome | null;
   stopRequest: 'cancel' | 'stop' | null;
-  /** A checkpoint was committed but not installed: the session must refuse turns until reloaded. */
-  reloadRequired: boolean;
-  /** Consecutive wait_agent timeouts; reaching the doom-loop threshold ends the turn (reference §5.5). */
-  waitTimeouts: number;
-  /**
-   * The answer being stored ends the turn, decided as `persisting` is entered (no tool calls, no
-   * steering input waiting, no stop asked, no judged output): its statement writes the turn's end
-   * too (`PersistAssistantInput.end`), and a stop or steering input that arrives during that write
-   * comes after the end, as it would after a separate end write.
-   */
-  endingWithAnswer: boolean;
-  endRecorded: boolean;
+  /** How the turn ends (`withEnd`). */
+  end: TurnEnd;
 }
 
 /** The plan's steps not completed when the turn ends (null: the turn has no plan), recorded with its end. */
@@ -125,8 +175,8 @@ export function toolCallIdFor(turnId: string, n: number): string {
  * fails may still end the turn before the call; the end then takes the reservation back.
  */
 export function nextModelCall(context: TurnContext): number {
-  if (context.stopRequest !== null || context.modelCallIndex >= context.fixed.limits.maxModelCalls) return 0;
-  return context.modelCallIndex + 1;
+  if (context.stopRequest !== null || context.counts.modelCallIndex >= context.fixed.limits.maxModelCalls) return 0;
+  return context.counts.modelCallIndex + 1;
 }
 
 /**
@@ -137,16 +187,17 @@ export function nextModelCall(context: TurnContext): number {
  * the one a stop before the run sets in the same `assign`.
  */
 export function intoRecording(context: TurnContext, patch: { direct: DirectCall; stopRequest?: 'cancel' | 'stop' }): Partial<TurnContext> {
-  const last = context.batchIndex + 1 >= context.batch!.calls.length && patch.direct.terminal === null;
+  const last = context.counts.batchIndex + 1 >= context.batch!.calls.length && patch.direct.terminal === null;
   const stopRequest = patch.stopRequest ?? context.stopRequest;
-  return { ...patch, reserving: last ? nextModelCall(stopRequest === context.stopRequest ? context : { ...context, stopRequest }) : 0 };
+  const reserving = last ? nextModelCall(stopRequest === context.stopRequest ? context : { ...context, stopRequest }) : 0;
+  return { ...patch, counts: withCounts(context.counts, { reserving }) };
 }
 
 /** The batch's call at `batchIndex` as the Turn starts to run it (`tools.next` into `run`). */
-export function nextDirectCall(context: Pick<TurnContext, 'batch' | 'batchIndex' | 'host' | 'doom'>): DirectCall {
+export function nextDirectCall(context: Pick<TurnContext, 'batch' | 'counts' | 'host' | 'doom'>): DirectCall {
   return {
-    toolCallId: context.batch!.toolCallIds[context.batchIndex]!,
-    call: context.batch!.calls[context.batchIndex]!,
+    toolCallId: context.batch!.toolCallIds[context.counts.batchIndex]!,
+    call: context.batch!.calls[context.counts.batchIndex]!,
     permissionMode: context.host.permissionMode,
     permissionModeOrigin: context.host.permissionModeOrigin,
     args: undefined,
@@ -175,7 +226,7 @@ export function toolCallInputOf(context: TurnContext): ToolCallInput {
     sessionGrants: context.host.sessionGrants,
     doom: context.doom,
     doomLoopThreshold: context.fixed.limits.doomLoopThreshold,
-    parentSpanId: `${context.turnId}.model${context.submissionCount}`,
+    parentSpanId: `${context.turnId}.model${context.counts.submissionCount}`,
   };
 }
 
@@ -200,7 +251,10 @@ export function patchLive(list: LiveToolCall[], patch: Partial<LiveToolCall> & {
 
 export function applyToolOutput(context: TurnContext, output: ToolCallOutput, terminal: boolean): Partial<TurnContext> {
   const patch: Partial<TurnContext> = {
-    batchIndex: context.batchIndex + 1,
+    counts: withCounts(context.counts, {
+      batchIndex: context.counts.batchIndex + 1,
+      waitTimeouts: output.waitTimedOut === true ? context.counts.waitTimeouts + 1 : output.waitTimedOut === false ? 0 : context.counts.waitTimeouts,
+    }),
     // The call's live entry as its last state left it: finished once its result is stored.
     liveToolCalls: patchLive(context.liveToolCalls, {
       toolCallId: output.toolCallId,
@@ -209,7 +263,6 @@ export function applyToolOutput(context: TurnContext, output: ToolCallOutput, te
     doom: output.doom,
     pendingApprovals: [],
     pendingUserInput: [],
-    waitTimeouts: output.waitTimedOut === true ? context.waitTimeouts + 1 : output.waitTimedOut === false ? 0 : context.waitTimeouts,
   };
   if (output.plan) patch.plan = output.plan;
   if (terminal && !output.terminal) {

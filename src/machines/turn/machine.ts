@@ -15,7 +15,7 @@
  */
 import { assign, sendParent, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { REMAINING_CALL_TEXT } from '../../protocol/model-texts.js';
-import { emptyDraft, FRESH_LOGICAL_CALL, nextModelCall, ZERO_USAGE } from './context.js';
+import { emptyDraft, FRESH_LOGICAL_CALL, nextModelCall, notEnded, withCounts, ZERO_USAGE, zeroCounts } from './context.js';
 import { failedOutcome, storageFailure } from './outcomes.js';
 import { turnSetup } from './setup.js';
 import { compactingState } from './states/compacting.js';
@@ -37,25 +37,17 @@ export const turnMachine = turnSetup.createMachine({
       phase: null,
       pendingApprovals: [],
       pendingUserInput: [],
-      modelCallIndex: 0,
-      submissionCount: 0,
-      reservedCall: 0,
-      reserving: 0,
-      toolCallCount: 0,
+      counts: zeroCounts(),
       usage: ZERO_USAGE,
       draft: emptyDraft(),
       batch: null,
-      batchIndex: 0,
       liveToolCalls: [],
       direct: null,
       doom: { signature: null, count: 0 },
       plan: null,
       outcome: null,
       stopRequest: null,
-      reloadRequired: false,
-      waitTimeouts: 0,
-      endingWithAnswer: false,
-      endRecorded: false,
+      end: notEnded(),
     };
   },
   initial: 'starting',
@@ -73,7 +65,7 @@ export const turnMachine = turnSetup.createMachine({
   },
   states: {
     starting: {
-      entry: [{ type: 'enterPhase', params: 'starting' }, assign({ reserving: ({ context }) => nextModelCall(context) })],
+      entry: [{ type: 'enterPhase', params: 'starting' }, assign({ counts: ({ context }) => withCounts(context.counts, { reserving: nextModelCall(context) }) })],
       invoke: {
         id: 'beginTurn',
         src: 'beginTurn',
@@ -82,7 +74,7 @@ export const turnMachine = turnSetup.createMachine({
           turnId: context.turnId,
           clientRequestId: context.fixed.clientRequestId,
           messages: context.fixed.messages,
-          reserveModelCall: context.reserving === 1,
+          reserveModelCall: context.counts.reserving === 1,
         }),
         onDone: { target: 'running_model', actions: 'reservationCommitted' },
         onError: { target: 'ending', actions: assign({ outcome: ({ event }) => storageFailure(event.error) }) },
@@ -103,8 +95,8 @@ export const turnMachine = turnSetup.createMachine({
     usage: context.usage,
     mailbox: context.host.mailbox,
     pendingInput: context.host.pendingInput,
-    endRecorded: context.endRecorded,
-    reloadRequired: context.reloadRequired,
+    endRecorded: context.end.endRecorded,
+    reloadRequired: context.end.reloadRequired,
   }),
 });
 

@@ -16,7 +16,7 @@ import { stopBeforeRun } from '../tool-call/outcomes.js';
 import type { RecordInput } from '../tool-call/ports.js';
 import type { AuthorizationOutput, ToolCallOutput, ValidatedCall } from '../types.js';
 import { SLOT_LAST_EVENTS, type EffectSlot, type TurnEffectsCommand } from './effects.js';
-import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, intoRecording, type TurnContext } from './context.js';
+import { applyToolOutput, emptyDraft, FRESH_LOGICAL_CALL, intoRecording, withCounts, type TurnContext } from './context.js';
 import { failedOutcome, isContextOverflow, modelCallStage, stopOutcome } from './outcomes.js';
 import type {
   BeginTurnInput,
@@ -63,10 +63,10 @@ export const turnSetup = setup({
   },
   guards: {
     stopRequested: ({ context }) => context.stopRequest !== null,
-    maxModelCallsReached: ({ context }) => context.modelCallIndex >= context.fixed.limits.maxModelCalls,
-    batchDone: ({ context }) => context.batch === null || context.batchIndex >= context.batch.calls.length,
+    maxModelCallsReached: ({ context }) => context.counts.modelCallIndex >= context.fixed.limits.maxModelCalls,
+    batchDone: ({ context }) => context.batch === null || context.counts.batchIndex >= context.batch.calls.length,
     /** The current call is the batch's last: once it is finished, `batchDone` holds. */
-    lastOfBatch: ({ context }) => context.batch !== null && context.batchIndex + 1 >= context.batch.calls.length,
+    lastOfBatch: ({ context }) => context.batch !== null && context.counts.batchIndex + 1 >= context.batch.calls.length,
     outcomeCompleted: ({ context }) => context.outcome?.status === 'completed',
     outcomeCancelled: ({ context }) => context.outcome?.status === 'cancelled',
     isInvalid: (_, output: ValidatedCall) => output.kind === 'invalid',
@@ -92,7 +92,7 @@ export const turnSetup = setup({
       isContextOverflow(params.error) && context.fixed.compactionEnabled && !context.draft.semantic && !context.modelCall.overflowResubmitted && !context.modelCall.summarizedThisCall,
     /** A call that waited ends the turn: its terminal, or one `wait_agent` timeout too many in a row (reference §5.5). */
     callEndsTurn: ({ context }, output: ToolCallOutput) =>
-      output.terminal !== null || (output.waitTimedOut === true && waitTimeoutsReachThreshold(context.waitTimeouts, context.fixed.limits.doomLoopThreshold)),
+      output.terminal !== null || (output.waitTimedOut === true && waitTimeoutsReachThreshold(context.counts.waitTimeouts, context.fixed.limits.doomLoopThreshold)),
   },
   delays: { [TOOL_CANCEL_GRACE]: DEFAULT_TOOL_CANCEL_GRACE_MS },
   actions: {
@@ -125,8 +125,13 @@ export const turnSetup = setup({
       }),
     ),
     /** The fact that asked for a reservation has committed: the call's counters are written. */
-    reservationCommitted: assign(({ context }) => (context.reserving === 0 ? {} : { reservedCall: context.reserving, reserving: 0 })),
-    beginLogicalCall: assign({ modelCallIndex: ({ context }) => context.modelCallIndex + 1, modelCall: FRESH_LOGICAL_CALL }),
+    reservationCommitted: assign(({ context }) =>
+      context.counts.reserving === 0 ? {} : { counts: withCounts(context.counts, { reservedCall: context.counts.reserving, reserving: 0 }) },
+    ),
+    beginLogicalCall: assign({
+      counts: ({ context }) => withCounts(context.counts, { modelCallIndex: context.counts.modelCallIndex + 1 }),
+      modelCall: FRESH_LOGICAL_CALL,
+    }),
     /** The call stopped before its tool ran (a cancel or stop while it was validated or authorised). */
     directStopBeforeRun: assign(({ context, event }) => {
       const stopped = stopBeforeRun(event.type === 'turn.stop' || context.stopRequest === 'stop');
@@ -153,8 +158,9 @@ export const turnSetup = setup({
       };
       // A recorded result is the fact that asked for the reservation (`recording`'s entry): it is
       // committed with it, in this one context copy (issue 14 point 2: one assign fewer a step).
-      const reservation = recorded && context.reserving !== 0 ? { reservedCall: context.reserving, reserving: 0 } : {};
-      return { ...applyToolOutput(context, output, d.terminal !== null), ...reservation, direct: null };
+      const patch = applyToolOutput(context, output, d.terminal !== null);
+      if (recorded && context.counts.reserving !== 0) patch.counts = withCounts(patch.counts!, { reservedCall: context.counts.reserving, reserving: 0 });
+      return { ...patch, direct: null };
     }),
     /** `tool_call_finished` once the direct call's result is stored (reference §6.4). */
     announceDirectFinished: enqueueActions(({ context, self, event, enqueue }, result: ToolResult) => {

@@ -5,6 +5,7 @@
  */
 import { assign, enqueueActions } from 'xstate';
 import { announceToParent } from '../../publish.js';
+import { withEnd } from '../context.js';
 import { compactionFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
@@ -18,12 +19,12 @@ export const compactingState = turnSetup.createStateConfig({
       sessionId: context.fixed.sessionId,
       turnId: context.turnId,
       trigger: context.modelCall.compactionTrigger ?? 'threshold',
-      modelCallIndex: context.modelCallIndex,
+      modelCallIndex: context.counts.modelCallIndex,
       plan: context.plan,
       systemContext: context.fixed.systemContext,
       compactAtTokens: context.fixed.compactAtTokens,
       estimatedInputTokens: context.modelCall.estimatedInputTokens,
-      triggerModelSpanId: context.modelCall.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.submissionCount}` : null,
+      triggerModelSpanId: context.modelCall.compactionTrigger === 'overflow' ? `${context.turnId}.model${context.counts.submissionCount}` : null,
     }),
     onDone: {
       target: 'running_model.streaming',
@@ -50,7 +51,10 @@ export const compactingState = turnSetup.createStateConfig({
     },
     onError: {
       target: 'ending',
-      actions: assign(({ event }) => compactionFailure(event.error)),
+      actions: assign(({ context, event }) => {
+        const failure = compactionFailure(event.error);
+        return { outcome: failure.outcome, end: withEnd(context.end, { reloadRequired: failure.reloadRequired }) };
+      }),
     },
   },
 });

@@ -6,7 +6,7 @@
  */
 import { assign } from 'xstate';
 import { failedOutcome, isOwnershipLost, storageFailure } from '../outcomes.js';
-import { planUnfinishedSteps } from '../context.js';
+import { planUnfinishedSteps, withEnd } from '../context.js';
 import { turnSetup } from '../setup.js';
 
 export const endingState = turnSetup.createStateConfig({
@@ -18,14 +18,14 @@ export const endingState = turnSetup.createStateConfig({
       turnId: context.turnId,
       outcome: context.outcome ?? failedOutcome('actor_stopped', 'the turn ended without an outcome'),
       planUnfinishedStepCount: planUnfinishedSteps(context),
-      unmadeModelCall: context.reservedCall,
+      unmadeModelCall: context.counts.reservedCall,
       // Written already with the final answer (`persisting`): only the local bookkeeping is left.
-      recorded: context.endRecorded,
+      recorded: context.end.endRecorded,
     }),
     onDone: [
-      { guard: 'outcomeCompleted', target: 'completed', actions: assign({ endRecorded: ({ event }) => event.output }) },
-      { guard: 'outcomeCancelled', target: 'cancelled', actions: assign({ endRecorded: ({ event }) => event.output }) },
-      { target: 'failed', actions: assign({ endRecorded: ({ event }) => event.output }) },
+      { guard: 'outcomeCompleted', target: 'completed', actions: assign({ end: ({ context, event }) => withEnd(context.end, { endRecorded: event.output }) }) },
+      { guard: 'outcomeCancelled', target: 'cancelled', actions: assign({ end: ({ context, event }) => withEnd(context.end, { endRecorded: event.output }) }) },
+      { target: 'failed', actions: assign({ end: ({ context, event }) => withEnd(context.end, { endRecorded: event.output }) }) },
     ],
     onError: [
       // The end itself was refused for want of the lease: whatever the turn decided, none of it

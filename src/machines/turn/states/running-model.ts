@@ -8,19 +8,18 @@ import { assign, enqueueActions, sendTo } from 'xstate';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { announceToParent } from '../../publish.js';
-import { emptyDraft, nextDirectCall, planUnfinishedSteps, toolCallIdFor, type TurnContext } from '../context.js';
+import { emptyDraft, nextDirectCall, planUnfinishedSteps, toolCallIdFor, withCounts, withEnd, type TurnContext } from '../context.js';
 import { assemblyFailure, counterWriteFailure, failedOutcome, modelFailure, samplingFailure, stopOutcome, storageFailure } from '../outcomes.js';
 import { turnSetup } from '../setup.js';
 
 /** The context patch of a committed answer with tool calls: its batch, from the first call. */
 function intoBatch(context: TurnContext, assistantMessageId: string) {
   const calls = context.draft.toolCalls;
-  const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.toolCallCount + i + 1));
+  const toolCallIds = calls.map((_, i) => toolCallIdFor(context.turnId, context.counts.toolCallCount + i + 1));
   return {
     usage: addUsage(context.usage, context.draft.completion!.usage),
     batch: { assistantMessageId, calls, toolCallIds },
-    batchIndex: 0,
-    toolCallCount: context.toolCallCount + calls.length,
+    counts: withCounts(context.counts, { batchIndex: 0, toolCallCount: context.counts.toolCallCount + calls.length }),
     liveToolCalls: calls.map((call, i) => ({
       toolCallId: toolCallIds[i]!,
       providerCallId: call.callId,
@@ -53,9 +52,8 @@ const requestOutcome = turnSetup.createStateConfig({
       {
         target: '#turn.running_model.streaming.receiving',
         actions: assign(({ context, event }) => ({
-          submissionCount: context.submissionCount + 1,
           // The reservation (if any) is spent: the call is being made.
-          reservedCall: 0,
+          counts: withCounts(context.counts, { submissionCount: context.counts.submissionCount + 1, reservedCall: 0 }),
           draft: emptyDraft(),
           modelCall: { ...context.modelCall, compactionTrigger: null, estimatedInputTokens: event.estimatedInputTokens },
         })),
@@ -130,15 +128,15 @@ export const runningModelState = turnSetup.createStateConfig({
         input: {
           sessionId: context.fixed.sessionId,
           turnId: context.turnId,
-          modelCallIndex: context.modelCallIndex,
-          spanId: `${context.turnId}.model${context.submissionCount + 1}`,
+          modelCallIndex: context.counts.modelCallIndex,
+          spanId: `${context.turnId}.model${context.counts.submissionCount + 1}`,
           samplingSequence: context.modelCall.samplingSequence,
           permissionMode: context.host.permissionMode,
           disabledSkillNames: context.fixed.disabledSkillNames,
           systemContext: context.fixed.systemContext,
           compactAtTokens: context.fixed.compactAtTokens,
           thresholdCompaction: !context.modelCall.thresholdTried && !context.modelCall.summarizedThisCall,
-          counted: context.reservedCall === context.modelCallIndex,
+          counted: context.counts.reservedCall === context.counts.modelCallIndex,
         },
       })),
       exit: { type: 'stopEffect', params: 'model' },
@@ -255,8 +253,10 @@ export const runningModelState = turnSetup.createStateConfig({
                     ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
                   },
                 },
-                endingWithAnswer:
-                  context.draft.toolCalls.length === 0 && context.host.pendingInput.length === 0 && context.stopRequest === null && context.fixed.answerJudged !== true,
+                end: withEnd(context.end, {
+                  endingWithAnswer:
+                    context.draft.toolCalls.length === 0 && context.host.pendingInput.length === 0 && context.stopRequest === null && context.fixed.answerJudged !== true,
+                }),
               })),
             },
             // Leaving this state stops the model actor, which aborts the provider request.
@@ -272,14 +272,14 @@ export const runningModelState = turnSetup.createStateConfig({
           entry: sendTo('effects', ({ context }) => ({
             type: 'model.persist' as const,
             draft: context.draft,
-            end: context.endingWithAnswer ? { planUnfinishedStepCount: planUnfinishedSteps(context) } : null,
+            end: context.end.endingWithAnswer ? { planUnfinishedStepCount: planUnfinishedSteps(context) } : null,
           })),
           on: {
             'model.persisted': [
               {
                 // The final answer and the turn's end committed together: a stop or steering input that
                 // came during the write finds the turn ended (steering input goes to the next turn).
-                guard: ({ context }) => context.endingWithAnswer,
+                guard: ({ context }) => context.end.endingWithAnswer,
                 target: '#turn.ending',
                 actions: [
                   { type: 'emit', params: { type: 'draft_cleared', reason: 'committed' } },
@@ -287,7 +287,7 @@ export const runningModelState = turnSetup.createStateConfig({
                     usage: addUsage(context.usage, context.draft.completion!.usage),
                     outcome: { status: 'completed' as const, finalText: context.draft.text },
                     draft: emptyDraft(),
-                    endRecorded: true,
+                    end: withEnd(context.end, { endRecorded: true }),
                   })),
                 ],
               },

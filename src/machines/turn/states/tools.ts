@@ -179,7 +179,7 @@ export const toolsState = turnSetup.createStateConfig({
           // What the record reserves (`reserving`) was decided by the transition in (`intoRecording`).
           entry: sendTo('effects', ({ context }) => ({
             type: 'tool.record' as const,
-            input: recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }, context.reserving),
+            input: recordInputOf(context.direct!, { sessionId: context.fixed.sessionId, turnId: context.turnId }, context.counts.reserving),
           })),
           on: {
             'tool.recorded': [
@@ -375,15 +375,15 @@ export const toolsState = turnSetup.createStateConfig({
           turnId: context.turnId,
           calls: (context.batch?.calls ?? [])
             .map((call, i) => ({ toolCallId: context.batch!.toolCallIds[i]!, call }))
-            .slice(context.batchIndex),
-          parentSpanId: `${context.turnId}.model${context.submissionCount}`,
+            .slice(context.counts.batchIndex),
+          parentSpanId: `${context.turnId}.model${context.counts.submissionCount}`,
         }),
         onDone: {
           target: '#turn.ending',
           actions: [
             enqueueActions(({ context, self, event, enqueue }) => {
               for (const [i, call] of (context.batch?.calls ?? []).entries()) {
-                if (i < context.batchIndex) continue;
+                if (i < context.counts.batchIndex) continue;
                 announceToParent(
                   enqueue,
                   self,
@@ -394,7 +394,7 @@ export const toolsState = turnSetup.createStateConfig({
             }),
             assign(({ context }) => ({
               liveToolCalls: context.liveToolCalls.map((c, i) =>
-                i >= context.batchIndex ? { ...c, status: 'finished' as const, result: { status: 'cancelled' as const, text: REMAINING_CALL_TEXT } } : c,
+                i >= context.counts.batchIndex ? { ...c, status: 'finished' as const, result: { status: 'cancelled' as const, text: REMAINING_CALL_TEXT } } : c,
               ),
             })),
           ],
