@@ -2,8 +2,8 @@
  * Attack round 6: a workspace inside a temp directory (a checkout under /tmp, a `mktemp -d`
  * project). Temp dirs are writable by bash in both modes (reference §4.2), and the policy asked
  * "is it temp?" before "is it the workspace?", so under `accept-edits` bash wrote the workspace
- * without a card, and an explorer (always `accept-edits`, reference §5.1 invariant 2: sub-agents
- * cannot modify the workspace) deleted its parent's files. The workspace rule now wins for paths
+ * without a card, and an explorer (always `accept-edits`; reference §5.4: its bash cannot write
+ * the workspace) deleted its parent's files. The workspace rule now wins for paths
  * in a workspace that lies inside a temp dir; a temp dir inside the workspace stays writable.
  * Through `createCore` with the built-in bash under the real bubblewrap.
  */
