@@ -80,7 +80,8 @@ describe('a 12 MB model response does not freeze the host (trust-stall)', () => 
     expect(status).toBe('completed');
     expect(results).toEqual(Array.from({ length: CALLS }, () => `got ${CHARS} characters`));
     // The fake server runs in this process and renders the 12 MB too, so this bound guards against
-    // a regression and is not the attack's proof (unsliced 282 ms of CPU, sliced 245, at load 11-15).
-    expect(stallMs, `longest stall ${stallMs.toFixed(0)} ms of CPU (wall ${wallStallMs} ms)`).toBeLessThan(500);
+    // a gross regression (a multi-second stall) and is not the attack's proof; a quiet clean-clone
+    // rehearsal read 500 ms here, so the bound is not tight (unsliced 282 ms of CPU, sliced 245, at load 11-15).
+    expect(stallMs, `longest stall ${stallMs.toFixed(0)} ms of CPU (wall ${wallStallMs} ms)`).toBeLessThan(1_500);
   }, 60_000);
 });
