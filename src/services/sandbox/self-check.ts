@@ -130,6 +130,7 @@ async function probe(launcher: SandboxLauncher, file: string, note = ''): Promis
       signal: new AbortController().signal,
       statusFd: spec.statusFd,
       inputFiles: spec.inputFiles,
+      descriptors: spec.descriptors,
       onOutput: (chunk) => {
         output += chunk.toString('utf8');
       },

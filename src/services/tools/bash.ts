@@ -170,6 +170,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           signal: ctx.signal,
           statusFd: spec.statusFd,
           inputFiles: spec.inputFiles,
+          descriptors: spec.descriptors,
           onOutput: (chunk) => {
             collector.push(chunk);
             pending += decoder.write(chunk);
