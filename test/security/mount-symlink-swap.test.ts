@@ -17,9 +17,11 @@
  * real bubblewrap.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { bubblewrapArgs, MountPathChangedError, pinSources } from '../../src/services/sandbox/bubblewrap.js';
+import { buildMountPlan } from '../../src/services/sandbox/mount-plan.js';
 import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 const SECRET = 'SECRET-SSH-KEY-77d1';
@@ -93,6 +95,7 @@ describe('a symbolic link in a mount path (attack round 7)', () => {
     await startSwapper(granted, '../home/.ssh');
     const grant = { sandboxPermissions: { paths: [{ path: granted, access: 'write', scope: 'exact' }] }, justification: 'I need to update the token.' };
     const leaks: string[] = [];
+    const refusals: string[] = [];
     let executed = 0;
     let ran = 0;
     const deadline = Date.now() + RACE_MS;
@@ -101,13 +104,69 @@ describe('a symbolic link in a mount path (attack round 7)', () => {
       if (!outcome.executed) continue;
       executed += 1;
       if (outcome.result.text.includes('END')) ran += 1;
+      else refusals.push(`${outcome.result.error?.code}: ${outcome.result.text}`);
       if (outcome.result.text.includes(SECRET) || outcome.result.text.includes('PLANTED')) leaks.push(outcome.result.text);
     }
     swapper?.kill('SIGKILL');
-    console.log(`[mount race] ${executed} calls executed (${ran} ran the command) in ${RACE_MS} ms; ${leaks.length} leaked`);
+    console.log(`[mount race] ${executed} calls executed (${ran} ran the command, ${refusals.length} refused) in ${RACE_MS} ms; ${leaks.length} leaked`);
     expect(leaks).toEqual([]);
+    // A call that lost the race did not run, and says so as an execution failure: the sandbox works.
+    for (const refusal of refusals) expect(refusal).toMatch(/^execution_failed: the sandbox could not be prepared: .*(changed|Race condition binding dirfd|\/proc\/self\/fd)/);
     expect(readdirSync(join(env.home, '.ssh')).sort()).toEqual(['id_ed25519', 'id_rsa']);
     // The race was run, not skipped: calls with the grant reached bubblewrap and ran the command.
     expect(ran).toBeGreaterThan(0);
   }, 60_000);
+});
+
+describe('the pieces: canonical ops, pinned sources', () => {
+  it('a link among the scanned entries is judged at its target too: no op at the link, the target stays hidden', () => {
+    const link = join(env.ws, '.env-ssh');
+    symlinkSync('../home/.ssh', link);
+    try {
+      const plan = buildMountPlan(env.runtime.policy('auto', env.ws));
+      expect(plan.ops.find((o) => o.path === link)).toBeUndefined();
+      expect(plan.ops.filter((o) => o.path === join(env.home, '.ssh')).map((o) => o.mode)).toEqual(['hidden']);
+    } finally {
+      rmSync(link);
+    }
+  });
+
+  it('pinning refuses a bound path that became a link, changed type, or has a link on its way; binds go by descriptor', () => {
+    const dir = join(env.ws, 'pin');
+    mkdirSync(join(dir, 'sub'), { recursive: true });
+    writeFileSync(join(dir, 'sub', '.env'), '');
+    const policy = env.runtime.policy('auto', env.ws);
+    const plan = buildMountPlan(policy);
+    const op = plan.ops.find((o) => o.path === join(dir, 'sub', '.env'))!;
+    expect(op.mode).toBe('ro');
+    const pinned = pinSources(plan);
+    const args = bubblewrapArgs(plan, { cwd: env.ws, unreadableFile: '/dev/null', sources: new Map([...pinned.keys()].map((o, i) => [o, 10 + i])) });
+    expect(args).not.toContain('--bind');
+    // By path only the root file system and the unreadable file over hidden files.
+    expect(args.flatMap((a, i) => (a === '--ro-bind' ? [args[i + 1]] : [])).every((source) => source === '/' || source === '/dev/null')).toBe(true);
+    expect(args).toContain('--ro-bind-fd');
+    for (const fd of pinned.values()) closeSync(fd);
+    // The file becomes a link to ~/.ssh.
+    rmSync(op.path);
+    symlinkSync('../../../home/.ssh', op.path);
+    expect(() => pinSources(plan)).toThrow(MountPathChangedError);
+    // A directory where the plan saw a file.
+    rmSync(op.path);
+    mkdirSync(op.path);
+    expect(() => pinSources(plan)).toThrow(/is a directory now/);
+    // A link on the way: the file is where it was judged, reached through another directory.
+    rmSync(op.path, { recursive: true });
+    mkdirSync(join(env.ws, 'elsewhere'), { recursive: true });
+    writeFileSync(join(env.ws, 'elsewhere', '.env'), '');
+    renameSync(join(dir, 'sub'), join(dir, 'sub-moved'));
+    symlinkSync('../elsewhere', join(dir, 'sub'));
+    // The anchor of `sub` (it holds a protected mount) is the link now.
+    expect(() => pinSources(plan)).toThrow(/sub changed .*symbolic link/);
+    // A bound file with no op on its way (an exact write grant): the kernel's name for it shows the link.
+    const granted = { path: join(dir, 'sub', 'granted.txt'), mode: 'rw' as const, isDirectory: false };
+    writeFileSync(join(env.ws, 'elsewhere', 'granted.txt'), '');
+    expect(() => pinSources({ ops: [granted], hidden: [], placeholders: [] })).toThrow(/resolves to .*elsewhere/);
+    rmSync(dir, { recursive: true });
+    rmSync(join(env.ws, 'elsewhere'), { recursive: true });
+  });
 });

@@ -189,7 +189,7 @@ function judgedOp(policy: SandboxPolicy, path: string): MountOp | null {
   let real: string;
   let isDirectory: boolean;
   try {
-    real = realpathSync(path);
+    real = realpathSync.native(path);
     isDirectory = statSync(real).isDirectory();
   } catch {
     return null;
