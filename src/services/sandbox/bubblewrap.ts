@@ -13,8 +13,9 @@
  * What a bind mounts is pinned (attack round 7): each bound path is opened `O_PATH | O_NOFOLLOW`
  * when the call starts, checked to be a thing of the judged type at exactly that path, and handed
  * to bubblewrap as a descriptor (`--bind-fd`, `--ro-bind-fd`). A link renamed over the path after
- * that changes nothing: bubblewrap mounts the descriptor's object and checks, after mounting, that
- * the mount is that object (it stops with "Race condition binding dirfd" otherwise).
+ * that cannot widen the mount: bubblewrap 0.8 mounts what the descriptor's `/proc/self/fd` name
+ * resolves to, then checks that the mount is the descriptor's object (device and inode) and stops
+ * with "Race condition binding dirfd" otherwise; `classify` makes that the call's failure.
  */
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
