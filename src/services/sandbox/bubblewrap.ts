@@ -9,14 +9,21 @@
  * network (the internet, services on the host's 127.0.0.1, abstract unix sockets) is reachable.
  * Each call's processes are bounded by the runtime's process limit (a pids cgroup per call, see
  * `process-limit.ts`).
+ *
+ * What a bind mounts is pinned (attack round 7): each bound path is opened `O_PATH | O_NOFOLLOW`
+ * when the call starts, checked to be a thing of the judged type at exactly that path, and handed
+ * to bubblewrap as a descriptor (`--bind-fd`, `--ro-bind-fd`). A link renamed over the path after
+ * that cannot widen the mount: bubblewrap 0.8 mounts what the descriptor's `/proc/self/fd` name
+ * resolves to, then checks that the mount is the descriptor's object (device and inode) and stops
+ * with "Race condition binding dirfd" otherwise; `classify` makes that the call's failure.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
 import { fileSizePrefix, shellArgv, type LaunchOptions, type LaunchSpec, type SandboxLauncher } from './launcher.js';
-import { buildMountPlan, type MountPlan, type Placeholder } from './mount-plan.js';
+import { buildMountPlan, type MountOp, type MountPlan, type Placeholder } from './mount-plan.js';
 import { limitCall, type ProcessLimit } from './process-limit.js';
 import { noUnixSocketsFilter, seccompSupported } from './seccomp.js';
 
@@ -55,19 +62,71 @@ function unreadableFile(stateDir: string): string {
   return path;
 }
 
-/** The bubblewrap arguments for a mount plan (before `--` and the command). */
-export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string; network?: boolean; seccompFd?: number }): string[] {
+/**
+ * `O_PATH` (Linux: 010000000 on every architecture Node runs on but sparc, alpha and parisc). Node
+ * has no constant for it, and passes open flags to the kernel as they are.
+ */
+const O_PATH = 0o10000000;
+
+/** A bound path is not what the mount plan judged when the call starts (something changed it meanwhile). */
+export class MountPathChangedError extends Error {
+  readonly code = 'execution_failed';
+  constructor(readonly path: string, detail: string) {
+    super(`${path} changed while the sandbox was being prepared (${detail})`);
+    this.name = 'MountPathChangedError';
+  }
+}
+
+/**
+ * Opens the source of every bind of `plan` (`rw`, `ro`; hidden paths bind nothing of theirs) with
+ * `O_PATH | O_NOFOLLOW` and checks that the descriptor is the thing judged: not a link, a directory
+ * exactly when the plan says so, and at exactly the plan's path (the kernel's own name for it, so a
+ * link in any component shows). Throws `MountPathChangedError` (closing what it opened) otherwise.
+ */
+export function pinSources(plan: MountPlan): Map<MountOp, number> {
+  const pinned = new Map<MountOp, number>();
+  try {
+    for (const op of plan.ops) {
+      if (op.mode === 'hidden') continue;
+      let fd: number;
+      try {
+        fd = openSync(op.path, O_PATH | constants.O_NOFOLLOW);
+      } catch (error) {
+        throw new MountPathChangedError(op.path, `cannot open it: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+      }
+      pinned.set(op, fd);
+      const st = fstatSync(fd);
+      if (st.isSymbolicLink()) throw new MountPathChangedError(op.path, 'it is a symbolic link now');
+      if (st.isDirectory() !== op.isDirectory) throw new MountPathChangedError(op.path, op.isDirectory ? 'it is no longer a directory' : 'it is a directory now');
+      const at = readlinkSync(`/proc/self/fd/${fd}`);
+      if (at !== op.path) throw new MountPathChangedError(op.path, `it resolves to ${at}`);
+    }
+  } catch (error) {
+    for (const fd of pinned.values()) closeSync(fd);
+    throw error;
+  }
+  return pinned;
+}
+
+/**
+ * The bubblewrap arguments for a mount plan (before `--` and the command). With `sources` (from
+ * `pinSources`), each bind mounts its descriptor: `sources` maps an op to the descriptor number the
+ * bubblewrap process holds it at.
+ */
+export function bubblewrapArgs(plan: MountPlan, options: { cwd: string; unreadableFile: string; network?: boolean; seccompFd?: number; sources?: ReadonlyMap<MountOp, number> }): string[] {
   const args = ['--die-with-parent', '--new-session', '--unshare-pid', ...(options.network ? [] : ['--unshare-net']), '--cap-drop', 'ALL', '--json-status-fd', '3', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/dev/shm'];
   if (options.seccompFd !== undefined) args.push('--seccomp', String(options.seccompFd));
   const remount: string[] = [];
   for (const op of plan.ops) {
     switch (op.mode) {
       case 'rw':
-        args.push('--bind', op.path, op.path);
+      case 'ro': {
+        const fd = options.sources?.get(op);
+        const bind = op.mode === 'rw' ? '--bind' : '--ro-bind';
+        if (fd === undefined) args.push(bind, op.path, op.path);
+        else args.push(`${bind}-fd`, String(fd), op.path);
         break;
-      case 'ro':
-        args.push('--ro-bind', op.path, op.path);
-        break;
+      }
       case 'hidden':
         if (op.isDirectory) {
           // Searchable but unlistable when a granted path below must stay reachable by name.
@@ -104,28 +163,59 @@ function removeUntouched(placeholder: Placeholder): void {
   }
 }
 
+/** A changed path is planned again this many times before the call is refused. */
+const PLAN_ATTEMPTS = 3;
+
+/**
+ * The mount plan with its bind sources pinned. A path that changed between judging and opening
+ * (another process writing the workspace) is judged again from scratch, up to `PLAN_ATTEMPTS`
+ * times; then the call is refused with the last `MountPathChangedError`. The placeholders of every
+ * attempt are kept for clean-up (a later attempt finds the earlier one's file and makes none).
+ */
+function pinnedPlan(policy: SandboxPolicy): { plan: MountPlan; pinned: Map<MountOp, number>; placeholders: Placeholder[] } {
+  const placeholders: Placeholder[] = [];
+  for (let attempt = 1; ; attempt += 1) {
+    const plan = buildMountPlan(policy);
+    placeholders.push(...plan.placeholders);
+    try {
+      return { plan, pinned: pinSources(plan), placeholders };
+    } catch (error) {
+      if (!(error instanceof MountPathChangedError) || attempt >= PLAN_ATTEMPTS) {
+        for (const placeholder of placeholders) removeUntouched(placeholder);
+        throw error;
+      }
+    }
+  }
+}
+
 export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher {
   return {
     kind: 'bubblewrap',
     prepare(policy: SandboxPolicy, command: string, launch: LaunchOptions = {}): LaunchSpec {
-      const plan = buildMountPlan(policy);
+      const { plan, pinned, placeholders } = pinnedPlan(policy);
       const network = launch.network === true;
       // Unix sockets go with the network grant: the card says so, and TCP to the host is open then anyway.
       const seccomp = network ? undefined : seccompFile(options.stateDir);
-      const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network, seccompFd: seccomp ? 4 : undefined });
-      const limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
-      const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, `${limit.shellPrefix}${fileSizePrefix(launch.fileSizeLimitBytes)}`)]);
-      return {
-        file,
-        args: wrapped,
-        statusFd: true,
-        inputFiles: seccomp ? [seccomp] : [],
-        hidden: plan.hidden,
-        cleanup() {
-          limit.cleanup();
-          for (const placeholder of plan.placeholders) removeUntouched(placeholder);
-        },
+      const inputFiles = seccomp ? [seccomp] : [];
+      // Descriptors 0-2 are the standard streams, 3 the status, then the input files, then the binds.
+      const descriptors = [...pinned.values()];
+      const sources = new Map([...pinned.keys()].map((op, i) => [op, 4 + inputFiles.length + i] as const));
+      let limit: ReturnType<typeof limitCall> | undefined;
+      const cleanup = () => {
+        limit?.cleanup();
+        for (const fd of descriptors) closeSync(fd);
+        descriptors.length = 0;
+        for (const placeholder of placeholders) removeUntouched(placeholder);
       };
+      try {
+        const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network, seccompFd: seccomp ? 4 : undefined, sources });
+        limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
+        const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, `${limit.shellPrefix}${fileSizePrefix(launch.fileSizeLimitBytes)}`)]);
+        return { file, args: wrapped, statusFd: true, inputFiles, descriptors: [...descriptors], hidden: plan.hidden, cleanup };
+      } catch (error) {
+        cleanup();
+        throw error;
+      }
     },
   };
 }

@@ -8,7 +8,14 @@
 import { resolve } from 'node:path';
 import { canonicalize, isWithin } from '../permissions/paths.js';
 
-export type Classification = { kind: 'normal' } | { kind: 'denied'; line: string } | { kind: 'unavailable'; reason: string };
+export type Classification = { kind: 'normal' } | { kind: 'denied'; line: string } | { kind: 'unavailable'; reason: string } | { kind: 'changed'; reason: string };
+
+/**
+ * bubblewrap's own words when a pinned bind source (`--bind-fd`) was no longer where its descriptor
+ * said when it mounted it: renamed away, replaced, or a link put on the way (attack round 7). The
+ * sandbox works; a path changed while the call started, and the command never ran.
+ */
+const CHANGED_SOURCE = /race condition binding dirfd|can't find source path \/proc\/self\/fd\//i;
 
 export interface ClassifyInput {
   launcher: 'bubblewrap' | 'seatbelt';
@@ -62,6 +69,7 @@ export function classify(input: ClassifyInput): Classification {
     // bubblewrap failed before the command ran: it never wrote the command's exit code.
     if (!/"exit-code"/.test(input.status)) {
       const reason = firstLine(input.launcherStderr).replace(/^bwrap: /, '') || `bubblewrap exited with code ${String(input.exitCode)} before starting the command`;
+      if (CHANGED_SOURCE.test(reason)) return { kind: 'changed', reason: `bubblewrap refused a bind: ${reason}` };
       return { kind: 'unavailable', reason: `bubblewrap failed: ${reason}` };
     }
   } else if (input.exitCode !== null && [64, 65, 71].includes(input.exitCode)) {

@@ -11,9 +11,14 @@ export interface LaunchSpec {
   statusFd: boolean;
   /** Files the launcher reads from descriptors 4, 5, … (bubblewrap's `--seccomp 4`), opened read-only. */
   inputFiles?: string[];
+  /**
+   * Open descriptors the launcher gets after the input files (bubblewrap's pinned bind sources).
+   * The spec owns them: `cleanup` closes them.
+   */
+  descriptors?: number[];
   /** Paths hidden from the command, for classifying "Permission denied" lines. */
   hidden: string[];
-  /** Removes what preparing the launch created (placeholder files). */
+  /** Removes what preparing the launch created (placeholder files) and closes its descriptors. */
   cleanup(): void;
 }
 

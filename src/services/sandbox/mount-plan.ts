@@ -15,8 +15,13 @@
  * writable ancestor of a protected mount is bound onto itself (an "anchor"): a mount point cannot
  * be renamed or removed (EBUSY), and `mv sub sub2; mkdir sub; cp -a sub2/.git sub/.git` fails at
  * its first step instead of leaving an unprotected copy at the protected path.
+ *
+ * Every op is at a canonical path (attack round 7): a candidate that is a symbolic link (a scanned
+ * `.env-keys` -> `~/.ssh` the model placed) is judged at its target as well as at its own path, and
+ * the op goes to the target with the stricter of the two modes. The launcher then binds exactly
+ * the object at that path (see `bubblewrap.ts`, `pinSources`), never a path bubblewrap resolves again.
  */
-import { mkdirSync, readdirSync, statSync, utimesSync, writeFileSync, type Dirent } from 'node:fs';
+import { mkdirSync, readdirSync, realpathSync, statSync, utimesSync, writeFileSync, type Dirent } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { PathGrant, SandboxPolicy } from '../permissions/policy.js';
 import { isWithin } from '../permissions/paths.js';
@@ -168,6 +173,31 @@ function modeOf(policy: SandboxPolicy, path: string, isDirectory: boolean): Moun
   return judge.check(path, 'write', 'bash') ? 'rw' : 'ro';
 }
 
+const STRICTNESS: Record<MountMode, number> = { rw: 0, ro: 1, hidden: 2 };
+
+function stricter(a: MountMode, b: MountMode): MountMode {
+  return STRICTNESS[a] >= STRICTNESS[b] ? a : b;
+}
+
+/**
+ * The op for a candidate path, at its canonical path (null when nothing is there). A path through a
+ * symbolic link is judged at both ends and the stricter mode wins: a link named like a protected
+ * entry keeps protecting what it leads to (`.git/hooks` -> `../hooks`), and a link to a hidden
+ * place (`<ws>/.env-keys` -> `~/.ssh`) never opens it.
+ */
+function judgedOp(policy: SandboxPolicy, path: string): MountOp | null {
+  let real: string;
+  let isDirectory: boolean;
+  try {
+    real = realpathSync.native(path);
+    isDirectory = statSync(real).isDirectory();
+  } catch {
+    return null;
+  }
+  const mode = modeOf(policy, real, isDirectory);
+  return { path: real, mode: real === path ? mode : stricter(mode, modeOf(policy, path, isDirectory)), isDirectory };
+}
+
 /** Makes what an approved write grant names exist, so that it can be bound writable. */
 function materialiseGrant(grant: PathGrant, placeholders: Placeholder[]): void {
   if (grant.access !== 'write' || exists(grant.path)) return;
@@ -216,12 +246,14 @@ export function buildMountPlan(policy: SandboxPolicy): MountPlan {
     candidates.add(path);
   }
   for (const path of env.runtimePaths) candidates.add(path);
-  const present: MountOp[] = [];
+  const judged = new Map<string, MountOp>();
   for (const path of candidates) {
-    const info = exists(path);
-    if (!info) continue;
-    present.push({ path, mode: modeOf(policy, path, info.isDirectory), isDirectory: info.isDirectory });
+    const op = judgedOp(policy, path);
+    if (!op) continue;
+    const seen = judged.get(op.path);
+    judged.set(op.path, seen ? { ...op, mode: stricter(seen.mode, op.mode) } : op);
   }
+  const present = [...judged.values()];
   present.sort((a, b) => depth(a.path) - depth(b.path) || a.path.localeCompare(b.path));
   const ops: MountOp[] = [];
   for (const op of present) {

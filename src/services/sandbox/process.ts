@@ -21,6 +21,8 @@ export interface RunOptions {
   statusFd?: boolean;
   /** Files opened read-only as descriptors 4, 5, … of the launcher (bubblewrap's seccomp program). */
   inputFiles?: string[];
+  /** Open descriptors passed on after the input files (their owner closes them, not this run). */
+  descriptors?: number[];
   /** How long to wait for the group to go after SIGKILL before calling the outcome unknown. */
   killGraceMs?: number;
   /**
@@ -62,7 +64,7 @@ export function runProcess(options: RunOptions): Promise<RunOutcome> {
     const inputs: number[] = [];
     try {
       for (const file of options.inputFiles ?? []) inputs.push(openSync(file, 'r'));
-      const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', options.statusFd ? 'pipe' : 'ignore', ...inputs];
+      const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', options.statusFd ? 'pipe' : 'ignore', ...inputs, ...(options.descriptors ?? [])];
       child = spawn(options.file, options.args, { cwd: options.cwd, env: options.env, detached: true, stdio });
     } catch (error) {
       resolve({ kind: 'spawn_failed', message: (error as Error).message, durationMs: elapsed() });

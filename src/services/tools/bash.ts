@@ -170,6 +170,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           signal: ctx.signal,
           statusFd: spec.statusFd,
           inputFiles: spec.inputFiles,
+          descriptors: spec.descriptors,
           onOutput: (chunk) => {
             collector.push(chunk);
             pending += decoder.write(chunk);
@@ -221,6 +222,8 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
             const text = sandboxUnavailableText(verdict.reason);
             return failedResult('sandbox_unavailable', text);
           }
+          // A bound path changed between the plan and the mount (attack round 7): nothing ran.
+          if (verdict.kind === 'changed') return failedResult('execution_failed', `the sandbox could not be prepared: ${verdict.reason} (a path it binds changed while the call started; the command did not run)`);
           const exit = outcome.exitCode ?? 128;
           const status = outcome.signal && outcome.exitCode === null ? `[killed by ${outcome.signal}; duration ${outcome.durationMs} ms]` : `[exit ${exit}; duration ${outcome.durationMs} ms]`;
           // A process that wrote past RLIMIT_FSIZE was stopped by SIGXFSZ (bash reports it, and

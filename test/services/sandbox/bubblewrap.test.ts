@@ -243,6 +243,13 @@ describe('classification (reference §4.7)', () => {
     });
   });
 
+  it('bubblewrap refusing a pinned bind whose path changed is a changed path, not an unavailable sandbox (attack round 7)', () => {
+    const failed = { ...base, exitCode: 1, output: '', status: '{ "child-pid": 5 }\n' };
+    expect(classify({ ...failed, launcherStderr: 'bwrap: Race condition binding dirfd\n' })).toEqual({ kind: 'changed', reason: 'bubblewrap refused a bind: Race condition binding dirfd' });
+    expect(classify({ ...failed, launcherStderr: "bwrap: Can't find source path /proc/self/fd/7: No such file or directory\n" })).toMatchObject({ kind: 'changed' });
+    expect(classify({ ...failed, launcherStderr: "bwrap: Can't find source path /home/x: No such file or directory\n" })).toMatchObject({ kind: 'unavailable' });
+  });
+
   it('sandbox-exec reporting its own failure (64, 65, 71) is unavailable, not denied', () => {
     const seatbelt = { ...base, launcher: 'seatbelt' as const, status: '' };
     expect(classify({ ...seatbelt, exitCode: 71, output: '', launcherStderr: 'sandbox-exec: sandbox_apply: Operation not permitted\n' })).toEqual({ kind: 'unavailable', reason: 'sandbox-exec: sandbox_apply: Operation not permitted' });
