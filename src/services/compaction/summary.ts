@@ -8,6 +8,12 @@ import { escapeFraming, framingTagsIn } from '../context/framing.js';
 export const SUMMARY_FORMAT_VERSION = 1;
 export const SUMMARY_MAX_OUTPUT_TOKENS = 16_384;
 export const SUMMARY_MIN_CHARS = 500;
+/**
+ * The longest summary response read (attack round 7): 64 characters for each of the 16,384 output
+ * tokens a summary may use, far beyond any real summary. A provider that sends more (up to the
+ * adapters' 16 Mi characters) held the host's event loop for most of a second in the checks below.
+ */
+export const SUMMARY_MAX_CHARS = SUMMARY_MAX_OUTPUT_TOKENS * 64;
 
 export const SUMMARY_HEADINGS = [
   '## 1. Primary Request and Intent',
@@ -54,6 +60,7 @@ function invalid(reason: string): SummaryValidation {
 export function validateSummary(text: string, finishReason: string | undefined, toolCalled: boolean): SummaryValidation {
   if (toolCalled) return invalid('the summary response requested a tool');
   if (finishReason !== 'stop') return invalid(`the summary response finished with ${finishReason ?? 'unknown'}, not stop`);
+  if (text.length > SUMMARY_MAX_CHARS) return invalid(`the summary response is ${text.length} characters; at most ${SUMMARY_MAX_CHARS} are read`);
   const first = text.indexOf(OPEN);
   if (first < 0) return invalid('the summary has no <conversation_summary format_version="1"> root');
   if (text.indexOf(OPEN, first + OPEN.length) >= 0) return invalid('the summary has more than one root');

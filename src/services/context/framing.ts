@@ -39,12 +39,25 @@ function isSlash(code: number): boolean {
 /** What may follow a tag's name: a blank (attributes), `/`, `>` or a form that reads as one. */
 function isTagEnd(text: string, at: number): boolean {
   const code = text.charCodeAt(at);
-  return code === 0x3e || code === 0xff1e || code === 0xfe65 || isSlash(code) || BLANK.test(text[at]!);
+  return code === 0x3e || code === 0xff1e || code === 0xfe65 || isSlash(code) || isBlank(text, at);
 }
 
-const BLANK = /[\s\p{Cf}]/u;
-const NAME_CHAR = /[\p{L}\p{N}_\-\p{Cf}]/u;
+const NON_ASCII_BLANK = /[\s\p{Cf}]/u;
+const NON_ASCII_NAME_CHAR = /[\p{L}\p{N}\p{Cf}]/u;
 const INVISIBLE = /\p{Cf}/gu;
+
+/** White space or an invisible format character; ASCII answered without a regular expression (a text may hold millions of `<`). */
+function isBlank(text: string, at: number): boolean {
+  const code = text.charCodeAt(at);
+  if (code < 0x80) return code === 0x20 || (code >= 0x09 && code <= 0x0d);
+  return NON_ASCII_BLANK.test(text[at]!);
+}
+
+function isNameChar(text: string, at: number): boolean {
+  const code = text.charCodeAt(at);
+  if (code < 0x80) return (code >= 0x61 && code <= 0x7a) || (code >= 0x41 && code <= 0x5a) || (code >= 0x30 && code <= 0x39) || code === 0x5f || code === 0x2d;
+  return NON_ASCII_NAME_CHAR.test(text[at]!);
+}
 
 /** Whether a name read after `<` (invisible characters, case and compatibility forms aside) is a framing tag's. */
 export function isFramingTagName(raw: string): boolean {
@@ -65,11 +78,11 @@ function framingTagAt(text: string, at: number): string | null {
   for (; i < text.length; i += 1) {
     const code = text.charCodeAt(i);
     if (!slash && isSlash(code)) slash = true;
-    else if (!BLANK.test(text[i]!)) break;
+    else if (!isBlank(text, i)) break;
   }
   const start = i;
   for (; i < text.length && i - start <= MAX_NAME_CHARS; i += 1) {
-    if (!NAME_CHAR.test(text[i]!)) break;
+    if (!isNameChar(text, i)) break;
   }
   if (i === start || i - start > MAX_NAME_CHARS) return null;
   if (i < text.length && !isTagEnd(text, i)) return null;
