@@ -58,7 +58,7 @@ describe('escapeFraming', () => {
     expect(framingTagsIn(text)).toEqual(['agent_message', 'SYSTEM', 'body']);
   });
 
-  it('is linear on hostile input (a megabyte of openers, blanks and long names in 0.5 s)', () => {
+  it('is linear on hostile input (a megabyte of openers, blanks and long names: well under 2 s of CPU; a quadratic scan takes hours)', () => {
     const inputs = [
       '<'.repeat(1 << 20),
       `<${' '.repeat(1 << 20)}body>`,
@@ -68,9 +68,11 @@ describe('escapeFraming', () => {
       '<system_'.repeat(1 << 17),
     ];
     for (const input of inputs) {
-      const started = performance.now();
+      const started = process.cpuUsage();
       escapeFraming(input);
-      expect(performance.now() - started, input.slice(0, 20)).toBeLessThan(500);
+      const used = process.cpuUsage(started);
+      // CPU time, not wall time: a loaded machine does not count. Each input takes 20-300 ms alone.
+      expect((used.user + used.system) / 1000, input.slice(0, 20)).toBeLessThan(2_000);
     }
   });
 });
