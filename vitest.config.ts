@@ -22,6 +22,7 @@ const HEAP_AND_STALL_FILES = [
   'test/security/response-stall.test.ts',
   'test/security/dense-command-stall.test.ts',
   'test/services/model/delta-cost.test.ts',
+  'test/security/hostile-input-cost.test.ts',
 ];
 
 /**

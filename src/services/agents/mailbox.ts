@@ -6,6 +6,7 @@
 import type { AgentMessage, AgentMessageKind } from '../../protocol/agent-message.js';
 import type { NewMessage } from '../../protocol/content.js';
 import { estimateTokens } from '../context/estimate.js';
+import { escapeFraming } from '../context/framing.js';
 
 // The message shape moved down to the protocol; this keeps the old import path working.
 export type { AgentMessage, AgentMessageKind } from '../../protocol/agent-message.js';
@@ -17,26 +18,13 @@ export function agentMessageId(childSessionId: string, childTurnId: string, kind
 }
 
 /**
- * The tags a body must never open or close (attack round 6): the envelope's own, so a child's
- * answer cannot end its envelope and go on as the user's text or as another explorer's message, and
- * the runtime's framing tags (the summary contract's control tags, World State's sections, skills),
- * so it cannot pass for the runtime's own text inside the parent's context either.
- */
-const FRAMING_TAGS = [
-  'agent_message', 'task', 'kind', 'body',
-  'system', 'developer', 'instructions', 'conversation_summary', 'tool', 'assistant', 'user_query',
-  'user_project_context', 'project_instructions', 'available_skills', 'sandbox_policy', 'skill',
-];
-const FRAMING_TAG_RE = new RegExp(`<(?=\\s*\\/?\\s*(?:${FRAMING_TAGS.join('|')}))`, 'gi');
-
-/**
- * A body as the envelope carries it: the `<` that would open or close a framing tag becomes
- * `&lt;` (as reference §3.6 escapes a reminder line). Names match as prefixes, case and blanks aside,
- * as the summary contract's check does (`<system-reminder>`, `< /Body >`); other text, code
- * included, is unchanged.
+ * A body as the envelope carries it (attack round 6): the `<` that would open or close a framing
+ * tag becomes `&lt;` (`escapeFraming`, the one escape for untrusted text in runtime framing), so a
+ * child's answer cannot end its envelope and go on as the user's text, open another explorer's
+ * envelope, or pass for the runtime's own text. Other text, code included, is unchanged.
  */
 export function envelopeBody(body: string): string {
-  return body.replace(FRAMING_TAG_RE, '&lt;');
+  return escapeFraming(body);
 }
 
 export function renderAgentEnvelope(message: Pick<AgentMessage, 'taskName' | 'kind' | 'body'>): string {

@@ -3,10 +3,17 @@
  * The summary contract (reference §3.3-§3.4): the instruction, the nine headings, and the strict,
  * deterministic validation of a summary response.
  */
+import { escapeFraming, framingTagsIn } from '../context/framing.js';
 
 export const SUMMARY_FORMAT_VERSION = 1;
 export const SUMMARY_MAX_OUTPUT_TOKENS = 16_384;
 export const SUMMARY_MIN_CHARS = 500;
+/**
+ * The longest summary response read (attack round 7): 64 characters for each of the 16,384 output
+ * tokens a summary may use, far beyond any real summary. A provider that sends more (up to the
+ * adapters' 16 Mi characters) held the host's event loop for most of a second in the checks below.
+ */
+export const SUMMARY_MAX_CHARS = SUMMARY_MAX_OUTPUT_TOKENS * 64;
 
 export const SUMMARY_HEADINGS = [
   '## 1. Primary Request and Intent',
@@ -53,6 +60,7 @@ function invalid(reason: string): SummaryValidation {
 export function validateSummary(text: string, finishReason: string | undefined, toolCalled: boolean): SummaryValidation {
   if (toolCalled) return invalid('the summary response requested a tool');
   if (finishReason !== 'stop') return invalid(`the summary response finished with ${finishReason ?? 'unknown'}, not stop`);
+  if (text.length > SUMMARY_MAX_CHARS) return invalid(`the summary response is ${text.length} characters; at most ${SUMMARY_MAX_CHARS} are read`);
   const first = text.indexOf(OPEN);
   if (first < 0) return invalid('the summary has no <conversation_summary format_version="1"> root');
   if (text.indexOf(OPEN, first + OPEN.length) >= 0) return invalid('the summary has more than one root');
@@ -66,6 +74,10 @@ export function validateSummary(text: string, finishReason: string | undefined, 
   for (const tag of CONTROL_TAGS) {
     if (lowered.includes(tag) || lowered.includes(`</${tag.slice(1)}`)) return invalid(`the summary contains the control tag ${tag}`);
   }
+  // The same tags written so that a reader still takes them for tags (`< system>`, `</ Developer >`,
+  // `<\u200bassistant>`, fullwidth `＜`) are control tags too (attack round 7).
+  const control = framingTagsIn(inner).find((name) => isControlTagName(name));
+  if (control !== undefined) return invalid(`the summary contains the control tag <${control}`);
   const lines = inner.split('\n');
   let expected = 0;
   let sawContent = true;
@@ -86,5 +98,12 @@ export function validateSummary(text: string, finishReason: string | undefined, 
   if (expected !== SUMMARY_HEADINGS.length) return invalid(`the summary has ${expected} of ${SUMMARY_HEADINGS.length} headings`);
   if (!sawContent) return invalid(`heading ${SUMMARY_HEADINGS[SUMMARY_HEADINGS.length - 1]} has no content`);
   if (cleaned.length < SUMMARY_MIN_CHARS) return invalid(`the summary is ${cleaned.length} characters; at least ${SUMMARY_MIN_CHARS} are required`);
-  return { ok: true, summary: cleaned };
+  // The other framing tags (a forged `<agent_message>`, `<sandbox_policy>`) are escaped in what is
+  // stored: the summary is the model's rendering of untrusted text (attack round 7).
+  return { ok: true, summary: `${OPEN}${escapeFraming(inner)}${CLOSE}` };
+}
+
+function isControlTagName(raw: string): boolean {
+  const name = raw.replace(/\p{Cf}/gu, '').normalize('NFKC').toLowerCase();
+  return CONTROL_TAGS.some((tag) => name.startsWith(tag.slice(1)));
 }

@@ -15,6 +15,7 @@ import { modeLabel } from '../../protocol/model-texts.js';
 import type { SandboxStatus } from '../../protocol/snapshot.js';
 import { storableText } from '../../protocol/storable-text.js';
 import type { ConversationItem } from './chat-state.js';
+import { escapeFraming } from './framing.js';
 import { readSmallFile } from '../tools/small-file.js';
 
 export const WORLD_STATE_SECTIONS = ['runtime/user-project-context', 'project/AGENTS.md', 'skills/catalog', 'runtime/sandbox-policy'] as const;
@@ -163,7 +164,9 @@ export async function renderAgentsMd(workingDirectory: string): Promise<string |
   if (text.trim() === '') return null;
   // U+0000 is valid UTF-8 but not storable: the section is stored before every model call, so a NUL
   // (which the model can write) failed every turn with persistence_error. It shows as U+FFFD.
-  return `<project_instructions>\n${storableText(text)}\n</project_instructions>`;
+  // The file is the model's to write (bash in `auto`), so it may not close the section or open
+  // another runtime section in this message (attack round 7): its framing tags are escaped.
+  return `<project_instructions>\n${escapeFraming(storableText(text))}\n</project_instructions>`;
 }
 
 export const BASH_UNAVAILABLE_LINE = 'bash: unavailable — the sandbox could not start, so shell commands are not run';

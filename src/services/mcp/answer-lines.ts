@@ -13,6 +13,14 @@
 import { ReadBuffer } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import { ErrorCode, JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
+/**
+ * How many lines of one read (one chunk of the server's stdout) may fail to parse before the rest
+ * of that read's lines are dropped unparsed (attack round 7). A line that fails the SDK's schema
+ * costs tens of microseconds, all on the host's event loop: 64 KiB of `1` lines held it for most
+ * of a second, and a server can send such reads without end.
+ */
+export const MAX_MALFORMED_LINES_PER_READ = 64;
+
 /** How much of a malformed answer the error quotes. */
 const QUOTED_CHARS = 300;
 
@@ -46,6 +54,8 @@ export function answeredId(value: unknown): string | number | undefined {
 export class AnswerLines extends ReadBuffer {
   private pending: Buffer | undefined;
   private readonly max: number;
+  /** Lines of the current read that were not JSON-RPC. */
+  private malformed = 0;
 
   constructor(maxBufferSize = 10 * 1024 * 1024) {
     super({ maxBufferSize });
@@ -59,18 +69,33 @@ export class AnswerLines extends ReadBuffer {
       throw new Error(`ReadBuffer exceeded maximum size of ${this.max} bytes`);
     }
     this.pending = this.pending ? Buffer.concat([this.pending, chunk]) : chunk;
+    this.malformed = 0;
   }
 
   override readMessage(): JSONRPCMessage | null {
     if (!this.pending) return null;
     const index = this.pending.indexOf('\n');
     if (index === -1) return null;
+    if (this.malformed >= MAX_MALFORMED_LINES_PER_READ) {
+      // A flood: every complete line left in this read goes unparsed, reported once.
+      const last = this.pending.lastIndexOf('\n');
+      const dropped = this.pending.subarray(0, last + 1).reduce((n, byte) => (byte === 0x0a ? n + 1 : n), 0);
+      this.pending = this.pending.subarray(last + 1);
+      throw new Error(`the MCP server sent more than ${MAX_MALFORMED_LINES_PER_READ} lines that are not JSON-RPC in one read; ${dropped} more lines were dropped unread`);
+    }
     const line = this.pending.toString('utf8', 0, index).replace(/\r$/, '');
     this.pending = this.pending.subarray(index + 1);
-    // Not JSON at all: thrown as the SDK's buffer does (the transport reports it to onerror).
-    const value: unknown = JSON.parse(line);
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (error) {
+      // Not JSON at all: thrown as the SDK's buffer does (the transport reports it to onerror).
+      this.malformed += 1;
+      throw error;
+    }
     const parsed = JSONRPCMessageSchema.safeParse(value);
     if (parsed.success) return parsed.data;
+    this.malformed += 1;
     const id = answeredId(value);
     if (id !== undefined) return malformedAnswer(id, line);
     throw parsed.error;

@@ -8,6 +8,7 @@ import { basename, dirname, join } from 'node:path';
 import { InputError } from '../../errors.js';
 import type { NewMessage } from '../../protocol/content.js';
 import { estimateTokens } from '../context/estimate.js';
+import { escapeFraming } from '../context/framing.js';
 import { discoverSkills, isValidSkillName, type SkillDetail, type SkillWarning } from './discovery.js';
 
 export const CATALOG_MAX_CHARS = 8_000;
@@ -24,7 +25,7 @@ const GUIDANCE = [
 export function renderCatalog(skills: readonly SkillDetail[]): { body: string | null; warnings: SkillWarning[] } {
   const enabled = skills.filter((s) => !s.disabled);
   if (enabled.length === 0) return { body: null, warnings: [] };
-  const lines = enabled.map((s) => `- ${s.name}: ${s.description.replace(/[\r\n]+/g, ' ')} (file: ${s.path})`);
+  const lines = enabled.map((s) => `- ${s.name}: ${escapeFraming(s.description.replace(/[\r\n]+/g, ' '))} (file: ${s.path})`);
   const warnings: SkillWarning[] = [];
   const render = (items: string[]) => ['<available_skills>', INTRO, '', ...items, '', ...GUIDANCE, '</available_skills>'].join('\n');
   let kept = [...lines];
@@ -36,8 +37,13 @@ export function renderCatalog(skills: readonly SkillDetail[]): { body: string | 
   return { body: kept.length > 0 ? render(kept) : null, warnings };
 }
 
+/**
+ * The `skill_instruction` message's text (reference §7.4). The name is a valid skill name and the
+ * path a canonical path under the root; the body's framing tags are escaped (attack round 7), so a
+ * skill cannot end its `<skill>` message and go on as another runtime section.
+ */
 export function skillInstructionText(skill: Pick<SkillDetail, 'name' | 'path' | 'body'>): string {
-  return `<skill>\n<name>${skill.name}</name>\n<path>${skill.path}</path>\n${skill.body}\n</skill>`;
+  return `<skill>\n<name>${skill.name}</name>\n<path>${skill.path}</path>\n${escapeFraming(skill.body)}\n</skill>`;
 }
 
 /**

@@ -11,6 +11,26 @@ import { parse as parseYaml } from 'yaml';
 export const MAX_SKILLS = 100;
 export const MAX_SKILL_FILE_BYTES = 64 * 1024;
 export const MAX_DESCRIPTION_CHARS = 1_024;
+/**
+ * The longest frontmatter parsed (attack round 7). The YAML parser spends tens of microseconds on
+ * each node, more with many keys: 64 KiB of frontmatter held the host's event loop for 0.5-2.7 s,
+ * at every World State sampling (before every model call). Only a name and a description of at most
+ * 1,024 characters are read from it.
+ */
+export const MAX_FRONTMATTER_CHARS = 4 * 1_024;
+/** The deepest nesting of flow brackets (`[`, `{`) in a frontmatter; the parser recurses on each. */
+export const MAX_FRONTMATTER_NESTING = 32;
+
+function bracketDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  for (let i = 0; i < text.length; i += 1) {
+    const code = text.charCodeAt(i);
+    if (code === 0x5b || code === 0x7b) deepest = Math.max(deepest, (depth += 1));
+    else if ((code === 0x5d || code === 0x7d) && depth > 0) depth -= 1;
+  }
+  return deepest;
+}
 const NAME_RE = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
 
 export interface SkillSummary {
@@ -51,9 +71,12 @@ export function parseSkillFile(text: string, dirName: string): { name: string; d
   const end = lines.indexOf('---', 1);
   const close = end >= 0 ? end : lines.findIndex((l, i) => i > 0 && l.trim() === '---');
   if (close < 0) throw new Error('SKILL.md frontmatter is not closed with a --- line');
+  const frontmatter = lines.slice(1, close).join('\n');
+  if (frontmatter.length > MAX_FRONTMATTER_CHARS) throw new Error(`SKILL.md frontmatter is ${frontmatter.length} characters; the limit is ${MAX_FRONTMATTER_CHARS}`);
+  if (bracketDepth(frontmatter) > MAX_FRONTMATTER_NESTING) throw new Error(`SKILL.md frontmatter nests brackets more than ${MAX_FRONTMATTER_NESTING} levels deep`);
   let meta: unknown;
   try {
-    meta = parseYaml(lines.slice(1, close).join('\n')) ?? {};
+    meta = parseYaml(frontmatter, { uniqueKeys: false }) ?? {};
   } catch (error) {
     throw new Error(`SKILL.md frontmatter is not valid YAML: ${(error as Error).message}`);
   }
@@ -66,10 +89,12 @@ export function parseSkillFile(text: string, dirName: string): { name: string; d
   if (name !== dirName) throw new Error(`frontmatter name ${JSON.stringify(name)} does not match the directory name ${JSON.stringify(dirName)}`);
   if (record.description === undefined || normalizeWhitespace(record.description) === '') throw new Error('frontmatter description is missing');
   const description = [...normalizeWhitespace(record.description)].slice(0, MAX_DESCRIPTION_CHARS).join('');
-  const bodyLines = lines.slice(close + 1);
-  while (bodyLines.length > 0 && bodyLines[0]!.trim() === '') bodyLines.shift();
-  while (bodyLines.length > 0 && bodyLines[bodyLines.length - 1]!.trim() === '') bodyLines.pop();
-  return { name, description, body: bodyLines.join('\n') };
+  // Blank lines are trimmed by index: `shift()` per line was quadratic (60,000 blank lines, 0.6 s).
+  let first = close + 1;
+  let last = lines.length;
+  while (first < last && lines[first]!.trim() === '') first += 1;
+  while (last > first && lines[last - 1]!.trim() === '') last -= 1;
+  return { name, description, body: lines.slice(first, last).join('\n') };
 }
 
 /**
