@@ -3,8 +3,9 @@
  * The Turn's `setup`: its types, the actors it invokes (each a stub until the runtime provides the
  * real one), its guards and its named actions. The state nodes in `states/` are typed by it.
  */
-import { enqueueActions, fromCallback, fromPromise, sendParent, setup } from 'xstate';
+import { fromCallback, fromPromise, sendParent, setup } from 'xstate';
 import { assign } from '../assign.js';
+import { enqueueActions } from '../enqueue.js';
 import type { Phase, SessionUpdate } from '../../protocol/updates.js';
 import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
 import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';

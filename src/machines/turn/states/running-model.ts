@@ -4,8 +4,9 @@
  * receiving) and persist its answer, which ends the turn, loops for steering input or starts the
  * tool batch. One model actor spans `streaming`, the call's states and `persisting` alike.
  */
-import { enqueueActions, sendTo } from 'xstate';
+import { sendTo } from 'xstate';
 import { assign } from '../../assign.js';
+import { enqueueActions } from '../../enqueue.js';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { announceToParent } from '../../publish.js';
