@@ -7,7 +7,9 @@
  * Commands carry a `commandId`; the answer is emitted as a `session.replied` event, so that a host
  * call gets exactly the answer the chart decided.
  */
-import { assign, emit, enqueueActions, fromCallback, fromPromise, sendTo, setup, stopChild, type ActorRefFrom, type AnyActorRef, type SnapshotFrom } from 'xstate';
+import { emit, fromCallback, fromPromise, sendTo, setup, stopChild, type ActorRefFrom, type AnyActorRef, type SnapshotFrom } from 'xstate';
+import { assign } from '../assign.js';
+import { enqueueActions } from '../enqueue.js';
 import type { NewMessage } from '../../protocol/content.js';
 import { mergeRateLimits, type RateLimitSnapshot } from '../../protocol/rate-limits.js';
 import type { PermissionCard, SessionUpdate, TurnOutcome } from '../../protocol/updates.js';

@@ -8,7 +8,9 @@
  * (`input.start`). It always ends with a result (written, or at least decided) and says whether the
  * call terminates the turn.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
+import { fromCallback, fromPromise, sendParent, sendTo, setup, type ActorRefFrom, type AnyActorRef } from 'xstate';
+import { assign } from '../assign.js';
+import { enqueueActions } from '../enqueue.js';
 import type { PermissionDecision } from '../../protocol/input.js';
 import type { TurnPlanSnapshot } from '../../protocol/plan.js';
 import type { PermissionCard, SessionUpdate } from '../../protocol/updates.js';

@@ -13,7 +13,8 @@
  * (`effects`), started and stopped by their states as an invoke would be. Cancel stops whatever is
  * invoked; storage writes already in flight finish first, so that no committed fact is left half-known.
  */
-import { assign, sendParent, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { sendParent, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { assign } from '../assign.js';
 import { REMAINING_CALL_TEXT } from '../../protocol/model-texts.js';
 import { emptyDraft, FRESH_LOGICAL_CALL, nextModelCall, notEnded, withCounts, ZERO_USAGE, zeroCounts } from './context.js';
 import { failedOutcome, storageFailure } from './outcomes.js';

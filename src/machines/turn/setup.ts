@@ -3,7 +3,9 @@
  * The Turn's `setup`: its types, the actors it invokes (each a stub until the runtime provides the
  * real one), its guards and its named actions. The state nodes in `states/` are typed by it.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, sendParent, setup } from 'xstate';
+import { fromCallback, fromPromise, sendParent, setup } from 'xstate';
+import { assign } from '../assign.js';
+import { enqueueActions } from '../enqueue.js';
 import type { Phase, SessionUpdate } from '../../protocol/updates.js';
 import { NO_RESULT_TEXT } from '../../protocol/model-texts.js';
 import { failedResult, toolCallFinishedUpdate, type ToolResult } from '../../protocol/tool-result.js';
@@ -99,7 +101,7 @@ export const turnSetup = setup({
     /** Emits `phase_changed` only when the phase really changes: the chart is the source of phases. */
     enterPhase: enqueueActions(({ context, self, event, enqueue }, phase: Phase) => {
       if (context.phase === phase) return;
-      enqueue.assign({ phase });
+      enqueue(assign({ phase }));
       announceToParent(enqueue, self, event, { type: 'phase_changed', phase });
     }),
     /**
@@ -171,7 +173,7 @@ export const turnSetup = setup({
       if (context.draft.semantic || context.draft.text !== '' || context.draft.reasoning !== '') {
         announceToParent(enqueue, self, event, { type: 'draft_cleared', reason: 'discarded' });
       }
-      enqueue.assign({ draft: emptyDraft() });
+      enqueue(assign({ draft: emptyDraft() }));
     }),
   },
 });

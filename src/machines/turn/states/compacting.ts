@@ -3,7 +3,8 @@
  * `compacting`: a threshold or overflow compaction inside the turn, after which the model call is
  * sampled again.
  */
-import { assign, enqueueActions } from 'xstate';
+import { assign } from '../../assign.js';
+import { enqueueActions } from '../../enqueue.js';
 import { announceToParent } from '../../publish.js';
 import { withEnd } from '../context.js';
 import { compactionFailure } from '../outcomes.js';

@@ -4,7 +4,7 @@
  * `endRecorded`), and the final state follows the outcome (or the refusal of a session another
  * runtime owns now).
  */
-import { assign } from 'xstate';
+import { assign } from '../../assign.js';
 import { failedOutcome, isOwnershipLost, storageFailure } from '../outcomes.js';
 import { planUnfinishedSteps, withEnd } from '../context.js';
 import { turnSetup } from '../setup.js';

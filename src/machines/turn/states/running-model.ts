@@ -4,7 +4,9 @@
  * receiving) and persist its answer, which ends the turn, loops for steering input or starts the
  * tool batch. One model actor spans `streaming`, the call's states and `persisting` alike.
  */
-import { assign, enqueueActions, sendTo } from 'xstate';
+import { sendTo } from 'xstate';
+import { assign } from '../../assign.js';
+import { enqueueActions } from '../../enqueue.js';
 import { TEXT_BLOCK_SEPARATOR } from '../../../protocol/content.js';
 import { addUsage } from '../../../protocol/usage.js';
 import { announceToParent } from '../../publish.js';
@@ -202,7 +204,7 @@ export const runningModelState = turnSetup.createStateConfig({
                 const last = blocks.at(-1);
                 if (event.delta === '') {
                   // Nothing to show or store: no block is opened for it.
-                  enqueue.assign({ draft: { ...context.draft, semantic: true } });
+                  enqueue(assign({ draft: { ...context.draft, semantic: true } }));
                   announceToParent(enqueue, self, event, { type: 'text_delta', delta: '' });
                   return;
                 }
@@ -212,7 +214,7 @@ export const runningModelState = turnSetup.createStateConfig({
                 const textBlocks = opens
                   ? [...blocks, { type: 'text' as const, text: event.delta, ...phase }]
                   : [...blocks.slice(0, -1), { ...last!, ...(last!.phase === undefined ? phase : {}), text: last!.text + event.delta }];
-                enqueue.assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } });
+                enqueue(assign({ draft: { ...context.draft, text: context.draft.text + shown, textBlocks, semantic: true } }));
                 announceToParent(enqueue, self, event, { type: 'text_delta', delta: shown });
               }),
             },

@@ -4,7 +4,9 @@
  * actor (`run`) unless it has to wait (`call`, a tool-call machine); what is left after a
  * terminal is recorded as cancelled (`cancelling_remaining`).
  */
-import { assign, enqueueActions, sendParent, sendTo } from 'xstate';
+import { sendParent, sendTo } from 'xstate';
+import { assign } from '../../assign.js';
+import { enqueueActions } from '../../enqueue.js';
 import { ACTOR_STOPPED_TEXT, authorizationFailedText, REMAINING_CALL_TEXT, validationFailedText } from '../../../protocol/model-texts.js';
 import { cancelledResult, failedResult, outcomeUnknownResult, toolCallFinishedUpdate } from '../../../protocol/tool-result.js';
 import { TOOL_CANCEL_GRACE } from '../../tool-call/cancel-grace.js';
