@@ -3,7 +3,7 @@
  * The summary contract (reference §3.3-§3.4): the instruction, the nine headings, and the strict,
  * deterministic validation of a summary response.
  */
-import { escapeFraming, framingTagsIn } from '../context/framing.js';
+import { escapeFraming, framingTagsIn, normalizeTagName } from '../context/framing.js';
 
 export const SUMMARY_FORMAT_VERSION = 1;
 export const SUMMARY_MAX_OUTPUT_TOKENS = 16_384;
@@ -104,6 +104,6 @@ export function validateSummary(text: string, finishReason: string | undefined, 
 }
 
 function isControlTagName(raw: string): boolean {
-  const name = raw.replace(/\p{Cf}/gu, '').normalize('NFKC').toLowerCase();
+  const name = normalizeTagName(raw);
   return CONTROL_TAGS.some((tag) => name.startsWith(tag.slice(1)));
 }

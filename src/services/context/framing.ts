@@ -59,9 +59,14 @@ function isNameChar(text: string, at: number): boolean {
   return NON_ASCII_NAME_CHAR.test(text[at]!);
 }
 
+/** A name read after `<` as a reader takes it: invisible characters dropped, compatibility forms folded, lower case. */
+export function normalizeTagName(raw: string): string {
+  return raw.replace(INVISIBLE, '').normalize('NFKC').toLowerCase();
+}
+
 /** Whether a name read after `<` (invisible characters, case and compatibility forms aside) is a framing tag's. */
 export function isFramingTagName(raw: string): boolean {
-  const name = raw.replace(INVISIBLE, '').normalize('NFKC').toLowerCase();
+  const name = normalizeTagName(raw);
   return FRAMING_TAG_NAMES.has(name) || FRAMING_TAG_FAMILIES.some((family) => name.startsWith(family));
 }
 
