@@ -97,16 +97,22 @@ function callsOf(m: StoredMessage): ToolCallBlock[] {
   return m.content.filter((b): b is ToolCallBlock => b.type === 'tool_call');
 }
 
+/** The `application_name` of the test's own connections (see `backendsIdle`). */
+const OBSERVER = 'crash_observer';
+
 /**
- * Waits (at most 5 s) until no other backend of the database is running a statement: those of a
- * killed process finish what it sent before they notice it is gone. A process still booting may run a
- * statement of its own meanwhile; the bound keeps that from holding the loop.
+ * Waits (at most 5 s) until the killed process's server backends have ended: they finish what it
+ * sent before they notice it is gone. A process still booting may connect meanwhile; the bound keeps
+ * that from holding the loop.
  */
 async function backendsIdle(storage: SqlSessionStorage): Promise<void> {
   const until = Date.now() + 5_000;
   while (Date.now() < until) {
     const { rows } = await storage.db.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state = 'active'",
+      // Gone, not only idle: a COMMIT still in the backend's socket buffer leaves it `idle in
+      // transaction` until it reads it (seed 410206312 read a turn running, then completed). The
+      // next child connects only once told to start; the observer's own pool is named.
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> '${OBSERVER}'`,
     );
     if (rows[0]!.n === 0) return;
     await new Promise((r) => setTimeout(r, 20));
@@ -125,7 +131,7 @@ describe('crash-restart on real Postgres', () => {
     // Compiled (and dist/ rebuilt when src/ is newer) before the test, outside its limit.
     compiledChild(CHILD);
     url = await createTestDatabase();
-    storage = postgresStorage({ connectionString: url, max: 4 });
+    storage = postgresStorage({ connectionString: `${url}${url.includes('?') ? '&' : '?'}application_name=${OBSERVER}`, max: 4 });
     await storage.migrate();
     dir = mkdtempSync(join(tmpdir(), 'openwork-crash-'));
   });
