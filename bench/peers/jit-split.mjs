@@ -111,7 +111,7 @@ if (!icMode) {
   console.log('compile time by file or package (ms):');
   top(byFile, 15, (v) => v.toFixed(1));
   console.log('compile time by function (ms):');
-  top(byFunction, 20, (v) => v.toFixed(1));
+  top(byFunction, Number(process.env.JIT_SPLIT_TOP ?? 20), (v) => v.toFixed(1));
   console.log('deopts:');
   top(deopts, 20, String);
   console.log('compiled more than once:', [...compiled].filter(([, n]) => n > 1).map(([k, n]) => `${k} x${n}`).join('; ') || 'none');

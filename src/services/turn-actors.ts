@@ -341,20 +341,26 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         sendBack({ type: 'model.failed', error: new ModelCallSetupFailure(stage, error) });
       };
 
-      (async () => {
+      /**
+       * Sampling, assembly and the call's counters, up to the request going out: the request
+       * assembled, or null when the call ended here (it reported why, or was stopped). A function of
+       * its own, as is each stream event's handling below, so that V8 compiles the stream loop
+       * small instead of one large body (docs/benchmarks.md, Perf-jit2).
+       */
+      const prepare = async (): Promise<PreparedModelCall | null> => {
         // Not inside the Turn's step that starts this actor: a command sent as the Turn enters
         // `requesting` (a cancel) is handled before anything this actor reports.
         await Promise.resolve();
-        if (finished) return;
+        if (finished) return null;
         // World State first; its stored changes are part of the conversation the request is
         // assembled from. Sampling is not aborted: a write it started finishes (the Turn waits).
         try {
           await sampleWorldState(input);
         } catch (error) {
           failSetup('sample', error);
-          return;
+          return null;
         }
-        if (finished) return;
+        if (finished) return null;
         // A call the fact before reserved has no write before its request: `model.call_recorded`
         // (or `model.over_threshold`) below tells the Turn both that World State was sampled and
         // that the request is ready, one Turn macrostep instead of two (issue 14 point 3). A call
@@ -363,7 +369,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         if (!input.counted) {
           sendBack({ type: 'model.sampled' });
           // A stop noted while World State was sampled ends the call here (the Turn leaves).
-          if (finished || controller.signal.aborted) return;
+          if (finished || controller.signal.aborted) return null;
         }
         // The request is assembled here, from the session's conversation as committed so far, and
         // handed straight to the port: it never enters machine context.
@@ -371,9 +377,9 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
         try {
           // A tool source (an MCP server) told of a changed catalog: this model call sees the new one.
           await session.toolset.refresh();
-          if (finished || controller.signal.aborted) return;
+          if (finished || controller.signal.aborted) return null;
           if (sliceDue()) await nextSlice();
-          if (finished || controller.signal.aborted) return;
+          if (finished || controller.signal.aborted) return null;
           prepared = assembleRequest({
             system: input.systemContext,
             conversation: session.chat.view(),
@@ -384,14 +390,14 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           });
         } catch (error) {
           failSetup('assemble', error);
-          return;
+          return null;
         }
         const estimatedInputTokens = prepared.estimate.estimatedInputTokens;
         const total = estimatedInputTokens + prepared.estimate.reservedOutputTokens;
         if (input.thresholdCompaction && input.compactAtTokens > 0 && total >= input.compactAtTokens) {
           // Compaction first (reference §3.1): the Turn leaves this state, which ends this actor.
           sendBack({ type: 'model.over_threshold', estimatedInputTokens });
-          return;
+          return null;
         }
         try {
           // A call the fact before it reserved (the Turn decided a model call was next) has its
@@ -399,7 +405,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           if (!input.counted) await services.storage.recordModelCallStart(input.turnId, input.modelCallIndex);
         } catch (error) {
           failSetup('record', error);
-          return;
+          return null;
         }
         // Ownership before the request goes out, as before a tool's run (trust-lease): past the
         // lease period (a stall since the write before this call) another core may have taken the
@@ -412,17 +418,103 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
             await confirming;
           } catch (error) {
             failSetup('record', error);
-            return;
+            return null;
           }
         }
-        if (finished || controller.signal.aborted) return;
+        if (finished || controller.signal.aborted) return null;
         sendBack({ type: 'model.call_recorded', estimatedInputTokens });
         // A stop noted while the counters were written ends the call here (the Turn leaves).
-        if (finished || controller.signal.aborted) return;
+        if (finished || controller.signal.aborted) return null;
         // Assembling a large conversation and serialising it for the provider are each a long
         // stretch; the host's other sessions run between them (trust-stall).
         if (sliceDue()) await nextSlice();
-        if (finished || controller.signal.aborted) return;
+        if (finished || controller.signal.aborted) return null;
+        return prepared;
+      };
+
+      /** One event of the model's stream; true when the call ended on it (it reported why). */
+      const onStreamEvent = (raw: unknown): boolean => {
+        // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
+        // completion, ends the call as `model_protocol_error` before a tool can run.
+        if (completions > 0) {
+          fail(new ModelError('model_protocol_error', `the model stream sent ${describeEvent(raw)} after its completed event`, { semanticOutput: semantic }));
+          return true;
+        }
+        const event = checkModelStreamEvent(raw, semantic);
+        switch (event.type) {
+          case 'text_delta':
+          case 'reasoning_delta':
+          case 'tool_call':
+            if (firstTokenMs === null) firstTokenMs = services.clock.now() - started;
+            semantic = true;
+            responseChars += event.type === 'tool_call' ? event.arguments.length : event.delta.length;
+            if (responseChars > MAX_RESPONSE_CHARS) {
+              fail(new ModelError('model_protocol_error', `the model response carried more than ${MAX_RESPONSE_CHARS} characters of text, reasoning and tool-call arguments`, { semanticOutput: true }));
+              return true;
+            }
+            break;
+          default:
+            break;
+        }
+        switch (event.type) {
+          case 'text_delta':
+            // A surrogate held back at the end of the previous message belongs to that message.
+            if (event.newBlock) emitText(textStream.end());
+            // An empty delta opens no message; a delta held back keeps its message's marks.
+            emitText(
+              textStream.push(event.delta),
+              event.delta === '' ? {} : { ...(event.newBlock ? { newBlock: true as const } : {}), ...(event.phase !== undefined ? { phase: event.phase } : {}) },
+            );
+            break;
+          case 'reasoning_delta':
+            emitReasoning(reasoningStream.push(event.delta));
+            break;
+          case 'tool_call':
+            if (partial.toolCalls >= MAX_TOOL_CALLS_PER_RESPONSE) {
+              fail(new ModelError('model_protocol_error', `the model response made more than ${MAX_TOOL_CALLS_PER_RESPONSE} tool calls`, { semanticOutput: true }));
+              return true;
+            }
+            partial = { ...partial, toolCalls: partial.toolCalls + 1 };
+            sendBack({ type: 'model.tool_call', callId: event.callId, name: event.name, arguments: event.arguments });
+            break;
+          case 'provider_opaque':
+            sendBack({ type: 'model.provider_opaque', provider: event.provider, data: event.data });
+            break;
+          case 'retry':
+            attempts = event.attempt;
+            break;
+          case 'completed':
+            completions += 1;
+            // A surrogate held back at the end of the last delta had no low half: release it replaced.
+            emitText(textStream.end());
+            emitReasoning(reasoningStream.end());
+            // Held until the stream has ended well: `model.completed` is this actor's last
+            // event, and the Turn leaves on it (issue 14 point 3: no completion event and
+            // `done.actor` after it). An event after it still fails the call below.
+            completion = {
+              type: 'model.completed',
+              usage: event.usage,
+              ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
+              ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
+            };
+            services.spans.patch(input.spanId, {
+              providerRequestId: event.responseId ?? null,
+              attributes: { finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null },
+            });
+            break;
+          default: {
+            const never: never = event;
+            throw new ModelError('model_protocol_error', `unknown model stream event ${JSON.stringify(never)}`);
+          }
+        }
+        return false;
+      };
+
+      (async () => {
+        const prepared = await prepare();
+        // Checked again: a stop may have come in the ticks between `prepare`'s end and here, and
+        // a span is started only for a call still running (the stop ends it otherwise).
+        if (prepared === null || finished || controller.signal.aborted) return;
         startSpan(prepared);
         // Structured output (services/model/output-schema): the turn's schema rides on each of its model requests.
         const format = session.outputFormats?.get(input.turnId);
@@ -432,79 +524,7 @@ export function createTurnActors(services: RuntimeServices, compactor: Compactor
           // sessions run between slices of it (trust-stall).
           if (sliceDue()) await nextSlice();
           if (finished || controller.signal.aborted) return;
-          // Issue 13.3: the port is a trust boundary; a bad event, or any event after the
-          // completion, ends the call as `model_protocol_error` before a tool can run.
-          if (completions > 0) {
-            fail(new ModelError('model_protocol_error', `the model stream sent ${describeEvent(raw)} after its completed event`, { semanticOutput: semantic }));
-            return;
-          }
-          const event = checkModelStreamEvent(raw, semantic);
-          switch (event.type) {
-            case 'text_delta':
-            case 'reasoning_delta':
-            case 'tool_call':
-              if (firstTokenMs === null) firstTokenMs = services.clock.now() - started;
-              semantic = true;
-              responseChars += event.type === 'tool_call' ? event.arguments.length : event.delta.length;
-              if (responseChars > MAX_RESPONSE_CHARS) {
-                fail(new ModelError('model_protocol_error', `the model response carried more than ${MAX_RESPONSE_CHARS} characters of text, reasoning and tool-call arguments`, { semanticOutput: true }));
-                return;
-              }
-              break;
-            default:
-              break;
-          }
-          switch (event.type) {
-            case 'text_delta':
-              // A surrogate held back at the end of the previous message belongs to that message.
-              if (event.newBlock) emitText(textStream.end());
-              // An empty delta opens no message; a delta held back keeps its message's marks.
-              emitText(
-                textStream.push(event.delta),
-                event.delta === '' ? {} : { ...(event.newBlock ? { newBlock: true as const } : {}), ...(event.phase !== undefined ? { phase: event.phase } : {}) },
-              );
-              break;
-            case 'reasoning_delta':
-              emitReasoning(reasoningStream.push(event.delta));
-              break;
-            case 'tool_call':
-              if (partial.toolCalls >= MAX_TOOL_CALLS_PER_RESPONSE) {
-                fail(new ModelError('model_protocol_error', `the model response made more than ${MAX_TOOL_CALLS_PER_RESPONSE} tool calls`, { semanticOutput: true }));
-                return;
-              }
-              partial = { ...partial, toolCalls: partial.toolCalls + 1 };
-              sendBack({ type: 'model.tool_call', callId: event.callId, name: event.name, arguments: event.arguments });
-              break;
-            case 'provider_opaque':
-              sendBack({ type: 'model.provider_opaque', provider: event.provider, data: event.data });
-              break;
-            case 'retry':
-              attempts = event.attempt;
-              break;
-            case 'completed':
-              completions += 1;
-              // A surrogate held back at the end of the last delta had no low half: release it replaced.
-              emitText(textStream.end());
-              emitReasoning(reasoningStream.end());
-              // Held until the stream has ended well: `model.completed` is this actor's last
-              // event, and the Turn leaves on it (issue 14 point 3: no completion event and
-              // `done.actor` after it). An event after it still fails the call below.
-              completion = {
-                type: 'model.completed',
-                usage: event.usage,
-                ...(event.responseId !== undefined ? { responseId: event.responseId } : {}),
-                ...(event.finishReason !== undefined ? { finishReason: event.finishReason } : {}),
-              };
-              services.spans.patch(input.spanId, {
-                providerRequestId: event.responseId ?? null,
-                attributes: { finishReason: event.finishReason ?? 'unknown', responseId: event.responseId ?? null, actualModel: event.actualModel ?? null },
-              });
-              break;
-            default: {
-              const never: never = event;
-              throw new ModelError('model_protocol_error', `unknown model stream event ${JSON.stringify(never)}`);
-            }
-          }
+          if (onStreamEvent(raw)) return;
         }
         if (finished || controller.signal.aborted) return;
         if (completions === 0) {
