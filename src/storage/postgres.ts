@@ -11,6 +11,7 @@ import { isAnswerTimeout, poolTimeouts, type PostgresTimeouts } from './postgres
 import { refusedForNow, retryRefusedConnect } from './postgres-connect.js';
 import { leavesConnectionUnusable, StatementLanes } from './pg-lanes.js';
 import { ConnectionGenerations } from './pg-generations.js';
+import { timestamptzParser } from './pg-timestamps.js';
 
 let loaded: typeof pg | undefined;
 
@@ -26,6 +27,27 @@ function loadPg(): typeof pg {
   // BIGINT and NUMERIC come back as strings by default; counters and sequences fit in a number.
   loaded.types.setTypeParser(20, (v) => Number(v));
   return loaded;
+}
+
+/**
+ * `pg`'s type parsers as they are when asked (the host's global overrides included), except that
+ * `timestamptz` text (OID 1184) is read by `timestamptzParser` while its parser is still `pg`'s own
+ * (postgres-date's `parseDate`): a host that replaced it keeps its own.
+ */
+function poolTypes(pgModule: typeof pg): NonNullable<pg.PoolConfig['types']> {
+  let seen: unknown;
+  let fast: ((text: string) => unknown) | undefined;
+  return {
+    getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+      const parser = pgModule.types.getTypeParser(oid, format);
+      if (oid !== 1184 || format === 'binary' || typeof parser !== 'function' || parser.name !== 'parseDate') return parser;
+      if (parser !== seen) {
+        seen = parser;
+        fast = timestamptzParser(parser as (text: string) => unknown);
+      }
+      return fast;
+    }) as NonNullable<pg.PoolConfig['types']>['getTypeParser'],
+  };
 }
 
 /**
@@ -156,6 +178,9 @@ export class PostgresDatabase implements SqlDatabase {
       // connection checked out for a transaction is used one statement at a time, as before.
       pipeline: true,
     } as pg.PoolConfig;
+    // `timestamptz` read without pg's regular expressions on the usual shape (pg-timestamps.ts),
+    // for this pool only and only when the host brought no type parsers of its own.
+    if (config.types === undefined) config.types = poolTypes(loadPg());
     this.connectBoundMs = config.connectionTimeoutMillis ?? 0;
     // The answer bound is applied per statement by `clientExecutor` and the lanes, not by the pool.
     this.answerMs = config.query_timeout ?? 0;

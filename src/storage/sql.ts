@@ -3,6 +3,7 @@
  * The small SQL surface shared by the `pg` and PGlite adapters, so that one implementation of
  * `SessionStorage` runs the same statements on both.
  */
+import { isoString } from '../protocol/iso-time.js';
 
 export type Row = Record<string, unknown>;
 
@@ -46,9 +47,12 @@ export function numOrNull(value: unknown): number | null {
   return value === null || value === undefined ? null : num(value);
 }
 
-/** Times cross the API as ISO-8601 UTC (DECISIONS §4). */
+/**
+ * Times cross the API as ISO-8601 UTC (DECISIONS §4). A `Date` is formatted by `isoString`, which
+ * is `toISOString` without V8's date cache for the years 1970-9999 (a step reads back two or three).
+ */
 export function iso(value: unknown): string {
-  if (value instanceof Date) return value.toISOString();
+  if (value instanceof Date) return isoString(value.getTime());
   if (typeof value === 'string') return new Date(value).toISOString();
   throw new TypeError(`expected a timestamp, got ${typeof value}`);
 }
