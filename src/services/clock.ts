@@ -15,10 +15,34 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
+/**
+ * The last times `isoNow` gave out, text and milliseconds: a span's end passes its start back as
+ * `notBefore`, and a start given out a moment ago is read from here instead of `Date.parse` (about
+ * 5 µs a call on the step path; branch perf-jit2). `Date.parse(isoString(ms)) === ms` for every
+ * time `isoString` formats itself, so the answer is the same.
+ */
+const GIVEN = 16;
+const givenText: string[] = new Array<string>(GIVEN).fill('');
+const givenMs: number[] = new Array<number>(GIVEN).fill(0);
+let givenNext = 0;
+
+/** `Date.parse(text)`, from the times given out lately when `text` is one of them. */
+function parsedTime(text: string): number {
+  for (let i = 0; i < GIVEN; i += 1) if (givenText[i] === text) return givenMs[i]!;
+  return Date.parse(text);
+}
+
 /** The clock's time as ISO-8601 UTC, never before `notBefore` (an end is never before its start). */
 export function isoNow(clock: Clock, notBefore?: string): string {
   const now = clock.now();
-  return isoString(notBefore ? Math.max(now, Date.parse(notBefore)) : now);
+  if (notBefore) return isoString(Math.max(now, parsedTime(notBefore)));
+  const text = isoString(now);
+  if (Number.isSafeInteger(now) && now >= 0 && now < 253402300800000) {
+    givenText[givenNext] = text;
+    givenMs[givenNext] = now;
+    givenNext = (givenNext + 1) % GIVEN;
+  }
+  return text;
 }
 
 export interface IdGenerator {

@@ -4,7 +4,7 @@
  * B-tree instead of on a random leaf page (a full-page image in the WAL after every checkpoint).
  */
 import { describe, expect, it } from 'vitest';
-import { isoString, randomIds, timeOrderedUuid } from '../../src/services/clock.js';
+import { isoNow, isoString, randomIds, timeOrderedUuid } from '../../src/services/clock.js';
 
 const V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -48,5 +48,33 @@ describe('isoString', () => {
     for (let i = 0; i < 3_000; i += 1) times.push(now + (i % 7) * 1_000 + (i % 997), now + i, now - i * 333);
     const wrong = times.filter((t) => isoString(t) !== new Date(t).toISOString()).slice(0, 5);
     expect(wrong).toEqual([]);
+  });
+});
+
+describe('isoNow', () => {
+  it('is never before notBefore, as Date.parse reads it, whether notBefore was given out lately or not', () => {
+    let t = 1_764_700_000_000;
+    const clock = { now: () => t };
+    let seed = 11;
+    const random = () => ((seed = (seed * 48271) % 2147483647) / 2147483647);
+    const given: string[] = [];
+    const wrong: string[] = [];
+    for (let i = 0; i < 20_000; i += 1) {
+      // The clock moves forward, and sometimes back (a start later than the end's clock reading).
+      t += Math.floor(random() * 2_000) - (random() < 0.1 ? 5_000 : 0);
+      if (random() < 0.5 || given.length === 0) {
+        given.push(isoNow(clock));
+        continue;
+      }
+      // A start given out lately, one long gone from any cache, or a text isoNow never gave out.
+      const pick = random();
+      const notBefore =
+        pick < 0.6 ? given[given.length - 1 - Math.floor(random() * Math.min(given.length, 20))]!
+        : pick < 0.8 ? given[Math.floor(random() * given.length)]!
+        : new Date(t + Math.floor(random() * 4_000) - 2_000).toISOString().replace('.000Z', 'Z');
+      const expected = isoString(Math.max(t, Date.parse(notBefore)));
+      if (isoNow(clock, notBefore) !== expected) wrong.push(`${t} ${notBefore}`);
+    }
+    expect(wrong.slice(0, 5)).toEqual([]);
   });
 });
