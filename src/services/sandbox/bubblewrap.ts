@@ -228,7 +228,7 @@ export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher 
         const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network, seccompFd: seccomp ? 4 : undefined, sources });
         limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
         const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, `${limit.shellPrefix}${fileSizePrefix(launch.fileSizeLimitBytes)}`)]);
-        return { file, args: wrapped, statusFd: true, inputFiles, descriptors: [...descriptors], hidden: plan.hidden, cleanup };
+        return { file, args: wrapped, statusFd: true, inputFiles, descriptors: [...descriptors], hidden: plan.hidden, callPaths: [...plan.ops.map((op) => op.path), policy.workspaceRoot], cleanup };
       } catch (error) {
         cleanup();
         throw error;

@@ -144,7 +144,7 @@ async function probe(launcher: SandboxLauncher, file: string, note = ''): Promis
       return unavailable(kind, outcome.kind === 'spawn_failed' ? `${file} could not be started: ${outcome.message}` : `the self-check did not finish (${outcome.kind})`);
     }
     const verdict = classify({ launcher: kind, exitCode: outcome.exitCode, output, launcherStderr: outcome.launcherStderr, status: outcome.status, hidden: spec.hidden, cwd: ws });
-    if (verdict.kind === 'unavailable' || verdict.kind === 'changed') return unavailable(kind, verdict.reason);
+    if (verdict.kind === 'unavailable' || verdict.kind === 'changed' || verdict.kind === 'refused') return unavailable(kind, verdict.reason);
     const allowed = readOrNull(join(ws, 'allowed'));
     const protectedFile = readOrNull(join(ws, '.git', 'probe'));
     const denied = /read-only file system|operation not permitted/i.test(output);

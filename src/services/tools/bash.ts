@@ -224,6 +224,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
             status: outcome.status,
             hidden: spec.hidden,
             cwd: policy.workspaceRoot,
+            ...(spec.callPaths ? { callPaths: spec.callPaths } : {}),
           });
           if (verdict.kind === 'unavailable') {
             const text = sandboxUnavailableText(verdict.reason);
@@ -231,6 +232,8 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           }
           // A bound path changed between the plan and the mount (attack round 7): nothing ran.
           if (verdict.kind === 'changed') return failedResult('execution_failed', `the sandbox could not be prepared: ${verdict.reason} (a path it binds changed while the call started; the command did not run)`);
+          // bubblewrap refused one of this call's paths (integ8): the sandbox works, this call could not start.
+          if (verdict.kind === 'refused') return failedResult('execution_failed', `the sandbox could not be prepared for this call: ${verdict.reason} (the sandbox works; this path could not be bound or entered, so the command did not run)`);
           const exit = outcome.exitCode ?? 128;
           const status = outcome.signal && outcome.exitCode === null ? `[killed by ${outcome.signal}; duration ${outcome.durationMs} ms]` : `[exit ${exit}; duration ${outcome.durationMs} ms]`;
           // A process that wrote past RLIMIT_FSIZE was stopped by SIGXFSZ (bash reports it, and
