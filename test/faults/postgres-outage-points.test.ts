@@ -3,9 +3,9 @@
  * real Postgres server (the audit's table is in docs/verification.md, "Integrity round 8"):
  *
  * - an approval answered during an outage longer than the lease (the server stopped, or the
- *   network black-holed): the tool's run waits to confirm
- *   the lease, which cannot be renewed, so the tool never runs; the turn ends typed within a bound;
- *   once the server is back the session's lease is renewed and the session takes a new turn;
+ *   network black-holed): the tool's run waits to confirm the lease, which cannot be renewed, so
+ *   the tool never runs; the turn ends typed within a bound; once the server is back the session's
+ *   lease is renewed and the session takes a new turn;
  * - a trace batch written as the server goes down: the trace writer's failure stays off the turn's
  *   path (a turn already answered stays answered and stored), `flushTrace` answers within its bound
  *   and counts the failure, and once the server is back later spans are written again;
