@@ -11,10 +11,11 @@
  * each call then fails after pinning. The process's descriptors are counted in `/proc/self/fd`
  * before and after: they must not grow. Then the path is put back and a call runs again.
  */
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { requireSandbox, type ToolEnv, useToolEnv } from '../support/tool-env.js';
+import { requireSandbox, toolEnv, type ToolEnv, useToolEnv } from '../support/tool-env.js';
 
 let env: ToolEnv;
 useToolEnv((e) => (env = e));
@@ -56,5 +57,31 @@ describe('pinned bind sources on a call that fails before the spawn (integ8)', (
     const again = await env.call('bash', { command: 'echo again' });
     expect(again.result.status).toBe('succeeded');
     expect(again.result.text).toContain('again');
+  });
+
+  it('bash calls whose launcher cannot be started (bwrap removed after the self-check) leave no descriptor open', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    const dir = mkdtempSync(join(tmpdir(), 'openwork-bwrap-copy-'));
+    const bwrap = join(dir, 'bwrap');
+    copyFileSync('/usr/bin/bwrap', bwrap);
+    const own = await toolEnv({ bwrapPath: bwrap });
+    try {
+      requireSandbox(ctx, own.runtime);
+      rmSync(bwrap);
+      const warm = await own.call('bash', { command: 'echo never' });
+      expect(warm.result.error?.code).toBe('execution_failed');
+      const before = openDescriptors();
+      for (let i = 0; i < CALLS; i += 1) {
+        const { result } = await own.call('bash', { command: `echo never-${i}` });
+        expect(result.status).toBe('failed');
+        // Reference §4.6: a launcher that cannot even start is an ordinary execution error.
+        expect(result.error?.code).toBe('execution_failed');
+        expect(result.text).toContain('could not be started');
+      }
+      expect(openDescriptors() - before).toBeLessThan(4);
+    } finally {
+      own.cleanup();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
