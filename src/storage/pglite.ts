@@ -16,8 +16,8 @@
  * by the migration table like any other store. Without a seed (running from `src/`), initdb runs.
  */
 import { PGlite } from '@electric-sql/pglite';
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statfsSync, statSync, type Stats } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OpenworkError, StorageError, errorMessage } from '../errors.js';
 import type { NamedStatement, SqlDatabase, SqlExecutor, Row } from './sql.js';
@@ -181,14 +181,23 @@ function errnoDetails(error: unknown): Record<string, string> {
  * `store_locked` stays `store_locked`.
  */
 function openDataDir(dataDir: string): StoreLock {
-  const refuse = (what: string, error?: unknown): never => {
+  const refuse = (what: string, error?: unknown, more: Record<string, string> = {}): never => {
     throw new StorageError(`the embedded store's directory ${dataDir} ${what}${error === undefined ? '' : `: ${errorMessage(error)}`}`, {
       ...(error === undefined ? {} : { cause: error }),
-      details: { dataDir, ...errnoDetails(error) },
+      details: { dataDir, ...errnoDetails(error), ...more },
     });
   };
+  let existing: string;
   try {
-    mkdirSync(dataDir, { recursive: true });
+    existing = nearestExisting(dataDir);
+  } catch (error) {
+    return refuse('cannot be created', error);
+  }
+  // Before any mkdir (integ8): on a kernel interface a store never answers or never lasts.
+  const kernel = kernelFileSystem(existing);
+  if (kernel !== null) refuse(`is on the kernel's ${kernel} file system (${existing}), which holds no files of a store: give a directory on a disk`, undefined, { fileSystem: kernel });
+  try {
+    makeDirectories(dataDir, existing);
   } catch (error) {
     refuse('cannot be created', error);
   }
@@ -197,6 +206,12 @@ function openDataDir(dataDir: string): StoreLock {
     entries = readdirSync(dataDir);
   } catch (error) {
     refuse('cannot be read', error);
+  }
+  // A FIFO, socket or device among the store's files (its PG_VERSION, its lock) would block the
+  // first read of it for ever, or fail it late as a migration error (integ8).
+  for (const name of entries) {
+    const kind = specialKind(join(dataDir, name));
+    if (kind !== null) refuse(`holds ${JSON.stringify(name)}, which is ${kind}, not a file or directory of a store`, undefined, { entry: join(dataDir, name) });
   }
   if (!entries.includes('PG_VERSION')) {
     const foreign = entries.filter((name) => !STORE_ENTRIES.has(name) && !name.startsWith(`${STORE_LOCK_FILE}.stale-`));
@@ -210,6 +225,90 @@ function openDataDir(dataDir: string): StoreLock {
     if (error instanceof OpenworkError) throw error;
     return refuse('cannot be locked', error);
   }
+}
+
+/**
+ * `statfs` magic numbers of the kernel's own interfaces: `/proc`, `/sys` and the like hold no
+ * files a store could write (a recursive mkdir below `/proc` loops for ever in Node: `mkdir` answers
+ * ENOENT there while the parent exists), and `mqueue` takes files that are message queues.
+ */
+const KERNEL_FILE_SYSTEMS = new Map<number, string>([
+  [0x9fa0, 'proc'],
+  [0x62656572, 'sysfs'],
+  [0x1cd1, 'devpts'],
+  [0x19800202, 'mqueue'],
+  [0x27e0eb, 'cgroup'],
+  [0x63677270, 'cgroup2'],
+  [0x64626720, 'debugfs'],
+  [0x74726163, 'tracefs'],
+  [0x73636673, 'securityfs'],
+  [0xcafe4a11, 'bpf'],
+  [0x62656570, 'configfs'],
+  [0x6165676c, 'pstore'],
+  [0x42494e4d, 'binfmt_misc'],
+  [0xde5e81e4, 'efivarfs'],
+  [0x65735543, 'fusectl'],
+  [0xf97cff8c, 'selinuxfs'],
+  [0x6e736673, 'nsfs'],
+]);
+
+/** The kernel interface `path` is on (see `KERNEL_FILE_SYSTEMS`), or null. */
+function kernelFileSystem(path: string): string | null {
+  try {
+    return KERNEL_FILE_SYSTEMS.get(Number(statfsSync(path).type)) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `path` itself, or its nearest ancestor that exists. Throws what `stat` answers other than ENOENT
+ * (ENOTDIR for a file on the way, EACCES).
+ */
+function nearestExisting(path: string): string {
+  for (let at = path; ; at = dirname(at)) {
+    try {
+      statSync(at);
+      return at;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || dirname(at) === at) throw error;
+    }
+  }
+}
+
+/**
+ * Creates `dataDir` and the missing directories above it, one `mkdir` each, from `existing` (its
+ * nearest existing ancestor) down: Node's recursive mkdir retries a parent that exists for ever
+ * where `mkdir` answers ENOENT (below `/proc`). A thing already there that is not a directory fails
+ * as `mkdir` says (EEXIST).
+ */
+function makeDirectories(dataDir: string, existing: string): void {
+  const missing: string[] = [];
+  for (let at = dataDir; at !== existing; at = dirname(at)) missing.unshift(at);
+  if (missing.length === 0 && !statSync(dataDir).isDirectory()) mkdirSync(dataDir);
+  for (const dir of missing) {
+    try {
+      mkdirSync(dir);
+    } catch (error) {
+      // Made by another process meanwhile: a directory there is as good as ours.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || !statSync(dir).isDirectory()) throw error;
+    }
+  }
+}
+
+/** What `path` is when it is neither a file nor a directory (following links), or null. */
+function specialKind(path: string): string | null {
+  let st: Stats;
+  try {
+    st = statSync(path);
+  } catch {
+    return null;
+  }
+  if (st.isFile() || st.isDirectory()) return null;
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  return 'not a regular file';
 }
 
 /**

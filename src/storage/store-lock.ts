@@ -6,7 +6,7 @@
  * refused with `store_locked`, naming the holder. A lock left by a process that is gone (same host,
  * pid no longer running) is taken over.
  */
-import { closeSync, linkSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, linkSync, openSync, readFileSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { StoreLockedError } from '../errors.js';
@@ -28,14 +28,25 @@ export interface StoreLock {
 }
 
 function readHolder(path: string): StoreLockHolder | null {
+  let fd: number | undefined;
   try {
-    const parsed = JSON.parse(readFileSync(path, 'utf8')) as Partial<StoreLockHolder>;
+    // Never blocks (integ8): a FIFO put at the lock's path would hold a plain read for ever.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+    if (!fstatSync(fd).isFile()) return null;
+    const buffer = Buffer.alloc(HOLDER_MAX_BYTES);
+    const size = readSync(fd, buffer, 0, buffer.length, 0);
+    const parsed = JSON.parse(buffer.subarray(0, size).toString('utf8')) as Partial<StoreLockHolder>;
     if (typeof parsed.pid !== 'number' || !Number.isInteger(parsed.pid) || parsed.pid <= 0) return null;
     return { pid: parsed.pid, hostname: typeof parsed.hostname === 'string' ? parsed.hostname : '', acquiredAt: String(parsed.acquiredAt ?? '') };
   } catch {
     return null;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
+
+/** A lock file holds one short JSON object; more than this is not a holder. */
+const HOLDER_MAX_BYTES = 4096;
 
 /** A holder on another host cannot be checked and counts as alive; on this host, signal 0 asks the kernel. */
 function isAlive(holder: StoreLockHolder): boolean {

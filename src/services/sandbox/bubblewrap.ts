@@ -102,10 +102,21 @@ export function pinSources(plan: MountPlan): Map<MountOp, number> {
       if (at !== op.path) throw new MountPathChangedError(op.path, `it resolves to ${at}`);
     }
   } catch (error) {
-    for (const fd of pinned.values()) closeSync(fd);
+    closeAll(pinned.values());
     throw error;
   }
   return pinned;
+}
+
+/** Closes every descriptor of `fds`, going on past one that fails to close (integ8). */
+function closeAll(fds: Iterable<number>): void {
+  for (const fd of fds) {
+    try {
+      closeSync(fd);
+    } catch {
+      // Already closed (EBADF): nothing of ours is left open there.
+    }
+  }
 }
 
 /**
@@ -175,9 +186,9 @@ const PLAN_ATTEMPTS = 3;
 function pinnedPlan(policy: SandboxPolicy): { plan: MountPlan; pinned: Map<MountOp, number>; placeholders: Placeholder[] } {
   const placeholders: Placeholder[] = [];
   for (let attempt = 1; ; attempt += 1) {
-    const plan = buildMountPlan(policy);
-    placeholders.push(...plan.placeholders);
     try {
+      const plan = buildMountPlan(policy);
+      placeholders.push(...plan.placeholders);
       return { plan, pinned: pinSources(plan), placeholders };
     } catch (error) {
       if (!(error instanceof MountPathChangedError) || attempt >= PLAN_ATTEMPTS) {
@@ -193,25 +204,31 @@ export function bubblewrapLauncher(options: BubblewrapOptions): SandboxLauncher 
     kind: 'bubblewrap',
     prepare(policy: SandboxPolicy, command: string, launch: LaunchOptions = {}): LaunchSpec {
       const { plan, pinned, placeholders } = pinnedPlan(policy);
-      const network = launch.network === true;
-      // Unix sockets go with the network grant: the card says so, and TCP to the host is open then anyway.
-      const seccomp = network ? undefined : seccompFile(options.stateDir);
-      const inputFiles = seccomp ? [seccomp] : [];
-      // Descriptors 0-2 are the standard streams, 3 the status, then the input files, then the binds.
       const descriptors = [...pinned.values()];
-      const sources = new Map([...pinned.keys()].map((op, i) => [op, 4 + inputFiles.length + i] as const));
       let limit: ReturnType<typeof limitCall> | undefined;
+      // From here every exit closes the pinned descriptors (integ8): the call's spec owns them once
+      // returned, and an exception before that (the state directory unwritable for the seccomp
+      // program, the disk full, the process limit's cgroup refused) closes them here.
       const cleanup = () => {
-        limit?.cleanup();
-        for (const fd of descriptors) closeSync(fd);
-        descriptors.length = 0;
-        for (const placeholder of placeholders) removeUntouched(placeholder);
+        try {
+          limit?.cleanup();
+        } finally {
+          closeAll(descriptors);
+          descriptors.length = 0;
+          for (const placeholder of placeholders) removeUntouched(placeholder);
+        }
       };
       try {
+        const network = launch.network === true;
+        // Unix sockets go with the network grant: the card says so, and TCP to the host is open then anyway.
+        const seccomp = network ? undefined : seccompFile(options.stateDir);
+        const inputFiles = seccomp ? [seccomp] : [];
+        // Descriptors 0-2 are the standard streams, 3 the status, then the input files, then the binds.
+        const sources = new Map([...pinned.keys()].map((op, i) => [op, 4 + inputFiles.length + i] as const));
         const args = bubblewrapArgs(plan, { cwd: policy.workspaceRoot, unreadableFile: unreadableFile(options.stateDir), network, seccompFd: seccomp ? 4 : undefined, sources });
         limit = limitCall(options.processLimit ?? { kind: 'none', max: 0, reason: 'not configured' });
         const { file, args: wrapped } = limit.wrap(options.bwrapPath, [...args, '--', ...shellArgv(command, `${limit.shellPrefix}${fileSizePrefix(launch.fileSizeLimitBytes)}`)]);
-        return { file, args: wrapped, statusFd: true, inputFiles, descriptors: [...descriptors], hidden: plan.hidden, cleanup };
+        return { file, args: wrapped, statusFd: true, inputFiles, descriptors: [...descriptors], hidden: plan.hidden, callPaths: [...plan.ops.map((op) => op.path), policy.workspaceRoot], cleanup };
       } catch (error) {
         cleanup();
         throw error;

@@ -8,7 +8,12 @@
 import { resolve } from 'node:path';
 import { canonicalize, isWithin } from '../permissions/paths.js';
 
-export type Classification = { kind: 'normal' } | { kind: 'denied'; line: string } | { kind: 'unavailable'; reason: string } | { kind: 'changed'; reason: string };
+export type Classification =
+  | { kind: 'normal' }
+  | { kind: 'denied'; line: string }
+  | { kind: 'unavailable'; reason: string }
+  | { kind: 'changed'; reason: string }
+  | { kind: 'refused'; path: string; reason: string };
 
 /**
  * bubblewrap's own words when a pinned bind source (`--bind-fd`) was no longer where its descriptor
@@ -30,6 +35,37 @@ export interface ClassifyInput {
   hidden: readonly string[];
   /** The command's working directory, to resolve relative paths named in error lines. */
   cwd: string;
+  /**
+   * The paths this call's sandbox binds or enters (the mount plan's paths and the working
+   * directory; bubblewrap only). A refusal of bubblewrap naming one of them is that path's, not the
+   * sandbox's (integ8).
+   */
+  callPaths?: readonly string[];
+}
+
+/** What bubblewrap mounts for every call before the plan (see `bubblewrapArgs`). */
+const FIXED_MOUNTS = new Set(['/', '/dev', '/proc', '/dev/shm']);
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * The path of `callPaths` that bubblewrap's refusal names, or null. bubblewrap mounts `/`, `/dev`,
+ * `/proc` and `/dev/shm` first (the same for every call), then the call's own paths, then enters the
+ * working directory: a refusal naming a call path came after the namespaces and the fixed mounts
+ * worked, so its cause is that path (a working directory the command may not enter once every
+ * capability is dropped, a destination it cannot create), not a sandbox this machine lacks.
+ * The longest path named wins; the fixed mounts are never a call's own.
+ */
+function refusedPath(reason: string, callPaths: readonly string[]): string | null {
+  let found: string | null = null;
+  for (const path of callPaths) {
+    if (FIXED_MOUNTS.has(path) || (found !== null && found.length >= path.length)) continue;
+    const named = new RegExp(`(?:^|[\\s'"]|/newroot|/oldroot)${escapeRegExp(path)}(?=$|[\\s:'",])`);
+    if (named.test(reason)) found = path;
+  }
+  return found;
 }
 
 /** Kernel denial signatures on Linux and macOS (matched case-insensitively). */
@@ -70,6 +106,11 @@ export function classify(input: ClassifyInput): Classification {
     if (!/"exit-code"/.test(input.status)) {
       const reason = firstLine(input.launcherStderr).replace(/^bwrap: /, '') || `bubblewrap exited with code ${String(input.exitCode)} before starting the command`;
       if (CHANGED_SOURCE.test(reason)) return { kind: 'changed', reason: `bubblewrap refused a bind: ${reason}` };
+      // A namespace, capability or fixed mount the kernel refuses names none of the call's paths:
+      // the sandbox is unavailable (reference §4.6). One of this call's paths refused is this call's
+      // failure, `execution_failed` (reference §11: the sandbox works, the command did not start).
+      const path = refusedPath(reason, input.callPaths ?? []);
+      if (path !== null) return { kind: 'refused', path, reason: `bubblewrap refused ${path}: ${reason}` };
       return { kind: 'unavailable', reason: `bubblewrap failed: ${reason}` };
     }
   } else if (input.exitCode !== null && [64, 65, 71].includes(input.exitCode)) {

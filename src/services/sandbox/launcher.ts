@@ -18,6 +18,8 @@ export interface LaunchSpec {
   descriptors?: number[];
   /** Paths hidden from the command, for classifying "Permission denied" lines. */
   hidden: string[];
+  /** The paths the launcher binds or enters for this call, for classifying its refusals (bubblewrap). */
+  callPaths?: string[];
   /** Removes what preparing the launch created (placeholder files) and closes its descriptors. */
   cleanup(): void;
 }

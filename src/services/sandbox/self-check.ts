@@ -121,26 +121,30 @@ async function probe(launcher: SandboxLauncher, file: string, note = ''): Promis
       return unavailable(kind, `self-check could not prepare the sandbox: ${(error as Error).message}`);
     }
     let output = '';
-    const outcome = await runProcess({
-      file: spec.file,
-      args: spec.args,
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, LANG: 'C' },
-      cwd: ws,
-      timeoutMs: 15_000,
-      signal: new AbortController().signal,
-      statusFd: spec.statusFd,
-      inputFiles: spec.inputFiles,
-      descriptors: spec.descriptors,
-      onOutput: (chunk) => {
-        output += chunk.toString('utf8');
-      },
-    });
-    spec.cleanup();
+    let outcome;
+    try {
+      outcome = await runProcess({
+        file: spec.file,
+        args: spec.args,
+        env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, LANG: 'C' },
+        cwd: ws,
+        timeoutMs: 15_000,
+        signal: new AbortController().signal,
+        statusFd: spec.statusFd,
+        inputFiles: spec.inputFiles,
+        descriptors: spec.descriptors,
+        onOutput: (chunk) => {
+          output += chunk.toString('utf8');
+        },
+      });
+    } finally {
+      spec.cleanup();
+    }
     if (outcome.kind !== 'exited') {
       return unavailable(kind, outcome.kind === 'spawn_failed' ? `${file} could not be started: ${outcome.message}` : `the self-check did not finish (${outcome.kind})`);
     }
     const verdict = classify({ launcher: kind, exitCode: outcome.exitCode, output, launcherStderr: outcome.launcherStderr, status: outcome.status, hidden: spec.hidden, cwd: ws });
-    if (verdict.kind === 'unavailable' || verdict.kind === 'changed') return unavailable(kind, verdict.reason);
+    if (verdict.kind === 'unavailable' || verdict.kind === 'changed' || verdict.kind === 'refused') return unavailable(kind, verdict.reason);
     const allowed = readOrNull(join(ws, 'allowed'));
     const protectedFile = readOrNull(join(ws, '.git', 'probe'));
     const denied = /read-only file system|operation not permitted/i.test(output);

@@ -146,7 +146,9 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
       } catch (error) {
         return failedResult('execution_failed', `the sandbox could not be prepared: ${(error as Error).message}`);
       }
-      const collector = new OutputCollector(spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
+      // The spec owns the pinned bind sources: every exit from here on closes them (integ8), also
+      // one through an exception before the spawn (the collector, the disk watch) or in the flush.
+      let collector: OutputCollector;
       const decoder = new StringDecoder('utf8');
       let pending = '';
       let flushTimer: NodeJS.Timeout | undefined;
@@ -155,10 +157,12 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
         if (pending !== '') ctx.progress({ kind: 'stdout', chunk: pending });
         pending = '';
       };
-      // The disk budget is watched on the file systems the call can write (trust-lease).
-      const disk = watchDisk([policy.workspaceRoot, ...policy.environment.tempDirs], runtime.bashDiskLimit);
       let outcome;
       try {
+        collector = new OutputCollector(spillPath(runtime.spillRoot, ctx.sessionId, ctx.toolCallId), runtime.spill);
+        // The disk budget is watched on the file systems the call can write (trust-lease).
+        const disk = watchDisk([policy.workspaceRoot, ...policy.environment.tempDirs], runtime.bashDiskLimit);
+        const output = collector;
         outcome = await runProcess({
           watch: { everyMs: DISK_CHECK_MS, exceeded: () => disk.exceeded() },
           file: spec.file,
@@ -172,7 +176,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           inputFiles: spec.inputFiles,
           descriptors: spec.descriptors,
           onOutput: (chunk) => {
-            collector.push(chunk);
+            output.push(chunk);
             pending += decoder.write(chunk);
             if (pending.length >= PROGRESS_BATCH_BYTES) {
               clearTimeout(flushTimer);
@@ -184,9 +188,12 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
         });
       } finally {
         clearTimeout(flushTimer);
-        pending += decoder.end();
-        flush();
-        spec.cleanup();
+        try {
+          pending += decoder.end();
+          flush();
+        } finally {
+          spec.cleanup();
+        }
       }
       const { text: output } = collector.finish();
       switch (outcome.kind) {
@@ -217,6 +224,7 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
             status: outcome.status,
             hidden: spec.hidden,
             cwd: policy.workspaceRoot,
+            ...(spec.callPaths ? { callPaths: spec.callPaths } : {}),
           });
           if (verdict.kind === 'unavailable') {
             const text = sandboxUnavailableText(verdict.reason);
@@ -224,6 +232,8 @@ export function bashTool(runtime: ToolRuntime): SandboxedTool {
           }
           // A bound path changed between the plan and the mount (attack round 7): nothing ran.
           if (verdict.kind === 'changed') return failedResult('execution_failed', `the sandbox could not be prepared: ${verdict.reason} (a path it binds changed while the call started; the command did not run)`);
+          // bubblewrap refused one of this call's paths (integ8): the sandbox works, this call could not start.
+          if (verdict.kind === 'refused') return failedResult('execution_failed', `the sandbox could not be prepared for this call: ${verdict.reason} (the sandbox works; this path could not be bound or entered, so the command did not run)`);
           const exit = outcome.exitCode ?? 128;
           const status = outcome.signal && outcome.exitCode === null ? `[killed by ${outcome.signal}; duration ${outcome.durationMs} ms]` : `[exit ${exit}; duration ${outcome.durationMs} ms]`;
           // A process that wrote past RLIMIT_FSIZE was stopped by SIGXFSZ (bash reports it, and

@@ -2,10 +2,11 @@
  * bash under bubblewrap: the self-check, `sandbox_unavailable` where the kernel refuses, the
  * kernel's answers against the policy's (parity on a real sandbox), denial classification, the
  * mode taking effect per call, cancel and timeout killing the process tree, output bounds and
- * spill files, progress, and the environment the command sees.
+ * spill files, progress, and the environment the command sees; bubblewrap's refusals told apart by
+ * cause (integ8).
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ToolProgress } from '../../../src/protocol/updates.js';
@@ -254,5 +255,80 @@ describe('classification (reference §4.7)', () => {
     const seatbelt = { ...base, launcher: 'seatbelt' as const, status: '' };
     expect(classify({ ...seatbelt, exitCode: 71, output: '', launcherStderr: 'sandbox-exec: sandbox_apply: Operation not permitted\n' })).toEqual({ kind: 'unavailable', reason: 'sandbox-exec: sandbox_apply: Operation not permitted' });
     expect(classify({ ...seatbelt, exitCode: 1, output: 'rm: x: Operation not permitted' })).toMatchObject({ kind: 'denied' });
+  });
+});
+
+/**
+ * Integrity round 8 (branch integ8): bubblewrap's refusals by cause. Reference §4.6 and §11:
+ * `sandbox_unavailable` is the sandbox itself failing (no namespaces, a capability or fixed mount
+ * the kernel refuses), for the session; a sandbox that works but cannot set up one call's path is
+ * that call's `execution_failed` (like a launcher that cannot start). Every bubblewrap refusal was
+ * `sandbox_unavailable`, whose text tells the model that bash "cannot run commands in this session".
+ */
+describe("bubblewrap's refusals by cause (integ8)", () => {
+  const failed = { launcher: 'bubblewrap' as const, exitCode: 1, output: '', status: '{ "child-pid": 5 }\n', hidden: [], cwd: '/w/ws' };
+  const callPaths = ['/', '/tmp', '/w/ws', '/w/ws/.git', '/home/u/.ssh', '/w/ws'];
+
+  it('a refusal naming a path of the call is that call\'s; one naming none (namespaces, fixed mounts) is the sandbox\'s', () => {
+    const refusal = (stderr: string) => classify({ ...failed, callPaths, launcherStderr: `bwrap: ${stderr}\n` });
+    expect(refusal("Can't chdir to /w/ws: Permission denied")).toEqual({ kind: 'refused', path: '/w/ws', reason: "bubblewrap refused /w/ws: Can't chdir to /w/ws: Permission denied" });
+    expect(refusal("Can't create file at /w/ws/.git: Read-only file system")).toMatchObject({ kind: 'refused', path: '/w/ws/.git' });
+    expect(refusal("Can't mount tmpfs on /newroot/home/u/.ssh: No space left on device")).toMatchObject({ kind: 'refused', path: '/home/u/.ssh' });
+    expect(refusal("Can't bind mount /oldroot/tmp on /newroot/tmp: Permission denied")).toMatchObject({ kind: 'refused', path: '/tmp' });
+    // Not a call path: a longer name that only starts with one.
+    expect(refusal("Can't mkdir /w/wsx: Permission denied")).toMatchObject({ kind: 'unavailable' });
+    for (const kernel of [
+      'No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces.',
+      'Creating new namespace failed: Operation not permitted',
+      "Can't mount proc on /newroot/proc: Operation not permitted",
+      "Can't mount tmpfs on /newroot/dev/shm: Operation not permitted",
+      "Can't bind mount /oldroot/ on /newroot/: Operation not permitted",
+      'Failed to make / slave: Permission denied',
+    ]) {
+      expect(refusal(kernel), kernel).toEqual({ kind: 'unavailable', reason: `bubblewrap failed: ${kernel}` });
+    }
+    // Without the call's paths (seatbelt, or an older caller) nothing changes.
+    expect(classify({ ...failed, launcherStderr: "bwrap: Can't chdir to /w/ws: Permission denied\n" })).toMatchObject({ kind: 'unavailable' });
+  });
+
+  it('a workspace the command may not enter once capabilities are dropped is execution_failed for that call; bash keeps working', async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    const own = await toolEnv();
+    try {
+      // The model's own call in auto takes every permission off the workspace root (it owns it).
+      const locked = await own.call('bash', { command: 'chmod 000 "$PWD"' });
+      expect(locked.result.status).toBe('succeeded');
+      const next = await own.call('bash', { command: 'echo ran > ran.txt; echo ran' });
+      expect(next.executed).toBe(true);
+      expect(next.result.status).toBe('failed');
+      expect(next.result.error?.code).toBe('execution_failed');
+      expect(next.result.text).toContain(`bubblewrap refused ${own.ws}: Can't chdir to ${own.ws}`);
+      expect(next.result.text).not.toContain('cannot run commands in this session');
+      expect(own.runtime.sandbox.available).toBe(true);
+      chmodSync(own.ws, 0o755);
+      expect(existsSync(join(own.ws, 'ran.txt'))).toBe(false);
+      const again = await own.call('bash', { command: 'echo ran' });
+      expect(again.result).toMatchObject({ status: 'succeeded', text: expect.stringContaining('ran\n[exit 0;') });
+    } finally {
+      chmodSync(own.ws, 0o755);
+      own.cleanup();
+    }
+  });
+
+  it("a working directory inside another user's private directory is execution_failed, not an unavailable sandbox", async (ctx) => {
+    requireSandbox(ctx, env.runtime);
+    // Only root reaches into another user's 0700 directory to start the call at all.
+    if (process.getuid?.() !== 0) return ctx.skip('needs root: a non-root host cannot open the workspace either');
+    const locked = join(env.base, 'locked-by-nobody');
+    mkdirSync(join(locked, 'ws'), { recursive: true });
+    chownSync(locked, 65534, 65534);
+    chmodSync(locked, 0o700);
+    const { executed, result } = await env.call('bash', { command: 'echo never' }, { workingDirectory: join(locked, 'ws') });
+    expect(executed).toBe(true);
+    expect(result.error?.code).toBe('execution_failed');
+    expect(result.text).toContain(`Can't chdir to ${join(locked, 'ws')}: Permission denied`);
+    expect(result.text).not.toContain('never\n');
+    const fine = await env.call('bash', { command: 'echo fine' });
+    expect(fine.result.text).toContain('fine\n[exit 0;');
   });
 });
